@@ -1,0 +1,159 @@
+/* hetserve — the engine interface.
+ *
+ * An engine is one device instance (cpu0 pinned to cores 0-1, cuda0, ...). It declares what it
+ * can run, keeps stage weights resident in its own memory, and runs stages on batches inside
+ * workspaces. The contract, in call order:
+ *
+ *   hs_engine_stage_prepare(e, stage, dtype)  once per stage at model load: weights become
+ *                                             resident on the engine (converted, packed);
+ *   hs_engine_ws_create(e, spec)              once per concurrent batch slot at load: every
+ *                                             activation buffer for the worst-case batch;
+ *   per batch, on one workspace (one thread at a time per workspace):
+ *     hs_engine_batch_begin(e, ws, batch)     copy-in of token ids, lengths;
+ *     hs_engine_act_write(e, ws, buf, src)    (only at an engine boundary) copy-in of hidden;
+ *     hs_engine_run_stage(e, ws, stage, prep) for each stage placed on this engine;
+ *     hs_engine_act_read(e, ws, buf, dst)     copy-out of hidden or pooled (synchronizes).
+ *
+ * Different workspaces may be used from different threads at once; stage preparations are
+ * read-only after prepare and shared by all workspaces. Nothing on the per-batch path
+ * allocates memory.
+ *
+ * Implementations fill a `static const struct hs_engine_iface` and are reached only through
+ * the hs_engine_* wrappers below, which check arguments, fill defaults for optional methods,
+ * keep the per-engine statistics, and are the place where tests inject faults.
+ */
+#ifndef HS_ENGINE_ENGINE_H
+#define HS_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "engine/stage.h"
+
+#define HS_ENGINE_API_VERSION 1
+#define HS_ENGINE_MAX_CORES 256
+
+/* What an engine is and can do; printed by `hetserve devices`. */
+struct hs_engine_caps {
+    char kind[16];     /* "cpu", "cuda", "opencl" */
+    char device[128];  /* "Intel(R) Xeon(R) ...", "NVIDIA H200" */
+    char isa[128];     /* "avx512f avx512bw avx2 fma" / "sm_90" */
+    int threads;       /* compute threads (CPU) or SMs (GPU) */
+    int64_t mem_bytes; /* memory the engine can use */
+    uint32_t dtypes;   /* bit (1u << HS_DTYPE_x) for each weight dtype it computes in */
+    uint32_t stages;   /* bit (1u << HS_STAGE_x) for each stage kind it runs */
+    int batch_max;     /* 0 = no limit of its own */
+    int seq_max;       /* 0 = no limit of its own */
+    char gemm[64];     /* GEMM library, e.g. "oneDNN 2.6.3" */
+};
+
+/* Cumulative counters, one schema for every engine. */
+struct hs_engine_stats {
+    int64_t batches;
+    int64_t sequences;
+    int64_t tokens;
+    int64_t errors;
+    int64_t busy_ns;     /* time inside batch_begin .. act_read */
+    int64_t copy_in_ns;  /* batch_begin + act_write */
+    int64_t compute_ns;  /* run_stage */
+    int64_t copy_out_ns; /* act_read */
+};
+
+/* Worst case a workspace must hold; activation buffers are sized from it once. */
+struct hs_ws_spec {
+    int batch_max;  /* sequences */
+    int tokens_max; /* sum of lengths */
+    int seq_max;    /* longest sequence */
+    const struct hs_encoder_dims *dims;
+};
+
+struct hs_engine_iface {
+    int api_version; /* HS_ENGINE_API_VERSION */
+    const char *kind;
+    void (*destroy)(void *ctx);
+    void (*caps)(void *ctx, struct hs_engine_caps *out);
+    /* (optional) default: any stage kind in caps.stages with any dtype in caps.dtypes */
+    bool (*supports)(void *ctx, enum hs_stage_kind kind, enum hs_dtype dtype, int batch, int seq);
+    hs_status (*stage_prepare)(void *ctx, const struct hs_stage *st, enum hs_dtype dtype,
+                               void **prep, struct hs_error *err);
+    void (*stage_release)(void *ctx, void *prep);
+    hs_status (*ws_create)(void *ctx, const struct hs_ws_spec *spec, void **ws,
+                           struct hs_error *err);
+    void (*ws_destroy)(void *ctx, void *ws);
+    hs_status (*batch_begin)(void *ctx, void *ws, const struct hs_batch *b, struct hs_error *err);
+    hs_status (*act_write)(void *ctx, void *ws, enum hs_act_buf buf, const float *src,
+                           struct hs_error *err);
+    hs_status (*run_stage)(void *ctx, void *ws, const struct hs_stage *st, void *prep,
+                           struct hs_error *err);
+    hs_status (*act_read)(void *ctx, void *ws, enum hs_act_buf buf, float *dst,
+                          struct hs_error *err);
+    /* (optional) waits for queued work on ws; default: no-op (synchronous engines) */
+    hs_status (*sync)(void *ctx, void *ws, struct hs_error *err);
+};
+
+/* Faults a test (or an operator, later) can inject through the wrappers. */
+struct hs_engine_fault {
+    int fail_next;        /* the next N run_stage calls fail with HS_STATUS_ENGINE */
+    double slow_factor;   /* >1: run_stage takes this many times longer (busy-waits the extra) */
+};
+
+typedef struct hs_engine *hs_engine_t;
+
+/* Engine options common to every kind. */
+struct hs_engine_opts {
+    const char *name;  /* instance name, e.g. "cpu0"; NULL = kind + index */
+    int threads;       /* CPU: compute threads (0 = all cores in the core set) */
+    int n_cores;       /* CPU: size of cores[]; 0 = no pinning */
+    int cores[HS_ENGINE_MAX_CORES];
+    int device;        /* GPU: device ordinal */
+};
+
+/* Creates an engine of `kind` ("cpu", "cuda", "opencl"). HS_STATUS_UNSUPPORTED when that kind
+ * was not built in or no device is present. The engine is freed with hs_engine_destroy. */
+hs_status hs_engine_create(const char *kind, const struct hs_engine_opts *opts, hs_engine_t *out,
+                           struct hs_error *err);
+/* Wraps an implementation (used by the create functions of each kind). Takes ownership of ctx. */
+hs_status hs__engine_wrap(const struct hs_engine_iface *iface, void *ctx, const char *name,
+                          hs_engine_t *out, struct hs_error *err);
+void hs_engine_destroy(hs_engine_t e);
+
+const char *hs_engine_name(hs_engine_t e);
+const char *hs_engine_kind(hs_engine_t e);
+void hs_engine_caps(hs_engine_t e, struct hs_engine_caps *out);
+bool hs_engine_supports(hs_engine_t e, enum hs_stage_kind kind, enum hs_dtype dtype, int batch,
+                        int seq);
+hs_status hs_engine_stage_prepare(hs_engine_t e, const struct hs_stage *st, enum hs_dtype dtype,
+                                  void **prep, struct hs_error *err);
+void hs_engine_stage_release(hs_engine_t e, void *prep);
+hs_status hs_engine_ws_create(hs_engine_t e, const struct hs_ws_spec *spec, void **ws,
+                              struct hs_error *err);
+void hs_engine_ws_destroy(hs_engine_t e, void *ws);
+hs_status hs_engine_batch_begin(hs_engine_t e, void *ws, const struct hs_batch *b,
+                                struct hs_error *err);
+hs_status hs_engine_act_write(hs_engine_t e, void *ws, enum hs_act_buf buf, const float *src,
+                              struct hs_error *err);
+hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st, void *prep,
+                              struct hs_error *err);
+hs_status hs_engine_act_read(hs_engine_t e, void *ws, enum hs_act_buf buf, float *dst,
+                             struct hs_error *err);
+hs_status hs_engine_sync(hs_engine_t e, void *ws, struct hs_error *err);
+/* Thread-safe snapshot of the counters. */
+void hs_engine_stats(hs_engine_t e, struct hs_engine_stats *out);
+/* Replaces the injected faults (thread-safe). */
+void hs_engine_set_fault(hs_engine_t e, const struct hs_engine_fault *fault);
+
+/* Kinds compiled into this build, e.g. {"cpu", "cuda"}; *n receives the count. */
+const char *const *hs_engine_kinds_built(int *n);
+
+/* Per-kind constructors (engine/<kind>/). Each returns HS_STATUS_UNSUPPORTED when unavailable. */
+hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                               struct hs_error *err);
+hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                                struct hs_error *err);
+/* Number of CUDA devices visible at run time; 0 when none or not built. */
+int hs_engine_cuda_device_count(void);
+
+#endif

@@ -1,0 +1,105 @@
+/* hetserve — the encoder's stages, as engines see them.
+ *
+ * A BERT-family encoder is an ordered list of stages:
+ *   embed -> layer0.attn -> layer0.ffn -> ... -> layerN-1.ffn -> pool -> normalize
+ * A stage names its kind, its layer, the model's dimensions, and its weights by role. Weight
+ * tensors point into host memory that the model keeps alive (a read-only file mapping); an
+ * engine copies or converts them once, in hs_engine_stage_prepare, and never at run time.
+ *
+ * Activations between stages (the interchange format at engine boundaries):
+ *   hidden: packed fp32 [n_tokens, hidden], sequence after sequence (no padding)
+ *   pooled: fp32 [n_seqs, hidden]
+ * embed reads token ids and writes hidden; attn and ffn read and write hidden (post-LN BERT:
+ * x = LN(x + f(x))); pool reads hidden and writes pooled; normalize L2-normalizes pooled.
+ */
+#ifndef HS_ENGINE_STAGE_H
+#define HS_ENGINE_STAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+enum hs_stage_kind {
+    HS_STAGE_EMBED,
+    HS_STAGE_ATTN,
+    HS_STAGE_FFN,
+    HS_STAGE_POOL,
+    HS_STAGE_NORMALIZE,
+    HS_STAGE_COUNT
+};
+
+enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS };
+
+enum hs_act_fn { HS_ACT_GELU_ERF, HS_ACT_GELU_TANH, HS_ACT_RELU };
+
+/* Dimensions and hyper-parameters of an encoder (from config.json and the pooling config). */
+struct hs_encoder_dims {
+    int hidden;
+    int heads;
+    int head_dim; /* hidden / heads */
+    int intermediate;
+    int layers;
+    int vocab;
+    int max_positions;
+    int type_vocab;
+    float ln_eps;
+    enum hs_act_fn act;
+    enum hs_pool_mode pool;
+    bool normalize;
+};
+
+/* Weight roles. Linear weights are [out, in] as stored by PyTorch; biases [out]. */
+enum hs_weight_role {
+    HS_W_WORD_EMB, /* [vocab, hidden] */
+    HS_W_POS_EMB,  /* [max_positions, hidden] */
+    HS_W_TYPE_EMB, /* [type_vocab, hidden] */
+    HS_W_EMB_LN_G,
+    HS_W_EMB_LN_B,
+    HS_W_Q,
+    HS_W_Q_B,
+    HS_W_K,
+    HS_W_K_B,
+    HS_W_V,
+    HS_W_V_B,
+    HS_W_ATTN_OUT,
+    HS_W_ATTN_OUT_B,
+    HS_W_ATTN_LN_G,
+    HS_W_ATTN_LN_B,
+    HS_W_FFN_IN, /* [intermediate, hidden] */
+    HS_W_FFN_IN_B,
+    HS_W_FFN_OUT, /* [hidden, intermediate] */
+    HS_W_FFN_OUT_B,
+    HS_W_FFN_LN_G,
+    HS_W_FFN_LN_B,
+    HS_W_COUNT
+};
+
+struct hs_stage {
+    enum hs_stage_kind kind;
+    int layer;     /* 0-based for attn/ffn; -1 otherwise */
+    char name[32]; /* "embed", "layer3.attn", "layer3.ffn", "pool", "normalize" */
+    const struct hs_encoder_dims *dims;
+    struct hs_tensor w[HS_W_COUNT]; /* roles this kind uses; others have data == NULL */
+};
+
+/* A batch of sequences, host side. Token arrays are packed: sequence i occupies
+ * [offsets[i], offsets[i+1]). seq_max is the padded length the batch was shaped to (its
+ * length bucket); engines that compute on padded shapes use it, packed engines ignore it.
+ * Every lengths[i] is >= 1 and <= seq_max. */
+struct hs_batch {
+    int n_seqs;
+    int seq_max;
+    int n_tokens;
+    const int32_t *ids;      /* [n_tokens] */
+    const int32_t *type_ids; /* [n_tokens], or NULL for all zeros */
+    const int32_t *lengths;  /* [n_seqs] */
+    const int32_t *offsets;  /* [n_seqs + 1] */
+};
+
+/* Which activation buffer of a workspace a copy moves. */
+enum hs_act_buf { HS_ACT_BUF_HIDDEN, HS_ACT_BUF_POOLED };
+
+const char *hs_stage_kind_name(enum hs_stage_kind k);
+
+#endif

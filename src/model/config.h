@@ -1,0 +1,39 @@
+/* hetserve — model folder configuration.
+ *
+ * Reads the files of a HuggingFace / sentence-transformers model folder:
+ *   config.json                      BERT hyper-parameters (required)
+ *   1_Pooling/config.json            pooling mode (optional; default mean)
+ *   modules.json                     whether a Normalize module follows (optional)
+ *   sentence_bert_config.json        max_seq_length (optional)
+ *   tokenizer_config.json            do_lower_case, strip_accents, tokenize_chinese_chars
+ * Missing required keys, wrong JSON types, or values out of range (hidden not divisible by
+ * heads, non-positive sizes, unknown activation) give HS_STATUS_CORRUPT with a message naming
+ * the file and the key.
+ */
+#ifndef HS_MODEL_CONFIG_H
+#define HS_MODEL_CONFIG_H
+
+#include <stdbool.h>
+
+#include "core/status.h"
+#include "engine/stage.h"
+
+struct hs_model_config {
+    struct hs_encoder_dims dims;
+    int max_seq_len;   /* sentence_bert_config max_seq_length, capped by max_positions */
+    int pad_token_id;
+    char model_type[32]; /* "bert" */
+    /* tokenizer options */
+    bool do_lower_case;       /* default true */
+    int strip_accents;        /* -1 = follow do_lower_case (HF null), 0 = no, 1 = yes */
+    bool tokenize_chinese_chars; /* default true */
+};
+
+/* Parses the folder's config files into *out. */
+hs_status hs_model_config_load(const char *dir, struct hs_model_config *out,
+                               struct hs_error *err);
+/* Parses a config.json text (for tests); fills dims and model_type only. */
+hs_status hs_model_config_parse_hf(const char *json_text, const char *label,
+                                   struct hs_model_config *out, struct hs_error *err);
+
+#endif

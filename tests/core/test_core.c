@@ -1,0 +1,69 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+static void status_strings(void **state)
+{
+    (void)state;
+    assert_string_equal(hs_status_str(HS_STATUS_OK), "ok");
+    assert_string_equal(hs_status_name(HS_STATUS_CORRUPT), "HS_STATUS_CORRUPT");
+    assert_string_equal(hs_status_str((hs_status)-999), "unknown status");
+    struct hs_error e;
+    assert_int_equal(hs_error_set(&e, HS_STATUS_IO, "file %s", "x"), HS_STATUS_IO);
+    assert_string_equal(e.msg, "file x");
+    assert_int_equal(hs_error_set(NULL, HS_STATUS_IO, "ignored"), HS_STATUS_IO);
+}
+
+static void alloc_counts_and_fails(void **state)
+{
+    (void)state;
+    int64_t live = hs_alloc_live();
+    void *a = hs_malloc(10), *b = hs_malloc_aligned(100, 64);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(((uintptr_t)b) % 64, 0);
+    assert_int_equal(hs_alloc_live(), live + 2);
+    hs_free(a);
+    hs_free_aligned(b);
+    assert_int_equal(hs_alloc_live(), live);
+    hs_alloc_fail_after(1);
+    void *c = hs_malloc(1);
+    assert_non_null(c);
+    assert_null(hs_malloc(1));
+    assert_null(hs_calloc(1, 1));
+    hs_alloc_fail_after(-1);
+    void *d = hs_malloc(1);
+    assert_non_null(d);
+    hs_free(c);
+    hs_free(d);
+}
+
+static void half_conversions(void **state)
+{
+    (void)state;
+    float vals[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.3333f};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        float back = hs_fp16_to_fp32(hs_fp32_to_fp16(vals[i]));
+        assert_true(fabsf(back - vals[i]) <= fabsf(vals[i]) * 1e-3f + 1e-8f);
+    }
+    assert_true(isinf(hs_fp16_to_fp32(hs_fp32_to_fp16(1e6f))));
+    assert_true(hs_bf16_to_fp32(0x3f80) == 1.0f);
+    assert_int_equal(hs_dtype_parse("BF16"), HS_DTYPE_BF16);
+    assert_int_equal(hs_dtype_parse("F64"), -1);
+    assert_int_equal(hs_dtype_size(HS_DTYPE_I64), 8);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_strings),
+        cmocka_unit_test(alloc_counts_and_fails),
+        cmocka_unit_test(half_conversions),
+    };
+    return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}
