@@ -1,0 +1,67 @@
+/* hetserve — the executor: runs a model's stages on engines, per placement plan.
+ *
+ * A placement plan names the engine of every stage (whole-model: one engine for all; layer
+ * split: the first N layers on A; module split: attention on A, FFN on B). At each change of
+ * engine the executor copies the activation through host memory (act_read on the old engine,
+ * act_write on the new) and times that copy separately.
+ *
+ * hs_executor_create prepares every stage on its engine (weights become resident) and creates
+ * `slots` workspaces on each engine used, sized for the worst case in opts; after that, running
+ * a batch allocates nothing. Each slot is used by one thread at a time; different slots may run
+ * concurrently. hs_executor_run writes one embedding (dims.hidden floats) per sequence, pooled
+ * and (when the model says so) L2-normalized.
+ */
+#ifndef HS_MODEL_EXECUTOR_H
+#define HS_MODEL_EXECUTOR_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+#define HS_PLAN_MAX_STAGES 128
+
+struct hs_placement {
+    int n_stages;                           /* must equal the model's n_stages */
+    hs_engine_t engine[HS_PLAN_MAX_STAGES]; /* engine of each stage */
+};
+
+/* Fills a plan that runs every stage on e. */
+void hs_placement_single(const struct hs_model *m, hs_engine_t e, struct hs_placement *out);
+/* Layer split: embed and layers [0, n_first) on a, the rest (and pool/normalize) on b. */
+void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, hs_engine_t b,
+                         struct hs_placement *out);
+
+struct hs_executor_opts {
+    int batch_max;  /* sequences per batch (default 32) */
+    int tokens_max; /* tokens per batch (default batch_max * seq_max) */
+    int seq_max;    /* longest sequence (default the model's max_seq_len) */
+    int slots;      /* concurrent batches (default 1) */
+    enum hs_dtype dtype; /* compute dtype requested from engines (default F32) */
+};
+
+/* Timings of one batch, nanoseconds. */
+struct hs_exec_timing {
+    int64_t copy_in_ns;  /* batch_begin on the first engine */
+    int64_t compute_ns;  /* all run_stage calls */
+    int64_t transfer_ns; /* activation copies at engine boundaries */
+    int64_t copy_out_ns; /* final act_read */
+    int n_transfers;
+};
+
+struct hs_executor;
+
+hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement *plan,
+                             const struct hs_executor_opts *opts, struct hs_executor **out,
+                             struct hs_error *err);
+void hs_executor_free(struct hs_executor *x);
+const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x);
+
+/* Runs one batch on slot `slot` (0 <= slot < opts.slots). out: [b->n_seqs, hidden] fp32.
+ * HS_STATUS_INVALID_ARGUMENT when the batch exceeds the workspace sizes; engine failures
+ * return their status with the engine's message. timing may be NULL. */
+hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch *b, float *out,
+                          struct hs_exec_timing *timing, struct hs_error *err);
+
+#endif

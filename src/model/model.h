@@ -1,0 +1,37 @@
+/* hetserve — a loaded encoder model.
+ *
+ * hs_model_load reads a model folder (config files, vocab.txt, model.safetensors), validates
+ * every tensor the encoder needs (name, dtype, shape) and builds the encoder as an ordered list
+ * of stages (engine/stage.h) whose weights point into the read-only file mapping. Weights are
+ * loaded once and shared; engines make their own resident copies in stage_prepare.
+ * Tensor names are accepted with or without the "bert." prefix.
+ *
+ * A model is read-only after load and safe to share between threads.
+ */
+#ifndef HS_MODEL_MODEL_H
+#define HS_MODEL_MODEL_H
+
+#include "core/status.h"
+#include "engine/stage.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
+
+struct hs_model {
+    char *dir;
+    char *name;  /* folder's base name, e.g. "all-MiniLM-L6-v2" */
+    struct hs_model_config config;
+    struct hs_tokenizer *tokenizer;
+    struct hs_safetensors *weights;
+    int n_stages;            /* 1 + 2 * layers + 2 */
+    struct hs_stage *stages; /* embed, layer0.attn, layer0.ffn, ..., pool, normalize */
+};
+
+hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err);
+void hs_model_free(struct hs_model *m);
+
+/* Tokenizes one text for this model: [CLS] .. [SEP] truncated to max_tokens (<= 0: the model's
+ * max_seq_len). Same contract as hs_tokenizer_encode. */
+hs_status hs_model_tokenize(const struct hs_model *m, const char *text, size_t len, int32_t *ids,
+                            int max_tokens, int *n_tokens, int *n_full, struct hs_error *err);
+
+#endif
