@@ -1,0 +1,17 @@
+/* hetserve — command-line front end. Each `hetserve <cmd>` lives in src/cli/cmd_<cmd>.c as
+ * `int hs_cmd_<cmd>(int argc, char **argv)` (argv[0] is the command name) and is listed in
+ * main.c's table. Exit codes: 0 ok, 1 failure, 2 usage error. */
+#ifndef HS_CLI_CLI_H
+#define HS_CLI_CLI_H
+
+int hs_cmd_embed(int argc, char **argv);
+int hs_cmd_tokenize(int argc, char **argv);
+int hs_cmd_devices(int argc, char **argv);
+int hs_cmd_verify(int argc, char **argv);
+int hs_cmd_serve(int argc, char **argv);
+int hs_cmd_config(int argc, char **argv);
+
+/* Default model folder: $HS_MODEL_DIR, else models/all-MiniLM-L6-v2 under the current directory. */
+const char *hs_cli_default_model(void);
+
+#endif
