@@ -1,0 +1,88 @@
+# hetserve — the optional CUDA engine.
+#
+# HS_CUDA (cache, from the top CMakeLists.txt): AUTO builds the engine when a CUDA compiler is
+# found, ON requires one, OFF never builds it. When built, hetserve_lib gets the sources under
+# src/engine/cuda/, HS_HAVE_CUDA=1, the static CUDA runtime (a binary starts and reports zero
+# devices where no driver or GPU is present) and cuBLASLt. Targets: Hopper machine code (sm_90)
+# plus sm_90 PTX, which newer GPUs compile at load.
+
+string(TOUPPER "${HS_CUDA}" _hs_cuda_mode)
+set(HS_CUDA_ENABLED OFF)
+if(_hs_cuda_mode STREQUAL "ON" OR _hs_cuda_mode STREQUAL "AUTO")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED CMAKE_CUDA_COMPILER)
+    # check_language looks on PATH; the toolkit's usual home is a fallback for CI images.
+    if(NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+      find_program(_hs_nvcc nvcc)
+      if(NOT _hs_nvcc)
+        set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
+      endif()
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(HS_CUDA_ENABLED ON)
+  elseif(_hs_cuda_mode STREQUAL "ON")
+    message(FATAL_ERROR "HS_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+elseif(NOT _hs_cuda_mode STREQUAL "OFF")
+  message(FATAL_ERROR "HS_CUDA must be AUTO, ON or OFF (got '${HS_CUDA}')")
+endif()
+
+if(HS_CUDA_ENABLED)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+  endif()
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+
+  # The options given to hetserve_lib so far are C compiler flags (warnings, sanitizers):
+  # keep them for C sources only, and give nvcc its own.
+  get_target_property(_hs_opts hetserve_lib COMPILE_OPTIONS)
+  if(_hs_opts)
+    set(_hs_c_opts "")
+    foreach(o ${_hs_opts})
+      list(APPEND _hs_c_opts "$<$<COMPILE_LANGUAGE:C>:${o}>")
+    endforeach()
+    set_target_properties(hetserve_lib PROPERTIES COMPILE_OPTIONS "${_hs_c_opts}")
+  endif()
+
+  # Executables that link hetserve_lib are now linked by nvcc: give it the sanitizer flags
+  # (added with add_link_options above) in a form it accepts.
+  get_directory_property(_hs_link_opts LINK_OPTIONS)
+  if(_hs_link_opts)
+    set(_hs_wrapped "")
+    foreach(o ${_hs_link_opts})
+      list(APPEND _hs_wrapped "$<$<LINK_LANGUAGE:C>:${o}>" "$<$<LINK_LANGUAGE:CUDA>:-Xcompiler=${o}>")
+    endforeach()
+    set_directory_properties(PROPERTIES LINK_OPTIONS "${_hs_wrapped}")
+  endif()
+
+  file(GLOB HS_CUDA_SRC CONFIGURE_DEPENDS src/engine/cuda/*.c src/engine/cuda/*.cu)
+  target_sources(hetserve_lib PRIVATE ${HS_CUDA_SRC})
+  # hetserve_lib existed before CUDA was enabled, so it did not pick up the default
+  set_target_properties(hetserve_lib PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  set_source_files_properties(${HS_CUDA_SRC} PROPERTIES COMPILE_OPTIONS
+    "$<$<COMPILE_LANGUAGE:C>:-O3>")
+  target_compile_options(hetserve_lib PRIVATE
+    "$<$<COMPILE_LANGUAGE:CUDA>:-O3;-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter;--Werror=all-warnings>")
+  target_compile_definitions(hetserve_lib PUBLIC HS_HAVE_CUDA=1)
+  target_link_libraries(hetserve_lib PUBLIC CUDA::cudart_static CUDA::cublasLt)
+  # nvcc's host objects may need the C++ runtime; executables are linked by the C driver.
+  target_link_libraries(hetserve_lib PUBLIC stdc++)
+  message(STATUS "hetserve: CUDA engine ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
+                 "archs ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "hetserve: CUDA engine OFF")
+endif()
+
+# GPU benchmark harness (bench/gpu/): built in every configuration, so that its CPU dry run
+# works on machines without CUDA too.
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../bench/gpu/bench_engine.c)
+  add_executable(bench_engine ${CMAKE_CURRENT_LIST_DIR}/../bench/gpu/bench_engine.c)
+  target_compile_options(bench_engine PRIVATE ${HS_WARN})
+  target_link_libraries(bench_engine PRIVATE hetserve_lib)
+endif()
