@@ -1,0 +1,219 @@
+/* hetserve verify — every available engine against the golden embeddings.
+ *
+ *   hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]] [--dtype f32|f16|bf16]
+ *                   [--batch N] [--limit N] [--min X] [--mean Y]
+ *
+ * For each engine kind built in (or named), each device of that kind, and each dtype the engine
+ * computes in (or the one named), prints one line: min and mean cosine against the golden
+ * fp32 embeddings, the tolerance, and PASS/FAIL. Kinds with no device print "skipped: no GPU"
+ * (or "skipped: no device"). Exit status: 0 when every engine that ran passed, 1 when one failed
+ * or could not run or none ran, 2 on a usage error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/tensor.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "model/verify.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]]\n"
+               "                       [--dtype f32|f16|bf16] [--batch N] [--limit N]\n"
+               "                       [--min X] [--mean Y]\n"
+               "  --golden DIR   folder with embeddings.json + embeddings.f32 "
+               "(default $HS_GOLDEN_DIR, else tests/golden)\n"
+               "  --min/--mean   override the declared tolerance (cosine)\n");
+}
+
+static int parse_dtype(const char *s)
+{
+    if (strcmp(s, "f32") == 0 || strcmp(s, "F32") == 0 || strcmp(s, "fp32") == 0)
+        return HS_DTYPE_F32;
+    if (strcmp(s, "f16") == 0 || strcmp(s, "F16") == 0 || strcmp(s, "fp16") == 0)
+        return HS_DTYPE_F16;
+    if (strcmp(s, "bf16") == 0 || strcmp(s, "BF16") == 0) return HS_DTYPE_BF16;
+    return -1;
+}
+
+static bool kind_wanted(const char *list, const char *kind)
+{
+    if (!list) return true;
+    size_t n = strlen(kind);
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && strncmp(p, kind, n) == 0) return true;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+static void print_header(void)
+{
+    printf("%-10s %-6s %-5s %5s %12s %12s %17s %10s  %s\n", "engine", "kind", "dtype", "n",
+           "cos_min", "cos_mean", "tol(min/mean)", "ms", "result");
+}
+
+int hs_cmd_verify(int argc, char **argv)
+{
+    const char *model_dir = hs_cli_default_model();
+    const char *golden_dir = getenv("HS_GOLDEN_DIR");
+    const char *kinds = NULL;
+    int dtype_only = -1;
+    struct hs_verify_opts vo = {.batch_max = 32, .limit = 0};
+    double tol_min = -1.0, tol_mean = -1.0;
+    if (!golden_dir || !*golden_dir) golden_dir = "tests/golden";
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "verify: %s needs a value (or is unknown)\n", a);
+            usage(stderr);
+            return 2;
+        }
+        char *end = NULL;
+        if (strcmp(a, "--model") == 0) model_dir = v;
+        else if (strcmp(a, "--golden") == 0) golden_dir = v;
+        else if (strcmp(a, "--engine") == 0) kinds = v;
+        else if (strcmp(a, "--dtype") == 0) {
+            dtype_only = parse_dtype(v);
+            if (dtype_only < 0) {
+                fprintf(stderr, "verify: unknown dtype '%s'\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--limit") == 0) {
+            long n = strtol(v, &end, 10);
+            if (*end || n < 0 || n > 1 << 20) {
+                fprintf(stderr, "verify: bad number '%s' for %s\n", v, a);
+                return 2;
+            }
+            if (a[2] == 'b') vo.batch_max = (int)n;
+            else vo.limit = (int)n;
+        } else if (strcmp(a, "--min") == 0 || strcmp(a, "--mean") == 0) {
+            double x = strtod(v, &end);
+            if (*end || x < -1.0 || x > 1.0) {
+                fprintf(stderr, "verify: bad cosine '%s' for %s\n", v, a);
+                return 2;
+            }
+            if (strcmp(a, "--min") == 0) tol_min = x;
+            else tol_mean = x;
+        } else {
+            fprintf(stderr, "verify: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+
+    struct hs_error err;
+    hs_error_clear(&err);
+    struct hs_model *m = NULL;
+    struct hs_golden *g = NULL;
+    if (hs_model_load(model_dir, &m, &err)) {
+        fprintf(stderr, "verify: model %s: %s\n", model_dir, err.msg);
+        return 1;
+    }
+    if (hs_golden_load_dir(golden_dir, &g, &err)) {
+        fprintf(stderr, "verify: golden set %s: %s\n", golden_dir, err.msg);
+        hs_model_free(m);
+        return 1;
+    }
+    printf("verify: model %s, %d golden sentences from %s\n", m->name,
+           vo.limit > 0 && vo.limit < g->count ? vo.limit : g->count, golden_dir);
+    print_header();
+
+    int ran = 0, failed = 0;
+    int n_kinds = 0;
+    const char *const *built = hs_engine_kinds_built(&n_kinds);
+    if (kinds) { /* a named kind that is not built is reported, not silently skipped */
+        for (const char *p = kinds; *p;) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            bool found = false;
+            for (int k = 0; k < n_kinds; k++)
+                if (strlen(built[k]) == len && strncmp(built[k], p, len) == 0) found = true;
+            if (!found) {
+                printf("%.*s: skipped: not built into this binary\n", (int)len, p);
+                failed++;
+            }
+            if (!comma) break;
+            p = comma + 1;
+        }
+    }
+    for (int k = 0; k < n_kinds; k++) {
+        const char *kind = built[k];
+        if (!kind_wanted(kinds, kind)) continue;
+        int devices = 1;
+        if (strcmp(kind, "cuda") == 0) {
+            devices = hs_engine_cuda_device_count();
+            if (devices == 0) {
+                printf("%s: skipped: no GPU\n", kind);
+                continue;
+            }
+        }
+        for (int dev = 0; dev < devices; dev++) {
+            struct hs_engine_opts eo;
+            memset(&eo, 0, sizeof eo);
+            eo.device = dev;
+            hs_engine_t e = NULL;
+            hs_status s = hs_engine_create(kind, &eo, &e, &err);
+            if (s == HS_STATUS_UNSUPPORTED) {
+                printf("%s%d: skipped: no device (%s)\n", kind, dev, err.msg);
+                continue;
+            }
+            if (s) {
+                printf("%s%d: ERROR: %s\n", kind, dev, err.msg);
+                failed++;
+                continue;
+            }
+            struct hs_engine_caps caps;
+            hs_engine_caps(e, &caps);
+            static const enum hs_dtype order[] = {HS_DTYPE_F32, HS_DTYPE_F16, HS_DTYPE_BF16};
+            for (size_t d = 0; d < sizeof order / sizeof order[0]; d++) {
+                const enum hs_dtype dt = order[d];
+                if (!(caps.dtypes & (1u << dt))) continue;
+                if (dtype_only >= 0 && (int)dt != dtype_only) continue;
+                struct hs_verify_tolerance tol;
+                hs_verify_default_tolerance(dt, &tol);
+                if (tol_min >= -1.0) tol.cos_min = tol_min;
+                if (tol_mean >= -1.0) tol.cos_mean = tol_mean;
+                struct hs_verify_report rep;
+                s = hs_verify_engine(m, e, dt, g, &tol, &vo, &rep, &err);
+                if (s) {
+                    printf("%-10s %-6s %-5s ERROR: %s\n", hs_engine_name(e), kind,
+                           hs_dtype_name(dt), err.msg);
+                    failed++;
+                    continue;
+                }
+                ran++;
+                if (!rep.pass) failed++;
+                char tolbuf[32];
+                snprintf(tolbuf, sizeof tolbuf, "%.5f/%.5f", rep.tol.cos_min, rep.tol.cos_mean);
+                printf("%-10s %-6s %-5s %5d %12.7f %12.7f %17s %10.1f  %s", rep.engine, rep.kind,
+                       hs_dtype_name(dt), rep.count, rep.cos_min, rep.cos_mean, tolbuf, rep.ms,
+                       rep.pass ? "PASS" : "FAIL");
+                if (!rep.pass) printf(" (worst: sentence %d)", rep.worst);
+                printf("\n");
+            }
+            hs_engine_destroy(e);
+        }
+    }
+    hs_golden_free(g);
+    hs_model_free(m);
+    if (ran == 0) {
+        printf("verify: no engine ran\n");
+        return 1;
+    }
+    printf("verify: %s\n", failed ? "FAILED" : "all passed");
+    return failed ? 1 : 0;
+}
