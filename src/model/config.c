@@ -17,13 +17,13 @@
 #include "core/alloc.h"
 
 /* Upper bounds keep every shape product below 2^63 and reject nonsense early. */
-#define CFG_MAX_HIDDEN (1 << 16)
+#define CFG_MAX_HIDDEN       (1 << 16)
 #define CFG_MAX_INTERMEDIATE (1 << 20)
-#define CFG_MAX_LAYERS 4096
-#define CFG_MAX_VOCAB (1 << 24)
-#define CFG_MAX_POSITIONS (1 << 20)
-#define CFG_MAX_TYPE_VOCAB (1 << 16)
-#define CFG_MAX_FILE_BYTES (64u * 1024u * 1024u)
+#define CFG_MAX_LAYERS       4096
+#define CFG_MAX_VOCAB        (1 << 24)
+#define CFG_MAX_POSITIONS    (1 << 20)
+#define CFG_MAX_TYPE_VOCAB   (1 << 16)
+#define CFG_MAX_FILE_BYTES   (64u * 1024u * 1024u)
 
 /* Loads a JSON file. *root is NULL and HS_STATUS_OK when the file is absent and optional. */
 static hs_status load_json(const char *dir, const char *rel, int required, json_t **root,
@@ -75,8 +75,8 @@ static hs_status load_json(const char *dir, const char *rel, int required, json_
     json_error_t jerr;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!*root) {
-        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: invalid JSON at line %d column %d: %s",
-                         path, jerr.line, jerr.column, jerr.text);
+        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: invalid JSON at line %d column %d: %s", path,
+                         jerr.line, jerr.column, jerr.text);
         goto out;
     }
     if (!json_is_object(*root) && !json_is_array(*root)) {
@@ -155,8 +155,7 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
     const char *mt;
     if ((s = get_str(root, label, "model_type", NULL, &mt, err))) return s;
     if (!mt)
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: missing required key 'model_type'",
-                            label);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: missing required key 'model_type'", label);
     if (strcmp(mt, "bert") != 0)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
                             "%s: model_type '%.64s' is not supported (only 'bert')", label, mt);
@@ -273,8 +272,8 @@ static hs_status parse_pooling(const json_t *root, const char *label, struct hs_
     d->pool = mean ? HS_POOL_MEAN : HS_POOL_CLS;
 
     int dim;
-    hs_status s = get_int(root, label, "word_embedding_dimension", 1, d->hidden, 1,
-                          CFG_MAX_HIDDEN, &dim, err);
+    hs_status s = get_int(root, label, "word_embedding_dimension", 1, d->hidden, 1, CFG_MAX_HIDDEN,
+                          &dim, err);
     if (s) return s;
     if (dim != d->hidden)
         return hs_error_set(err, HS_STATUS_CORRUPT,
@@ -332,13 +331,12 @@ static hs_status parse_tokenizer_config(const json_t *root, const char *label,
     else if (json_is_boolean(sa))
         c->strip_accents = json_is_true(sa) ? 1 : 0;
     else
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'strip_accents' must be true, false or null",
-                            label);
+        return hs_error_set(err, HS_STATUS_CORRUPT,
+                            "%s: 'strip_accents' must be true, false or null", label);
     return HS_STATUS_OK;
 }
 
-hs_status hs_model_config_load(const char *dir, struct hs_model_config *out,
-                               struct hs_error *err)
+hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, struct hs_error *err)
 {
     if (!dir || !out)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "model config: NULL argument");

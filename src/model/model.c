@@ -1,6 +1,7 @@
 /* hetserve — a loaded encoder model (see model.h for the contract). */
 #include "model/model.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +60,13 @@ static hs_status find_weight(struct loader *L, const char *stem, const char *lea
                                     "%s: tensor '%s' has shape %s, expected %s", L->st_path, name,
                                     got, exp);
             }
+            /* Engines read weights in place as float / uint16 arrays; a header whose length
+             * is not padded can leave them misaligned, which they must not be handed. */
+            if ((uintptr_t)out->data % hs_dtype_size(out->dtype) != 0)
+                return hs_error_set(L->err, HS_STATUS_UNSUPPORTED,
+                                    "%s: tensor '%s' data is not aligned to its %zu-byte "
+                                    "elements (unpadded header)",
+                                    L->st_path, name, hs_dtype_size(out->dtype));
             return HS_STATUS_OK;
         }
     }
@@ -177,8 +185,7 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
     struct loader L;
     memset(&L, 0, sizeof L);
     L.err = err;
-    if (snprintf(L.st_path, sizeof L.st_path, "%s/model.safetensors", dir) >=
-        (int)sizeof L.st_path)
+    if (snprintf(L.st_path, sizeof L.st_path, "%s/model.safetensors", dir) >= (int)sizeof L.st_path)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "model load: path too long");
 
     struct hs_model *m = hs_calloc(1, sizeof *m);
@@ -207,9 +214,8 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
     /* Every id the tokenizer can emit indexes the word embedding table. */
     int nv = hs_tokenizer_vocab_size(m->tokenizer);
     if (nv > m->config.dims.vocab) {
-        s = hs_error_set(err, HS_STATUS_CORRUPT,
-                         "%s: %d tokens but config.json vocab_size is %d", vocab, nv,
-                         m->config.dims.vocab);
+        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: %d tokens but config.json vocab_size is %d",
+                         vocab, nv, m->config.dims.vocab);
         goto fail;
     }
 

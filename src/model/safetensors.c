@@ -36,7 +36,7 @@ struct hs_safetensors {
     const unsigned char *data; /* start of the data section */
     uint64_t data_bytes;
     int n;
-    struct st_entry *e; /* header order */
+    struct st_entry *e;              /* header order */
     const struct st_entry **by_name; /* the entries sorted by name, for lookup */
 };
 
@@ -77,8 +77,7 @@ static hs_status parse_metadata(const struct hs_safetensors *st, const json_t *m
                                 struct hs_error *err)
 {
     if (!json_is_object(meta))
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: __metadata__ is not an object",
-                            st->label);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: __metadata__ is not an object", st->label);
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)meta, k, v)
@@ -95,8 +94,8 @@ static hs_status parse_entry(const struct hs_safetensors *st, const char *name, 
 {
     const char *lb = st->label;
     if (!json_is_object(v))
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: tensor '%s': entry is not an object",
-                            lb, name);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: tensor '%s': entry is not an object", lb,
+                            name);
 
     const json_t *jd = json_object_get(v, "dtype");
     if (!json_is_string(jd))
@@ -320,8 +319,7 @@ hs_status hs_safetensors_open(const char *path, struct hs_safetensors **out, str
     if (bytes < 8) {
         close(fd);
         return hs_error_set(err, HS_STATUS_CORRUPT,
-                            "%s: %zu bytes is too short for the 8-byte header length", path,
-                            bytes);
+                            "%s: %zu bytes is too short for the 8-byte header length", path, bytes);
     }
     void *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
@@ -343,7 +341,10 @@ void hs_safetensors_close(struct hs_safetensors *st)
     hs_free(st);
 }
 
-int hs_safetensors_count(const struct hs_safetensors *st) { return st ? st->n : 0; }
+int hs_safetensors_count(const struct hs_safetensors *st)
+{
+    return st ? st->n : 0;
+}
 
 const char *hs_safetensors_name(const struct hs_safetensors *st, int i)
 {

@@ -53,7 +53,10 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     return remove(p);
 }
 
-static void dir_free(void) { nftw(tmp_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS); }
+static void dir_free(void)
+{
+    nftw(tmp_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
 
 static hs_status load(struct hs_model_config *c, struct hs_error *e)
 {
@@ -114,14 +117,18 @@ static const char *with(const char *key, const char *value)
     const char *at = strstr(BASE_CONFIG, pat);
     assert_non_null(at);
     const char *end = at + strlen(pat);
-    if (*end == '"') end = strchr(end + 1, '"') + 1;
-    else end += strcspn(end, ",}");
+    if (*end == '"')
+        end = strchr(end + 1, '"') + 1;
+    else
+        end += strcspn(end, ",}");
     size_t pre = (size_t)(at - BASE_CONFIG);
     if (value) {
         snprintf(buf, sizeof buf, "%.*s%s%s%s", (int)pre, BASE_CONFIG, pat, value, end);
     } else {
-        if (*end == ',') end++;
-        else if (pre && BASE_CONFIG[pre - 1] == ',') pre--;
+        if (*end == ',')
+            end++;
+        else if (pre && BASE_CONFIG[pre - 1] == ',')
+            pre--;
         snprintf(buf, sizeof buf, "%.*s%s", (int)pre, BASE_CONFIG, end);
     }
     return buf;
@@ -159,8 +166,8 @@ static void hf_config_errors(void **state)
     struct hs_model_config c;
     struct hs_error e;
     static const char *const required[] = {
-        "model_type",        "hidden_size",  "num_hidden_layers",      "num_attention_heads",
-        "intermediate_size", "vocab_size",   "max_position_embeddings",
+        "model_type",        "hidden_size", "num_hidden_layers",       "num_attention_heads",
+        "intermediate_size", "vocab_size",  "max_position_embeddings",
     };
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
         assert_int_equal(parse(with(required[i], NULL), &c, &e), HS_STATUS_CORRUPT);
@@ -169,17 +176,27 @@ static void hf_config_errors(void **state)
     static const struct {
         const char *key, *value;
     } bad[] = {
-        {"hidden_size", "\"64\""},        {"hidden_size", "64.0"},
-        {"hidden_size", "-64"},           {"hidden_size", "0"},
-        {"hidden_size", "true"},          {"hidden_size", "99999999999999999999999"},
+        {"hidden_size", "\"64\""},
+        {"hidden_size", "64.0"},
+        {"hidden_size", "-64"},
+        {"hidden_size", "0"},
+        {"hidden_size", "true"},
+        {"hidden_size", "99999999999999999999999"},
         {"hidden_size", "66"}, /* not divisible by 4 heads */
-        {"num_hidden_layers", "0"},       {"num_attention_heads", "0"},
-        {"intermediate_size", "[]"},      {"vocab_size", "{}"},
-        {"max_position_embeddings", "-1"}, {"type_vocab_size", "0"},
-        {"layer_norm_eps", "\"1e-12\""},  {"layer_norm_eps", "-1e-12"},
-        {"layer_norm_eps", "0"},          {"hidden_act", "\"swish\""},
-        {"hidden_act", "1"},              {"pad_token_id", "100"},
-        {"pad_token_id", "-1"},           {"pad_token_id", "0.5"},
+        {"num_hidden_layers", "0"},
+        {"num_attention_heads", "0"},
+        {"intermediate_size", "[]"},
+        {"vocab_size", "{}"},
+        {"max_position_embeddings", "-1"},
+        {"type_vocab_size", "0"},
+        {"layer_norm_eps", "\"1e-12\""},
+        {"layer_norm_eps", "-1e-12"},
+        {"layer_norm_eps", "0"},
+        {"hidden_act", "\"swish\""},
+        {"hidden_act", "1"},
+        {"pad_token_id", "100"},
+        {"pad_token_id", "-1"},
+        {"pad_token_id", "0.5"},
         {"model_type", "7"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -192,9 +209,9 @@ static void hf_config_errors(void **state)
     }
     assert_int_equal(parse(with("model_type", "\"roberta\""), &c, &e), HS_STATUS_UNSUPPORTED);
     assert_non_null(strstr(e.msg, "roberta"));
-    assert_int_equal(parse(with("hidden_act", "\"gelu\",\"position_embedding_type\":\"relative_key\""),
-                           &c, &e),
-                     HS_STATUS_UNSUPPORTED);
+    assert_int_equal(
+        parse(with("hidden_act", "\"gelu\",\"position_embedding_type\":\"relative_key\""), &c, &e),
+        HS_STATUS_UNSUPPORTED);
     assert_int_equal(parse("{", &c, &e), HS_STATUS_CORRUPT);
     assert_int_equal(parse("", &c, &e), HS_STATUS_CORRUPT);
     assert_int_equal(parse("[1,2]", &c, &e), HS_STATUS_CORRUPT);
@@ -273,18 +290,21 @@ static void folder_errors(void **state)
         {"config.json", "", HS_STATUS_CORRUPT, "config.json"},
         {"1_Pooling/config.json", "{\"pooling_mode_max_tokens\":true}", HS_STATUS_UNSUPPORTED,
          "pooling_mode_max_tokens"},
-        {"1_Pooling/config.json", "{\"pooling_mode_mean_sqrt_len_tokens\":true,"
-                                  "\"pooling_mode_mean_tokens\":false}",
+        {"1_Pooling/config.json",
+         "{\"pooling_mode_mean_sqrt_len_tokens\":true,"
+         "\"pooling_mode_mean_tokens\":false}",
          HS_STATUS_UNSUPPORTED, "pooling_mode_mean_sqrt_len_tokens"},
-        {"1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":true,"
-                                  "\"pooling_mode_cls_token\":true}",
+        {"1_Pooling/config.json",
+         "{\"pooling_mode_mean_tokens\":true,"
+         "\"pooling_mode_cls_token\":true}",
          HS_STATUS_UNSUPPORTED, "1_Pooling"},
         {"1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":false}", HS_STATUS_CORRUPT,
          "1_Pooling"},
         {"1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":\"yes\"}", HS_STATUS_CORRUPT,
          "pooling_mode_mean_tokens"},
-        {"1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":true,"
-                                  "\"word_embedding_dimension\":32}",
+        {"1_Pooling/config.json",
+         "{\"pooling_mode_mean_tokens\":true,"
+         "\"word_embedding_dimension\":32}",
          HS_STATUS_CORRUPT, "word_embedding_dimension"},
         {"1_Pooling/config.json", "[true]", HS_STATUS_CORRUPT, "1_Pooling"},
         {"modules.json", "{}", HS_STATUS_CORRUPT, "modules.json"},
@@ -298,8 +318,7 @@ static void folder_errors(void **state)
          "max_seq_length"},
         {"sentence_bert_config.json", "[]", HS_STATUS_CORRUPT, "sentence_bert_config.json"},
         {"tokenizer_config.json", "{\"do_lower_case\":1}", HS_STATUS_CORRUPT, "do_lower_case"},
-        {"tokenizer_config.json", "{\"strip_accents\":\"no\"}", HS_STATUS_CORRUPT,
-         "strip_accents"},
+        {"tokenizer_config.json", "{\"strip_accents\":\"no\"}", HS_STATUS_CORRUPT, "strip_accents"},
         {"tokenizer_config.json", "{\"tokenize_chinese_chars\":null,\"x\":1,\"x\":2}",
          HS_STATUS_CORRUPT, "tokenizer_config.json"},
     };
@@ -350,12 +369,9 @@ static void alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(real_model_folder),
-        cmocka_unit_test(hf_config_values),
-        cmocka_unit_test(hf_config_errors),
-        cmocka_unit_test(folder_defaults_and_options),
-        cmocka_unit_test(folder_errors),
-        cmocka_unit_test(alloc_failures),
+        cmocka_unit_test(real_model_folder), cmocka_unit_test(hf_config_values),
+        cmocka_unit_test(hf_config_errors),  cmocka_unit_test(folder_defaults_and_options),
+        cmocka_unit_test(folder_errors),     cmocka_unit_test(alloc_failures),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

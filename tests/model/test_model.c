@@ -32,7 +32,10 @@ static void put_bytes(const char *rel, const void *data, size_t n)
     fclose(f);
 }
 
-static void put(const char *rel, const char *text) { put_bytes(rel, text, strlen(text)); }
+static void put(const char *rel, const char *text)
+{
+    put_bytes(rel, text, strlen(text));
+}
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -42,7 +45,10 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     return remove(p);
 }
 
-static void dir_free(void) { nftw(tmp_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS); }
+static void dir_free(void)
+{
+    nftw(tmp_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
 
 /* --- a tiny synthetic BERT ------------------------------------------------------------- */
 
@@ -62,6 +68,7 @@ struct tiny_opts {
     const char *omit;     /* a name (without prefix) left out */
     const char *reshape;  /* a name (without prefix) whose first dim is one too big */
     const char *bad_type; /* a name (without prefix) stored as I32 */
+    int misalign;         /* pad the header so that the data section starts at 8k + 2 */
 };
 
 struct tiny_tensor {
@@ -73,7 +80,7 @@ static int tiny_tensors(const struct tiny_opts *o, struct tiny_tensor *t)
 {
     int n = 0;
     const char *g = o->gamma_beta ? "gamma" : "weight", *b = o->gamma_beta ? "beta" : "bias";
-#define ADD(D0, D1, ...)                                                                            \
+#define ADD(D0, D1, ...)                                                                           \
     do {                                                                                           \
         snprintf(t[n].name, sizeof t[n].name, __VA_ARGS__);                                        \
         t[n].d0 = (D0);                                                                            \
@@ -124,7 +131,7 @@ static void tiny_write(const struct tiny_opts *o)
         const char *dt = o->dtype ? o->dtype : "F32";
         if (strcmp(t[i].name, "embeddings.position_ids") == 0) dt = "I64";
         if (o->bad_type && strcmp(t[i].name, o->bad_type) == 0) dt = "I32";
-        size_t es = strcmp(dt, "I64") == 0                             ? 8
+        size_t es = strcmp(dt, "I64") == 0                               ? 8
                     : (strcmp(dt, "F32") == 0 || strcmp(dt, "I32") == 0) ? 4
                                                                          : 2;
         size_t bytes = (size_t)d0 * (size_t)(t[i].d1 < 0 ? 1 : t[i].d1) * es;
@@ -133,15 +140,17 @@ static void tiny_write(const struct tiny_opts *o)
             snprintf(shape, sizeof shape, "[%lld]", (long long)d0);
         else
             snprintf(shape, sizeof shape, "[%lld,%lld]", (long long)d0, (long long)t[i].d1);
-        h += (size_t)snprintf(hdr + h, 16384 - h,
-                              ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
-                              strcmp(t[i].name, "embeddings.position_ids") ? o->prefix : "",
-                              t[i].name, dt, shape, off, off + bytes);
+        h +=
+            (size_t)snprintf(hdr + h, 16384 - h,
+                             ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                             strcmp(t[i].name, "embeddings.position_ids") ? o->prefix : "",
+                             t[i].name, dt, shape, off, off + bytes);
         off += bytes;
     }
     h += (size_t)snprintf(hdr + h, 16384 - h, "}");
     assert_true(h < 16000);
-    while ((8 + h) % 8) hdr[h++] = ' '; /* align the data section like real writers do */
+    /* align the data section like real writers do (or deliberately not) */
+    while ((8 + h) % 8 != (o->misalign ? 2u : 0u)) hdr[h++] = ' ';
     size_t total = 8 + h + off;
     unsigned char *f = calloc(1, total);
     for (int i = 0; i < 8; i++) f[i] = (unsigned char)((uint64_t)h >> (8 * i));
@@ -328,7 +337,7 @@ static void tiny_variants(void **state)
 
     /* one tensor missing, one of the wrong shape, one of the wrong dtype: each named */
     static const char *const names[] = {
-        "embeddings.word_embeddings.weight", "embeddings.LayerNorm.bias",
+        "embeddings.word_embeddings.weight",         "embeddings.LayerNorm.bias",
         "encoder.layer.1.attention.self.value.bias", "encoder.layer.0.intermediate.dense.weight",
         "encoder.layer.1.output.LayerNorm.weight",
     };
@@ -344,6 +353,12 @@ static void tiny_variants(void **state)
             assert_non_null(strstr(e.msg, kind == 0 ? "missing" : kind == 1 ? "shape" : "dtype"));
         }
     }
+
+    /* an unpadded header leaves the weights misaligned for in-place reads */
+    struct tiny_opts mis = {.prefix = "", .misalign = 1};
+    tiny_write(&mis);
+    assert_int_equal(load_dir(&m, &e), HS_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "aligned"));
 
     /* a vocabulary bigger than the embedding table */
     tiny_write(&plain);
@@ -380,9 +395,9 @@ static void real_copy_with_edit(const char *find_after, const char *old, const c
     char src[PATH_MAX];
     assert_non_null(realpath(hs_test_model_dir(), src));
     dir_new();
-    static const char *const links[] = {"config.json", "1_Pooling", "modules.json",
-                                        "sentence_bert_config.json", "tokenizer_config.json",
-                                        "vocab.txt"};
+    static const char *const links[] = {"config.json",           "1_Pooling",
+                                        "modules.json",          "sentence_bert_config.json",
+                                        "tokenizer_config.json", "vocab.txt"};
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
         char from[PATH_MAX + 64], to[1024];
         snprintf(from, sizeof from, "%s/%s", src, links[i]);
@@ -428,8 +443,8 @@ static void real_copy_missing_tensor(void **state)
 static void real_copy_wrong_shape(void **state)
 {
     (void)state;
-    real_copy_with_edit("\"encoder.layer.2.intermediate.dense.weight\"", "[1536,384]",
-                        "[384,1536]", "encoder.layer.2.intermediate.dense.weight", "shape");
+    real_copy_with_edit("\"encoder.layer.2.intermediate.dense.weight\"", "[1536,384]", "[384,1536]",
+                        "encoder.layer.2.intermediate.dense.weight", "shape");
 }
 
 static void real_copy_wrong_dtype(void **state)

@@ -173,8 +173,7 @@ static void real_model_file(void **state)
     assert_int_equal(t.shape[0], 384);
     /* Every listed name can be looked up. */
     for (int i = 0; i < hs_safetensors_count(st); i++)
-        assert_int_equal(hs_safetensors_get(st, hs_safetensors_name(st, i), &t, &e),
-                         HS_STATUS_OK);
+        assert_int_equal(hs_safetensors_get(st, hs_safetensors_name(st, i), &t, &e), HS_STATUS_OK);
     hs_safetensors_close(st);
 }
 
@@ -260,7 +259,8 @@ static void bad_json(void **state)
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}",
         "{\"__metadata__\":[1],\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-        "{\"__metadata__\":{\"k\":1},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        "{\"__metadata__\":{\"k\":1},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}"
+        "}",
         "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -273,7 +273,8 @@ static void bad_entries(void **state)
 {
     (void)state;
     struct hs_error e;
-#define T(dtype, shape, offs) "{\"a\":{\"dtype\":" dtype ",\"shape\":" shape ",\"data_offsets\":" offs "}}"
+#define T(dtype, shape, offs)                                                                      \
+    "{\"a\":{\"dtype\":" dtype ",\"shape\":" shape ",\"data_offsets\":" offs "}}"
     /* unknown dtypes */
     assert_int_equal(try_header(T("\"F64\"", "[1]", "[0,8]"), 8, &e), HS_STATUS_CORRUPT);
     assert_non_null(strstr(e.msg, "F64"));
