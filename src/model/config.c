@@ -152,7 +152,7 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
     memset(&d, 0, sizeof d);
     hs_status s;
 
-    const char *mt;
+    const char *mt = NULL;
     if ((s = get_str(root, label, "model_type", NULL, &mt, err))) return s;
     if (!mt)
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: missing required key 'model_type'", label);
@@ -177,7 +177,7 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
                             d.hidden, d.heads);
     d.head_dim = d.hidden / d.heads;
 
-    int pad;
+    int pad = 0;
     if ((s = get_int(root, label, "pad_token_id", 1, 0, 0, d.vocab - 1, &pad, err))) return s;
 
     const json_t *eps = json_object_get(root, "layer_norm_eps");
@@ -194,7 +194,7 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
         d.ln_eps = (float)e;
     }
 
-    const char *act;
+    const char *act = NULL;
     if ((s = get_str(root, label, "hidden_act", "gelu", &act, err))) return s;
     if (strcmp(act, "gelu") == 0)
         d.act = HS_ACT_GELU_ERF;
@@ -208,7 +208,7 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
                             "relu)",
                             label, act);
 
-    const char *pet;
+    const char *pet = NULL;
     if ((s = get_str(root, label, "position_embedding_type", "absolute", &pet, err))) return s;
     if (strcmp(pet, "absolute") != 0)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
@@ -271,7 +271,7 @@ static hs_status parse_pooling(const json_t *root, const char *label, struct hs_
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: no pooling mode is enabled", label);
     d->pool = mean ? HS_POOL_MEAN : HS_POOL_CLS;
 
-    int dim;
+    int dim = 0;
     hs_status s = get_int(root, label, "word_embedding_dimension", 1, d->hidden, 1, CFG_MAX_HIDDEN,
                           &dim, err);
     if (s) return s;
