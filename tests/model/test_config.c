@@ -23,7 +23,7 @@ static char tmp_dir[512];
 static void dir_new(void)
 {
     const char *t = getenv("TMPDIR");
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/hs_cfg_XXXXXX", t && *t ? t : "/tmp");
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/hs_cfg_XXXXXX", t && *t ? t : P_tmpdir);
     assert_non_null(mkdtemp(tmp_dir));
 }
 
