@@ -27,8 +27,8 @@
 #include "core/alloc.h"
 #include "model/tokenizer_tables.h"
 
-#define WORD_CHARS_MAX 100    /* WordPiece max_input_chars_per_word */
-#define NFD_EXPAND_MAX 4      /* longest canonical decomposition of one code point */
+#define WORD_CHARS_MAX    100 /* WordPiece max_input_chars_per_word */
+#define NFD_EXPAND_MAX    4   /* longest canonical decomposition of one code point */
 #define STACK_SCRATCH_CPS 1024
 
 static const char *const special_names[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
@@ -36,13 +36,13 @@ enum { SPECIAL_PAD, SPECIAL_UNK, SPECIAL_CLS, SPECIAL_SEP, SPECIAL_MASK, SPECIAL
 
 struct hs_tokenizer {
     int32_t n_vocab;
-    char *blob;          /* the vocab file, lines NUL-terminated in place */
-    uint32_t *offsets;   /* token id -> offset of its text in blob */
-    uint32_t *lengths;   /* token id -> byte length */
-    int32_t *table;      /* open-addressing hash table of ids, -1 = empty */
+    char *blob;        /* the vocab file, lines NUL-terminated in place */
+    uint32_t *offsets; /* token id -> offset of its text in blob */
+    uint32_t *lengths; /* token id -> byte length */
+    int32_t *table;    /* open-addressing hash table of ids, -1 = empty */
     uint32_t table_mask;
-    uint32_t max_bytes;      /* longest token, bytes */
-    uint32_t max_cont_bytes; /* longest "##" token, bytes after the prefix */
+    uint32_t max_bytes;             /* longest token, bytes */
+    uint32_t max_cont_bytes;        /* longest "##" token, bytes after the prefix */
     int32_t special[SPECIAL_COUNT]; /* ids, -1 when absent (only [MASK] may be) */
     bool lower;
     bool strip;
@@ -57,8 +57,8 @@ struct hs_tokenizer {
 static bool is_white_space(int32_t c)
 {
     if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
-    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+           c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 static bool in_ranges(const struct hs__cp_range *t, size_t n, int32_t c)
@@ -66,9 +66,12 @@ static bool in_ranges(const struct hs__cp_range *t, size_t n, int32_t c)
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < t[mid].lo) hi = mid;
-        else if (c > t[mid].hi) lo = mid + 1;
-        else return true;
+        if (c < t[mid].lo)
+            hi = mid;
+        else if (c > t[mid].hi)
+            lo = mid + 1;
+        else
+            return true;
     }
     return false;
 }
@@ -91,7 +94,10 @@ static bool is_punctuation(int32_t c)
     return IN_TABLE(hs__punct_table, c);
 }
 
-static bool is_nonspacing_mark(int32_t c) { return c >= 0x300 && IN_TABLE(hs__mark_table, c); }
+static bool is_nonspacing_mark(int32_t c)
+{
+    return c >= 0x300 && IN_TABLE(hs__mark_table, c);
+}
 
 /* The "Chinese character" blocks of the original BERT (CJK Unified Ideographs and extensions,
  * compatibility ideographs); Hangul, kana and CJK punctuation are not among them. */
@@ -121,8 +127,10 @@ static int lowercase(int32_t c, int32_t out[2])
     out[0] = c;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < t[mid].lo) hi = mid;
-        else if (c > t[mid].hi) lo = mid + 1;
+        if (c < t[mid].lo)
+            hi = mid;
+        else if (c > t[mid].hi)
+            lo = mid + 1;
         else {
             if ((c - t[mid].lo) % t[mid].step == 0) out[0] = c + t[mid].delta;
             break;
@@ -138,9 +146,12 @@ static int ccc(int32_t c)
     size_t lo = 0, hi = sizeof hs__ccc_table / sizeof hs__ccc_table[0];
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < t[mid].lo) hi = mid;
-        else if (c > t[mid].hi) lo = mid + 1;
-        else return t[mid].value;
+        if (c < t[mid].lo)
+            hi = mid;
+        else if (c > t[mid].hi)
+            lo = mid + 1;
+        else
+            return t[mid].value;
     }
     return 0;
 }
@@ -267,7 +278,7 @@ static int utf8_put(int32_t c, char *out)
  * ------------------------------------------------------------------------------------------- */
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
+#define FNV_PRIME  0x100000001b3ull
 
 static uint64_t fnv(uint64_t h, const char *s, size_t n)
 {
@@ -343,7 +354,8 @@ void hs_tokenizer_free(struct hs_tokenizer *tok)
 static hs_status read_file(const char *path, char **out, size_t *bytes, struct hs_error *err)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open vocab %s: %s", path, strerror(errno));
+    if (!f)
+        return hs_error_set(err, HS_STATUS_IO, "cannot open vocab %s: %s", path, strerror(errno));
     hs_status st = HS_STATUS_OK;
     char *buf = NULL;
     long n = -1;
@@ -374,12 +386,13 @@ hs_status hs_tokenizer_load(const char *vocab_path, const struct hs_tokenizer_op
     if (!vocab_path || !out)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "tokenizer: NULL path or out");
     *out = NULL;
-    struct hs_tokenizer_opts o = {.do_lower_case = true, .strip_accents = -1,
-                                  .tokenize_chinese_chars = true};
+    struct hs_tokenizer_opts o = {
+        .do_lower_case = true, .strip_accents = -1, .tokenize_chinese_chars = true};
     if (opts) o = *opts;
     if (o.strip_accents < -1 || o.strip_accents > 1)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                            "tokenizer: strip_accents must be -1, 0 or 1 (got %d)", o.strip_accents);
+                            "tokenizer: strip_accents must be -1, 0 or 1 (got %d)",
+                            o.strip_accents);
 
     struct hs_tokenizer *tok = hs_calloc(1, sizeof *tok);
     if (!tok) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for tokenizer");
@@ -549,8 +562,10 @@ static void merge_marks(int32_t *a, size_t n1, size_t n2)
         size_t lo = 0, hi = n2; /* first in the right half with class >= key */
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (ccc(a[n1 + mid]) < key) lo = mid + 1;
-            else hi = mid;
+            if (ccc(a[n1 + mid]) < key)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
         cut2 = lo;
     } else {
@@ -559,8 +574,10 @@ static void merge_marks(int32_t *a, size_t n1, size_t n2)
         size_t lo = 0, hi = n1; /* first in the left half with class > key */
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (ccc(a[mid]) <= key) lo = mid + 1;
-            else hi = mid;
+            if (ccc(a[mid]) <= key)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
         cut1 = lo;
     }
@@ -612,9 +629,12 @@ static long normalize(const struct hs_tokenizer *tok, const unsigned char *s,
     while (s < end) {
         int32_t c = utf8_next(&s);
         if (c == 0 || c == 0xFFFD) continue;
-        if (c == '\t' || c == '\n' || c == '\r') c = ' ';
-        else if (is_other(c)) continue;
-        else if (is_white_space(c)) c = ' ';
+        if (c == '\t' || c == '\n' || c == '\r')
+            c = ' ';
+        else if (is_other(c))
+            continue;
+        else if (is_white_space(c))
+            c = ' ';
 
         bool cjk = tok->chinese && is_cjk(c);
         if (cjk) buf[w++] = ' ';
@@ -746,7 +766,10 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
  * Lookups
  * ------------------------------------------------------------------------------------------- */
 
-int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok) { return tok->n_vocab; }
+int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok)
+{
+    return tok->n_vocab;
+}
 
 const char *hs_tokenizer_id_to_token(const struct hs_tokenizer *tok, int32_t id)
 {
@@ -760,6 +783,15 @@ int32_t hs_tokenizer_token_to_id(const struct hs_tokenizer *tok, const char *tok
     return vocab_find(tok, false, token, strlen(token));
 }
 
-int32_t hs_tokenizer_cls_id(const struct hs_tokenizer *tok) { return tok->special[SPECIAL_CLS]; }
-int32_t hs_tokenizer_sep_id(const struct hs_tokenizer *tok) { return tok->special[SPECIAL_SEP]; }
-int32_t hs_tokenizer_pad_id(const struct hs_tokenizer *tok) { return tok->special[SPECIAL_PAD]; }
+int32_t hs_tokenizer_cls_id(const struct hs_tokenizer *tok)
+{
+    return tok->special[SPECIAL_CLS];
+}
+int32_t hs_tokenizer_sep_id(const struct hs_tokenizer *tok)
+{
+    return tok->special[SPECIAL_SEP];
+}
+int32_t hs_tokenizer_pad_id(const struct hs_tokenizer *tok)
+{
+    return tok->special[SPECIAL_PAD];
+}

@@ -129,8 +129,10 @@ static void print_escaped(const char *s, size_t n)
 {
     for (size_t i = 0; i < n && i < 120; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7F) fprintf(stderr, "\\x%02x", c);
-        else fputc(c, stderr);
+        if (c < 0x20 || c == 0x7F)
+            fprintf(stderr, "\\x%02x", c);
+        else
+            fputc(c, stderr);
     }
 }
 
@@ -145,7 +147,8 @@ static void golden_corpus(void **state)
         const struct golden *g = &goldens[i];
         int n = -1, full = -1;
         struct hs_error err;
-        hs_status st = hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, IDS_MAX, &n, &full, &err);
+        hs_status st =
+            hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, IDS_MAX, &n, &full, &err);
         bool ok = st == HS_STATUS_OK && n == g->n_ids && full == g->n_ids &&
                   memcmp(ids, g->ids, (size_t)n * sizeof *ids) == 0;
         if (ok) {
@@ -153,8 +156,8 @@ static void golden_corpus(void **state)
         } else if (i - pass < 10) {
             fprintf(stderr, "golden %d (variant %d) mismatch: \"", i, g->variant);
             print_escaped(g->text, g->len);
-            fprintf(stderr, "\"\n  status %s n %d full %d, expected %d ids\n  got     ", hs_status_name(st), n,
-                    full, g->n_ids);
+            fprintf(stderr, "\"\n  status %s n %d full %d, expected %d ids\n  got     ",
+                    hs_status_name(st), n, full, g->n_ids);
             for (int k = 0; k < n && k < 24; k++) fprintf(stderr, " %d", ids[k]);
             fprintf(stderr, "\n  expected");
             for (int k = 0; k < g->n_ids && k < 24; k++) fprintf(stderr, " %d", g->ids[k]);
@@ -162,8 +165,8 @@ static void golden_corpus(void **state)
         }
         if (g->variant) n_variant++;
     }
-    fprintf(stderr, "golden: %d/%d strings match HF tokenizers (%d with non-default options)\n", pass,
-            n_goldens, n_variant);
+    fprintf(stderr, "golden: %d/%d strings match HF tokenizers (%d with non-default options)\n",
+            pass, n_goldens, n_variant);
     assert_int_equal(pass, n_goldens);
 }
 
@@ -181,8 +184,9 @@ static void golden_truncation(void **state)
             int max = caps[c], n = -1, full = -1;
             /* A sentinel past the capacity catches writes beyond max_tokens. */
             ids[max] = -12345;
-            assert_int_equal(hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, max, &n, &full, NULL),
-                             HS_STATUS_OK);
+            assert_int_equal(
+                hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, max, &n, &full, NULL),
+                HS_STATUS_OK);
             assert_int_equal(ids[max], -12345);
             int want = g->n_ids < max ? g->n_ids : max;
             assert_int_equal(n, want);
@@ -194,8 +198,9 @@ static void golden_truncation(void **state)
         }
         /* n_full may be NULL. */
         int n = 0;
-        assert_int_equal(hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, 3, &n, NULL, NULL),
-                         HS_STATUS_OK);
+        assert_int_equal(
+            hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, 3, &n, NULL, NULL),
+            HS_STATUS_OK);
     }
     assert_true(n_truncated_256 >= 5); /* the corpus does hold texts past 256 tokens */
 }
@@ -208,18 +213,21 @@ static void truncation_explicit(void **state)
     for (int i = 0; i < 300; i++) strcat(text, "hello ");
     int32_t ids[300];
     int n, full;
-    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 256, &n, &full, NULL), HS_STATUS_OK);
+    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 256, &n, &full, NULL),
+                     HS_STATUS_OK);
     assert_int_equal(n, 256);
     assert_int_equal(full, 302);
     assert_int_equal(ids[0], 101);
     for (int i = 1; i < 255; i++) assert_int_equal(ids[i], 7592);
     assert_int_equal(ids[255], 102);
-    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 2, &n, &full, NULL), HS_STATUS_OK);
+    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 2, &n, &full, NULL),
+                     HS_STATUS_OK);
     assert_int_equal(n, 2);
     assert_int_equal(full, 302);
     assert_int_equal(ids[0], 101);
     assert_int_equal(ids[1], 102);
-    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 3, &n, &full, NULL), HS_STATUS_OK);
+    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 3, &n, &full, NULL),
+                     HS_STATUS_OK);
     assert_int_equal(n, 3);
     assert_int_equal(ids[1], 7592);
     assert_int_equal(ids[2], 102);
@@ -228,9 +236,12 @@ static void truncation_explicit(void **state)
     assert_int_equal(n, 2);
     assert_int_equal(full, 2);
     struct hs_error err;
-    assert_int_equal(hs_tokenizer_encode(tok, "x", 1, ids, 1, &n, &full, &err), HS_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(hs_tokenizer_encode(tok, "x", 1, NULL, 4, &n, &full, &err), HS_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(hs_tokenizer_encode(tok, NULL, 1, ids, 4, &n, &full, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(hs_tokenizer_encode(tok, "x", 1, ids, 1, &n, &full, &err),
+                     HS_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(hs_tokenizer_encode(tok, "x", 1, NULL, 4, &n, &full, &err),
+                     HS_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(hs_tokenizer_encode(tok, NULL, 1, ids, 4, &n, &full, &err),
+                     HS_STATUS_INVALID_ARGUMENT);
 }
 
 /* Invalid UTF-8 is rejected with the offset of the first bad sequence; nothing is replaced. */
@@ -243,23 +254,23 @@ static void invalid_utf8(void **state)
         size_t offset;
         const char *why;
     } cases[] = {
-        {"abc\x80", 4, 3, "continuation"},             /* lone continuation byte */
+        {"abc\x80", 4, 3, "continuation"}, /* lone continuation byte */
         {"\xbf", 1, 0, "continuation"},
-        {"ok \xc3", 4, 3, "truncated"},                /* 2-byte sequence cut short */
-        {"\xe2\x82", 2, 0, "truncated"},               /* 3-byte cut short */
-        {"ab\xf0\x9f\x98", 5, 2, "truncated"},         /* 4-byte cut short */
-        {"\xe2\x82x", 3, 0, "truncated"},              /* non-continuation inside */
+        {"ok \xc3", 4, 3, "truncated"},        /* 2-byte sequence cut short */
+        {"\xe2\x82", 2, 0, "truncated"},       /* 3-byte cut short */
+        {"ab\xf0\x9f\x98", 5, 2, "truncated"}, /* 4-byte cut short */
+        {"\xe2\x82x", 3, 0, "truncated"},      /* non-continuation inside */
         {"\xc3\xa9\xc3(", 5, 2, "truncated"},
-        {"\xc0\xaf", 2, 0, "overlong"},                /* overlong '/' */
+        {"\xc0\xaf", 2, 0, "overlong"}, /* overlong '/' */
         {"x\xc1\xbf", 3, 1, "overlong"},
-        {"\xe0\x80\xaf", 3, 0, "overlong"},            /* 3-byte overlong */
+        {"\xe0\x80\xaf", 3, 0, "overlong"}, /* 3-byte overlong */
         {"\xe0\x9f\xbf", 3, 0, "overlong"},
-        {"\xf0\x80\x80\xaf", 4, 0, "overlong"},        /* 4-byte overlong */
+        {"\xf0\x80\x80\xaf", 4, 0, "overlong"}, /* 4-byte overlong */
         {"\xf0\x8f\xbf\xbf", 4, 0, "overlong"},
-        {"\xed\xa0\x80", 3, 0, "surrogate"},           /* U+D800 */
-        {"hi \xed\xbf\xbf", 6, 3, "surrogate"},        /* U+DFFF */
+        {"\xed\xa0\x80", 3, 0, "surrogate"},             /* U+D800 */
+        {"hi \xed\xbf\xbf", 6, 3, "surrogate"},          /* U+DFFF */
         {"\xed\xa0\xbd\xed\xb8\x80", 6, 0, "surrogate"}, /* CESU-8 pair */
-        {"\xf4\x90\x80\x80", 4, 0, "U+10FFFF"},        /* U+110000 */
+        {"\xf4\x90\x80\x80", 4, 0, "U+10FFFF"},          /* U+110000 */
         {"\xf5\x80\x80\x80", 4, 0, "lead"},
         {"a\xf8\x88\x80\x80\x80", 6, 1, "lead"},
         {"\xfe", 1, 0, "lead"},
@@ -271,25 +282,30 @@ static void invalid_utf8(void **state)
         struct hs_error err;
         hs_error_clear(&err);
         int n = -7;
-        hs_status st = hs_tokenizer_encode(toks[0], cases[i].bytes, cases[i].len, ids, 16, &n, NULL, &err);
+        hs_status st =
+            hs_tokenizer_encode(toks[0], cases[i].bytes, cases[i].len, ids, 16, &n, NULL, &err);
         assert_int_equal(st, HS_STATUS_INVALID_INPUT);
         assert_int_equal(err.status, HS_STATUS_INVALID_INPUT);
         char want[64];
         snprintf(want, sizeof want, "byte offset %zu ", cases[i].offset);
         if (!strstr(err.msg, want) || !strstr(err.msg, cases[i].why))
-            fail_msg("case %zu: message \"%s\" lacks \"%s\" / \"%s\"", i, err.msg, want, cases[i].why);
+            fail_msg("case %zu: message \"%s\" lacks \"%s\" / \"%s\"", i, err.msg, want,
+                     cases[i].why);
     }
     /* The limits of valid UTF-8 are accepted. */
-    static const char *const valid[] = {"\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
-                                        "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
+    static const char *const valid[] = {"\xc2\x80",         "\xdf\xbf",        "\xe0\xa0\x80",
+                                        "\xed\x9f\xbf",     "\xee\x80\x80",    "\xef\xbf\xbf",
+                                        "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
         int n;
-        assert_int_equal(hs_tokenizer_encode(toks[0], valid[i], strlen(valid[i]), ids, 16, &n, NULL, NULL),
-                         HS_STATUS_OK);
+        assert_int_equal(
+            hs_tokenizer_encode(toks[0], valid[i], strlen(valid[i]), ids, 16, &n, NULL, NULL),
+            HS_STATUS_OK);
     }
 }
 
-static hs_status load_text_vocab(const char *content, struct hs_tokenizer **out, struct hs_error *err)
+static hs_status load_text_vocab(const char *content, struct hs_tokenizer **out,
+                                 struct hs_error *err)
 {
     const char *path = hs_test_write_temp(content, strlen(content), ".txt");
     hs_status st = hs_tokenizer_load(path, NULL, out, err);
@@ -301,11 +317,11 @@ static void corrupt_vocab(void **state)
 {
     (void)state;
     static const char *const missing[] = {
-        "[PAD]\n[UNK]\n[CLS]\nhello\n",       /* no [SEP] */
-        "[PAD]\n[UNK]\n[SEP]\nhello\n",       /* no [CLS] */
-        "[PAD]\n[CLS]\n[SEP]\nhello\n",       /* no [UNK] */
-        "[UNK]\n[CLS]\n[SEP]\nhello\n",       /* no [PAD] */
-        "[pad]\n[unk]\n[cls]\n[sep]\n",       /* case matters */
+        "[PAD]\n[UNK]\n[CLS]\nhello\n", /* no [SEP] */
+        "[PAD]\n[UNK]\n[SEP]\nhello\n", /* no [CLS] */
+        "[PAD]\n[CLS]\n[SEP]\nhello\n", /* no [UNK] */
+        "[UNK]\n[CLS]\n[SEP]\nhello\n", /* no [PAD] */
+        "[pad]\n[unk]\n[cls]\n[sep]\n", /* case matters */
         "",
     };
     int64_t live = hs_alloc_live();
@@ -318,11 +334,14 @@ static void corrupt_vocab(void **state)
     }
     struct hs_tokenizer *tok;
     struct hs_error err;
-    assert_int_equal(load_text_vocab("[PAD]\n[UNK]\n[CLS]\n[SEP]\n\xff\n", &tok, &err), HS_STATUS_CORRUPT);
+    assert_int_equal(load_text_vocab("[PAD]\n[UNK]\n[CLS]\n[SEP]\n\xff\n", &tok, &err),
+                     HS_STATUS_CORRUPT);
     assert_non_null(strstr(err.msg, "UTF-8"));
-    assert_int_equal(hs_tokenizer_load("/nonexistent/dir/vocab.txt", NULL, &tok, &err), HS_STATUS_IO);
+    assert_int_equal(hs_tokenizer_load("/nonexistent/dir/vocab.txt", NULL, &tok, &err),
+                     HS_STATUS_IO);
     assert_non_null(strstr(err.msg, "/nonexistent/dir/vocab.txt"));
-    struct hs_tokenizer_opts bad = {.do_lower_case = true, .strip_accents = 2, .tokenize_chinese_chars = true};
+    struct hs_tokenizer_opts bad = {
+        .do_lower_case = true, .strip_accents = 2, .tokenize_chinese_chars = true};
     assert_int_equal(hs_tokenizer_load(vocab_path(), &bad, &tok, &err), HS_STATUS_INVALID_ARGUMENT);
     assert_int_equal(hs_alloc_live(), live);
 }
@@ -334,7 +353,8 @@ static void small_vocab(void **state)
     (void)state;
     struct hs_tokenizer *tok;
     struct hs_error err;
-    const char *vocab = "[PAD]\r\n[UNK]\n[CLS]  \n[SEP]\nun\n##aff\n##able\naff\n##a\na\n.\nun\n"; /* no final \n */
+    const char *vocab =
+        "[PAD]\r\n[UNK]\n[CLS]  \n[SEP]\nun\n##aff\n##able\naff\n##a\na\n.\nun\n"; /* no final \n */
     assert_int_equal(load_text_vocab(vocab, &tok, &err), HS_STATUS_OK);
     assert_int_equal(hs_tokenizer_vocab_size(tok), 12);
     assert_int_equal(hs_tokenizer_cls_id(tok), 2);
@@ -351,19 +371,18 @@ static void small_vocab(void **state)
         int n;
         int32_t ids[8];
     } cases[] = {
-        {"unaffable", 5, {2, 11, 5, 6, 3}},
-        {"UNAFFABLE.", 6, {2, 11, 5, 6, 10, 3}},
-        {"unaffablex", 3, {2, 1, 3}},      /* one unmatched piece: the whole word is [UNK] */
-        {"aff un", 4, {2, 7, 11, 3}},
-        {"aaa", 5, {2, 9, 8, 8, 3}},
-        {"[MASK]", 5, {2, 1, 1, 1, 3}},    /* not special without [MASK] in the vocab */
+        {"unaffable", 5, {2, 11, 5, 6, 3}}, {"UNAFFABLE.", 6, {2, 11, 5, 6, 10, 3}},
+        {"unaffablex", 3, {2, 1, 3}}, /* one unmatched piece: the whole word is [UNK] */
+        {"aff un", 4, {2, 7, 11, 3}},       {"aaa", 5, {2, 9, 8, 8, 3}},
+        {"[MASK]", 5, {2, 1, 1, 1, 3}}, /* not special without [MASK] in the vocab */
         {"a[SEP]a", 5, {2, 9, 3, 9, 3}},
     };
     int32_t ids[16];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int n = 0;
-        assert_int_equal(hs_tokenizer_encode(tok, cases[i].text, strlen(cases[i].text), ids, 16, &n, NULL, NULL),
-                         HS_STATUS_OK);
+        assert_int_equal(
+            hs_tokenizer_encode(tok, cases[i].text, strlen(cases[i].text), ids, 16, &n, NULL, NULL),
+            HS_STATUS_OK);
         assert_int_equal(n, cases[i].n);
         assert_memory_equal(ids, cases[i].ids, (size_t)n * sizeof *ids);
     }
@@ -445,7 +464,8 @@ static void allocation_failures(void **state)
     assert_int_equal(err.status, HS_STATUS_NO_MEMORY);
     assert_int_equal(st_short, HS_STATUS_OK);
     assert_int_equal(hs_alloc_live(), live2);
-    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 600, &n, NULL, NULL), HS_STATUS_OK);
+    assert_int_equal(hs_tokenizer_encode(tok, text, strlen(text), ids, 600, &n, NULL, NULL),
+                     HS_STATUS_OK);
     assert_int_equal(n, 502);
     assert_int_equal(hs_alloc_live(), live2);
     hs_tokenizer_free(tok);
@@ -466,8 +486,8 @@ static void *encode_thread(void *p)
         for (int i = a->start; i < n_goldens; i += 3) {
             const struct golden *g = &goldens[i];
             int n = 0;
-            if (hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, IDS_MAX, &n, NULL, NULL) !=
-                    HS_STATUS_OK ||
+            if (hs_tokenizer_encode(toks[g->variant], g->text, g->len, ids, IDS_MAX, &n, NULL,
+                                    NULL) != HS_STATUS_OK ||
                 n != g->n_ids || memcmp(ids, g->ids, (size_t)n * sizeof *ids) != 0)
                 a->mismatches++;
         }
@@ -501,15 +521,15 @@ static void throughput(void **state)
     for (int r = 0; r < 5; r++) {
         for (int i = 0; i < n_goldens; i++) {
             int n;
-            hs_tokenizer_encode(toks[goldens[i].variant], goldens[i].text, goldens[i].len, ids, IDS_MAX, &n, NULL,
-                                NULL);
+            hs_tokenizer_encode(toks[goldens[i].variant], goldens[i].text, goldens[i].len, ids,
+                                IDS_MAX, &n, NULL, NULL);
             bytes += goldens[i].len;
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    fprintf(stderr, "tokenizer: %.1f MB/s over the golden corpus (%zu bytes in %.3f s)\n", (double)bytes / s / 1e6,
-            bytes, s);
+    fprintf(stderr, "tokenizer: %.1f MB/s over the golden corpus (%zu bytes in %.3f s)\n",
+            (double)bytes / s / 1e6, bytes, s);
 }
 
 int main(void)
