@@ -175,7 +175,7 @@ URLS_CODE = [
     'SELECT * FROM users WHERE id = 42;', 'git commit -m "fix: tokenizer"', '$ echo $HOME && ls -la',
     'camelCaseIdentifier snake_case_identifier SCREAMING_CASE', 'std::vector<int> v{1,2,3};',
     'lambda x: x if x else None', '```python\nprint("hi")\n```', '**bold** _italic_ `code`',
-    'E = mc^2', 'f(x) = ∑_{i=0}^{n} x_i', 'a.b.c.d.e.f', 'rm -rf /tmp/* # no', '\\n\\t\\r escaped',
+    'E = mc^2', 'f(x) = ∑_{i=0}^{n} x_i', 'a.b.c.d.e.f', 'rm -rf ./build/* # no', '\\n\\t\\r escaped',
 ]
 EMPTYISH = ['', ' ', '  ', '\t', '\n', '\r\n', ' \t\n\r ', '\u3000', '\u00a0', '\u2003\u2002', '\x00',
             '\u200b', '\ufeff', '\u200b\ufeff\u200d', '\x00\x01\x7f', '\ufffd', '\u0301', '\u0301\u0302']
