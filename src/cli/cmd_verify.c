@@ -66,7 +66,7 @@ int hs_cmd_verify(int argc, char **argv)
     const char *kinds = NULL;
     int dtype_only = -1;
     struct hs_verify_opts vo = {.batch_max = 32, .limit = 0};
-    double tol_min = -1.0, tol_mean = -1.0;
+    double tol_min = -2.0, tol_mean = -2.0; /* -2: not given */
     if (!golden_dir || !*golden_dir) golden_dir = "tests/golden";
 
     for (int i = 1; i < argc; i++) {
@@ -185,7 +185,7 @@ int hs_cmd_verify(int argc, char **argv)
                 if (dtype_only >= 0 && (int)dt != dtype_only) continue;
                 struct hs_verify_tolerance tol;
                 hs_verify_default_tolerance(dt, &tol);
-                if (tol_min >= -1.0) tol.cos_min = tol_min;
+                if (tol_min >= -1.0) tol.cos_min = tol_min; /* given on the command line */
                 if (tol_mean >= -1.0) tol.cos_mean = tol_mean;
                 struct hs_verify_report rep;
                 s = hs_verify_engine(m, e, dt, g, &tol, &vo, &rep, &err);
