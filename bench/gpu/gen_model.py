@@ -160,6 +160,11 @@ def cmd_random(a):
            "initializer_range": std, "torch_dtype": "float16"}
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
+    os.makedirs(os.path.join(a.out, "1_Pooling"), exist_ok=True)
+    with open(os.path.join(a.out, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": H, "pooling_mode_cls_token": False,
+                   "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
+                   "pooling_mode_mean_sqrt_len_tokens": False}, f, indent=1)
     write_safetensors(os.path.join(a.out, "model.safetensors"), t)
     print("random: %d layers x %d (ffn %d), %d tensors -> %s" % (L, H, I, len(t), a.out))
 
