@@ -50,17 +50,6 @@ if(HS_CUDA_ENABLED)
     set_target_properties(hetserve_lib PROPERTIES COMPILE_OPTIONS "${_hs_c_opts}")
   endif()
 
-  # Executables that link hetserve_lib are now linked by nvcc: give it the sanitizer flags
-  # (added with add_link_options above) in a form it accepts.
-  get_directory_property(_hs_link_opts LINK_OPTIONS)
-  if(_hs_link_opts)
-    set(_hs_wrapped "")
-    foreach(o ${_hs_link_opts})
-      list(APPEND _hs_wrapped "$<$<LINK_LANGUAGE:C>:${o}>" "$<$<LINK_LANGUAGE:CUDA>:-Xcompiler=${o}>")
-    endforeach()
-    set_directory_properties(PROPERTIES LINK_OPTIONS "${_hs_wrapped}")
-  endif()
-
   file(GLOB HS_CUDA_SRC CONFIGURE_DEPENDS src/engine/cuda/*.c src/engine/cuda/*.cu)
   target_sources(hetserve_lib PRIVATE ${HS_CUDA_SRC})
   # hetserve_lib existed before CUDA was enabled, so it did not pick up the default
