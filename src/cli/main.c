@@ -15,6 +15,7 @@ static const struct command commands[] = {
     {"embed", hs_cmd_embed, "print embeddings of texts as JSON"},
     {"tokenize", hs_cmd_tokenize, "print token ids of texts as JSON"},
     {"devices", hs_cmd_devices, "print the engines found and their capabilities"},
+    {"verify", hs_cmd_verify, "check every engine against the golden embeddings"},
 };
 
 const char *hs_cli_default_model(void)
