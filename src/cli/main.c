@@ -1,2 +1,45 @@
+/* hetserve — command-line entry point: `hetserve <command> [options]`. */
 #include <stdio.h>
-int main(void) { puts("hetserve"); return 0; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"embed", hs_cmd_embed, "print embeddings of texts as JSON"},
+    {"tokenize", hs_cmd_tokenize, "print token ids of texts as JSON"},
+    {"devices", hs_cmd_devices, "print the engines found and their capabilities"},
+};
+
+const char *hs_cli_default_model(void)
+{
+    const char *m = getenv("HS_MODEL_DIR");
+    return m && *m ? m : "models/all-MiniLM-L6-v2";
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hetserve <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`hetserve <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "hetserve: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

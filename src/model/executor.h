@@ -57,11 +57,19 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
                              struct hs_error *err);
 void hs_executor_free(struct hs_executor *x);
 const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x);
+const struct hs_model *hs_executor_model(const struct hs_executor *x);
 
 /* Runs one batch on slot `slot` (0 <= slot < opts.slots). out: [b->n_seqs, hidden] fp32.
  * HS_STATUS_INVALID_ARGUMENT when the batch exceeds the workspace sizes; engine failures
  * return their status with the engine's message. timing may be NULL. */
 hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch *b, float *out,
                           struct hs_exec_timing *timing, struct hs_error *err);
+
+/* Convenience for the CLI, verify and benchmarks (not the serving path): tokenizes n texts
+ * (truncating to the model's max_seq_len), runs them in as many batches as the workspace
+ * limits need on slot 0, and writes [n, hidden] embeddings to out. tokens (may be NULL)
+ * receives each text's token count. Allocates per call. */
+hs_status hs_executor_embed_texts(struct hs_executor *x, const char *const *texts, int n,
+                                  float *out, int *tokens, struct hs_error *err);
 
 #endif

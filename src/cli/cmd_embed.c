@@ -1,0 +1,234 @@
+/* `hetserve embed`, `hetserve tokenize`, `hetserve devices`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/alloc.h"
+#include "engine/engine.h"
+#include "model/executor.h"
+#include "model/model.h"
+
+struct common_opts {
+    const char *model;
+    const char *engine;
+    int threads;
+    int n_texts;
+    char **texts;
+};
+
+/* Parses --model/--engine/--threads; the remaining arguments are texts ("-" = read lines from
+ * standard input). Returns 0, or 2 on a usage error. */
+static int parse_common(int argc, char **argv, struct common_opts *o, const char *usage_line)
+{
+    o->model = hs_cli_default_model();
+    o->engine = "cpu";
+    o->threads = 0;
+    o->n_texts = 0;
+    o->texts = hs_calloc((size_t)argc + 1, sizeof(char *));
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("%s\n", usage_line);
+            return 1;
+        } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+            o->model = argv[++i];
+        } else if (strcmp(argv[i], "--engine") == 0 && i + 1 < argc) {
+            o->engine = argv[++i];
+        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            o->threads = atoi(argv[++i]);
+        } else if (strncmp(argv[i], "--", 2) == 0 && strcmp(argv[i], "--") != 0) {
+            fprintf(stderr, "hetserve: unknown option %s\n%s\n", argv[i], usage_line);
+            return 2;
+        } else {
+            o->texts[o->n_texts++] = argv[i];
+        }
+    }
+    if (o->n_texts == 1 && strcmp(o->texts[0], "-") == 0) {
+        /* one text per line from stdin */
+        int cap = 64;
+        o->n_texts = 0;
+        hs_free(o->texts);
+        o->texts = hs_calloc((size_t)cap, sizeof(char *));
+        char *line = NULL;
+        size_t lcap = 0;
+        ssize_t len;
+        while ((len = getline(&line, &lcap, stdin)) >= 0) {
+            if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+            if (o->n_texts == cap) {
+                cap *= 2;
+                o->texts = hs_realloc(o->texts, sizeof(char *) * (size_t)cap);
+            }
+            o->texts[o->n_texts++] = hs_strdup(line);
+        }
+        free(line);
+    }
+    if (o->n_texts == 0) {
+        fprintf(stderr, "%s\n", usage_line);
+        return 2;
+    }
+    return 0;
+}
+
+static void print_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+int hs_cmd_embed(int argc, char **argv)
+{
+    struct common_opts o;
+    int rc = parse_common(argc, argv, &o,
+                          "usage: hetserve embed [--model DIR] [--engine cpu|cuda] [--threads N] "
+                          "TEXT... | -");
+    if (rc) return rc == 1 ? 0 : rc;
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    hs_engine_t e = NULL;
+    struct hs_executor *x = NULL;
+    float *out = NULL;
+    int *tokens = NULL;
+    rc = 1;
+    if (hs_model_load(o.model, &m, &err) != HS_STATUS_OK) goto fail;
+    struct hs_engine_opts eo = {.threads = o.threads};
+    if (hs_engine_create(o.engine, &eo, &e, &err) != HS_STATUS_OK) goto fail;
+    struct hs_placement plan;
+    hs_placement_single(m, e, &plan);
+    struct hs_executor_opts xo = {.batch_max = 32};
+    if (hs_executor_create(m, &plan, &xo, &x, &err) != HS_STATUS_OK) goto fail;
+    const int dim = m->config.dims.hidden;
+    out = hs_malloc(sizeof(float) * (size_t)dim * (size_t)o.n_texts);
+    tokens = hs_malloc(sizeof(int) * (size_t)o.n_texts);
+    if (!out || !tokens) {
+        hs_error_set(&err, HS_STATUS_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    if (hs_executor_embed_texts(x, (const char *const *)o.texts, o.n_texts, out, tokens, &err) !=
+        HS_STATUS_OK)
+        goto fail;
+    printf("{\"model\":");
+    print_json_string(stdout, m->name);
+    printf(",\"engine\":\"%s\",\"dim\":%d,\"data\":[", hs_engine_name(e), dim);
+    for (int i = 0; i < o.n_texts; i++) {
+        printf("%s{\"index\":%d,\"tokens\":%d,\"embedding\":[", i ? "," : "", i, tokens[i]);
+        for (int j = 0; j < dim; j++) printf("%s%.9g", j ? "," : "", out[(size_t)i * dim + j]);
+        printf("]}");
+    }
+    printf("]}\n");
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "hetserve embed: %s\n", err.msg[0] ? err.msg : hs_status_str(err.status));
+    hs_free(out);
+    hs_free(tokens);
+    hs_executor_free(x);
+    hs_engine_destroy(e);
+    hs_model_free(m);
+    hs_free(o.texts);
+    return rc;
+}
+
+int hs_cmd_tokenize(int argc, char **argv)
+{
+    struct common_opts o;
+    int rc = parse_common(argc, argv, &o, "usage: hetserve tokenize [--model DIR] TEXT... | -");
+    if (rc) return rc == 1 ? 0 : rc;
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    rc = 1;
+    if (hs_model_load(o.model, &m, &err) != HS_STATUS_OK) goto fail;
+    const int cap = m->config.max_seq_len;
+    int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)cap);
+    printf("[");
+    for (int i = 0; i < o.n_texts; i++) {
+        int n = 0, full = 0;
+        if (hs_model_tokenize(m, o.texts[i], strlen(o.texts[i]), ids, cap, &n, &full, &err) !=
+            HS_STATUS_OK) {
+            printf("]\n");
+            hs_free(ids);
+            goto fail;
+        }
+        printf("%s{\"ids\":[", i ? "," : "");
+        for (int j = 0; j < n; j++) printf("%s%d", j ? "," : "", ids[j]);
+        printf("],\"tokens\":[");
+        for (int j = 0; j < n; j++) {
+            if (j) putchar(',');
+            print_json_string(stdout, hs_tokenizer_id_to_token(m->tokenizer, ids[j]));
+        }
+        printf("],\"truncated\":%s}", full > n ? "true" : "false");
+    }
+    printf("]\n");
+    hs_free(ids);
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "hetserve tokenize: %s\n", err.msg);
+    hs_model_free(m);
+    hs_free(o.texts);
+    return rc;
+}
+
+static void print_caps(hs_engine_t e, int first)
+{
+    struct hs_engine_caps c;
+    hs_engine_caps(e, &c);
+    printf("%s{\"name\":\"%s\",\"kind\":", first ? "" : ",", hs_engine_name(e));
+    print_json_string(stdout, c.kind);
+    printf(",\"device\":");
+    print_json_string(stdout, c.device);
+    printf(",\"isa\":");
+    print_json_string(stdout, c.isa);
+    printf(",\"threads\":%d,\"mem_bytes\":%lld,\"gemm\":", c.threads, (long long)c.mem_bytes);
+    print_json_string(stdout, c.gemm);
+    printf(",\"dtypes\":[");
+    int k = 0;
+    for (int d = 0; d < HS_DTYPE_COUNT; d++)
+        if (c.dtypes & (1u << d)) printf("%s\"%s\"", k++ ? "," : "", hs_dtype_name((enum hs_dtype)d));
+    printf("],\"stages\":[");
+    k = 0;
+    for (int s = 0; s < HS_STAGE_COUNT; s++)
+        if (c.stages & (1u << s))
+            printf("%s\"%s\"", k++ ? "," : "", hs_stage_kind_name((enum hs_stage_kind)s));
+    printf("]}");
+}
+
+int hs_cmd_devices(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    int n_kinds = 0;
+    const char *const *kinds = hs_engine_kinds_built(&n_kinds);
+    printf("{\"built\":[");
+    for (int i = 0; i < n_kinds; i++) printf("%s\"%s\"", i ? "," : "", kinds[i]);
+    printf("],\"engines\":[");
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    int first = 1;
+    if (hs_engine_cpu_create(&(struct hs_engine_opts){.name = "cpu0"}, &e, &err) == HS_STATUS_OK) {
+        print_caps(e, first);
+        first = 0;
+        hs_engine_destroy(e);
+    }
+    int ngpu = hs_engine_cuda_device_count();
+    for (int d = 0; d < ngpu; d++) {
+        char name[16];
+        snprintf(name, sizeof name, "cuda%d", d);
+        e = NULL;
+        if (hs_engine_cuda_create(&(struct hs_engine_opts){.name = name, .device = d}, &e, &err) ==
+            HS_STATUS_OK) {
+            print_caps(e, first);
+            first = 0;
+            hs_engine_destroy(e);
+        }
+    }
+    printf("],\"gpus\":%d", ngpu);
+    if (ngpu == 0) printf(",\"note\":\"no GPU found\"");
+    printf("}\n");
+    return 0;
+}

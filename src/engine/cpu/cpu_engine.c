@@ -1,0 +1,391 @@
+/* The CPU engine: fp32 stages on a set of cores. GEMMs through oneDNN, the rest through the
+ * fused kernels in kernels.c; all parallel work runs on the calling thread's OpenMP team, sized
+ * to the engine's thread count and pinned to its core set. */
+#include <dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "engine/cpu/kernels.h"
+#include "engine/engine.h"
+
+struct cpu_ctx {
+    int threads;
+    int n_cores;
+    int cores[HS_ENGINE_MAX_CORES];
+    char device[128];
+};
+
+/* Weights of one stage, fp32, resident for the engine's lifetime. Tensors already in fp32 are
+ * used in place (they live in the model's read-only mapping); others are converted once. */
+struct cpu_prep {
+    enum hs_stage_kind kind;
+    float *w[HS_W_COUNT];
+    float *qkv_w; /* [3H, H]: q, k, v stacked so one GEMM computes all three */
+    float *qkv_b; /* [3H] */
+    void *owned[HS_W_COUNT + 2];
+    int n_owned;
+};
+
+struct cpu_ws {
+    struct hs_ws_spec spec;
+    struct hs_encoder_dims dims;
+    int n_seqs, n_tokens, seq_max;
+    int32_t *ids, *type_ids, *pos_ids, *offsets;
+    float *hidden; /* [tokens_max, H] */
+    float *qkv;    /* [tokens_max, 3H] */
+    float *tmp;    /* [tokens_max, max(H, I)] : attention context, FFN intermediate */
+    float *tmp2;   /* [tokens_max, H] */
+    float *pooled; /* [batch_max, H] */
+    float *scratch;
+    int scratch_threads;
+};
+
+static void cpu_destroy(void *ctx) { hs_free(ctx); }
+
+static void cpu_isa(char *buf, size_t n)
+{
+    buf[0] = '\0';
+    __builtin_cpu_init();
+    size_t used = 0;
+#define HS__FEAT(name)                                                                             \
+    if (__builtin_cpu_supports(name)) used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? " " : "", name);
+    HS__FEAT("avx512f")
+    HS__FEAT("avx512bw")
+    HS__FEAT("avx512vl")
+    HS__FEAT("avx512vnni")
+    HS__FEAT("avx512bf16")
+    HS__FEAT("avx2")
+    HS__FEAT("fma")
+    HS__FEAT("avx")
+#undef HS__FEAT
+}
+
+static void cpu_caps(void *vctx, struct hs_engine_caps *out)
+{
+    struct cpu_ctx *c = vctx;
+    snprintf(out->kind, sizeof out->kind, "cpu");
+    snprintf(out->device, sizeof out->device, "%s", c->device);
+    cpu_isa(out->isa, sizeof out->isa);
+    out->threads = c->threads;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    out->mem_bytes = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+    out->dtypes = 1u << HS_DTYPE_F32;
+    out->stages = (1u << HS_STAGE_COUNT) - 1;
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(out->gemm, sizeof out->gemm, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+}
+
+static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)
+{
+    if (!t->data) return NULL;
+    if (t->dtype == HS_DTYPE_F32) return (float *)t->data;
+    int64_t n = hs_tensor_numel(t);
+    float *f = hs_malloc_aligned((size_t)n * sizeof(float), 64);
+    if (!f) {
+        hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory converting weights");
+        return NULL;
+    }
+    hs_to_fp32(t->dtype, t->data, f, (size_t)n);
+    p->owned[p->n_owned++] = f;
+    return f;
+}
+
+static void cpu_stage_release(void *ctx, void *vprep)
+{
+    struct cpu_prep *p = vprep;
+    if (!p) return;
+    for (int i = 0; i < p->n_owned; i++) hs_free_aligned(p->owned[i]);
+    hs_free(p);
+}
+
+static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs_dtype dtype,
+                                   void **out, struct hs_error *err)
+{
+    struct cpu_prep *p = hs_calloc(1, sizeof *p);
+    if (!p) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    p->kind = st->kind;
+    for (int r = 0; r < HS_W_COUNT; r++) {
+        if (!st->w[r].data) continue;
+        if (st->kind == HS_STAGE_ATTN && (r == HS_W_Q || r == HS_W_K || r == HS_W_V ||
+                                          r == HS_W_Q_B || r == HS_W_K_B || r == HS_W_V_B))
+            continue; /* stacked below */
+        p->w[r] = as_f32(p, &st->w[r], err);
+        if (!p->w[r]) {
+            cpu_stage_release(ctx, p);
+            return err ? err->status : HS_STATUS_NO_MEMORY;
+        }
+    }
+    if (st->kind == HS_STAGE_ATTN) {
+        const int h = st->dims->hidden;
+        p->qkv_w = hs_malloc_aligned(sizeof(float) * 3 * (size_t)h * h, 64);
+        p->qkv_b = hs_malloc_aligned(sizeof(float) * 3 * (size_t)h, 64);
+        if (p->qkv_w) p->owned[p->n_owned++] = p->qkv_w;
+        if (p->qkv_b) p->owned[p->n_owned++] = p->qkv_b;
+        if (!p->qkv_w || !p->qkv_b) {
+            cpu_stage_release(ctx, p);
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+        }
+        const int roles[3] = {HS_W_Q, HS_W_K, HS_W_V};
+        const int biases[3] = {HS_W_Q_B, HS_W_K_B, HS_W_V_B};
+        for (int i = 0; i < 3; i++) {
+            hs_to_fp32(st->w[roles[i]].dtype, st->w[roles[i]].data, p->qkv_w + (size_t)i * h * h,
+                       (size_t)h * h);
+            hs_to_fp32(st->w[biases[i]].dtype, st->w[biases[i]].data, p->qkv_b + (size_t)i * h,
+                       (size_t)h);
+        }
+    }
+    *out = p;
+    return HS_STATUS_OK;
+}
+
+static void cpu_ws_destroy(void *ctx, void *vws)
+{
+    struct cpu_ws *w = vws;
+    if (!w) return;
+    hs_free_aligned(w->ids);
+    hs_free_aligned(w->type_ids);
+    hs_free_aligned(w->pos_ids);
+    hs_free_aligned(w->offsets);
+    hs_free_aligned(w->hidden);
+    hs_free_aligned(w->qkv);
+    hs_free_aligned(w->tmp);
+    hs_free_aligned(w->tmp2);
+    hs_free_aligned(w->pooled);
+    hs_free_aligned(w->scratch);
+    hs_free(w);
+}
+
+static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void **out,
+                               struct hs_error *err)
+{
+    struct cpu_ctx *c = vctx;
+    struct cpu_ws *w = hs_calloc(1, sizeof *w);
+    if (!w) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    w->spec = *spec;
+    w->dims = *spec->dims;
+    w->spec.dims = &w->dims;
+    const size_t T = (size_t)spec->tokens_max, B = (size_t)spec->batch_max;
+    const size_t H = (size_t)w->dims.hidden, I = (size_t)w->dims.intermediate;
+    const size_t wide = I > H ? I : H;
+    w->scratch_threads = c->threads;
+    w->ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
+    w->type_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
+    w->pos_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
+    w->offsets = hs_malloc_aligned((B + 1) * sizeof(int32_t), 64);
+    w->hidden = hs_malloc_aligned(T * H * sizeof(float), 64);
+    w->qkv = hs_malloc_aligned(T * 3 * H * sizeof(float), 64);
+    w->tmp = hs_malloc_aligned(T * wide * sizeof(float), 64);
+    w->tmp2 = hs_malloc_aligned(T * H * sizeof(float), 64);
+    w->pooled = hs_malloc_aligned(B * H * sizeof(float), 64);
+    w->scratch = hs_malloc_aligned(
+        (size_t)c->threads *
+            (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) * sizeof(float),
+        64);
+    if (!w->ids || !w->type_ids || !w->pos_ids || !w->offsets || !w->hidden || !w->qkv ||
+        !w->tmp || !w->tmp2 || !w->pooled || !w->scratch) {
+        cpu_ws_destroy(vctx, w);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY,
+                            "cpu: out of memory for a workspace of %d sequences, %d tokens",
+                            spec->batch_max, spec->tokens_max);
+    }
+    *out = w;
+    return HS_STATUS_OK;
+}
+
+/* Pins the calling thread's OpenMP team to the engine's cores, once per calling thread. */
+static _Thread_local const struct cpu_ctx *pinned_for;
+
+static void pin_team(const struct cpu_ctx *c)
+{
+    omp_set_num_threads(c->threads);
+    if (pinned_for == c) return;
+    pinned_for = c;
+    if (c->n_cores <= 0) return;
+#pragma omp parallel num_threads(c->threads)
+    {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(c->cores[omp_get_thread_num() % c->n_cores], &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+}
+
+static hs_status cpu_batch_begin(void *vctx, void *vws, const struct hs_batch *b,
+                                 struct hs_error *err)
+{
+    struct cpu_ctx *c = vctx;
+    struct cpu_ws *w = vws;
+    if (b->n_seqs > w->spec.batch_max || b->n_tokens > w->spec.tokens_max)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "cpu: batch of %d sequences / %d tokens exceeds the workspace "
+                            "(%d / %d)",
+                            b->n_seqs, b->n_tokens, w->spec.batch_max, w->spec.tokens_max);
+    if (b->offsets[0] != 0 || b->offsets[b->n_seqs] != b->n_tokens)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: inconsistent offsets");
+    int seq_max = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int len = b->offsets[s + 1] - b->offsets[s];
+        if (len < 1 || len != b->lengths[s] || len > w->spec.seq_max ||
+            len > w->dims.max_positions)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "cpu: sequence %d has length %d (limit %d)", s, len,
+                                w->spec.seq_max < w->dims.max_positions ? w->spec.seq_max
+                                                                        : w->dims.max_positions);
+        if (len > seq_max) seq_max = len;
+        for (int i = 0; i < len; i++) w->pos_ids[b->offsets[s] + i] = i;
+    }
+    for (int t = 0; t < b->n_tokens; t++) {
+        int32_t id = b->ids[t], tt = b->type_ids ? b->type_ids[t] : 0;
+        if (id < 0 || id >= w->dims.vocab)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "token id %d at position %d is outside the vocabulary (%d)", id, t,
+                                w->dims.vocab);
+        if (tt < 0 || tt >= w->dims.type_vocab)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT, "token type %d at position %d", tt,
+                                t);
+        w->ids[t] = id;
+        w->type_ids[t] = tt;
+    }
+    memcpy(w->offsets, b->offsets, sizeof(int32_t) * (size_t)(b->n_seqs + 1));
+    w->n_seqs = b->n_seqs;
+    w->n_tokens = b->n_tokens;
+    w->seq_max = seq_max;
+    pin_team(c);
+    return HS_STATUS_OK;
+}
+
+static hs_status cpu_act_write(void *ctx, void *vws, enum hs_act_buf buf, const float *src,
+                               struct hs_error *err)
+{
+    struct cpu_ws *w = vws;
+    if (buf == HS_ACT_BUF_HIDDEN)
+        memcpy(w->hidden, src, sizeof(float) * (size_t)w->n_tokens * (size_t)w->dims.hidden);
+    else
+        memcpy(w->pooled, src, sizeof(float) * (size_t)w->n_seqs * (size_t)w->dims.hidden);
+    return HS_STATUS_OK;
+}
+
+static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *dst,
+                              struct hs_error *err)
+{
+    struct cpu_ws *w = vws;
+    if (buf == HS_ACT_BUF_HIDDEN)
+        memcpy(dst, w->hidden, sizeof(float) * (size_t)w->n_tokens * (size_t)w->dims.hidden);
+    else
+        memcpy(dst, w->pooled, sizeof(float) * (size_t)w->n_seqs * (size_t)w->dims.hidden);
+    return HS_STATUS_OK;
+}
+
+static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
+                               struct hs_error *err)
+{
+    struct cpu_ctx *c = vctx;
+    struct cpu_ws *w = vws;
+    struct cpu_prep *p = vprep;
+    const struct hs_encoder_dims *d = &w->dims;
+    const int T = w->n_tokens, H = d->hidden, I = d->intermediate, nt = c->threads;
+    omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
+    switch (st->kind) {
+    case HS_STAGE_EMBED:
+        hs__cpu_embed(w->hidden, w->ids, w->type_ids, w->pos_ids, T, p->w[HS_W_WORD_EMB],
+                      p->w[HS_W_POS_EMB], p->w[HS_W_TYPE_EMB], p->w[HS_W_EMB_LN_G],
+                      p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
+        return HS_STATUS_OK;
+    case HS_STAGE_ATTN:
+        if (hs__cpu_linear(w->hidden, p->qkv_w, p->qkv_b, w->qkv, T, 3 * H, H, -1, nt))
+            break;
+        hs__cpu_attention(w->qkv, w->tmp, w->offsets, w->n_seqs, d->heads, d->head_dim,
+                          w->scratch, w->spec.seq_max, nt);
+        if (hs__cpu_linear(w->tmp, p->w[HS_W_ATTN_OUT], NULL, w->tmp2, T, H, H, -1, nt)) break;
+        hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
+                            p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
+        return HS_STATUS_OK;
+    case HS_STAGE_FFN:
+        if (hs__cpu_linear(w->hidden, p->w[HS_W_FFN_IN], p->w[HS_W_FFN_IN_B], w->tmp, T, I, H,
+                           (int)d->act, nt))
+            break;
+        if (hs__cpu_linear(w->tmp, p->w[HS_W_FFN_OUT], NULL, w->tmp2, T, H, I, -1, nt)) break;
+        hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
+                            p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
+        return HS_STATUS_OK;
+    case HS_STAGE_POOL:
+        hs__cpu_pool(w->hidden, w->pooled, w->offsets, w->n_seqs, H, d->pool, nt);
+        return HS_STATUS_OK;
+    case HS_STAGE_NORMALIZE:
+        hs__cpu_l2_normalize(w->pooled, w->n_seqs, H, nt);
+        return HS_STATUS_OK;
+    case HS_STAGE_COUNT:
+        break;
+    }
+    return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
+}
+
+static const struct hs_engine_iface cpu_iface = {
+    .api_version = HS_ENGINE_API_VERSION,
+    .kind = "cpu",
+    .destroy = cpu_destroy,
+    .caps = cpu_caps,
+    .stage_prepare = cpu_stage_prepare,
+    .stage_release = cpu_stage_release,
+    .ws_create = cpu_ws_create,
+    .ws_destroy = cpu_ws_destroy,
+    .batch_begin = cpu_batch_begin,
+    .act_write = cpu_act_write,
+    .run_stage = cpu_run_stage,
+    .act_read = cpu_act_read,
+};
+
+static void read_cpu_name(char *buf, size_t n)
+{
+    snprintf(buf, n, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v++;
+                while (*v == ' ') v++;
+                v[strcspn(v, "\n")] = '\0';
+                snprintf(buf, n, "%s", v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                               struct hs_error *err)
+{
+    struct cpu_ctx *c = hs_calloc(1, sizeof *c);
+    if (!c) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    cpu_set_t avail;
+    int n_avail = 0;
+    if (sched_getaffinity(0, sizeof avail, &avail) == 0) n_avail = CPU_COUNT(&avail);
+    if (n_avail <= 0) n_avail = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (opts->n_cores < 0 || opts->n_cores > HS_ENGINE_MAX_CORES) {
+        hs_free(c);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: bad core count %d",
+                            opts->n_cores);
+    }
+    for (int i = 0; i < opts->n_cores; i++) {
+        if (opts->cores[i] < 0 || opts->cores[i] >= CPU_SETSIZE ||
+            !CPU_ISSET(opts->cores[i], &avail)) {
+            hs_free(c);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "cpu: core %d is not available to this process", opts->cores[i]);
+        }
+        c->cores[i] = opts->cores[i];
+    }
+    c->n_cores = opts->n_cores;
+    c->threads = opts->threads > 0 ? opts->threads : (c->n_cores > 0 ? c->n_cores : n_avail);
+    read_cpu_name(c->device, sizeof c->device);
+    return hs__engine_wrap(&cpu_iface, c, opts->name ? opts->name : "cpu0", out, err);
+}

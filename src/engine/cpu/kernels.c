@@ -1,0 +1,253 @@
+#include "engine/cpu/kernels.h"
+
+#include <dnnl.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define HS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* exp for the kernels: branch-free so it vectorizes; |rel err| < 2e-7 on [-87, 88]. */
+static inline float fast_exp(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } s = {.i = ((int32_t)n + 127) << 23};
+    return p * s.f;
+}
+
+/* erf by Abramowitz & Stegun 7.1.26 (|abs err| <= 1.5e-7), branch-free. */
+static inline float fast_erf(float x)
+{
+    float a = fabsf(x);
+    float t = 1.0f / (1.0f + 0.3275911f * a);
+    float y = 1.061405429f;
+    y = y * t - 1.453152027f;
+    y = y * t + 1.421413741f;
+    y = y * t - 0.284496736f;
+    y = y * t + 0.254829592f;
+    y = 1.0f - y * t * fast_exp(-a * a);
+    return copysignf(y, x);
+}
+
+static inline float fast_tanh(float x)
+{
+    float c = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
+    float e = fast_exp(2.0f * c);
+    return (e - 1.0f) / (e + 1.0f);
+}
+
+HS_CLONES
+static void act_rows(float *x, int64_t n, enum hs_act_fn act)
+{
+    switch (act) {
+    case HS_ACT_GELU_ERF:
+        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
+        break;
+    case HS_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            x[i] = 0.5f * v * (1.0f + fast_tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+        }
+        break;
+    case HS_ACT_RELU:
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    }
+}
+
+void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act) { act_rows(x, n, act); }
+
+HS_CLONES
+static void bias_act_row(float *y, const float *bias, int n, int act)
+{
+    if (bias)
+        for (int j = 0; j < n; j++) y[j] += bias[j];
+    if (act >= 0) act_rows(y, n, (enum hs_act_fn)act);
+}
+
+int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, int rows, int n,
+                   int k, int act, int threads)
+{
+    /* oneDNN's sgemm is row-major: y = x * w^T with w stored [n, k] */
+    dnnl_status_t st = dnnl_sgemm('N', 'T', rows, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+    if (st != dnnl_success) return -1;
+    if (!bias && act < 0) return 0;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++) bias_act_row(y + (int64_t)r * n, bias, n, act);
+    return 0;
+}
+
+HS_CLONES
+static void ln_row(float *x, const float *y, const float *bias, const float *g, const float *beta,
+                   int n, float eps)
+{
+    float mean = 0.0f;
+    if (y && bias) {
+        for (int j = 0; j < n; j++) x[j] = x[j] + y[j] + bias[j];
+    } else if (y) {
+        for (int j = 0; j < n; j++) x[j] = x[j] + y[j];
+    }
+#pragma omp simd reduction(+ : mean)
+    for (int j = 0; j < n; j++) mean += x[j];
+    mean /= (float)n;
+    float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+    for (int j = 0; j < n; j++) {
+        float d = x[j] - mean;
+        var += d * d;
+    }
+    var /= (float)n;
+    float rstd = 1.0f / sqrtf(var + eps);
+    for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j] + beta[j];
+}
+
+void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
+                         const float *beta, int rows, int n, float eps, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++)
+        ln_row(x + (int64_t)r * n, y + (int64_t)r * n, bias, g, beta, n, eps);
+}
+
+HS_CLONES
+static void embed_row(float *x, const float *w, const float *p, const float *t, int n)
+{
+    for (int j = 0; j < n; j++) x[j] = w[j] + p[j] + t[j];
+}
+
+void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const int32_t *pos_ids,
+                   int n_tokens, const float *word, const float *pos, const float *type,
+                   const float *g, const float *beta, int hidden, float eps, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = 0; t < n_tokens; t++) {
+        float *row = x + (int64_t)t * hidden;
+        int tt = type_ids ? type_ids[t] : 0;
+        embed_row(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
+                  type + (int64_t)tt * hidden, hidden);
+        ln_row(row, NULL, NULL, g, beta, hidden, eps);
+    }
+}
+
+int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max)
+{
+    /* K transposed [head_dim, seq_max] + one score row [seq_max], padded to 64 bytes */
+    int64_t n = (int64_t)head_dim * seq_max + seq_max;
+    return (n + 15) & ~(int64_t)15;
+}
+
+/* One (sequence, head): softmax(q k^T / sqrt(d)) v for every query row of the sequence. */
+HS_CLONES
+static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                      float *kt, float *s)
+{
+    const int stride = 3 * hidden;
+    const float scale = 1.0f / sqrtf((float)d);
+    for (int j = 0; j < len; j++) {
+        const float *k = qkv + (int64_t)(t0 + j) * stride + hidden + h * d;
+        for (int c = 0; c < d; c++) kt[(int64_t)c * len + j] = k[c];
+    }
+    for (int i = 0; i < len; i++) {
+        const float *q = qkv + (int64_t)(t0 + i) * stride + h * d;
+        for (int j = 0; j < len; j++) s[j] = 0.0f;
+        for (int c = 0; c < d; c++) {
+            const float qc = q[c] * scale;
+            const float *kr = kt + (int64_t)c * len;
+            for (int j = 0; j < len; j++) s[j] += qc * kr[j];
+        }
+        float mx = s[0];
+#pragma omp simd reduction(max : mx)
+        for (int j = 1; j < len; j++) mx = s[j] > mx ? s[j] : mx;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < len; j++) {
+            s[j] = fast_exp(s[j] - mx);
+            sum += s[j];
+        }
+        const float inv = 1.0f / sum;
+        float *o = ctx + (int64_t)(t0 + i) * hidden + h * d;
+        for (int c = 0; c < d; c++) o[c] = 0.0f;
+        for (int j = 0; j < len; j++) {
+            const float pj = s[j] * inv;
+            const float *v = qkv + (int64_t)(t0 + j) * stride + 2 * hidden + h * d;
+            for (int c = 0; c < d; c++) o[c] += pj * v[c];
+        }
+    }
+}
+
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                       int heads, int head_dim, float *scratch, int seq_max, int threads)
+{
+    const int hidden = heads * head_dim;
+    const int64_t per_thread = hs__cpu_attn_scratch_floats(head_dim, seq_max);
+    const int pairs = n_seqs * heads;
+#pragma omp parallel num_threads(threads)
+    {
+        int tid = omp_get_thread_num();
+        float *kt = scratch + per_thread * tid;
+        float *s = kt + (int64_t)head_dim * seq_max;
+#pragma omp for schedule(dynamic, 1)
+        for (int p = 0; p < pairs; p++) {
+            int seq = p / heads, h = p % heads;
+            int t0 = offsets[seq], len = offsets[seq + 1] - offsets[seq];
+            attn_head(qkv, ctx, t0, len, h, hidden, head_dim, kt, s);
+        }
+    }
+}
+
+HS_CLONES
+static void pool_mean_seq(const float *x, float *out, int len, int hidden)
+{
+    for (int c = 0; c < hidden; c++) out[c] = 0.0f;
+    for (int t = 0; t < len; t++) {
+        const float *row = x + (int64_t)t * hidden;
+        for (int c = 0; c < hidden; c++) out[c] += row[c];
+    }
+    const float inv = 1.0f / (float)len;
+    for (int c = 0; c < hidden; c++) out[c] *= inv;
+}
+
+void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
+                  enum hs_pool_mode mode, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int s = 0; s < n_seqs; s++) {
+        const float *base = x + (int64_t)offsets[s] * hidden;
+        float *o = out + (int64_t)s * hidden;
+        if (mode == HS_POOL_CLS)
+            memcpy(o, base, sizeof(float) * (size_t)hidden);
+        else
+            pool_mean_seq(base, o, offsets[s + 1] - offsets[s], hidden);
+    }
+}
+
+HS_CLONES
+static void l2_row(float *x, int n)
+{
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    float norm = sqrtf(ss);
+    float inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
+    for (int j = 0; j < n; j++) x[j] *= inv;
+}
+
+void hs__cpu_l2_normalize(float *x, int rows, int n, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++) l2_row(x + (int64_t)r * n, n);
+}

@@ -1,0 +1,43 @@
+/* hetserve — CPU engine kernels (fp32). Internal to engine/cpu.
+ *
+ * Every kernel takes the thread count to use and runs as one OpenMP parallel region over rows
+ * (tokens, or (sequence, head) pairs), so a batch's result for a sequence never depends on what
+ * else is in the batch. Hot loops are compiled for AVX-512, AVX2 and baseline and chosen at run
+ * time (function multi-versioning). */
+#ifndef HS_ENGINE_CPU_KERNELS_H
+#define HS_ENGINE_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "engine/stage.h"
+
+/* y[rows, n] = x[rows, k] * w[n, k]^T (+ bias, then activation when act >= 0). Uses oneDNN. */
+int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, int rows, int n,
+                   int k, int act, int threads);
+
+/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias may be NULL. */
+void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
+                         const float *beta, int rows, int n, float eps, int threads);
+
+/* Embedding: x[t] = LN(word[ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]). */
+void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const int32_t *pos_ids,
+                   int n_tokens, const float *word, const float *pos, const float *type,
+                   const float *g, const float *beta, int hidden, float eps, int threads);
+
+/* Self-attention over packed sequences. qkv: [n_tokens, 3*hidden] (q | k | v, heads contiguous
+ * inside each); ctx: [n_tokens, hidden]. scratch: threads * hs__cpu_attn_scratch_floats(). */
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                       int heads, int head_dim, float *scratch, int seq_max, int threads);
+int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
+
+/* Pooling: mean over each sequence's tokens, or its first token (CLS). */
+void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
+                  enum hs_pool_mode mode, int threads);
+
+/* out[i] /= max(||out[i]||, 1e-12) */
+void hs__cpu_l2_normalize(float *x, int rows, int n, int threads);
+
+/* Activation in place: GELU (erf or tanh) or ReLU. */
+void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act);
+
+#endif

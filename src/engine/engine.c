@@ -1,0 +1,258 @@
+/* Engine wrappers: argument checks, defaults for optional methods, statistics, fault injection.
+ * Every call into an implementation goes through here. */
+#include "engine/engine.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+
+struct hs_engine {
+    const struct hs_engine_iface *iface;
+    void *ctx;
+    char name[32];
+    pthread_mutex_t lock; /* guards stats and fault */
+    struct hs_engine_stats stats;
+    struct hs_engine_fault fault;
+};
+
+hs_status hs__engine_wrap(const struct hs_engine_iface *iface, void *ctx, const char *name,
+                          hs_engine_t *out, struct hs_error *err)
+{
+    HS_ASSERT(iface && out);
+    if (iface->api_version < 1 || iface->api_version > HS_ENGINE_API_VERSION)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "engine %s: api_version %d not supported",
+                            iface->kind, iface->api_version);
+    struct hs_engine *e = hs_calloc(1, sizeof *e);
+    if (!e) {
+        if (iface->destroy) iface->destroy(ctx);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "engine %s: out of memory", iface->kind);
+    }
+    e->iface = iface;
+    e->ctx = ctx;
+    snprintf(e->name, sizeof e->name, "%s", name && *name ? name : iface->kind);
+    pthread_mutex_init(&e->lock, NULL);
+    *out = e;
+    return HS_STATUS_OK;
+}
+
+void hs_engine_destroy(hs_engine_t e)
+{
+    if (!e) return;
+    if (e->iface->destroy) e->iface->destroy(e->ctx);
+    pthread_mutex_destroy(&e->lock);
+    hs_free(e);
+}
+
+const char *hs_engine_name(hs_engine_t e) { return e->name; }
+const char *hs_engine_kind(hs_engine_t e) { return e->iface->kind; }
+
+void hs_engine_caps(hs_engine_t e, struct hs_engine_caps *out)
+{
+    memset(out, 0, sizeof *out);
+    e->iface->caps(e->ctx, out);
+}
+
+bool hs_engine_supports(hs_engine_t e, enum hs_stage_kind kind, enum hs_dtype dtype, int batch,
+                        int seq)
+{
+    if (e->iface->supports) return e->iface->supports(e->ctx, kind, dtype, batch, seq);
+    struct hs_engine_caps c;
+    hs_engine_caps(e, &c);
+    if (!(c.stages & (1u << kind)) || !(c.dtypes & (1u << dtype))) return false;
+    if (c.batch_max > 0 && batch > c.batch_max) return false;
+    if (c.seq_max > 0 && seq > c.seq_max) return false;
+    return true;
+}
+
+hs_status hs_engine_stage_prepare(hs_engine_t e, const struct hs_stage *st, enum hs_dtype dtype,
+                                  void **prep, struct hs_error *err)
+{
+    if (!st || !prep || !st->dims)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "stage_prepare: null argument");
+    if (!hs_engine_supports(e, st->kind, dtype, 1, 1))
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "engine %s cannot run stage %s in %s",
+                            e->name, st->name, hs_dtype_name(dtype));
+    *prep = NULL;
+    return e->iface->stage_prepare(e->ctx, st, dtype, prep, err);
+}
+
+void hs_engine_stage_release(hs_engine_t e, void *prep)
+{
+    if (prep && e->iface->stage_release) e->iface->stage_release(e->ctx, prep);
+}
+
+hs_status hs_engine_ws_create(hs_engine_t e, const struct hs_ws_spec *spec, void **ws,
+                              struct hs_error *err)
+{
+    if (!spec || !ws || !spec->dims || spec->batch_max < 1 || spec->tokens_max < 1 ||
+        spec->seq_max < 1)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "ws_create: invalid spec");
+    *ws = NULL;
+    return e->iface->ws_create(e->ctx, spec, ws, err);
+}
+
+void hs_engine_ws_destroy(hs_engine_t e, void *ws)
+{
+    if (ws) e->iface->ws_destroy(e->ctx, ws);
+}
+
+static void add_stat(hs_engine_t e, int64_t *field, int64_t v)
+{
+    pthread_mutex_lock(&e->lock);
+    *field += v;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static hs_status count_error(hs_engine_t e, hs_status s)
+{
+    if (s != HS_STATUS_OK) add_stat(e, &e->stats.errors, 1);
+    return s;
+}
+
+hs_status hs_engine_batch_begin(hs_engine_t e, void *ws, const struct hs_batch *b,
+                                struct hs_error *err)
+{
+    if (!ws || !b || b->n_seqs < 1 || b->n_tokens < 1 || !b->ids || !b->lengths || !b->offsets)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "batch_begin: invalid batch");
+    int64_t t0 = hs_now_ns();
+    hs_status s = e->iface->batch_begin(e->ctx, ws, b, err);
+    int64_t dt = hs_now_ns() - t0;
+    pthread_mutex_lock(&e->lock);
+    e->stats.copy_in_ns += dt;
+    e->stats.busy_ns += dt;
+    if (s == HS_STATUS_OK) {
+        e->stats.batches++;
+        e->stats.sequences += b->n_seqs;
+        e->stats.tokens += b->n_tokens;
+    } else {
+        e->stats.errors++;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return s;
+}
+
+hs_status hs_engine_act_write(hs_engine_t e, void *ws, enum hs_act_buf buf, const float *src,
+                              struct hs_error *err)
+{
+    if (!ws || !src) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "act_write: null");
+    int64_t t0 = hs_now_ns();
+    hs_status s = e->iface->act_write(e->ctx, ws, buf, src, err);
+    int64_t dt = hs_now_ns() - t0;
+    pthread_mutex_lock(&e->lock);
+    e->stats.copy_in_ns += dt;
+    e->stats.busy_ns += dt;
+    pthread_mutex_unlock(&e->lock);
+    return count_error(e, s);
+}
+
+/* Busy-waits: a slowed engine must keep its core busy, as a slow device would. */
+static void spin_until(int64_t t_end)
+{
+    while (hs_now_ns() < t_end) {
+    }
+}
+
+hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st, void *prep,
+                              struct hs_error *err)
+{
+    if (!ws || !st) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "run_stage: null");
+    double slow = 1.0;
+    pthread_mutex_lock(&e->lock);
+    if (e->fault.fail_next > 0) {
+        e->fault.fail_next--;
+        e->stats.errors++;
+        pthread_mutex_unlock(&e->lock);
+        return hs_error_set(err, HS_STATUS_ENGINE, "engine %s: injected fault in %s", e->name,
+                            st->name);
+    }
+    if (e->fault.slow_factor > 1.0) slow = e->fault.slow_factor;
+    pthread_mutex_unlock(&e->lock);
+
+    int64_t t0 = hs_now_ns();
+    hs_status s = e->iface->run_stage(e->ctx, ws, st, prep, err);
+    int64_t dt = hs_now_ns() - t0;
+    if (slow > 1.0) {
+        spin_until(t0 + (int64_t)((double)dt * slow));
+        dt = hs_now_ns() - t0;
+    }
+    pthread_mutex_lock(&e->lock);
+    e->stats.compute_ns += dt;
+    e->stats.busy_ns += dt;
+    pthread_mutex_unlock(&e->lock);
+    return count_error(e, s);
+}
+
+hs_status hs_engine_act_read(hs_engine_t e, void *ws, enum hs_act_buf buf, float *dst,
+                             struct hs_error *err)
+{
+    if (!ws || !dst) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "act_read: null");
+    int64_t t0 = hs_now_ns();
+    hs_status s = e->iface->act_read(e->ctx, ws, buf, dst, err);
+    int64_t dt = hs_now_ns() - t0;
+    pthread_mutex_lock(&e->lock);
+    e->stats.copy_out_ns += dt;
+    e->stats.busy_ns += dt;
+    pthread_mutex_unlock(&e->lock);
+    return count_error(e, s);
+}
+
+hs_status hs_engine_sync(hs_engine_t e, void *ws, struct hs_error *err)
+{
+    if (!e->iface->sync) return HS_STATUS_OK;
+    return count_error(e, e->iface->sync(e->ctx, ws, err));
+}
+
+void hs_engine_stats(hs_engine_t e, struct hs_engine_stats *out)
+{
+    pthread_mutex_lock(&e->lock);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void hs_engine_set_fault(hs_engine_t e, const struct hs_engine_fault *fault)
+{
+    pthread_mutex_lock(&e->lock);
+    if (fault)
+        e->fault = *fault;
+    else
+        memset(&e->fault, 0, sizeof e->fault);
+    pthread_mutex_unlock(&e->lock);
+}
+
+const char *const *hs_engine_kinds_built(int *n)
+{
+    static const char *const kinds[] = {
+        "cpu",
+#ifdef HS_HAVE_CUDA
+        "cuda",
+#endif
+    };
+    *n = (int)(sizeof kinds / sizeof kinds[0]);
+    return kinds;
+}
+
+hs_status hs_engine_create(const char *kind, const struct hs_engine_opts *opts, hs_engine_t *out,
+                           struct hs_error *err)
+{
+    struct hs_engine_opts defaults = {0};
+    if (!opts) opts = &defaults;
+    if (!kind || !out) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "engine_create: null");
+    if (strcmp(kind, "cpu") == 0) return hs_engine_cpu_create(opts, out, err);
+    if (strcmp(kind, "cuda") == 0) return hs_engine_cuda_create(opts, out, err);
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "unknown engine kind '%s'", kind);
+}
+
+#ifndef HS_HAVE_CUDA
+hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                                struct hs_error *err)
+{
+    (void)opts;
+    (void)out;
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "this build has no CUDA engine");
+}
+
+int hs_engine_cuda_device_count(void) { return 0; }
+#endif

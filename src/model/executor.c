@@ -1,0 +1,207 @@
+#include "model/executor.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+
+#define HS_EXEC_MAX_ENGINES 8
+
+struct exec_engine {
+    hs_engine_t engine;
+    void **ws; /* [slots] */
+};
+
+struct hs_executor {
+    const struct hs_model *model;
+    struct hs_executor_opts opts;
+    int n_stages;
+    void **prep;     /* [n_stages] */
+    int *stage_eng;  /* [n_stages] index into eng[] */
+    int n_eng;
+    struct exec_engine eng[HS_EXEC_MAX_ENGINES];
+    float **xfer; /* [slots] host buffers for activations crossing engines */
+};
+
+void hs_placement_single(const struct hs_model *m, hs_engine_t e, struct hs_placement *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_stages = m->n_stages;
+    for (int i = 0; i < m->n_stages && i < HS_PLAN_MAX_STAGES; i++) out->engine[i] = e;
+}
+
+void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, hs_engine_t b,
+                         struct hs_placement *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_stages = m->n_stages;
+    for (int i = 0; i < m->n_stages && i < HS_PLAN_MAX_STAGES; i++) {
+        const struct hs_stage *st = &m->stages[i];
+        int on_a = st->kind == HS_STAGE_EMBED ||
+                   ((st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN) && st->layer < n_first);
+        out->engine[i] = on_a ? a : b;
+    }
+}
+
+const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x) { return &x->opts; }
+
+const struct hs_model *hs_executor_model(const struct hs_executor *x) { return x->model; }
+
+void hs_executor_free(struct hs_executor *x)
+{
+    if (!x) return;
+    for (int i = 0; i < x->n_eng; i++) {
+        if (!x->eng[i].ws) continue;
+        for (int s = 0; s < x->opts.slots; s++) hs_engine_ws_destroy(x->eng[i].engine, x->eng[i].ws[s]);
+        hs_free(x->eng[i].ws);
+    }
+    if (x->prep)
+        for (int i = 0; i < x->n_stages; i++)
+            if (x->stage_eng) hs_engine_stage_release(x->eng[x->stage_eng[i]].engine, x->prep[i]);
+    if (x->xfer)
+        for (int s = 0; s < x->opts.slots; s++) hs_free_aligned(x->xfer[s]);
+    hs_free(x->xfer);
+    hs_free(x->prep);
+    hs_free(x->stage_eng);
+    hs_free(x);
+}
+
+hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement *plan,
+                             const struct hs_executor_opts *opts, struct hs_executor **out,
+                             struct hs_error *err)
+{
+    if (!m || !plan || !out) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor: null");
+    if (plan->n_stages != m->n_stages)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "executor: plan has %d stages, model %s has %d", plan->n_stages,
+                            m->name, m->n_stages);
+    struct hs_executor_opts o = opts ? *opts : (struct hs_executor_opts){0};
+    if (o.batch_max <= 0) o.batch_max = 32;
+    if (o.seq_max <= 0 || o.seq_max > m->config.max_seq_len) o.seq_max = m->config.max_seq_len;
+    if (o.tokens_max <= 0) o.tokens_max = o.batch_max * o.seq_max;
+    if (o.slots <= 0) o.slots = 1;
+    if (o.tokens_max < o.seq_max)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "executor: tokens_max %d is below seq_max %d", o.tokens_max, o.seq_max);
+
+    struct hs_executor *x = hs_calloc(1, sizeof *x);
+    if (!x) return hs_error_set(err, HS_STATUS_NO_MEMORY, "executor: out of memory");
+    x->model = m;
+    x->opts = o;
+    x->n_stages = m->n_stages;
+    x->prep = hs_calloc((size_t)m->n_stages, sizeof(void *));
+    x->stage_eng = hs_calloc((size_t)m->n_stages, sizeof(int));
+    x->xfer = hs_calloc((size_t)o.slots, sizeof(float *));
+    if (!x->prep || !x->stage_eng || !x->xfer) goto oom;
+
+    for (int i = 0; i < m->n_stages; i++) {
+        hs_engine_t e = plan->engine[i];
+        if (!e) {
+            hs_executor_free(x);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "executor: stage %s has no engine", m->stages[i].name);
+        }
+        int k = 0;
+        while (k < x->n_eng && x->eng[k].engine != e) k++;
+        if (k == x->n_eng) {
+            if (x->n_eng == HS_EXEC_MAX_ENGINES) {
+                hs_executor_free(x);
+                return hs_error_set(err, HS_STATUS_UNSUPPORTED, "executor: too many engines");
+            }
+            x->eng[x->n_eng++].engine = e;
+        }
+        x->stage_eng[i] = k;
+    }
+    const size_t hidden = (size_t)m->config.dims.hidden;
+    int multi = x->n_eng > 1;
+    for (int s = 0; s < o.slots && multi; s++) {
+        x->xfer[s] = hs_malloc_aligned(sizeof(float) * (size_t)o.tokens_max * hidden, 64);
+        if (!x->xfer[s]) goto oom;
+    }
+    struct hs_ws_spec spec = {.batch_max = o.batch_max,
+                              .tokens_max = o.tokens_max,
+                              .seq_max = o.seq_max,
+                              .dims = &m->config.dims};
+    for (int k = 0; k < x->n_eng; k++) {
+        x->eng[k].ws = hs_calloc((size_t)o.slots, sizeof(void *));
+        if (!x->eng[k].ws) goto oom;
+        for (int s = 0; s < o.slots; s++) {
+            hs_status st = hs_engine_ws_create(x->eng[k].engine, &spec, &x->eng[k].ws[s], err);
+            if (st != HS_STATUS_OK) {
+                hs_executor_free(x);
+                return st;
+            }
+        }
+    }
+    enum hs_dtype dtype = o.dtype;
+    for (int i = 0; i < m->n_stages; i++) {
+        hs_status st = hs_engine_stage_prepare(x->eng[x->stage_eng[i]].engine, &m->stages[i],
+                                               dtype, &x->prep[i], err);
+        if (st != HS_STATUS_OK) {
+            hs_executor_free(x);
+            return st;
+        }
+    }
+    *out = x;
+    return HS_STATUS_OK;
+oom:
+    hs_executor_free(x);
+    return hs_error_set(err, HS_STATUS_NO_MEMORY, "executor: out of memory");
+}
+
+hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch *b, float *out,
+                          struct hs_exec_timing *timing, struct hs_error *err)
+{
+    if (!x || !b || !out || slot < 0 || slot >= x->opts.slots)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor_run: bad argument");
+    if (b->n_seqs < 1 || b->n_seqs > x->opts.batch_max || b->n_tokens > x->opts.tokens_max)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "executor_run: batch of %d sequences / %d tokens exceeds %d / %d",
+                            b->n_seqs, b->n_tokens, x->opts.batch_max, x->opts.tokens_max);
+    for (int i = 0; i < b->n_seqs; i++)
+        if (b->lengths[i] < 1 || b->lengths[i] > x->opts.seq_max)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "executor_run: sequence %d has %d tokens (1..%d allowed)", i,
+                                b->lengths[i], x->opts.seq_max);
+
+    struct hs_exec_timing t = {0};
+    const struct hs_model *m = x->model;
+    int cur = -1;
+    hs_status st = HS_STATUS_OK;
+    for (int i = 0; i < x->n_stages; i++) {
+        int k = x->stage_eng[i];
+        struct exec_engine *ee = &x->eng[k];
+        if (k != cur) {
+            int64_t t0 = hs_now_ns();
+            if (cur < 0) {
+                st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
+                t.copy_in_ns += hs_now_ns() - t0;
+            } else {
+                /* the live activation is pooled once pooling has run, hidden before */
+                enum hs_act_buf buf =
+                    m->stages[i].kind == HS_STAGE_NORMALIZE ? HS_ACT_BUF_POOLED : HS_ACT_BUF_HIDDEN;
+                struct exec_engine *prev = &x->eng[cur];
+                st = hs_engine_act_read(prev->engine, prev->ws[slot], buf, x->xfer[slot], err);
+                if (st == HS_STATUS_OK) st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
+                if (st == HS_STATUS_OK)
+                    st = hs_engine_act_write(ee->engine, ee->ws[slot], buf, x->xfer[slot], err);
+                t.transfer_ns += hs_now_ns() - t0;
+                t.n_transfers++;
+            }
+            if (st != HS_STATUS_OK) return st;
+            cur = k;
+        }
+        int64_t t0 = hs_now_ns();
+        st = hs_engine_run_stage(ee->engine, ee->ws[slot], &m->stages[i], x->prep[i], err);
+        /* end of this engine's run of stages: wait for it so compute time is honest */
+        if (st == HS_STATUS_OK && (i + 1 == x->n_stages || x->stage_eng[i + 1] != k))
+            st = hs_engine_sync(ee->engine, ee->ws[slot], err);
+        t.compute_ns += hs_now_ns() - t0;
+        if (st != HS_STATUS_OK) return st;
+    }
+    int64_t t0 = hs_now_ns();
+    st = hs_engine_act_read(x->eng[cur].engine, x->eng[cur].ws[slot], HS_ACT_BUF_POOLED, out, err);
+    t.copy_out_ns = hs_now_ns() - t0;
+    if (timing) *timing = t;
+    return st;
+}
