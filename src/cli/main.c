@@ -15,6 +15,8 @@ static const struct command commands[] = {
     {"embed", hs_cmd_embed, "print embeddings of texts as JSON"},
     {"tokenize", hs_cmd_tokenize, "print token ids of texts as JSON"},
     {"devices", hs_cmd_devices, "print the engines found and their capabilities"},
+    {"serve", hs_cmd_serve, "run the HTTP inference server"},
+    {"config", hs_cmd_config, "print the documented default configuration, or check a file"},
 };
 
 const char *hs_cli_default_model(void)

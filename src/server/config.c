@@ -242,7 +242,7 @@ static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *
         struct hs_engine_cfg *e = &c->engines[c->n_engines++];
         memset(e, 0, sizeof *e);
         snprintf(e->kind, sizeof e->kind, "cpu");
-        snprintf(e->name, sizeof e->name, "%s%d", e->kind, c->n_engines - 1);
+        snprintf(e->name, sizeof e->name, "cpu%d", c->n_engines - 1);
         FOR_PAIRS(x, en, key, v)
         {
             set_path(x, "engines[]", key);
@@ -276,7 +276,9 @@ static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c
         if (c->n_models >= HS_CONFIG_MAX_MODELS) return fault(x, mn, "too many models");
         struct hs_model_cfg *m = &c->models[c->n_models++];
         memset(m, 0, sizeof *m);
-        snprintf(m->engine, sizeof m->engine, "%s", c->n_engines ? c->engines[0].name : "cpu0");
+        char first[sizeof m->engine] = {0};
+        snprintf(first, sizeof first, "%s", c->n_engines ? c->engines[0].name : "cpu0");
+        memcpy(m->engine, first, sizeof first);
         snprintf(m->dtype, sizeof m->dtype, "f32");
         FOR_PAIRS(x, mn, key, v)
         {
