@@ -746,8 +746,10 @@ static int route(struct hs_sched *s, const struct hs_request *r)
     for (int i = 0; i < s->n; i++) {
         struct lane *L = s->lanes[i];
         if (r->model && strcmp(r->model, L->model) != 0) continue;
-        /* Among lanes serving the model, the shortest predicted drain (racy read: a hint). */
+        /* Among lanes serving the model, the shortest predicted drain. */
+        pthread_mutex_lock(&L->mu);
         double w = lane_drain_s(L, L->queued_tokens);
+        pthread_mutex_unlock(&L->mu);
         if (best < 0 || w < best_wait) {
             best = i;
             best_wait = w;
