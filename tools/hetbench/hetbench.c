@@ -1,0 +1,845 @@
+/* hetbench — HTTP load generator for hetserve (and any embeddings server speaking the OpenAI or
+ * TEI request shape), loopback targets only.
+ *
+ * Open loop (--rate): arrivals follow a seeded Poisson process and never wait for responses;
+ * latency is measured from the *intended* send time, so a slow server or a late event loop shows
+ * up as latency instead of silently lowering the offered load (no coordinated omission).
+ * Closed loop (--concurrency): N clients, each sending its next request when the previous one
+ * completes.
+ *
+ * One thread, one libcurl multi handle, HTTP/1.1 keep-alive connections reused from curl's
+ * connection cache. Every run is bounded by a request count and a duration, and in-flight
+ * requests by --timeout-ms, so it always stops by itself.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/status.h"
+#include "stats.h"
+#include "workload.h"
+
+#define DEFAULT_URL        "http://127.0.0.1:8080"
+#define DEFAULT_LENGTHS    "100:8-32"
+#define REQUESTS_HARD_MAX  10000000u
+#define RESPONSE_MAX_BYTES (64u << 20)
+
+enum endpoint { ENDPOINT_OPENAI, ENDPOINT_TEI };
+
+struct opts {
+    const char *url, *model, *lengths, *texts, *words, *priority, *csv;
+    enum endpoint endpoint;
+    double rate, duration_s, warmup_s;
+    unsigned concurrency, batch_items, max_inflight;
+    uint64_t requests, seed;
+    long timeout_ms;
+    int json, quiet;
+};
+
+struct slot {
+    CURL *easy;
+    struct hs_bench_buf body, resp;
+    char st_hdr[1024];
+    size_t rec;          /* index into bench.rec */
+    int64_t intended_ns; /* absolute monotonic ns the request was meant to leave */
+    struct slot *next_free;
+};
+
+struct bench {
+    struct opts o;
+    CURLM *multi;
+    char *target_url;           /* full URL of the endpoint */
+    struct curl_slist *resolve; /* pins "localhost" to 127.0.0.1 */
+    struct curl_slist *hdrs[HS_BENCH_MIX_MAX];
+    struct hs_bench_rng rng;
+    struct hs_bench_lengths lengths;
+    struct hs_bench_mix prio;
+    struct hs_bench_words words;
+    struct hs_bench_corpus corpus;
+    int use_corpus;
+    struct hs_bench_st_names st_names;
+
+    struct hs_bench_record *rec;
+    size_t n_rec, cap_rec;
+    struct slot *free_slots;
+    unsigned inflight;
+    long connects;
+    int64_t start_ns, end_ns, warmup_ns, last_done_ns;
+    char first_error[256];
+    int stopping;
+};
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig)
+{
+    interrupted = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: hetbench (--rate R | --concurrency N) [options]\n"
+        "Load generator for embeddings servers on the local machine (loopback targets only).\n"
+        "\n"
+        "load:\n"
+        "  --rate R            open loop: Poisson arrivals at R req/s (never wait for replies)\n"
+        "  --concurrency N     closed loop: N clients sending back-to-back\n"
+        "  --duration S        stop sending after S seconds (default 10)\n"
+        "  --requests N        stop sending after N requests (default and max %u)\n"
+        "  --warmup S          leave requests sent in the first S seconds out of the stats\n"
+        "  --max-inflight N    open loop: arrivals beyond N in flight are dropped and counted\n"
+        "                      (default 1024)\n"
+        "  --timeout-ms MS     client-side limit per request (default 30000)\n"
+        "request:\n"
+        "  --url URL           server base URL (default " DEFAULT_URL "); a path, when given,\n"
+        "                      replaces the endpoint's default path\n"
+        "  --endpoint E        openai (POST /v1/embeddings) or tei (POST /embed); default openai\n"
+        "  --model NAME        \"model\" field for openai (default all-MiniLM-L6-v2)\n"
+        "  --batch-items K     texts per request (default 1)\n"
+        "  --lengths SPEC      generated texts: WEIGHT:MIN-MAX words per class, comma-separated,\n"
+        "                      optionally named: short=80:8-32,long=20:200-256 "
+        "(default " DEFAULT_LENGTHS ")\n"
+        "  --words FILE        word list for generated texts (default: built-in English words)\n"
+        "  --texts FILE        texts from FILE, one per line; \"tag<TAB>text\" sets the class\n"
+        "  --priority MIX      X-Priority header mix: interactive, or interactive:70,batch:30\n"
+        "  --seed N            RNG seed (default 1); same seed, same workload\n"
+        "output:\n"
+        "  --csv FILE          one row per request, then a '# summary' row\n"
+        "  --json              JSON summary on stdout instead of the table\n"
+        "  --quiet             no progress line on stderr (none either when stderr is not a tty)\n"
+        "exit status: 0 ok, 1 no request succeeded, 2 bad usage or setup, 130 interrupted\n",
+        REQUESTS_HARD_MAX);
+}
+
+static int fail(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "hetbench: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"url", 1, 0, 'u'},        {"endpoint", 1, 0, 'e'},    {"model", 1, 0, 'm'},
+        {"rate", 1, 0, 'r'},       {"concurrency", 1, 0, 'c'}, {"duration", 1, 0, 'd'},
+        {"requests", 1, 0, 'n'},   {"warmup", 1, 0, 'W'},      {"max-inflight", 1, 0, 'I'},
+        {"timeout-ms", 1, 0, 'T'}, {"batch-items", 1, 0, 'k'}, {"lengths", 1, 0, 'L'},
+        {"words", 1, 0, 'w'},      {"texts", 1, 0, 'f'},       {"priority", 1, 0, 'p'},
+        {"seed", 1, 0, 's'},       {"csv", 1, 0, 'C'},         {"json", 0, 0, 'j'},
+        {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},        {0, 0, 0, 0},
+    };
+    *o = (struct opts){.url = DEFAULT_URL,
+                       .model = "all-MiniLM-L6-v2",
+                       .lengths = DEFAULT_LENGTHS,
+                       .duration_s = 10,
+                       .requests = REQUESTS_HARD_MAX,
+                       .batch_items = 1,
+                       .max_inflight = 1024,
+                       .timeout_ms = 30000,
+                       .seed = 1};
+    int ch;
+    double v;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'u':
+            o->url = optarg;
+            break;
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'L':
+            o->lengths = optarg;
+            break;
+        case 'w':
+            o->words = optarg;
+            break;
+        case 'f':
+            o->texts = optarg;
+            break;
+        case 'p':
+            o->priority = optarg;
+            break;
+        case 'C':
+            o->csv = optarg;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case 'e':
+            if (!strcmp(optarg, "openai"))
+                o->endpoint = ENDPOINT_OPENAI;
+            else if (!strcmp(optarg, "tei"))
+                o->endpoint = ENDPOINT_TEI;
+            else
+                return fail("--endpoint must be openai or tei, not '%s'", optarg);
+            break;
+        case 'r':
+            if (parse_num(optarg, 1e-3, 1e6, &o->rate))
+                return fail("--rate must be in [0.001, 1e6] req/s, not '%s'", optarg);
+            break;
+        case 'c':
+            if (parse_num(optarg, 1, 10000, &v) || v != floor(v))
+                return fail("--concurrency must be an integer in [1, 10000], not '%s'", optarg);
+            o->concurrency = (unsigned)v;
+            break;
+        case 'd':
+            if (parse_num(optarg, 1e-3, 86400, &o->duration_s))
+                return fail("--duration must be in (0, 86400] seconds, not '%s'", optarg);
+            break;
+        case 'W':
+            if (parse_num(optarg, 0, 86400, &o->warmup_s))
+                return fail("--warmup must be in [0, 86400] seconds, not '%s'", optarg);
+            break;
+        case 'n':
+            if (parse_num(optarg, 1, REQUESTS_HARD_MAX, &v) || v != floor(v))
+                return fail("--requests must be an integer in [1, 10000000], not '%s'", optarg);
+            o->requests = (uint64_t)v;
+            break;
+        case 'I':
+            if (parse_num(optarg, 1, 100000, &v) || v != floor(v))
+                return fail("--max-inflight must be an integer in [1, 100000], not '%s'", optarg);
+            o->max_inflight = (unsigned)v;
+            break;
+        case 'T':
+            if (parse_num(optarg, 1, 3600000, &v) || v != floor(v))
+                return fail("--timeout-ms must be an integer in [1, 3600000], not '%s'", optarg);
+            o->timeout_ms = (long)v;
+            break;
+        case 'k':
+            if (parse_num(optarg, 1, 65535, &v) || v != floor(v))
+                return fail("--batch-items must be an integer in [1, 65535], not '%s'", optarg);
+            o->batch_items = (unsigned)v;
+            break;
+        case 's':
+            if (parse_num(optarg, 0, 1.8e19, &v) || v != floor(v))
+                return fail("--seed must be a non-negative integer, not '%s'", optarg);
+            o->seed = strtoull(optarg, NULL, 10);
+            break;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return fail("unexpected argument '%s' (see --help)", argv[optind]);
+    if ((o->rate > 0) == (o->concurrency > 0))
+        return fail("%s", "give exactly one of --rate (open loop) or --concurrency (closed loop)");
+    if (o->warmup_s >= o->duration_s) return fail("%s", "--warmup must be shorter than --duration");
+    return 0;
+}
+
+/* ---- target ---- */
+
+static int setup_target(struct bench *b)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL;
+    int rc = 2;
+    if (!u) return fail("%s", "out of memory");
+    if (curl_url_set(u, CURLUPART_URL, b->o.url, 0) != CURLUE_OK) {
+        fail("cannot parse --url '%s'", b->o.url);
+        goto out;
+    }
+    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    curl_url_get(u, CURLUPART_HOST, &host, 0);
+    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+    curl_url_get(u, CURLUPART_PATH, &path, 0);
+    if (!scheme || strcasecmp(scheme, "http")) {
+        fail("only http:// URLs are supported, not '%s'", b->o.url);
+        goto out;
+    }
+    if (!hs_bench_host_is_loopback(host)) {
+        fprintf(stderr,
+                "hetbench: refusing target host '%s': load tests in this project target only the "
+                "local machine (localhost, 127.0.0.0/8, ::1)\n",
+                host ? host : "");
+        goto out;
+    }
+    if (!path || !strcmp(path, "/")) {
+        const char *p = b->o.endpoint == ENDPOINT_TEI ? "/embed" : "/v1/embeddings";
+        if (curl_url_set(u, CURLUPART_PATH, p, 0) != CURLUE_OK) goto out;
+    }
+    if (curl_url_get(u, CURLUPART_URL, &b->target_url, 0) != CURLUE_OK) goto out;
+    if (!strcasecmp(host, "localhost")) {
+        /* Never let a resolver (or /etc/hosts) send "localhost" anywhere else. */
+        char entry[128];
+        snprintf(entry, sizeof entry, "localhost:%s:127.0.0.1", port ? port : "80");
+        b->resolve = curl_slist_append(NULL, entry);
+    }
+    rc = 0;
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* ---- request construction ---- */
+
+static hs_status build_body(struct bench *b, struct slot *s, int cls)
+{
+    struct hs_bench_buf *body = &s->body;
+    body->len = 0;
+    hs_status st = 0;
+    if (b->o.endpoint == ENDPOINT_OPENAI) {
+        st |= hs_bench_buf_puts(body, "{\"model\":");
+        st |= hs_bench_buf_append_json_str(body, b->o.model);
+        st |= hs_bench_buf_puts(body, ",\"input\":[");
+    } else {
+        st |= hs_bench_buf_puts(body, "{\"inputs\":[");
+    }
+    struct hs_bench_buf text = {0};
+    for (unsigned i = 0; i < b->o.batch_items && !st; i++) {
+        if (i) st |= hs_bench_buf_append(body, ",", 1);
+        if (b->use_corpus) {
+            st |= hs_bench_buf_append_json_str(body,
+                                               hs_bench_corpus_pick_text(&b->corpus, cls, &b->rng));
+        } else {
+            const struct hs_bench_length_class *c = &b->lengths.c[cls];
+            text.len = 0;
+            st |= hs_bench_text_gen(&b->words, &b->rng,
+                                    hs_bench_rng_range(&b->rng, c->words_min, c->words_max), &text);
+            st |= hs_bench_buf_append_json_str(body, text.p);
+        }
+    }
+    hs_bench_buf_free(&text);
+    st |= hs_bench_buf_puts(body, "]}");
+    return st ? HS_STATUS_NO_MEMORY : HS_STATUS_OK;
+}
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct slot *s = ud;
+    size_t n = size * nmemb;
+    if (s->resp.len + n > RESPONSE_MAX_BYTES) return 0; /* aborts the transfer: counted as conn */
+    return hs_bench_buf_append(&s->resp, data, n) ? 0 : n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nitems, void *ud)
+{
+    struct slot *s = ud;
+    size_t n = size * nitems;
+    static const char key[] = "server-timing:";
+    if (n > sizeof key - 1 && !strncasecmp(data, key, sizeof key - 1)) {
+        const char *v = data + sizeof key - 1;
+        size_t vn = n - (sizeof key - 1);
+        while (vn && (*v == ' ' || *v == '\t')) v++, vn--;
+        while (vn && (v[vn - 1] == '\r' || v[vn - 1] == '\n' || v[vn - 1] == ' ')) vn--;
+        size_t used = strlen(s->st_hdr);
+        if (used + vn + 3 < sizeof s->st_hdr) {
+            if (used) memcpy(s->st_hdr + used, ", ", 2), used += 2;
+            memcpy(s->st_hdr + used, v, vn);
+            s->st_hdr[used + vn] = 0;
+        }
+    }
+    return n;
+}
+
+static struct slot *slot_get(struct bench *b)
+{
+    struct slot *s = b->free_slots;
+    if (s) {
+        b->free_slots = s->next_free;
+        return s;
+    }
+    s = hs_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->easy = curl_easy_init();
+    if (!s->easy) {
+        hs_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void slot_put(struct bench *b, struct slot *s)
+{
+    s->next_free = b->free_slots;
+    b->free_slots = s;
+}
+
+static struct hs_bench_record *rec_new(struct bench *b, size_t *idx)
+{
+    if (b->n_rec == b->cap_rec) {
+        size_t cap = b->cap_rec ? b->cap_rec * 2 : 4096;
+        struct hs_bench_record *r = hs_realloc(b->rec, cap * sizeof *r);
+        if (!r) return NULL;
+        b->rec = r;
+        b->cap_rec = cap;
+    }
+    *idx = b->n_rec++;
+    hs_bench_record_init(&b->rec[*idx]);
+    return &b->rec[*idx];
+}
+
+/* Creates the record for one request meant to leave at intended_ns and starts it (or records it
+ * as dropped). Returns nonzero only on a fatal error. */
+static int launch(struct bench *b, int64_t intended_ns)
+{
+    size_t idx;
+    struct hs_bench_record *r = rec_new(b, &idx);
+    if (!r) return fail("%s", "out of memory for records");
+    r->send_ns = intended_ns - b->start_ns;
+    r->warmup = intended_ns < b->warmup_ns;
+    r->items = (uint16_t)b->o.batch_items;
+    r->cls = (uint16_t)(b->use_corpus ? hs_bench_corpus_pick_class(&b->corpus, &b->rng)
+                                      : hs_bench_lengths_pick(&b->lengths, &b->rng));
+    r->prio = (uint16_t)(b->prio.n ? hs_bench_mix_pick(&b->prio, &b->rng) : 0);
+    if (b->inflight >= b->o.max_inflight) {
+        r->status = HS_BENCH_OUTCOME_DROPPED;
+        return 0;
+    }
+    struct slot *s = slot_get(b);
+    if (!s || build_body(b, s, r->cls)) return fail("%s", "out of memory building a request");
+    s->rec = idx;
+    s->intended_ns = intended_ns;
+    s->resp.len = 0;
+    s->st_hdr[0] = 0;
+    CURL *e = s->easy;
+    curl_easy_setopt(e, CURLOPT_URL, b->target_url);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
+#endif
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, b->o.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_RESOLVE, b->resolve);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, b->hdrs[r->prio]);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, s->body.p);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.len);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+    if (curl_multi_add_handle(b->multi, e) != CURLM_OK) return fail("%s", "curl_multi_add_handle");
+    b->inflight++;
+    return 0;
+}
+
+static int32_t parse_prompt_tokens(const char *resp)
+{
+    const char *p = resp ? strstr(resp, "\"prompt_tokens\"") : NULL;
+    if (!p) return -1;
+    p += strlen("\"prompt_tokens\"");
+    while (*p == ' ' || *p == ':') p++;
+    char *end;
+    long v = strtol(p, &end, 10);
+    return end == p || v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+}
+
+static void complete(struct bench *b, CURLMsg *msg, int64_t now)
+{
+    struct slot *s = NULL;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+    struct hs_bench_record *r = &b->rec[s->rec];
+    CURLcode cc = msg->data.result;
+    long code = 0, connects = 0;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_getinfo(s->easy, CURLINFO_NUM_CONNECTS, &connects);
+    b->connects += connects;
+    r->latency_ns = now - s->intended_ns;
+    if (cc == CURLE_OK) {
+        r->status = (int32_t)code;
+        if (code >= 200 && code < 300) {
+            r->tokens = parse_prompt_tokens(s->resp.p);
+            if (s->st_hdr[0]) hs_bench_server_timing_parse(s->st_hdr, &b->st_names, r);
+        } else if (code != 429 && code != 504 && !b->first_error[0]) {
+            snprintf(b->first_error, sizeof b->first_error, "HTTP %ld: %.200s", code,
+                     s->resp.len ? s->resp.p : "");
+        }
+    } else {
+        r->status =
+            cc == CURLE_OPERATION_TIMEDOUT ? HS_BENCH_OUTCOME_TIMEOUT : HS_BENCH_OUTCOME_CONN;
+        if (!b->first_error[0])
+            snprintf(b->first_error, sizeof b->first_error, "%s", curl_easy_strerror(cc));
+    }
+    if (!r->warmup && now > b->last_done_ns) b->last_done_ns = now;
+    curl_multi_remove_handle(b->multi, s->easy);
+    b->inflight--;
+    slot_put(b, s);
+}
+
+/* ---- the event loop ---- */
+
+static int may_send(struct bench *b, int64_t at_ns)
+{
+    return !b->stopping && !interrupted && b->n_rec < b->o.requests &&
+           at_ns - b->start_ns < (int64_t)(b->o.duration_s * 1e9);
+}
+
+static int run(struct bench *b)
+{
+    int closed = b->o.concurrency > 0;
+    b->start_ns = hs_now_ns();
+    b->warmup_ns = b->start_ns + (int64_t)(b->o.warmup_s * 1e9);
+    int64_t next_ns = b->start_ns, last_progress = b->start_ns;
+    if (closed) {
+        for (unsigned i = 0; i < b->o.concurrency && may_send(b, b->start_ns); i++)
+            if (launch(b, hs_now_ns())) return 2;
+    } else {
+        next_ns += (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+    }
+    for (;;) {
+        int64_t now = hs_now_ns();
+        if (!closed) {
+            /* Every arrival due by now leaves now, stamped with its own intended time. */
+            while (next_ns <= now && !b->stopping) {
+                if (!may_send(b, next_ns)) {
+                    b->stopping = 1;
+                    break;
+                }
+                if (launch(b, next_ns)) return 2;
+                next_ns += (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+            }
+        }
+        if (!may_send(b, now) && closed) b->stopping = 1;
+        int running;
+        curl_multi_perform(b->multi, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(b->multi, &left))) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            int64_t done = hs_now_ns();
+            complete(b, msg, done);
+            if (closed && may_send(b, done) && launch(b, done)) return 2;
+        }
+        if (interrupted) b->stopping = 1;
+        if (b->stopping && b->inflight == 0) break;
+        now = hs_now_ns();
+        if (!b->o.quiet && now - last_progress > 1000000000LL) {
+            last_progress = now;
+            fprintf(stderr, "\rhetbench: %.0f s, %zu sent, %u in flight   ",
+                    (double)(now - b->start_ns) / 1e9, b->n_rec, b->inflight);
+        }
+        int wait_ms = 100;
+        if (!closed && !b->stopping) {
+            /* Round up: an arrival handled up to 1 ms late is still timed from its intended
+             * send time, while rounding down would spin a core that the server needs. */
+            int64_t gap = next_ns - now;
+            wait_ms = gap <= 0 ? 0 : (int)((gap + 999999) / 1000000);
+            if (wait_ms > 100) wait_ms = 100;
+        }
+        curl_multi_poll(b->multi, NULL, 0, wait_ms, NULL);
+    }
+    b->end_ns = hs_now_ns();
+    if (!b->o.quiet) fprintf(stderr, "\r%60s\r", "");
+    return 0;
+}
+
+/* ---- reports ---- */
+
+static const char *status_text(int32_t st, char *buf, size_t n)
+{
+    switch (st) {
+    case HS_BENCH_OUTCOME_CONN:
+        return "conn";
+    case HS_BENCH_OUTCOME_TIMEOUT:
+        return "timeout";
+    case HS_BENCH_OUTCOME_DROPPED:
+        return "dropped";
+    default:
+        snprintf(buf, n, "%d", st);
+        return buf;
+    }
+}
+
+static const char *class_name(const struct bench *b, int k)
+{
+    return b->use_corpus ? b->corpus.class_name[k] : b->lengths.c[k].name;
+}
+
+static int n_classes(const struct bench *b)
+{
+    return b->use_corpus ? b->corpus.n_classes : b->lengths.n;
+}
+
+static double measured_s(const struct bench *b)
+{
+    int64_t from = b->warmup_ns > b->start_ns ? b->warmup_ns : b->start_ns;
+    int64_t to = b->last_done_ns > from ? b->last_done_ns : b->end_ns;
+    double s = (double)(to - from) / 1e9;
+    return s > 0 ? s : 1e-9;
+}
+
+static void print_row(const char *label, const struct hs_bench_summary *s)
+{
+    printf("  %-22s %8llu %8llu %9.2f %9.2f %9.2f %9.2f %9.2f\n", label, (unsigned long long)s->n,
+           (unsigned long long)s->n_2xx, s->p50_ms, s->p95_ms, s->p99_ms, s->max_ms, s->mean_ms);
+}
+
+static void report_text(const struct bench *b, double *scratch)
+{
+    struct hs_bench_summary all;
+    hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, scratch, &all);
+    double secs = measured_s(b);
+    if (b->o.concurrency)
+        printf("hetbench: closed loop, %u clients, %s %s, %u item(s)/request\n", b->o.concurrency,
+               b->o.endpoint == ENDPOINT_TEI ? "tei" : "openai", b->target_url, b->o.batch_items);
+    else
+        printf("hetbench: open loop, %.1f req/s offered, %s %s, %u item(s)/request\n", b->o.rate,
+               b->o.endpoint == ENDPOINT_TEI ? "tei" : "openai", b->target_url, b->o.batch_items);
+    printf("requests  %llu measured (%zu sent incl. warm-up) over %.2f s, %ld connections opened\n",
+           (unsigned long long)all.n, b->n_rec, secs, b->connects);
+    printf("outcomes  2xx %llu  429 %llu  504 %llu  other-http %llu  conn-error %llu  timeout %llu"
+           "  dropped %llu\n",
+           (unsigned long long)all.n_2xx, (unsigned long long)all.n_429,
+           (unsigned long long)all.n_504, (unsigned long long)all.n_other_http,
+           (unsigned long long)all.n_conn, (unsigned long long)all.n_timeout,
+           (unsigned long long)all.n_dropped);
+    printf("throughput %.1f req/s  %.1f items/s", (double)all.n_2xx / secs,
+           (double)all.items_2xx / secs);
+    if (all.n_tokens_known) printf("  %.0f tokens/s", (double)all.tokens_2xx / secs);
+    printf("  (2xx only)\n");
+    printf("latency ms (2xx)              n      2xx       p50       p95       p99       max      "
+           "mean\n");
+    print_row("all", &all);
+    char label[64];
+    if (n_classes(b) > 1)
+        for (int k = 0; k < n_classes(b); k++) {
+            struct hs_bench_summary s;
+            hs_bench_summarize(b->rec, b->n_rec, (unsigned)k, HS_BENCH_ANY, scratch, &s);
+            snprintf(label, sizeof label, "class %s", class_name(b, k));
+            print_row(label, &s);
+        }
+    if (b->prio.n > 1)
+        for (int k = 0; k < b->prio.n; k++) {
+            struct hs_bench_summary s;
+            hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, (unsigned)k, scratch, &s);
+            snprintf(label, sizeof label, "priority %s", b->prio.name[k]);
+            print_row(label, &s);
+        }
+    for (int k = 0; k < b->st_names.n; k++) {
+        double p50, p95;
+        size_t n = hs_bench_st_percentiles(b->rec, b->n_rec, k, scratch, &p50, &p95);
+        printf("server-timing %-12s n %zu  p50 %.3f ms  p95 %.3f ms\n", b->st_names.name[k], n, p50,
+               p95);
+    }
+    if (b->first_error[0]) printf("first error: %s\n", b->first_error);
+}
+
+static void json_summary(const struct hs_bench_summary *s, double secs)
+{
+    printf("{\"requests\":%llu,\"ok\":%llu,\"status_429\":%llu,\"status_504\":%llu,"
+           "\"other_http\":%llu,\"conn_errors\":%llu,\"timeouts\":%llu,\"dropped\":%llu,"
+           "\"items_ok\":%llu,\"tokens_ok\":%llu,\"rps\":%.3f,\"items_per_s\":%.3f,"
+           "\"latency_ms\":{\"p50\":%.4f,\"p95\":%.4f,\"p99\":%.4f,\"max\":%.4f,\"mean\":%.4f}}",
+           (unsigned long long)s->n, (unsigned long long)s->n_2xx, (unsigned long long)s->n_429,
+           (unsigned long long)s->n_504, (unsigned long long)s->n_other_http,
+           (unsigned long long)s->n_conn, (unsigned long long)s->n_timeout,
+           (unsigned long long)s->n_dropped, (unsigned long long)s->items_2xx,
+           (unsigned long long)s->tokens_2xx, (double)s->n_2xx / secs, (double)s->items_2xx / secs,
+           s->p50_ms, s->p95_ms, s->p99_ms, s->max_ms, s->mean_ms);
+}
+
+static void report_json(const struct bench *b, double *scratch)
+{
+    struct hs_bench_summary s;
+    double secs = measured_s(b);
+    struct hs_bench_buf url = {0};
+    hs_bench_buf_append_json_str(&url, b->target_url);
+    printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,\"concurrency\":%u,\"batch_items\":%u,"
+           "\"url\":%s,\"seed\":%llu,\"measured_s\":%.4f,\"connections\":%ld,\"all\":",
+           b->o.concurrency ? "closed" : "open", b->o.rate, b->o.concurrency, b->o.batch_items,
+           url.p ? url.p : "\"\"", (unsigned long long)b->o.seed, secs, b->connects);
+    hs_bench_buf_free(&url);
+    hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, scratch, &s);
+    json_summary(&s, secs);
+    printf(",\"classes\":{");
+    for (int k = 0; k < n_classes(b); k++) {
+        hs_bench_summarize(b->rec, b->n_rec, (unsigned)k, HS_BENCH_ANY, scratch, &s);
+        printf("%s\"%s\":", k ? "," : "", class_name(b, k)); /* names are [A-Za-z0-9_.-] */
+        json_summary(&s, secs);
+    }
+    printf("},\"priorities\":{");
+    for (int k = 0; k < b->prio.n; k++) {
+        hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, (unsigned)k, scratch, &s);
+        printf("%s\"%s\":", k ? "," : "", b->prio.name[k]);
+        json_summary(&s, secs);
+    }
+    printf("},\"server_timing_ms\":{");
+    for (int k = 0; k < b->st_names.n; k++) {
+        double p50, p95;
+        size_t n = hs_bench_st_percentiles(b->rec, b->n_rec, k, scratch, &p50, &p95);
+        struct hs_bench_buf name = {0};
+        hs_bench_buf_append_json_str(&name, b->st_names.name[k]);
+        printf("%s%s:{\"n\":%zu,\"p50\":%.4f,\"p95\":%.4f}", k ? "," : "", name.p ? name.p : "\"\"",
+               n, p50, p95);
+        hs_bench_buf_free(&name);
+    }
+    printf("}}\n");
+}
+
+static int write_csv(const struct bench *b, double *scratch)
+{
+    FILE *f = fopen(b->o.csv, "w");
+    if (!f) return fail("cannot write --csv '%s'", b->o.csv);
+    fprintf(f, "seq,send_ms,latency_ms,class,priority,items,status,tokens,warmup");
+    for (int k = 0; k < b->st_names.n; k++) fprintf(f, ",st_%s_ms", b->st_names.name[k]);
+    fprintf(f, "\n");
+    char buf[16];
+    for (size_t i = 0; i < b->n_rec; i++) {
+        const struct hs_bench_record *r = &b->rec[i];
+        fprintf(f, "%zu,%.3f,%.3f,%s,%s,%u,%s,", i, (double)r->send_ns / 1e6,
+                (double)r->latency_ns / 1e6, class_name(b, r->cls),
+                b->prio.n ? b->prio.name[r->prio] : "", r->items,
+                status_text(r->status, buf, sizeof buf));
+        if (r->tokens >= 0) fprintf(f, "%d", r->tokens);
+        fprintf(f, ",%d", r->warmup);
+        for (int k = 0; k < b->st_names.n; k++) {
+            if (isnan(r->st_ms[k]))
+                fprintf(f, ",");
+            else
+                fprintf(f, ",%.3f", r->st_ms[k]);
+        }
+        fprintf(f, "\n");
+    }
+    struct hs_bench_summary s;
+    hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, scratch, &s);
+    double secs = measured_s(b);
+    fprintf(f,
+            "# summary,requests=%llu,ok=%llu,status_429=%llu,status_504=%llu,other_http=%llu,"
+            "conn_errors=%llu,timeouts=%llu,dropped=%llu,measured_s=%.3f,rps=%.3f,"
+            "items_per_s=%.3f,p50_ms=%.3f,p95_ms=%.3f,p99_ms=%.3f,max_ms=%.3f\n",
+            (unsigned long long)s.n, (unsigned long long)s.n_2xx, (unsigned long long)s.n_429,
+            (unsigned long long)s.n_504, (unsigned long long)s.n_other_http,
+            (unsigned long long)s.n_conn, (unsigned long long)s.n_timeout,
+            (unsigned long long)s.n_dropped, secs, (double)s.n_2xx / secs,
+            (double)s.items_2xx / secs, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms);
+    if (fclose(f)) return fail("error writing --csv '%s'", b->o.csv);
+    return 0;
+}
+
+/* ---- main ---- */
+
+/* Exit status 1 when not one measured request succeeded: a script should not mistake a run
+ * against a dead or misconfigured server for a result. */
+static int no_success(const struct bench *b)
+{
+    for (size_t i = 0; i < b->n_rec; i++)
+        if (!b->rec[i].warmup && b->rec[i].status >= 200 && b->rec[i].status < 300) return 0;
+    return 1;
+}
+
+static int prepare(struct bench *b)
+{
+    struct hs_error err = {0};
+    if (b->o.texts) {
+        if (hs_bench_corpus_load(b->o.texts, &b->corpus, &err)) return fail("--texts: %s", err.msg);
+        b->use_corpus = 1;
+    } else {
+        if (hs_bench_lengths_parse(b->o.lengths, &b->lengths, &err)) return fail("%s", err.msg);
+        if (b->o.words) {
+            if (hs_bench_words_load(b->o.words, &b->words, &err))
+                return fail("--words: %s", err.msg);
+        } else {
+            hs_bench_words_builtin(&b->words);
+        }
+    }
+    if (b->o.priority && hs_bench_mix_parse(b->o.priority, &b->prio, &err))
+        return fail("--priority: %s", err.msg);
+    int nh = b->prio.n ? b->prio.n : 1;
+    for (int k = 0; k < nh; k++) {
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        h = h ? curl_slist_append(h, "Expect:") : NULL; /* no 100-continue round trip */
+        if (h && b->prio.n) {
+            char line[64];
+            snprintf(line, sizeof line, "X-Priority: %s", b->prio.name[k]);
+            h = curl_slist_append(h, line);
+        }
+        if (!h) return fail("%s", "out of memory");
+        b->hdrs[k] = h;
+    }
+    hs_bench_rng_seed(&b->rng, b->o.seed);
+    b->multi = curl_multi_init();
+    if (!b->multi) return fail("%s", "curl_multi_init failed");
+    /* Keep every connection that was ever in use: a closed-and-reopened connection would add a
+     * TCP handshake to some requests and not others. */
+    curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS,
+                      (long)(b->o.concurrency ? b->o.concurrency : b->o.max_inflight));
+    return 0;
+}
+
+static void cleanup(struct bench *b)
+{
+    while (b->free_slots) {
+        struct slot *s = b->free_slots;
+        b->free_slots = s->next_free;
+        curl_easy_cleanup(s->easy);
+        hs_bench_buf_free(&s->body);
+        hs_bench_buf_free(&s->resp);
+        hs_free(s);
+    }
+    if (b->multi) curl_multi_cleanup(b->multi);
+    for (int k = 0; k < HS_BENCH_MIX_MAX; k++) curl_slist_free_all(b->hdrs[k]);
+    curl_slist_free_all(b->resolve);
+    curl_free(b->target_url);
+    hs_bench_corpus_free(&b->corpus);
+    hs_bench_words_free(&b->words);
+    hs_free(b->rec);
+}
+
+int main(int argc, char **argv)
+{
+    static struct bench b;
+    int rc = parse_opts(argc, argv, &b.o);
+    if (rc) return rc;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT)) return fail("%s", "curl_global_init failed");
+    if (!(rc = setup_target(&b)) && !(rc = prepare(&b))) {
+        signal(SIGINT, on_sigint);
+        signal(SIGTERM, on_sigint);
+        signal(SIGPIPE, SIG_IGN);
+        if (!isatty(STDERR_FILENO)) b.o.quiet = 1;
+        rc = run(&b);
+    }
+    if (!rc) {
+        double *scratch = hs_malloc((b.n_rec ? b.n_rec : 1) * sizeof *scratch);
+        if (!scratch) {
+            rc = fail("%s", "out of memory");
+        } else {
+            if (b.o.json)
+                report_json(&b, scratch);
+            else
+                report_text(&b, scratch);
+            if (b.o.csv) rc = write_csv(&b, scratch);
+            hs_free(scratch);
+        }
+        if (!rc && interrupted) rc = 130;
+        if (!rc && no_success(&b)) rc = 1;
+    }
+    cleanup(&b);
+    curl_global_cleanup();
+    return rc;
+}
