@@ -376,7 +376,11 @@ static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, stru
     hs_error_clear(&err);
     hs_status st = hs_model_tokenize(m, text, len, ids, seq_max, &nt, &nfull, &err);
     if (st != HS_STATUS_OK) {
-        snprintf(msg, cap, "input[%zu]: %s", idx, err.msg[0] ? err.msg : hs_status_str(st));
+        /* The tokenizer's message may fill msg; a cut message still names the fault. */
+        int w = snprintf(msg, cap, "input[%zu]: ", idx);
+        if (w > 0 && (size_t)w < cap)
+            snprintf(msg + w, cap - (size_t)w, "%.*s", (int)(cap - (size_t)w - 1),
+                     err.msg[0] ? err.msg : hs_status_str(st));
         return status_to_http(st);
     }
     if (nfull > nt && !truncate) {
