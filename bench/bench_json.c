@@ -7,7 +7,7 @@
 #include "server/json.h"
 
 #define ROWS 32
-#define DIM 384
+#define DIM  384
 #define REPS 200
 
 int main(void)

@@ -91,4 +91,7 @@ char *hs_arena_strndup(struct hs_arena *a, const char *s, size_t n)
     return d;
 }
 
-size_t hs_arena_bytes(const struct hs_arena *a) { return a->total; }
+size_t hs_arena_bytes(const struct hs_arena *a)
+{
+    return a->total;
+}

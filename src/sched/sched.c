@@ -61,7 +61,10 @@ void hs_request_init(struct hs_request *r)
     }
 }
 
-void hs_request_ref(struct hs_request *r) { atomic_fetch_add(&r->refs, 1); }
+void hs_request_ref(struct hs_request *r)
+{
+    atomic_fetch_add(&r->refs, 1);
+}
 
 void hs_request_unref(struct hs_request *r)
 {
@@ -377,8 +380,7 @@ static void lane_run_batch(struct lane *L, int b, int n, int64_t formed_ns)
                      (unsigned long long)batch_id, shape_b, shape_s, err.msg);
         pthread_mutex_lock(&L->mu);
         for (int i = 0; i < n; i++)
-            lane_fail_locked(L, L->taken[i]->req, st, 0,
-                             &c, "engine %s failed: %s", L->engine,
+            lane_fail_locked(L, L->taken[i]->req, st, 0, &c, "engine %s failed: %s", L->engine,
                              err.msg[0] ? err.msg : hs_status_str(st));
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
@@ -523,7 +525,10 @@ static void *reaper_main(void *arg)
  * creation
  */
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
 
 static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct hs_error *err)
 {
@@ -902,7 +907,10 @@ hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms)
  * introspection
  */
 
-int hs_sched_lane_count(const struct hs_sched *s) { return s->n; }
+int hs_sched_lane_count(const struct hs_sched *s)
+{
+    return s->n;
+}
 
 const struct hs_lane_opts *hs_sched_lane_opts(const struct hs_sched *s, int lane)
 {

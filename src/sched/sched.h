@@ -36,9 +36,9 @@
 #include "engine/stage.h"
 #include "sched/request.h"
 
-#define HS_SCHED_MAX_LANES 16
+#define HS_SCHED_MAX_LANES   16
 #define HS_SCHED_MAX_BUCKETS 16
-#define HS_SCHED_MAX_SHAPES 64
+#define HS_SCHED_MAX_SHAPES  64
 
 /* Time spent inside one batch run, nanoseconds. */
 struct hs_batch_timing {
@@ -74,8 +74,8 @@ struct hs_lane_opts {
     int buckets[HS_SCHED_MAX_BUCKETS];
     int n_shapes; /* 0 = any shape */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
-    int queue_max;           /* sequences queued at most */
-    double shed_batch_ratio; /* share of queue_max that batch-class requests may fill */
+    int queue_max;                       /* sequences queued at most */
+    double shed_batch_ratio;             /* share of queue_max that batch-class requests may fill */
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
     double throughput_ewma_alpha;        /* weight of the newest batch in the estimate */
     struct hs_runner runner;

@@ -66,15 +66,17 @@ static hs_status fault(struct ctx *x, const yaml_node_t *n, const char *what)
                         n ? (size_t)n->start_mark.line + 1 : (size_t)0, x->path, what);
 }
 
-static yaml_node_t *node(struct ctx *x, int i) { return yaml_document_get_node(x->doc, i); }
+static yaml_node_t *node(struct ctx *x, int i)
+{
+    return yaml_document_get_node(x->doc, i);
+}
 
 static const char *scalar(const yaml_node_t *n)
 {
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-static hs_status get_i64(struct ctx *x, const yaml_node_t *n, int64_t lo, int64_t hi,
-                         int64_t *out)
+static hs_status get_i64(struct ctx *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out)
 {
     const char *s = scalar(n);
     if (!s || !*s) return fault(x, n, "expected an integer");
@@ -100,8 +102,7 @@ static hs_status get_int(struct ctx *x, const yaml_node_t *n, int lo, int hi, in
     return st;
 }
 
-static hs_status get_double(struct ctx *x, const yaml_node_t *n, double lo, double hi,
-                            double *out)
+static hs_status get_double(struct ctx *x, const yaml_node_t *n, double lo, double hi, double *out)
 {
     const char *s = scalar(n);
     if (!s || !*s) return fault(x, n, "expected a number");
@@ -161,12 +162,13 @@ static hs_status get_cores(struct ctx *x, const yaml_node_t *n, struct hs_engine
             s = end;
         }
         for (long c = a; c <= b; c++) {
-            if (e->n_cores >= HS_ENGINE_MAX_CORES || c > 4095)
-                return fault(x, n, "too many cores");
+            if (e->n_cores >= HS_ENGINE_MAX_CORES || c > 4095) return fault(x, n, "too many cores");
             e->cores[e->n_cores++] = (int)c;
         }
-        if (*s == ',') s++;
-        else if (*s) return fault(x, n, "bad core set");
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return fault(x, n, "bad core set");
     }
     return HS_STATUS_OK;
 }
@@ -501,28 +503,34 @@ void hs_config_print(const struct hs_config *c, FILE *f)
     fprintf(f, "  host: \"%s\"              # address to bind (--host)\n", c->server.host);
     fprintf(f, "  port: %d                   # TCP port; 0 = any free port (--port)\n",
             c->server.port);
-    fprintf(f, "  threads: %d                   # HTTP worker threads (connections wait for "
-               "batches suspended, not on a thread)\n",
+    fprintf(f,
+            "  threads: %d                   # HTTP worker threads (connections wait for "
+            "batches suspended, not on a thread)\n",
             c->server.threads);
-    fprintf(f, "  connection_timeout_s: %d     # idle keep-alive connections are closed after "
-               "this\n",
+    fprintf(f,
+            "  connection_timeout_s: %d     # idle keep-alive connections are closed after "
+            "this\n",
             c->server.connection_timeout_s);
-    fprintf(f, "  trace_file: \"%s\"               # Chrome/Perfetto trace-event JSON of every "
-               "batch and request stage; \"\" = off (--trace-file)\n\n",
+    fprintf(f,
+            "  trace_file: \"%s\"               # Chrome/Perfetto trace-event JSON of every "
+            "batch and request stage; \"\" = off (--trace-file)\n\n",
             c->server.trace_file);
 
     fprintf(f, "engines:                       # compute devices; each gets its own queue and "
                "batcher\n");
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *e = &c->engines[i];
-        fprintf(f, "  - name: %s                 # instance name, used by models[].engine and "
-                   "in metrics\n",
+        fprintf(f,
+                "  - name: %s                 # instance name, used by models[].engine and "
+                "in metrics\n",
                 e->name);
-        fprintf(f, "    kind: %s                  # cpu | cuda | opencl (what this build has: "
-                   "hetserve devices)\n",
+        fprintf(f,
+                "    kind: %s                  # cpu | cuda | opencl (what this build has: "
+                "hetserve devices)\n",
                 e->kind);
-        fprintf(f, "    threads: %d                  # compute threads; 0 = every core of the "
-                   "core set (or of the machine)\n",
+        fprintf(f,
+                "    threads: %d                  # compute threads; 0 = every core of the "
+                "core set (or of the machine)\n",
                 e->threads);
         fprintf(f, "    cores: ");
         print_int_list(f, e->cores, e->n_cores);
@@ -538,36 +546,41 @@ void hs_config_print(const struct hs_config *c, FILE *f)
                "their engine\n");
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *m = &c->models[i];
-        fprintf(f, "  - path: \"%s\"   # model folder (config.json, vocab.txt, "
-                   "model.safetensors)\n",
+        fprintf(f,
+                "  - path: \"%s\"   # model folder (config.json, vocab.txt, "
+                "model.safetensors)\n",
                 m->path);
-        if (m->name[0]) fprintf(f, "    name: \"%s\"\n", m->name);
+        if (m->name[0])
+            fprintf(f, "    name: \"%s\"\n", m->name);
         else
             fprintf(f, "    # name: the folder's base name unless given; clients send it as "
                        "\"model\"\n");
         fprintf(f, "    engine: %s                # engines[].name that runs it\n", m->engine);
-        fprintf(f, "    dtype: %s                  # compute dtype: f32 | f16 | bf16\n",
-                m->dtype);
+        fprintf(f, "    dtype: %s                  # compute dtype: f32 | f16 | bf16\n", m->dtype);
     }
     fprintf(f, "\nbatching:\n");
-    fprintf(f, "  batch_window_us: %d          # a batch forms when its bucket's oldest request "
-               "has waited this long ...\n",
+    fprintf(f,
+            "  batch_window_us: %d          # a batch forms when its bucket's oldest request "
+            "has waited this long ...\n",
             c->batching.batch_window_us);
     fprintf(f, "  batch_max: %d                  # ... or holds this many sequences ...\n",
             c->batching.batch_max);
-    fprintf(f, "  batch_max_tokens: %d         # ... or this many padded tokens (batch x "
-               "bucket length)\n",
+    fprintf(f,
+            "  batch_max_tokens: %d         # ... or this many padded tokens (batch x "
+            "bucket length)\n",
             c->batching.batch_max_tokens);
     fprintf(f, "  buckets: ");
     print_int_list(f, c->batching.buckets, c->batching.n_buckets);
     fprintf(f, "  # length buckets (tokens); sequences pad to their bucket only; the model's "
                "max length is always the last\n\n");
     fprintf(f, "limits:\n");
-    fprintf(f, "  queue_max: %d                # sequences queued per engine; beyond: 429 with "
-               "Retry-After\n",
+    fprintf(f,
+            "  queue_max: %d                # sequences queued per engine; beyond: 429 with "
+            "Retry-After\n",
             c->limits.queue_max);
-    fprintf(f, "  timeout_ms: %d               # default deadline per request (field "
-               "timeout_ms or header X-Timeout-Ms)\n",
+    fprintf(f,
+            "  timeout_ms: %d               # default deadline per request (field "
+            "timeout_ms or header X-Timeout-Ms)\n",
             c->limits.timeout_ms);
     fprintf(f, "  timeout_max_ms: %d          # largest deadline a client may ask for\n",
             c->limits.timeout_max_ms);
@@ -577,18 +590,22 @@ void hs_config_print(const struct hs_config *c, FILE *f)
             c->limits.items_max);
     fprintf(f, "  chars_max: %d                # characters per input; beyond: 413\n",
             c->limits.chars_max);
-    fprintf(f, "  drain_timeout_ms: %d         # on SIGTERM/SIGINT: longest wait for queued "
-               "requests before exit\n\n",
+    fprintf(f,
+            "  drain_timeout_ms: %d         # on SIGTERM/SIGINT: longest wait for queued "
+            "requests before exit\n\n",
             c->limits.drain_timeout_ms);
     fprintf(f, "scheduler:\n");
-    fprintf(f, "  shed_batch_ratio: %g            # share of queue_max that priority \"batch\" "
-               "may fill; interactive requests evict batch ones when full\n",
+    fprintf(f,
+            "  shed_batch_ratio: %g            # share of queue_max that priority \"batch\" "
+            "may fill; interactive requests evict batch ones when full\n",
             c->scheduler.shed_batch_ratio);
-    fprintf(f, "  throughput_init_tokens_per_s: %g # engine speed assumed until the first batch "
-               "is measured (predicts waits for 429)\n",
+    fprintf(f,
+            "  throughput_init_tokens_per_s: %g # engine speed assumed until the first batch "
+            "is measured (predicts waits for 429)\n",
             c->scheduler.throughput_init_tokens_per_s);
-    fprintf(f, "  throughput_ewma_alpha: %g       # weight of the newest batch in the measured "
-               "throughput\n",
+    fprintf(f,
+            "  throughput_ewma_alpha: %g       # weight of the newest batch in the measured "
+            "throughput\n",
             c->scheduler.throughput_ewma_alpha);
     fprintf(f, "  retry_after_min_s: %d           # smallest Retry-After sent with 429\n",
             c->scheduler.retry_after_min_s);

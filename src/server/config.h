@@ -20,7 +20,7 @@
 #include "sched/sched.h"
 
 #define HS_CONFIG_MAX_ENGINES 8
-#define HS_CONFIG_MAX_MODELS 8
+#define HS_CONFIG_MAX_MODELS  8
 
 struct hs_engine_cfg {
     char name[32];

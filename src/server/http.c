@@ -142,9 +142,8 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         b->len = sizeof oom - 1;
     }
     k->http_status = status;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(b->len, b->data ? b->data : (char *)"",
-                                        MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(b->len, b->data ? b->data : (char *)"",
+                                                             MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", ctype);
     char tmp[512];
@@ -162,10 +161,9 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         MHD_add_response_header(r, "Retry-After", tmp);
     }
     if (status == 405) {
-        const char *allow = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED ||
-                                    k->ep == EP_TOKENIZE
-                                ? "POST"
-                                : "GET";
+        const char *allow =
+            k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ? "POST"
+                                                                                      : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)status, r);
@@ -173,11 +171,11 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     return ret;
 }
 
-static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s,
-                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s, const char *fmt,
+                                  ...) __attribute__((format(printf, 4, 5)));
 
-static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s,
-                                  const char *fmt, ...)
+static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s, const char *fmt,
+                                  ...)
 {
     char msg[768];
     va_list ap;
@@ -293,8 +291,8 @@ static bool get_inputs(struct conn *k, json_t *v, const char *field, json_t **it
 
 /* Fills seq from a JSON array of token ids; wraps them in [CLS] .. [SEP] unless they already
  * are. Returns an HTTP status (0 = ok) with the message in msg. */
-static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate,
-                       struct hs_seq *seq, char *msg, size_t cap)
+static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate, struct hs_seq *seq,
+                       char *msg, size_t cap)
 {
     const struct hs_model *m = k->sm->model;
     const struct hs_tokenizer *tok = m->tokenizer;
@@ -332,8 +330,7 @@ static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate,
     ids[o++] = cls;
     for (size_t i = lo; i < hi; i++) {
         json_t *t = json_array_get(arr, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-            json_integer_value(t) >= vocab) {
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= vocab) {
             snprintf(msg, cap, "input[%zu][%zu]: expected a token id in [0, %d)", idx, i, vocab);
             return 400;
         }
@@ -435,8 +432,7 @@ static enum MHD_Result embed_begin(struct conn *k)
     const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
     k->sm = find_model(s, model);
     if (!k->sm) {
-        ret = send_error(k, 404, 0, "model '%s' not found; GET /v1/models lists the models",
-                         model);
+        ret = send_error(k, 404, 0, "model '%s' not found; GET /v1/models lists the models", model);
         goto out;
     }
 
@@ -453,7 +449,8 @@ static enum MHD_Result embed_begin(struct conn *k)
         json_t *jf = json_object_get(root, "encoding_format");
         if (jf && !json_is_null(jf)) {
             const char *f = json_is_string(jf) ? json_string_value(jf) : "";
-            if (!strcmp(f, "base64")) k->base64 = true;
+            if (!strcmp(f, "base64"))
+                k->base64 = true;
             else if (strcmp(f, "float") != 0) {
                 ret = send_error(k, 400, 0, "'encoding_format' must be \"float\" or \"base64\"");
                 goto out;
@@ -494,7 +491,8 @@ static enum MHD_Result embed_begin(struct conn *k)
     enum hs_priority prio = HS_PRIORITY_INTERACTIVE;
     const char *hp = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Priority");
     json_t *jp = json_object_get(root, "priority");
-    if (jp && json_is_string(jp)) hp = json_string_value(jp);
+    if (jp && json_is_string(jp))
+        hp = json_string_value(jp);
     else if (jp && !json_is_null(jp)) {
         ret = send_error(k, 400, 0, "'priority' must be \"interactive\" or \"batch\"");
         goto out;
@@ -502,8 +500,7 @@ static enum MHD_Result embed_begin(struct conn *k)
     if (hp) {
         int p = hs_priority_parse(hp);
         if (p < 0) {
-            ret = send_error(k, 400, 0, "priority '%s': expected \"interactive\" or \"batch\"",
-                             hp);
+            ret = send_error(k, 400, 0, "priority '%s': expected \"interactive\" or \"batch\"", hp);
             goto out;
         }
         prio = (enum hs_priority)p;
@@ -622,14 +619,14 @@ static enum MHD_Result embed_finish(struct conn *k)
     }
     struct hs_buf b;
     /* Sized once for the worst case so serialization never re-grows. */
-    size_t per = k->base64 ? ((size_t)dim * 4 + 2) / 3 * 4 + 8
-                           : (size_t)dim * (HS_JSON_FLOAT_MAX + 1) + 8;
+    size_t per =
+        k->base64 ? ((size_t)dim * 4 + 2) / 3 * 4 + 8 : (size_t)dim * (HS_JSON_FLOAT_MAX + 1) + 8;
     hs_buf_init(&b, k->arena, n * (per + 64) + 256 + strlen(k->sm->name));
     if (k->ep == EP_OPENAI_EMBED) {
         hs_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         for (size_t i = 0; i < n; i++) {
-            hs_buf_printf(&b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":",
-                          i ? "," : "", i);
+            hs_buf_printf(
+                &b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
             if (k->base64) {
                 hs_buf_putc(&b, '"');
                 hs_buf_base64(&b, r->out + i * (size_t)dim, (size_t)dim * sizeof(float));
@@ -705,8 +702,8 @@ static enum MHD_Result tokenize(struct conn *k)
         int nt = 0;
         struct hs_error err;
         hs_error_clear(&err);
-        hs_status st = ids ? hs_model_tokenize(m, text, len, ids, cap, &nt, NULL, &err)
-                           : HS_STATUS_NO_MEMORY;
+        hs_status st =
+            ids ? hs_model_tokenize(m, text, len, ids, cap, &nt, NULL, &err) : HS_STATUS_NO_MEMORY;
         if (st != HS_STATUS_OK) {
             ret = send_error(k, status_to_http(st), 0, "inputs[%zu]: %s", i,
                              err.msg[0] ? err.msg : hs_status_str(st));

@@ -47,7 +47,10 @@ void hs_buf_put(struct hs_buf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-void hs_buf_puts(struct hs_buf *b, const char *s) { hs_buf_put(b, s, strlen(s)); }
+void hs_buf_puts(struct hs_buf *b, const char *s)
+{
+    hs_buf_put(b, s, strlen(s));
+}
 
 void hs_buf_putc(struct hs_buf *b, char c)
 {
@@ -88,11 +91,21 @@ void hs_buf_json_str(struct hs_buf *b, const char *s, size_t n)
         run = i + 1;
         char esc[6] = {'\\', 0};
         switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
         default:
             esc[1] = 'u';
             esc[2] = '0';
@@ -122,9 +135,15 @@ static void pow10_fill(void)
     __atomic_store_n(&pow10_ready, 1, __ATOMIC_RELEASE);
 }
 
-static void pow10_init(void) { pthread_once(&pow10_once, pow10_fill); }
+static void pow10_init(void)
+{
+    pthread_once(&pow10_once, pow10_fill);
+}
 
-static inline double p10(int k) { return pow10_tab[k + POW_LO]; }
+static inline double p10(int k)
+{
+    return pow10_tab[k + POW_LO];
+}
 
 int hs_json_float(char *p, float f)
 {

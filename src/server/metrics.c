@@ -12,7 +12,7 @@ static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.00
                                     0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 static const double size_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 static const double tok_bounds[] = {16, 64, 256, 1024, 4096, 16384, 65536};
-#define NB(a) ((int)(sizeof a / sizeof a[0]))
+#define NB(a)    ((int)(sizeof a / sizeof a[0]))
 #define HIST_MAX 17
 
 struct hist {
@@ -208,7 +208,8 @@ void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
         labels(b, &m->lanes[i]);
         hs_buf_printf(b, "} %.6f\n", pad > 0 ? 1.0 - (double)real / (double)pad : 0.0);
     }
-    help(b, "hetserve_engine_busy_ratio", "gauge", "Time the engine spent running batches / uptime.");
+    help(b, "hetserve_engine_busy_ratio", "gauge",
+         "Time the engine spent running batches / uptime.");
     for (int i = 0; i < m->n; i++) {
         int64_t up = now - st[i].started_ns;
         hs_buf_puts(b, "hetserve_engine_busy_ratio{");

@@ -24,8 +24,13 @@
 #include "sched/sched.h"
 #include "server/json.h"
 
-enum hs_outcome { HS_OUTCOME_OK, HS_OUTCOME_ERROR, HS_OUTCOME_TIMEOUT, HS_OUTCOME_REJECTED,
-                  HS_OUTCOME_COUNT };
+enum hs_outcome {
+    HS_OUTCOME_OK,
+    HS_OUTCOME_ERROR,
+    HS_OUTCOME_TIMEOUT,
+    HS_OUTCOME_REJECTED,
+    HS_OUTCOME_COUNT
+};
 
 struct hs_metrics;
 

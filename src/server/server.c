@@ -67,8 +67,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
 
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *ec = &c->engines[i];
-        struct hs_engine_opts eo = {.name = ec->name, .threads = ec->threads,
-                                    .n_cores = ec->n_cores};
+        struct hs_engine_opts eo = {
+            .name = ec->name, .threads = ec->threads, .n_cores = ec->n_cores};
         memcpy(eo.cores, ec->cores, sizeof eo.cores);
         st = hs_engine_create(ec->kind, &eo, &s->engines[i], err);
         if (st) goto fail;
@@ -86,8 +86,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         snprintf(sm->name, sizeof sm->name, "%s", mc->name[0] ? mc->name : sm->model->name);
         for (int k = 0; k < i; k++)
             if (!strcmp(s->models[k].name, sm->name)) {
-                st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                  "config: two models are named '%s'", sm->name);
+                st = hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: two models are named '%s'",
+                                  sm->name);
                 goto fail;
             }
         sm->engine = engine_by_name(s, mc->engine);
@@ -174,7 +174,10 @@ hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
     return HS_STATUS_OK;
 }
 
-int hs_server_port(const struct hs_server *s) { return s->port; }
+int hs_server_port(const struct hs_server *s)
+{
+    return s->port;
+}
 
 hs_status hs_server_shutdown(struct hs_server *s)
 {
@@ -203,8 +206,7 @@ hs_status hs_server_shutdown(struct hs_server *s)
         pthread_cond_timedwait(&s->inflight_cv, &s->inflight_mu, &ts);
     }
     pthread_mutex_unlock(&s->inflight_mu);
-    if (st != HS_STATUS_OK)
-        hs_log_warn("shutdown: drain did not finish within %d ms", timeout_ms);
+    if (st != HS_STATUS_OK) hs_log_warn("shutdown: drain did not finish within %d ms", timeout_ms);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     return st;

@@ -15,7 +15,10 @@ struct hs_trace {
     bool first;
 };
 
-static double us(const struct hs_trace *t, int64_t ns) { return (double)(ns - t->t0) / 1e3; }
+static double us(const struct hs_trace *t, int64_t ns)
+{
+    return (double)(ns - t->t0) / 1e3;
+}
 
 /* Lock held. */
 static void sep(struct hs_trace *t)
@@ -75,8 +78,8 @@ static void slice(struct hs_trace *t, int pid, const char *name, int64_t b, int6
     sep(t);
     fprintf(t->f,
             "{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"name\":\"%s\",\"ts\":%.3f,\"dur\":%.3f%s%s%s}",
-            pid, name, us(t, b), (double)(e - b) / 1e3, args ? ",\"args\":{" : "",
-            args ? args : "", args ? "}" : "");
+            pid, name, us(t, b), (double)(e - b) / 1e3, args ? ",\"args\":{" : "", args ? args : "",
+            args ? "}" : "");
 }
 
 void hs_trace_batch(struct hs_trace *t, const struct hs_batch_report *r)
@@ -108,8 +111,7 @@ static void async(struct hs_trace *t, int pid, uint64_t id, const char *ph, cons
             args ? "}" : "");
 }
 
-void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status,
-                      const int64_t *ts)
+void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status, const int64_t *ts)
 {
     if (!t || !ts[HS_TS_RECEIVED]) return;
     int pid = lane >= 0 && lane < t->n_lanes ? lane + 1 : t->n_lanes + 1;

@@ -10,7 +10,7 @@
 #include "core/clock.h"
 #include "sched/sched.h"
 
-#define DIM 4
+#define DIM         4
 #define MAX_BATCHES 256
 
 struct rec_batch {
@@ -21,8 +21,8 @@ struct rec_batch {
 struct runner_ctx {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool gated;   /* run() blocks while true */
-    int entered;  /* run() calls started */
+    bool gated;  /* run() blocks while true */
+    int entered; /* run() calls started */
     int fail_next;
     int n;
     struct rec_batch b[MAX_BATCHES];

@@ -31,9 +31,10 @@ static void check_roundtrip(float f)
 static void floats_roundtrip(void **state)
 {
     (void)state;
-    const float special[] = {0.0f,   -0.0f,   1.0f,     -1.0f,    0.1f,       1e-5f,  1e-6f,
-                             123.0f, 1e8f,    1e9f,     1e10f,    3.4028235e38f, 1.17549435e-38f,
-                             1e-45f, 0.5f,    99999999.0f, 999999999.0f, 0.00999999f};
+    const float special[] = {
+        0.0f,   -0.0f,       1.0f,         -1.0f,      0.1f,          1e-5f,           1e-6f,
+        123.0f, 1e8f,        1e9f,         1e10f,      3.4028235e38f, 1.17549435e-38f, 1e-45f,
+        0.5f,   99999999.0f, 999999999.0f, 0.00999999f};
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) check_roundtrip(special[i]);
     /* every exponent, random mantissas: bit patterns of all finite floats */
     for (int i = 0; i < 2000000; i++) {
