@@ -14,6 +14,7 @@ engines:
     kind: cpu
     threads: 2
 limits:
+  timeout_ms: 300000
   body_bytes_max: 65536
   items_max: 64
   chars_max: 2000

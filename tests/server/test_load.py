@@ -10,7 +10,8 @@ import time
 from hetserve_fixture import BINARY, MODEL, Server, run_threads
 
 # One compute thread; the initial throughput guess is huge so that nothing is rejected by
-# prediction before the first batch has been measured.
+# prediction before the first batch has been measured; a long default deadline so that slow
+# machines (sanitizer builds, busy CI) see no timeouts the test did not ask for.
 SLOW = """
 engines:
   - name: cpu0
@@ -22,6 +23,7 @@ batching:
   batch_max_tokens: 16384
 limits:
   queue_max: %d
+  timeout_ms: 300000
 scheduler:
   throughput_init_tokens_per_s: 1000000000
 """
