@@ -1,0 +1,943 @@
+#include "sched/sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * requests
+ */
+
+static const char *const ts_names[] = {
+#define HS__TS_NAME(name, text) text,
+    HS_TS_TABLE(HS__TS_NAME)
+#undef HS__TS_NAME
+};
+
+const char *hs_ts_name(enum hs_ts i)
+{
+    return (unsigned)i < HS_TS_COUNT ? ts_names[i] : "?";
+}
+
+int hs_priority_parse(const char *s)
+{
+    if (!s) return -1;
+    if (strcmp(s, "interactive") == 0) return HS_PRIORITY_INTERACTIVE;
+    if (strcmp(s, "batch") == 0) return HS_PRIORITY_BATCH;
+    return -1;
+}
+
+const char *hs_priority_name(enum hs_priority p)
+{
+    return p == HS_PRIORITY_BATCH ? "batch" : "interactive";
+}
+
+void hs_request_init(struct hs_request *r)
+{
+    atomic_init(&r->refs, 1);
+    atomic_init(&r->pending, 0);
+    atomic_init(&r->answered, 0);
+    r->status = HS_STATUS_OK;
+    r->msg[0] = '\0';
+    r->retry_after_s = 0;
+    r->lane = -1;
+    r->batch_id = 0;
+    r->link = NULL;
+    r->link_drop = 0;
+    r->n_tokens = 0;
+    for (int i = 0; i < r->n_seqs; i++) {
+        r->seqs[i].req = r;
+        r->seqs[i].index = i;
+        r->seqs[i].queued = 0;
+        r->seqs[i].next = r->seqs[i].prev = NULL;
+        r->n_tokens += r->seqs[i].n_tokens;
+    }
+}
+
+void hs_request_ref(struct hs_request *r)
+{
+    atomic_fetch_add(&r->refs, 1);
+}
+
+void hs_request_unref(struct hs_request *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) == 1 && r->release) r->release(r, r->ctx);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * lanes
+ */
+
+struct list {
+    struct hs_seq *head, *tail;
+    int n;
+};
+
+struct lane {
+    struct hs_sched *s;
+    int idx;
+    struct hs_lane_opts o;
+    char engine[64], model[128];
+
+    int n_buckets;
+    int bucket_len[HS_SCHED_MAX_BUCKETS];
+    int shape_seq[HS_SCHED_MAX_BUCKETS]; /* padded length of a batch from this bucket; 0 = none */
+    int cap_seqs[HS_SCHED_MAX_BUCKETS];  /* most real sequences a batch from it takes */
+    int n_sizes[HS_SCHED_MAX_BUCKETS];   /* whitelisted batch sizes for shape_seq, ascending */
+    int sizes[HS_SCHED_MAX_BUCKETS][HS_SCHED_MAX_SHAPES];
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* batcher: work arrived or stop */
+    pthread_cond_t idle_cv; /* drain: lane became empty and idle */
+
+    struct list q[HS_PRIORITY_COUNT][HS_SCHED_MAX_BUCKETS];
+    int queued_seqs;
+    int queued_by_prio[HS_PRIORITY_COUNT];
+    int64_t queued_tokens;
+    int64_t queued_tokens_by_prio[HS_PRIORITY_COUNT];
+    int running_seqs;
+    bool stop;
+
+    double throughput; /* tokens/s estimate */
+    bool measured;
+    int64_t busy_ns, batches, started_ns;
+
+    /* batch buffers, sized once */
+    int cap_batch, cap_tokens;
+    int32_t *ids, *lengths, *offsets;
+    float *out;
+    struct hs_seq **taken;
+};
+
+struct hs_sched {
+    int n;
+    struct lane *lanes[HS_SCHED_MAX_LANES];
+    struct hs_sched_observer obs;
+    atomic_bool draining;
+    atomic_uint_fast64_t batch_seq;
+
+    pthread_t reaper;
+    bool reaper_started;
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;
+    int64_t reap_at;
+    uint64_t kick;
+    bool stop;
+};
+
+static void cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static void cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ns)
+{
+    if (at_ns == INT64_MAX) {
+        pthread_cond_wait(c, m);
+        return;
+    }
+    struct timespec ts = {.tv_sec = at_ns / 1000000000LL, .tv_nsec = at_ns % 1000000000LL};
+    pthread_cond_timedwait(c, m, &ts);
+}
+
+static void list_push(struct list *l, struct hs_seq *q)
+{
+    q->next = NULL;
+    q->prev = l->tail;
+    if (l->tail)
+        l->tail->next = q;
+    else
+        l->head = q;
+    l->tail = q;
+    l->n++;
+}
+
+static void list_remove(struct list *l, struct hs_seq *q)
+{
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        l->head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    else
+        l->tail = q->prev;
+    q->next = q->prev = NULL;
+    l->n--;
+}
+
+/* Removes a queued sequence from its list and the lane's counters (lock held). */
+static void lane_unqueue(struct lane *L, struct hs_seq *q)
+{
+    enum hs_priority p = q->req->priority;
+    list_remove(&L->q[p][q->bucket], q);
+    q->queued = 0;
+    L->queued_seqs--;
+    L->queued_by_prio[p]--;
+    L->queued_tokens -= q->n_tokens;
+    L->queued_tokens_by_prio[p] -= q->n_tokens;
+}
+
+/* Requests to notify after the lock is released, chained through r->link. link_drop bits:
+ * 1 = call done, 2 = drop the scheduler's reference. */
+struct chain {
+    struct hs_request *head;
+};
+
+static void chain_add(struct chain *c, struct hs_request *r, int bits)
+{
+    if (!bits) return;
+    if (!r->link_drop) {
+        r->link = c->head;
+        c->head = r;
+    }
+    r->link_drop |= bits;
+}
+
+static void chain_flush(struct chain *c)
+{
+    struct hs_request *r = c->head;
+    c->head = NULL;
+    while (r) {
+        struct hs_request *next = r->link;
+        int bits = r->link_drop;
+        r->link = NULL;
+        r->link_drop = 0;
+        if ((bits & 1) && r->done) r->done(r, r->ctx);
+        if (bits & 2) hs_request_unref(r);
+        r = next;
+    }
+}
+
+/* Fails r (lock held): claims the answer, removes every queued sequence of r. */
+static void lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st, double retry_s,
+                             struct chain *c, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st, double retry_s,
+                             struct chain *c, const char *fmt, ...)
+{
+    int bits = 0;
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
+        r->status = st;
+        r->retry_after_s = retry_s;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+        va_end(ap);
+        bits |= 1;
+    }
+    int removed = 0;
+    for (int i = 0; i < r->n_seqs; i++) {
+        if (r->seqs[i].queued) {
+            lane_unqueue(L, &r->seqs[i]);
+            removed++;
+        }
+    }
+    if (removed && atomic_fetch_sub(&r->pending, removed) == removed) bits |= 2;
+    chain_add(c, r, bits);
+}
+
+static double lane_drain_s(const struct lane *L, int64_t tokens)
+{
+    return L->throughput > 0 ? (double)tokens / L->throughput : 0.0;
+}
+
+static int lane_bucket_of(const struct lane *L, int n_tokens)
+{
+    for (int b = 0; b < L->n_buckets; b++)
+        if (n_tokens <= L->bucket_len[b]) return L->shape_seq[b] > 0 ? b : -1;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the batcher
+ */
+
+/* Picks the bucket to batch now (lock held): -1 when none is due; *wake gets the next due time. */
+static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
+{
+    int best = -1, best_prio = HS_PRIORITY_COUNT;
+    int64_t best_oldest = INT64_MAX;
+    int64_t window_ns = (int64_t)L->o.batch_window_us * 1000;
+    *wake = INT64_MAX;
+    for (int b = 0; b < L->n_buckets; b++) {
+        int count = 0, top = HS_PRIORITY_COUNT;
+        int64_t oldest = INT64_MAX;
+        for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
+            struct list *l = &L->q[p][b];
+            if (!l->n) continue;
+            count += l->n;
+            if (top == HS_PRIORITY_COUNT) top = p;
+            if (l->head->enqueued_ns < oldest) oldest = l->head->enqueued_ns;
+        }
+        if (!count) continue;
+        int64_t due = oldest + window_ns;
+        if (count >= L->cap_seqs[b] || now >= due || draining) {
+            if (top < best_prio || (top == best_prio && oldest < best_oldest)) {
+                best = b;
+                best_prio = top;
+                best_oldest = oldest;
+            }
+        } else if (due < *wake) {
+            *wake = due;
+        }
+    }
+    return best;
+}
+
+/* Takes up to cap sequences of bucket b, interactive first, failing expired ones (lock held). */
+static int lane_take(struct lane *L, int b, int64_t now, struct chain *c)
+{
+    int n = 0;
+    while (n < L->cap_seqs[b]) {
+        struct hs_seq *q = NULL;
+        for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
+        if (!q) break;
+        struct hs_request *r = q->req;
+        if (r->deadline_ns <= now) {
+            lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                             "deadline passed while queued (waited %.1f ms)",
+                             hs_ns_to_ms(now - q->enqueued_ns));
+            continue;
+        }
+        lane_unqueue(L, q);
+        L->taken[n++] = q;
+    }
+    return n;
+}
+
+/* Shape of a batch of n real sequences from bucket b. */
+static int lane_shape_batch(const struct lane *L, int b, int n)
+{
+    if (!L->n_sizes[b]) return n;
+    for (int i = 0; i < L->n_sizes[b]; i++)
+        if (L->sizes[b][i] >= n) return L->sizes[b][i];
+    return n; /* unreachable: cap_seqs is itself an allowed size */
+}
+
+static void lane_run_batch(struct lane *L, int b, int n, int64_t formed_ns)
+{
+    struct hs_sched *s = L->s;
+    int shape_b = lane_shape_batch(L, b, n);
+    int shape_s = L->shape_seq[b];
+    int64_t tokens = 0;
+    int32_t off = 0;
+    for (int i = 0; i < shape_b; i++) {
+        L->offsets[i] = off;
+        if (i < n) {
+            struct hs_seq *q = L->taken[i];
+            memcpy(L->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
+            L->lengths[i] = q->n_tokens;
+            tokens += q->n_tokens;
+        } else {
+            L->ids[off] = L->o.pad_id;
+            L->lengths[i] = 1;
+        }
+        off += L->lengths[i];
+    }
+    L->offsets[shape_b] = off;
+    struct hs_batch batch = {
+        .n_seqs = shape_b,
+        .seq_max = shape_s,
+        .n_tokens = off,
+        .ids = L->ids,
+        .type_ids = NULL,
+        .lengths = L->lengths,
+        .offsets = L->offsets,
+    };
+    uint64_t batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
+    struct hs_batch_timing t = {0};
+    struct hs_error err;
+    hs_error_clear(&err);
+    int64_t start = hs_now_ns();
+    hs_status st = L->o.runner.run(L->o.runner.ctx, &batch, L->out, &t, &err);
+    int64_t end = hs_now_ns();
+
+    int64_t copy_out_end = end;
+    int64_t compute_end = end - t.copy_out_ns;
+    int64_t copy_in_end = start + t.copy_in_ns;
+    if (compute_end < start) compute_end = start;
+    if (copy_in_end > compute_end) copy_in_end = compute_end;
+
+    struct chain c = {NULL};
+    if (st != HS_STATUS_OK) {
+        hs_log_error("lane %s/%s: batch %llu (%dx%d) failed: %s", L->engine, L->model,
+                     (unsigned long long)batch_id, shape_b, shape_s, err.msg);
+        pthread_mutex_lock(&L->mu);
+        for (int i = 0; i < n; i++)
+            lane_fail_locked(L, L->taken[i]->req, st, 0, &c, "engine %s failed: %s", L->engine,
+                             err.msg[0] ? err.msg : hs_status_str(st));
+        pthread_mutex_unlock(&L->mu);
+        chain_flush(&c);
+    }
+    for (int i = 0; i < n; i++) {
+        struct hs_seq *q = L->taken[i];
+        struct hs_request *r = q->req;
+        if (st == HS_STATUS_OK)
+            memcpy(r->out + (size_t)q->index * (size_t)L->o.dim, L->out + (size_t)i * L->o.dim,
+                   (size_t)L->o.dim * sizeof(float));
+        /* A multi-sequence request keeps the times of its last batch. */
+        r->ts[HS_TS_BATCHED] = formed_ns;
+        r->ts[HS_TS_COPY_IN] = copy_in_end;
+        r->ts[HS_TS_COMPUTE] = compute_end;
+        r->ts[HS_TS_COPY_OUT] = copy_out_end;
+        r->batch_id = batch_id;
+        if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
+            int expect = 0;
+            if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
+                r->status = HS_STATUS_OK;
+                if (r->done) r->done(r, r->ctx);
+            }
+            hs_request_unref(r);
+        }
+    }
+
+    if (s->obs.on_batch) {
+        struct hs_batch_report rep = {
+            .lane = L->idx,
+            .batch_id = batch_id,
+            .n_seqs = n,
+            .shape_batch = shape_b,
+            .shape_seq = shape_s,
+            .tokens = tokens,
+            .padded_tokens = (int64_t)shape_b * shape_s,
+            .formed_ns = formed_ns,
+            .copy_in_end_ns = copy_in_end,
+            .compute_end_ns = compute_end,
+            .copy_out_end_ns = copy_out_end,
+            .status = st,
+        };
+        s->obs.on_batch(s->obs.ctx, &rep);
+    }
+
+    pthread_mutex_lock(&L->mu);
+    L->running_seqs = 0;
+    L->busy_ns += end - start;
+    L->batches++;
+    if (st == HS_STATUS_OK && end > start) {
+        double x = (double)tokens / ((double)(end - start) / 1e9);
+        if (!L->measured) {
+            L->throughput = x;
+            L->measured = true;
+        } else {
+            double a = L->o.throughput_ewma_alpha;
+            L->throughput = a * x + (1.0 - a) * L->throughput;
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+static void *lane_main(void *arg)
+{
+    struct lane *L = arg;
+    struct hs_sched *s = L->s;
+    pthread_mutex_lock(&L->mu);
+    while (!L->stop) {
+        int64_t now = hs_now_ns(), wake;
+        bool draining = atomic_load(&s->draining);
+        int b = lane_pick(L, now, draining, &wake);
+        if (b < 0) {
+            if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
+            cond_wait_until(&L->cv, &L->mu, wake);
+            continue;
+        }
+        struct chain c = {NULL};
+        int n = lane_take(L, b, now, &c);
+        L->running_seqs = n;
+        pthread_mutex_unlock(&L->mu);
+        chain_flush(&c);
+        if (n > 0) lane_run_batch(L, b, n, now);
+        pthread_mutex_lock(&L->mu);
+        L->running_seqs = 0;
+    }
+    pthread_cond_broadcast(&L->idle_cv);
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the reaper: deadlines of queued sequences
+ */
+
+static int64_t lane_reap(struct lane *L, int64_t now, struct chain *c)
+{
+    int64_t next = INT64_MAX;
+    pthread_mutex_lock(&L->mu);
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
+        for (int b = 0; b < L->n_buckets; b++) {
+        restart:
+            for (struct hs_seq *q = L->q[p][b].head; q; q = q->next) {
+                struct hs_request *r = q->req;
+                if (r->deadline_ns <= now) {
+                    lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                     "deadline passed while queued (waited %.1f ms)",
+                                     hs_ns_to_ms(now - q->enqueued_ns));
+                    goto restart; /* the failure may have unlinked q's neighbours */
+                }
+                if (r->deadline_ns < next) next = r->deadline_ns;
+            }
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return next;
+}
+
+static void *reaper_main(void *arg)
+{
+    struct hs_sched *s = arg;
+    pthread_mutex_lock(&s->rmu);
+    while (!s->stop) {
+        uint64_t kick = s->kick;
+        pthread_mutex_unlock(&s->rmu);
+        int64_t now = hs_now_ns(), next = INT64_MAX;
+        for (int i = 0; i < s->n; i++) {
+            struct chain c = {NULL};
+            int64_t t = lane_reap(s->lanes[i], now, &c);
+            chain_flush(&c);
+            if (t < next) next = t;
+        }
+        pthread_mutex_lock(&s->rmu);
+        if (s->stop) break;
+        if (s->kick != kick) continue; /* a submit raced with the scan: look again */
+        s->reap_at = next;
+        cond_wait_until(&s->rcv, &s->rmu, next);
+    }
+    pthread_mutex_unlock(&s->rmu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * creation
+ */
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct hs_error *err)
+{
+    L->o = *o;
+    snprintf(L->engine, sizeof L->engine, "%s", o->engine ? o->engine : "engine");
+    snprintf(L->model, sizeof L->model, "%s", o->model ? o->model : "model");
+    L->o.engine = L->engine;
+    L->o.model = L->model;
+    if (!o->runner.run)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "lane %s: no runner", L->engine);
+    if (o->dim <= 0 || o->seq_max <= 0 || o->batch_max <= 0 || o->batch_max_tokens <= 0 ||
+        o->batch_window_us < 0 || o->queue_max <= 0)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "lane %s: dim, seq_max, batch_max, batch_max_tokens, queue_max must "
+                            "be > 0 and batch_window_us >= 0",
+                            L->engine);
+    if (o->shed_batch_ratio <= 0 || o->shed_batch_ratio > 1)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "lane %s: shed_batch_ratio must be in (0, 1]", L->engine);
+    if (o->throughput_init_tokens_per_s <= 0 || o->throughput_ewma_alpha <= 0 ||
+        o->throughput_ewma_alpha > 1)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "lane %s: throughput_init_tokens_per_s must be > 0 and "
+                            "throughput_ewma_alpha in (0, 1]",
+                            L->engine);
+    if (o->n_buckets < 0 || o->n_buckets > HS_SCHED_MAX_BUCKETS - 1 || o->n_shapes < 0 ||
+        o->n_shapes > HS_SCHED_MAX_SHAPES)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "lane %s: too many buckets/shapes",
+                            L->engine);
+
+    /* buckets: ascending, capped at seq_max, seq_max appended */
+    L->n_buckets = 0;
+    for (int i = 0; i < o->n_buckets; i++) {
+        int len = o->buckets[i];
+        if (len <= 0 || (i > 0 && len <= o->buckets[i - 1]))
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "lane %s: buckets must be positive and ascending", L->engine);
+        if (len >= o->seq_max) break;
+        L->bucket_len[L->n_buckets++] = len;
+    }
+    L->bucket_len[L->n_buckets++] = o->seq_max;
+    if (o->n_shapes) {
+        /* With a whitelist the buckets are its distinct sequence lengths: two buckets mapping
+         * to one allowed length would only split batches that could run together. */
+        int lens[HS_SCHED_MAX_SHAPES], n = 0;
+        for (int i = 0; i < o->n_shapes; i++) {
+            int sl = o->shapes[i].seq;
+            if (o->shapes[i].batch <= 0 || sl <= 0)
+                return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                    "lane %s: whitelist shapes must be positive", L->engine);
+            bool seen = false;
+            for (int k = 0; k < n; k++) seen |= lens[k] == sl;
+            if (!seen && sl <= o->seq_max) lens[n++] = sl;
+        }
+        qsort(lens, (size_t)n, sizeof(int), cmp_int);
+        if (n > HS_SCHED_MAX_BUCKETS) n = HS_SCHED_MAX_BUCKETS;
+        memcpy(L->bucket_len, lens, (size_t)n * sizeof(int));
+        L->n_buckets = n;
+    }
+
+    int max_shape_tokens = 0;
+    L->cap_batch = 0;
+    for (int b = 0; b < L->n_buckets; b++) {
+        int len = L->bucket_len[b];
+        if (!o->n_shapes) {
+            L->shape_seq[b] = len;
+            L->n_sizes[b] = 0;
+            int cap = o->batch_max_tokens / len;
+            if (cap > o->batch_max) cap = o->batch_max;
+            if (cap < 1) cap = 1;
+            L->cap_seqs[b] = cap;
+        } else {
+            int seq = len;
+            L->shape_seq[b] = seq;
+            L->n_sizes[b] = 0;
+            for (int i = 0; i < o->n_shapes; i++)
+                if (o->shapes[i].seq == seq) L->sizes[b][L->n_sizes[b]++] = o->shapes[i].batch;
+            qsort(L->sizes[b], (size_t)L->n_sizes[b], sizeof(int), cmp_int);
+            /* The largest allowed size within the batch limits; the whitelist wins when even
+             * its smallest size exceeds them (the engine declared it can run it). */
+            int cap = L->sizes[b][0];
+            for (int i = 0; i < L->n_sizes[b]; i++) {
+                int sz = L->sizes[b][i];
+                if (sz <= o->batch_max && (int64_t)sz * seq <= o->batch_max_tokens) cap = sz;
+            }
+            L->cap_seqs[b] = cap;
+        }
+        int shape_b = L->n_sizes[b] ? L->sizes[b][L->n_sizes[b] - 1] : L->cap_seqs[b];
+        if (shape_b > L->cap_batch) L->cap_batch = shape_b;
+        if (shape_b * L->shape_seq[b] > max_shape_tokens)
+            max_shape_tokens = shape_b * L->shape_seq[b];
+    }
+    if (L->cap_batch == 0)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "lane %s: no whitelisted shape fits any bucket", L->engine);
+    L->cap_tokens = max_shape_tokens;
+    L->ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
+    L->lengths = hs_malloc((size_t)L->cap_batch * sizeof(int32_t));
+    L->offsets = hs_malloc(((size_t)L->cap_batch + 1) * sizeof(int32_t));
+    L->out = hs_malloc((size_t)L->cap_batch * (size_t)o->dim * sizeof(float));
+    L->taken = hs_malloc((size_t)L->cap_batch * sizeof(*L->taken));
+    if (!L->ids || !L->lengths || !L->offsets || !L->out || !L->taken)
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
+    L->throughput = o->throughput_init_tokens_per_s;
+    L->started_ns = hs_now_ns();
+    return HS_STATUS_OK;
+}
+
+static void lane_free(struct lane *L)
+{
+    if (!L) return;
+    hs_free(L->ids);
+    hs_free(L->lengths);
+    hs_free(L->offsets);
+    hs_free(L->out);
+    hs_free(L->taken);
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+    pthread_cond_destroy(&L->idle_cv);
+    hs_free(L);
+}
+
+hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
+                          const struct hs_sched_observer *observer, struct hs_sched **out,
+                          struct hs_error *err)
+{
+    *out = NULL;
+    if (n <= 0 || n > HS_SCHED_MAX_LANES)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "scheduler: %d lanes (1..%d)", n,
+                            HS_SCHED_MAX_LANES);
+    struct hs_sched *s = hs_calloc(1, sizeof *s);
+    if (!s) return hs_error_set(err, HS_STATUS_NO_MEMORY, "scheduler");
+    if (observer) s->obs = *observer;
+    atomic_init(&s->draining, false);
+    atomic_init(&s->batch_seq, 0);
+    pthread_mutex_init(&s->rmu, NULL);
+    cond_init_monotonic(&s->rcv);
+    s->reap_at = INT64_MAX;
+    hs_status st = HS_STATUS_OK;
+    for (int i = 0; i < n; i++) {
+        struct lane *L = hs_calloc(1, sizeof *L);
+        if (!L) {
+            st = hs_error_set(err, HS_STATUS_NO_MEMORY, "scheduler lane");
+            break;
+        }
+        L->s = s;
+        L->idx = i;
+        pthread_mutex_init(&L->mu, NULL);
+        cond_init_monotonic(&L->cv);
+        cond_init_monotonic(&L->idle_cv);
+        s->lanes[s->n++] = L;
+        st = lane_setup(L, &lanes[i], err);
+        if (st != HS_STATUS_OK) break;
+    }
+    for (int i = 0; st == HS_STATUS_OK && i < s->n; i++) {
+        if (pthread_create(&s->lanes[i]->thread, NULL, lane_main, s->lanes[i]) != 0)
+            st = hs_error_set(err, HS_STATUS_INTERNAL, "scheduler: cannot start batcher thread");
+        else
+            s->lanes[i]->thread_started = true;
+    }
+    if (st == HS_STATUS_OK) {
+        if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0)
+            st = hs_error_set(err, HS_STATUS_INTERNAL, "scheduler: cannot start reaper thread");
+        else
+            s->reaper_started = true;
+    }
+    if (st != HS_STATUS_OK) {
+        hs_sched_destroy(s);
+        return st;
+    }
+    *out = s;
+    return HS_STATUS_OK;
+}
+
+void hs_sched_destroy(struct hs_sched *s)
+{
+    if (!s) return;
+    atomic_store(&s->draining, true);
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        pthread_mutex_lock(&L->mu);
+        L->stop = true;
+        pthread_cond_broadcast(&L->cv);
+        pthread_mutex_unlock(&L->mu);
+        if (L->thread_started) pthread_join(L->thread, NULL);
+    }
+    pthread_mutex_lock(&s->rmu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->rcv);
+    pthread_mutex_unlock(&s->rmu);
+    if (s->reaper_started) pthread_join(s->reaper, NULL);
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        struct chain c = {NULL};
+        pthread_mutex_lock(&L->mu);
+        for (int p = 0; p < HS_PRIORITY_COUNT; p++)
+            for (int b = 0; b < L->n_buckets; b++)
+                while (L->q[p][b].head)
+                    lane_fail_locked(L, L->q[p][b].head->req, HS_STATUS_SHUTDOWN, 0, &c,
+                                     "server shutting down");
+        pthread_mutex_unlock(&L->mu);
+        chain_flush(&c);
+        lane_free(L);
+    }
+    pthread_mutex_destroy(&s->rmu);
+    pthread_cond_destroy(&s->rcv);
+    hs_free(s);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * routing and admission
+ */
+
+/* The router step: the lane that will serve r. With one lane per model this is a lookup;
+ * policies choosing among several lanes (cost, rules, cascade) slot in here. */
+static int route(struct hs_sched *s, const struct hs_request *r)
+{
+    int best = -1;
+    double best_wait = 0;
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        if (r->model && strcmp(r->model, L->model) != 0) continue;
+        /* Among lanes serving the model, the shortest predicted drain. */
+        pthread_mutex_lock(&L->mu);
+        double w = lane_drain_s(L, L->queued_tokens);
+        pthread_mutex_unlock(&L->mu);
+        if (best < 0 || w < best_wait) {
+            best = i;
+            best_wait = w;
+        }
+    }
+    return best;
+}
+
+static hs_status reject(struct hs_request *r, hs_status st, double retry_s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static hs_status reject(struct hs_request *r, hs_status st, double retry_s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+    va_end(ap);
+    r->status = st;
+    r->retry_after_s = retry_s;
+    return st;
+}
+
+/* Evicts the newest batch-class request (lock held); false when there is none. */
+static bool lane_evict_one(struct lane *L, struct chain *c)
+{
+    struct hs_seq *victim = NULL;
+    for (int b = 0; b < L->n_buckets; b++) {
+        struct hs_seq *q = L->q[HS_PRIORITY_BATCH][b].tail;
+        if (q && (!victim || q->enqueued_ns > victim->enqueued_ns)) victim = q;
+    }
+    if (!victim) return false;
+    double retry = lane_drain_s(L, L->queued_tokens);
+    lane_fail_locked(L, victim->req, HS_STATUS_OVERLOADED, retry, c,
+                     "shed under overload to make room for interactive requests");
+    return true;
+}
+
+hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r)
+{
+    int64_t now = hs_now_ns();
+    if (atomic_load(&s->draining))
+        return reject(r, HS_STATUS_SHUTDOWN, 0, "server is shutting down");
+    if ((unsigned)r->priority >= HS_PRIORITY_COUNT) r->priority = HS_PRIORITY_INTERACTIVE;
+    int li = route(s, r);
+    if (li < 0)
+        return reject(r, HS_STATUS_NOT_FOUND, 0, "no engine serves model '%s'",
+                      r->model ? r->model : "");
+    struct lane *L = s->lanes[li];
+    r->lane = li;
+    r->ts[HS_TS_ROUTED] = hs_now_ns();
+    if (r->n_seqs <= 0) return reject(r, HS_STATUS_INVALID_INPUT, 0, "request has no input");
+    for (int i = 0; i < r->n_seqs; i++) {
+        int len = r->seqs[i].n_tokens;
+        if (len < 1) return reject(r, HS_STATUS_INVALID_INPUT, 0, "input %d is empty", i);
+        if (len > L->o.seq_max)
+            return reject(r, HS_STATUS_TOO_LONG, 0,
+                          "input %d has %d tokens; model %s takes at most %d", i, len, L->model,
+                          L->o.seq_max);
+        int b = lane_bucket_of(L, len);
+        if (b < 0)
+            return reject(r, HS_STATUS_TOO_LONG, 0,
+                          "input %d has %d tokens; no shape engine %s allows fits it", i, len,
+                          L->engine);
+        r->seqs[i].bucket = b;
+    }
+    if (r->deadline_ns <= now)
+        return reject(r, HS_STATUS_TIMEOUT, 0, "deadline passed before the request was queued");
+    if (r->n_seqs > L->o.queue_max)
+        return reject(r, HS_STATUS_OVERLOADED, 0,
+                      "request has %d inputs; the queue holds at most %d", r->n_seqs,
+                      L->o.queue_max);
+
+    struct chain c = {NULL};
+    hs_status st = HS_STATUS_OK;
+    pthread_mutex_lock(&L->mu);
+    int limit = L->o.queue_max;
+    if (r->priority == HS_PRIORITY_BATCH) {
+        limit = (int)(L->o.queue_max * L->o.shed_batch_ratio);
+        if (limit < 1) limit = 1;
+    } else {
+        while (L->queued_seqs + r->n_seqs > limit && lane_evict_one(L, &c)) {
+        }
+    }
+    int64_t ahead = r->priority == HS_PRIORITY_INTERACTIVE
+                        ? L->queued_tokens_by_prio[HS_PRIORITY_INTERACTIVE]
+                        : L->queued_tokens;
+    double wait_s = lane_drain_s(L, ahead + r->n_tokens);
+    double drain_s = lane_drain_s(L, L->queued_tokens + r->n_tokens);
+    if (L->queued_seqs + r->n_seqs > limit) {
+        st = reject(r, HS_STATUS_OVERLOADED, drain_s,
+                    "queue full (%d of %d sequences queued for %s)", L->queued_seqs, limit,
+                    L->engine);
+    } else if (now + (int64_t)(wait_s * 1e9) > r->deadline_ns) {
+        st = reject(r, HS_STATUS_OVERLOADED, drain_s,
+                    "predicted wait %.0f ms exceeds the deadline (%.0f ms left)", wait_s * 1e3,
+                    hs_ns_to_ms(r->deadline_ns - now));
+    } else {
+        atomic_store(&r->pending, r->n_seqs);
+        atomic_store(&r->answered, 0);
+        hs_request_ref(r);
+        r->ts[HS_TS_ENQUEUED] = hs_now_ns();
+        for (int i = 0; i < r->n_seqs; i++) {
+            struct hs_seq *q = &r->seqs[i];
+            q->enqueued_ns = now;
+            q->queued = 1;
+            list_push(&L->q[r->priority][q->bucket], q);
+            L->queued_seqs++;
+            L->queued_by_prio[r->priority]++;
+            L->queued_tokens += q->n_tokens;
+            L->queued_tokens_by_prio[r->priority] += q->n_tokens;
+        }
+        pthread_cond_signal(&L->cv);
+    }
+    pthread_mutex_unlock(&L->mu);
+    chain_flush(&c);
+    if (st != HS_STATUS_OK) return st;
+
+    pthread_mutex_lock(&s->rmu);
+    s->kick++;
+    if (r->deadline_ns < s->reap_at) {
+        s->reap_at = r->deadline_ns;
+        pthread_cond_signal(&s->rcv);
+    }
+    pthread_mutex_unlock(&s->rmu);
+    return HS_STATUS_OK;
+}
+
+hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms)
+{
+    atomic_store(&s->draining, true);
+    int64_t until = timeout_ms < 0 ? INT64_MAX : hs_now_ns() + (int64_t)timeout_ms * 1000000;
+    hs_status st = HS_STATUS_OK;
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        pthread_mutex_lock(&L->mu);
+        pthread_cond_broadcast(&L->cv);
+        while ((L->queued_seqs || L->running_seqs) && !L->stop) {
+            if (hs_now_ns() >= until) {
+                st = HS_STATUS_TIMEOUT;
+                break;
+            }
+            cond_wait_until(&L->idle_cv, &L->mu, until);
+        }
+        pthread_mutex_unlock(&L->mu);
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * introspection
+ */
+
+int hs_sched_lane_count(const struct hs_sched *s)
+{
+    return s->n;
+}
+
+const struct hs_lane_opts *hs_sched_lane_opts(const struct hs_sched *s, int lane)
+{
+    return lane >= 0 && lane < s->n ? &s->lanes[lane]->o : NULL;
+}
+
+void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (lane < 0 || lane >= s->n) return;
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    out->queued_seqs = L->queued_seqs;
+    out->queued_tokens = L->queued_tokens;
+    out->running_seqs = L->running_seqs;
+    out->throughput_tokens_per_s = L->throughput;
+    out->busy_ns = L->busy_ns;
+    out->batches = L->batches;
+    out->started_ns = L->started_ns;
+    pthread_mutex_unlock(&L->mu);
+}
+
+int hs_sched_lane_seq_shape(const struct hs_sched *s, int lane, int n_tokens)
+{
+    if (lane < 0 || lane >= s->n || n_tokens < 1) return 0;
+    const struct lane *L = s->lanes[lane];
+    if (n_tokens > L->o.seq_max) return 0;
+    int b = lane_bucket_of(L, n_tokens);
+    return b < 0 ? 0 : L->shape_seq[b];
+}

@@ -1,0 +1,146 @@
+/* hetserve — the scheduler: router, per-engine bounded queues, dynamic batchers, deadlines.
+ *
+ * A struct hs_sched owns N lanes. A lane is one engine queue serving one model instance, with
+ * its own batcher thread. hs_sched_submit routes a request to a lane (route(): today the first
+ * lane serving the request's model; later policies choose among several by predicted cost),
+ * admits it or rejects it (full queue, or predicted wait past the deadline: HS_STATUS_OVERLOADED
+ * with retry_after_s = predicted drain time), and enqueues each of its sequences in the length
+ * bucket that fits it.
+ *
+ * Batching, per lane: a batch is formed from one bucket when
+ *   (a) the bucket's oldest sequence has waited batch_window_us, or
+ *   (b) the bucket holds batch_max sequences, or batch_max_tokens padded tokens;
+ * sequences are padded to their bucket's length only, never to the longest queued. When the lane
+ * has a shape whitelist, every batch has a whitelisted (batch, seq) shape: seq is the smallest
+ * allowed length >= the bucket, batch the smallest allowed size >= the sequences taken, filled
+ * with one-token pad sequences whose outputs are discarded. Interactive sequences go first; a
+ * batch may be topped up with batch-class sequences of the same bucket.
+ *
+ * Deadlines: a reaper thread wakes at the earliest queued deadline and fails the request
+ * (HS_STATUS_TIMEOUT) at once, removing all its queued sequences; sequences already in a batch
+ * finish and their rows are discarded. Overload: batch-class requests may fill only
+ * shed_batch_ratio of the queue, and an interactive request that finds the queue full evicts
+ * queued batch-class requests (answered HS_STATUS_OVERLOADED) to make room.
+ *
+ * Threads: hs_sched_submit and the stats calls are thread-safe. done / release callbacks run on
+ * scheduler threads (or the submitting thread for an eviction), never while a scheduler lock
+ * is held, so they may call back into the scheduler.
+ */
+#ifndef HS_SCHED_SCHED_H
+#define HS_SCHED_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/stage.h"
+#include "sched/request.h"
+
+#define HS_SCHED_MAX_LANES   16
+#define HS_SCHED_MAX_BUCKETS 16
+#define HS_SCHED_MAX_SHAPES  64
+
+/* Time spent inside one batch run, nanoseconds. */
+struct hs_batch_timing {
+    int64_t copy_in_ns;
+    int64_t compute_ns;
+    int64_t copy_out_ns;
+};
+
+/* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from
+ * the lane's batcher thread only. The executor-facing adapter lives in the server; tests pass
+ * their own. */
+struct hs_runner {
+    hs_status (*run)(void *ctx, const struct hs_batch *b, float *out, struct hs_batch_timing *t,
+                     struct hs_error *err);
+    void *ctx;
+};
+
+struct hs_shape {
+    int batch;
+    int seq;
+};
+
+struct hs_lane_opts {
+    const char *engine; /* label, e.g. "cpu0" */
+    const char *model;  /* label and routing key, e.g. "all-MiniLM-L6-v2" */
+    int dim;            /* output floats per sequence */
+    int seq_max;        /* longest sequence the model takes (tokens) */
+    int32_t pad_id;     /* token id of the pad sequences whitelisted shapes need */
+    int batch_window_us;
+    int batch_max;        /* sequences per batch */
+    int batch_max_tokens; /* padded tokens (batch * seq) per batch */
+    int n_buckets;        /* ascending lengths; seq_max is appended when larger than the last */
+    int buckets[HS_SCHED_MAX_BUCKETS];
+    int n_shapes; /* 0 = any shape */
+    struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
+    int queue_max;                       /* sequences queued at most */
+    double shed_batch_ratio;             /* share of queue_max that batch-class requests may fill */
+    double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
+    double throughput_ewma_alpha;        /* weight of the newest batch in the estimate */
+    struct hs_runner runner;
+};
+
+/* One formed batch, reported to the observer after it ran. */
+struct hs_batch_report {
+    int lane;
+    uint64_t batch_id;
+    int n_seqs;      /* real sequences */
+    int shape_batch; /* incl. pad sequences */
+    int shape_seq;
+    int64_t tokens;        /* real tokens */
+    int64_t padded_tokens; /* shape_batch * shape_seq */
+    int64_t formed_ns, copy_in_end_ns, compute_end_ns, copy_out_end_ns;
+    hs_status status;
+};
+
+/* (optional) notified on the batcher thread after every batch, outside locks. */
+struct hs_sched_observer {
+    void (*on_batch)(void *ctx, const struct hs_batch_report *r);
+    void *ctx;
+};
+
+struct hs_lane_stats {
+    int queued_seqs;
+    int64_t queued_tokens;
+    int running_seqs;
+    double throughput_tokens_per_s; /* current estimate */
+    int64_t busy_ns;                /* inside runner.run */
+    int64_t batches;
+    int64_t started_ns; /* lane creation time */
+};
+
+struct hs_sched;
+
+/* Creates the scheduler with n lanes and starts the batcher and reaper threads. Options are
+ * copied (label strings too). HS_STATUS_INVALID_ARGUMENT names the bad option. */
+hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
+                          const struct hs_sched_observer *observer, struct hs_sched **out,
+                          struct hs_error *err);
+/* Stops the threads; requests still queued are answered HS_STATUS_SHUTDOWN. */
+void hs_sched_destroy(struct hs_sched *s);
+
+/* Routes and admits r (prepared with hs_request_init; every sequence 1..seq_max tokens).
+ * HS_STATUS_OK: r->done will be called exactly once. Any error: done is never called and r's
+ * status, msg (and retry_after_s for HS_STATUS_OVERLOADED) say why:
+ *   NOT_FOUND     no lane serves r->model
+ *   TOO_LONG      a sequence fits no bucket / whitelisted shape
+ *   OVERLOADED    queue full, or predicted wait past the deadline
+ *   TIMEOUT       deadline already passed
+ *   SHUTDOWN      draining */
+hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r);
+
+/* Stops admitting (submit answers HS_STATUS_SHUTDOWN), batches what is queued without waiting
+ * for windows, and returns once every lane is empty and idle or timeout_ms passed (< 0: no
+ * limit). Returns HS_STATUS_TIMEOUT in the latter case. */
+hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms);
+
+int hs_sched_lane_count(const struct hs_sched *s);
+const struct hs_lane_opts *hs_sched_lane_opts(const struct hs_sched *s, int lane);
+void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out);
+
+/* Shape a sequence of n_tokens would be batched in on lane (bucket length, or whitelisted
+ * length); 0 when none fits. For tests and diagnostics. */
+int hs_sched_lane_seq_shape(const struct hs_sched *s, int lane, int n_tokens);
+
+#endif

@@ -1,0 +1,612 @@
+#include "server/config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "core/alloc.h"
+
+#define DEFAULT_MODEL_PATH "models/all-MiniLM-L6-v2"
+
+void hs_config_defaults(struct hs_config *c, const char *model_path)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->server.host, sizeof c->server.host, "127.0.0.1");
+    c->server.port = 8080;
+    c->server.threads = 4;
+    c->server.connection_timeout_s = 60;
+
+    c->n_engines = 1;
+    snprintf(c->engines[0].name, sizeof c->engines[0].name, "cpu0");
+    snprintf(c->engines[0].kind, sizeof c->engines[0].kind, "cpu");
+
+    c->n_models = 1;
+    snprintf(c->models[0].path, sizeof c->models[0].path, "%s",
+             model_path ? model_path : DEFAULT_MODEL_PATH);
+    snprintf(c->models[0].engine, sizeof c->models[0].engine, "cpu0");
+    snprintf(c->models[0].dtype, sizeof c->models[0].dtype, "f32");
+
+    c->batching.batch_window_us = 2000;
+    c->batching.batch_max = 32;
+    c->batching.batch_max_tokens = 8192;
+    static const int buckets[] = {16, 32, 64, 128, 256};
+    c->batching.n_buckets = 5;
+    memcpy(c->batching.buckets, buckets, sizeof buckets);
+
+    c->limits.queue_max = 1024;
+    c->limits.timeout_ms = 10000;
+    c->limits.timeout_max_ms = 600000;
+    c->limits.body_bytes_max = 4 << 20;
+    c->limits.items_max = 512;
+    c->limits.chars_max = 32768;
+    c->limits.drain_timeout_ms = 30000;
+
+    c->scheduler.shed_batch_ratio = 0.75;
+    c->scheduler.throughput_init_tokens_per_s = 20000;
+    c->scheduler.throughput_ewma_alpha = 0.2;
+    c->scheduler.retry_after_min_s = 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * parsing
+ */
+
+struct ctx {
+    yaml_document_t *doc;
+    const char *label;
+    struct hs_error *err;
+    char path[128]; /* dotted key being parsed, for messages */
+};
+
+static hs_status fault(struct ctx *x, const yaml_node_t *n, const char *what)
+{
+    return hs_error_set(x->err, HS_STATUS_INVALID_INPUT, "%s:%zu: %s: %s", x->label,
+                        n ? (size_t)n->start_mark.line + 1 : (size_t)0, x->path, what);
+}
+
+static yaml_node_t *node(struct ctx *x, int i)
+{
+    return yaml_document_get_node(x->doc, i);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static hs_status get_i64(struct ctx *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *s = scalar(n);
+    if (!s || !*s) return fault(x, n, "expected an integer");
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return fault(x, n, "expected an integer");
+    if (v < lo || v > hi) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%lld is out of range [%lld, %lld]", v, (long long)lo,
+                 (long long)hi);
+        return fault(x, n, msg);
+    }
+    *out = v;
+    return HS_STATUS_OK;
+}
+
+static hs_status get_int(struct ctx *x, const yaml_node_t *n, int lo, int hi, int *out)
+{
+    int64_t v;
+    hs_status st = get_i64(x, n, lo, hi, &v);
+    if (st == HS_STATUS_OK) *out = (int)v;
+    return st;
+}
+
+static hs_status get_double(struct ctx *x, const yaml_node_t *n, double lo, double hi, double *out)
+{
+    const char *s = scalar(n);
+    if (!s || !*s) return fault(x, n, "expected a number");
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v)) return fault(x, n, "expected a number");
+    if (v < lo || v > hi) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%g is out of range [%g, %g]", v, lo, hi);
+        return fault(x, n, msg);
+    }
+    *out = v;
+    return HS_STATUS_OK;
+}
+
+static hs_status get_str(struct ctx *x, const yaml_node_t *n, char *buf, size_t cap)
+{
+    const char *s = scalar(n);
+    if (!s) return fault(x, n, "expected a string");
+    if (strlen(s) >= cap) return fault(x, n, "string too long");
+    snprintf(buf, cap, "%s", s);
+    return HS_STATUS_OK;
+}
+
+static hs_status get_int_list(struct ctx *x, const yaml_node_t *n, int lo, int hi, int cap,
+                              int *vals, int *count)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of integers");
+    int k = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        if (k >= cap) return fault(x, n, "too many items");
+        hs_status st = get_int(x, node(x, *it), lo, hi, &vals[k]);
+        if (st) return st;
+        k++;
+    }
+    *count = k;
+    return HS_STATUS_OK;
+}
+
+/* cores: a list of integers or a string like "0-3,6". */
+static hs_status get_cores(struct ctx *x, const yaml_node_t *n, struct hs_engine_cfg *e)
+{
+    if (n && n->type == YAML_SEQUENCE_NODE)
+        return get_int_list(x, n, 0, 4095, HS_ENGINE_MAX_CORES, e->cores, &e->n_cores);
+    const char *s = scalar(n);
+    if (!s) return fault(x, n, "expected a list of core numbers or a string like \"0-3,6\"");
+    e->n_cores = 0;
+    while (*s) {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0) return fault(x, n, "bad core set");
+        s = end;
+        if (*s == '-') {
+            b = strtol(s + 1, &end, 10);
+            if (end == s + 1 || b < a) return fault(x, n, "bad core range");
+            s = end;
+        }
+        for (long c = a; c <= b; c++) {
+            if (e->n_cores >= HS_ENGINE_MAX_CORES || c > 4095) return fault(x, n, "too many cores");
+            e->cores[e->n_cores++] = (int)c;
+        }
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return fault(x, n, "bad core set");
+    }
+    return HS_STATUS_OK;
+}
+
+/* whitelist: [[batch, seq], ...] */
+static hs_status get_shapes(struct ctx *x, const yaml_node_t *n, struct hs_engine_cfg *e)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return fault(x, n, "expected a list of [batch, seq] pairs");
+    e->n_shapes = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        int pair[2], k = 0;
+        if (e->n_shapes >= HS_SCHED_MAX_SHAPES) return fault(x, n, "too many shapes");
+        hs_status st = get_int_list(x, node(x, *it), 1, 1 << 20, 2, pair, &k);
+        if (st) return st;
+        if (k != 2) return fault(x, node(x, *it), "expected [batch, seq]");
+        e->shapes[e->n_shapes++] = (struct hs_shape){pair[0], pair[1]};
+    }
+    return HS_STATUS_OK;
+}
+
+#define FOR_PAIRS(x, n, key, val)                                                                  \
+    for (yaml_node_pair_t *p_ = (n)->data.mapping.pairs.start; p_ < (n)->data.mapping.pairs.top;   \
+         p_++)                                                                                     \
+        for (const char *key = scalar(node(x, p_->key)); key; key = NULL)                          \
+            for (yaml_node_t *val = node(x, p_->value); val; val = NULL)
+
+static void set_path(struct ctx *x, const char *section, const char *key)
+{
+    snprintf(x->path, sizeof x->path, "%s%s%s", section, *section ? "." : "", key ? key : "?");
+}
+
+static hs_status need_map(struct ctx *x, const yaml_node_t *n)
+{
+    return n && n->type == YAML_MAPPING_NODE ? HS_STATUS_OK : fault(x, n, "expected a mapping");
+}
+
+static hs_status parse_server(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "server", key);
+        if (!strcmp(key, "host"))
+            st = get_str(x, v, c->server.host, sizeof c->server.host);
+        else if (!strcmp(key, "port"))
+            st = get_int(x, v, 0, 65535, &c->server.port);
+        else if (!strcmp(key, "threads"))
+            st = get_int(x, v, 1, 1024, &c->server.threads);
+        else if (!strcmp(key, "connection_timeout_s"))
+            st = get_int(x, v, 0, 86400, &c->server.connection_timeout_s);
+        else if (!strcmp(key, "trace_file"))
+            st = get_str(x, v, c->server.trace_file, sizeof c->server.trace_file);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of engines");
+    c->n_engines = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *en = node(x, *it);
+        hs_status st = need_map(x, en);
+        if (st) return st;
+        if (c->n_engines >= HS_CONFIG_MAX_ENGINES) return fault(x, en, "too many engines");
+        struct hs_engine_cfg *e = &c->engines[c->n_engines++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->kind, sizeof e->kind, "cpu");
+        snprintf(e->name, sizeof e->name, "cpu%d", c->n_engines - 1);
+        FOR_PAIRS(x, en, key, v)
+        {
+            set_path(x, "engines[]", key);
+            if (!strcmp(key, "name"))
+                st = get_str(x, v, e->name, sizeof e->name);
+            else if (!strcmp(key, "kind"))
+                st = get_str(x, v, e->kind, sizeof e->kind);
+            else if (!strcmp(key, "threads"))
+                st = get_int(x, v, 0, 4096, &e->threads);
+            else if (!strcmp(key, "cores"))
+                st = get_cores(x, v, e);
+            else if (!strcmp(key, "whitelist"))
+                st = get_shapes(x, v, e);
+            else
+                st = fault(x, v, "unknown key");
+            if (st) return st;
+        }
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of models");
+    c->n_models = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *mn = node(x, *it);
+        hs_status st = need_map(x, mn);
+        if (st) return st;
+        if (c->n_models >= HS_CONFIG_MAX_MODELS) return fault(x, mn, "too many models");
+        struct hs_model_cfg *m = &c->models[c->n_models++];
+        memset(m, 0, sizeof *m);
+        char first[sizeof m->engine] = {0};
+        snprintf(first, sizeof first, "%s", c->n_engines ? c->engines[0].name : "cpu0");
+        memcpy(m->engine, first, sizeof first);
+        snprintf(m->dtype, sizeof m->dtype, "f32");
+        FOR_PAIRS(x, mn, key, v)
+        {
+            set_path(x, "models[]", key);
+            if (!strcmp(key, "name"))
+                st = get_str(x, v, m->name, sizeof m->name);
+            else if (!strcmp(key, "path"))
+                st = get_str(x, v, m->path, sizeof m->path);
+            else if (!strcmp(key, "engine"))
+                st = get_str(x, v, m->engine, sizeof m->engine);
+            else if (!strcmp(key, "dtype"))
+                st = get_str(x, v, m->dtype, sizeof m->dtype);
+            else
+                st = fault(x, v, "unknown key");
+            if (st) return st;
+        }
+        set_path(x, "models[]", "path");
+        if (!m->path[0]) return fault(x, mn, "every model needs a path");
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_batching(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "batching", key);
+        if (!strcmp(key, "batch_window_us"))
+            st = get_int(x, v, 0, 60 * 1000 * 1000, &c->batching.batch_window_us);
+        else if (!strcmp(key, "batch_max"))
+            st = get_int(x, v, 1, 65536, &c->batching.batch_max);
+        else if (!strcmp(key, "batch_max_tokens"))
+            st = get_int(x, v, 1, 1 << 24, &c->batching.batch_max_tokens);
+        else if (!strcmp(key, "buckets"))
+            st = get_int_list(x, v, 1, 1 << 16, HS_SCHED_MAX_BUCKETS - 1, c->batching.buckets,
+                              &c->batching.n_buckets);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_limits(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "limits", key);
+        if (!strcmp(key, "queue_max"))
+            st = get_int(x, v, 1, 1 << 24, &c->limits.queue_max);
+        else if (!strcmp(key, "timeout_ms"))
+            st = get_int(x, v, 1, 86400000, &c->limits.timeout_ms);
+        else if (!strcmp(key, "timeout_max_ms"))
+            st = get_int(x, v, 1, 86400000, &c->limits.timeout_max_ms);
+        else if (!strcmp(key, "body_bytes_max"))
+            st = get_i64(x, v, 64, (int64_t)1 << 34, &c->limits.body_bytes_max);
+        else if (!strcmp(key, "items_max"))
+            st = get_int(x, v, 1, 1 << 20, &c->limits.items_max);
+        else if (!strcmp(key, "chars_max"))
+            st = get_int(x, v, 1, 1 << 28, &c->limits.chars_max);
+        else if (!strcmp(key, "drain_timeout_ms"))
+            st = get_int(x, v, 0, 86400000, &c->limits.drain_timeout_ms);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_scheduler(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "scheduler", key);
+        if (!strcmp(key, "shed_batch_ratio"))
+            st = get_double(x, v, 0.01, 1.0, &c->scheduler.shed_batch_ratio);
+        else if (!strcmp(key, "throughput_init_tokens_per_s"))
+            st = get_double(x, v, 1e-3, 1e12, &c->scheduler.throughput_init_tokens_per_s);
+        else if (!strcmp(key, "throughput_ewma_alpha"))
+            st = get_double(x, v, 0.001, 1.0, &c->scheduler.throughput_ewma_alpha);
+        else if (!strcmp(key, "retry_after_min_s"))
+            st = get_int(x, v, 0, 86400, &c->scheduler.retry_after_min_s);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+hs_status hs_config_parse(const char *text, size_t len, const char *label, struct hs_config *c,
+                          struct hs_error *err)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) return hs_error_set(err, HS_STATUS_NO_MEMORY, "yaml");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        hs_status st = hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s:%zu: YAML error: %s", label,
+                                    (size_t)parser.problem_mark.line + 1,
+                                    parser.problem ? parser.problem : "unknown");
+        yaml_parser_delete(&parser);
+        return st;
+    }
+    struct ctx x = {.doc = &doc, .label = label, .err = err};
+    hs_status st = HS_STATUS_OK;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && !(root->type == YAML_SCALAR_NODE && !*scalar(root))) {
+        snprintf(x.path, sizeof x.path, "(top level)");
+        st = need_map(&x, root);
+        if (!st) {
+            FOR_PAIRS(&x, root, key, v)
+            {
+                set_path(&x, "", key);
+                if (!strcmp(key, "server"))
+                    st = parse_server(&x, v, c);
+                else if (!strcmp(key, "engines"))
+                    st = parse_engines(&x, v, c);
+                else if (!strcmp(key, "models"))
+                    st = parse_models(&x, v, c);
+                else if (!strcmp(key, "batching"))
+                    st = parse_batching(&x, v, c);
+                else if (!strcmp(key, "limits"))
+                    st = parse_limits(&x, v, c);
+                else if (!strcmp(key, "scheduler"))
+                    st = parse_scheduler(&x, v, c);
+                else
+                    st = fault(&x, v, "unknown section");
+                if (st) break;
+            }
+        }
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return st;
+}
+
+hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
+{
+    if (c->n_engines < 1) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: no engines");
+    if (c->n_models < 1) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: no models");
+    for (int i = 0; i < c->n_engines; i++)
+        for (int k = 0; k < i; k++)
+            if (!strcmp(c->engines[i].name, c->engines[k].name))
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: engine name '%s' used twice", c->engines[i].name);
+    for (int i = 0; i < c->n_models; i++) {
+        const struct hs_model_cfg *m = &c->models[i];
+        bool found = false;
+        for (int k = 0; k < c->n_engines; k++) found |= !strcmp(m->engine, c->engines[k].name);
+        if (!found)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: model '%s' names engine '%s', which is not configured",
+                                m->name[0] ? m->name : m->path, m->engine);
+        if (strcmp(m->dtype, "f32") && strcmp(m->dtype, "f16") && strcmp(m->dtype, "bf16"))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: model '%s': dtype '%s' (f32, f16 or bf16)",
+                                m->name[0] ? m->name : m->path, m->dtype);
+    }
+    for (int i = 1; i < c->batching.n_buckets; i++)
+        if (c->batching.buckets[i] <= c->batching.buckets[i - 1])
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: batching.buckets must be ascending");
+    if (c->limits.timeout_ms > c->limits.timeout_max_ms)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: limits.timeout_ms exceeds limits.timeout_max_ms");
+    return HS_STATUS_OK;
+}
+
+hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open config file %s", path);
+    size_t cap = 4096, len = 0;
+    char *buf = hs_malloc(cap);
+    hs_status st = HS_STATUS_OK;
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (len < cap) break;
+        char *nb = hs_realloc(buf, cap * 2);
+        if (!nb) {
+            hs_free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf) return hs_error_set(err, HS_STATUS_NO_MEMORY, "reading %s", path);
+    st = hs_config_parse(buf, len, path, c, err);
+    hs_free(buf);
+    if (st == HS_STATUS_OK) st = hs_config_validate(c, err);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * printing
+ */
+
+static void print_int_list(FILE *f, const int *v, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", v[i]);
+    fputc(']', f);
+}
+
+void hs_config_print(const struct hs_config *c, FILE *f)
+{
+    fprintf(f, "# hetserve configuration. Every key is optional: what a file leaves out keeps the\n"
+               "# default shown here; a list given (engines, models, buckets) replaces the "
+               "default list.\n\n");
+    fprintf(f, "server:\n");
+    fprintf(f, "  host: \"%s\"              # address to bind (--host)\n", c->server.host);
+    fprintf(f, "  port: %d                   # TCP port; 0 = any free port (--port)\n",
+            c->server.port);
+    fprintf(f,
+            "  threads: %d                   # HTTP worker threads (connections wait for "
+            "batches suspended, not on a thread)\n",
+            c->server.threads);
+    fprintf(f,
+            "  connection_timeout_s: %d     # idle keep-alive connections are closed after "
+            "this\n",
+            c->server.connection_timeout_s);
+    fprintf(f,
+            "  trace_file: \"%s\"               # Chrome/Perfetto trace-event JSON of every "
+            "batch and request stage; \"\" = off (--trace-file)\n\n",
+            c->server.trace_file);
+
+    fprintf(f, "engines:                       # compute devices; each gets its own queue and "
+               "batcher\n");
+    for (int i = 0; i < c->n_engines; i++) {
+        const struct hs_engine_cfg *e = &c->engines[i];
+        fprintf(f,
+                "  - name: %s                 # instance name, used by models[].engine and "
+                "in metrics\n",
+                e->name);
+        fprintf(f,
+                "    kind: %s                  # cpu | cuda | opencl (what this build has: "
+                "hetserve devices)\n",
+                e->kind);
+        fprintf(f,
+                "    threads: %d                  # compute threads; 0 = every core of the "
+                "core set (or of the machine)\n",
+                e->threads);
+        fprintf(f, "    cores: ");
+        print_int_list(f, e->cores, e->n_cores);
+        fprintf(f, "                  # cores to pin to, e.g. [0, 1] or \"0-3\"; [] = no "
+                   "pinning\n");
+        fprintf(f, "    whitelist: [");
+        for (int k = 0; k < e->n_shapes; k++)
+            fprintf(f, "%s[%d, %d]", k ? ", " : "", e->shapes[k].batch, e->shapes[k].seq);
+        fprintf(f, "]              # allowed [batch, seq] shapes, e.g. [[1, 16], [8, 64]]; [] = "
+                   "any. With a whitelist its seq lengths are the buckets\n");
+    }
+    fprintf(f, "\nmodels:                        # model instances; weights stay resident on "
+               "their engine\n");
+    for (int i = 0; i < c->n_models; i++) {
+        const struct hs_model_cfg *m = &c->models[i];
+        fprintf(f,
+                "  - path: \"%s\"   # model folder (config.json, vocab.txt, "
+                "model.safetensors)\n",
+                m->path);
+        if (m->name[0])
+            fprintf(f, "    name: \"%s\"\n", m->name);
+        else
+            fprintf(f, "    # name: the folder's base name unless given; clients send it as "
+                       "\"model\"\n");
+        fprintf(f, "    engine: %s                # engines[].name that runs it\n", m->engine);
+        fprintf(f, "    dtype: %s                  # compute dtype: f32 | f16 | bf16\n", m->dtype);
+    }
+    fprintf(f, "\nbatching:\n");
+    fprintf(f,
+            "  batch_window_us: %d          # a batch forms when its bucket's oldest request "
+            "has waited this long ...\n",
+            c->batching.batch_window_us);
+    fprintf(f, "  batch_max: %d                  # ... or holds this many sequences ...\n",
+            c->batching.batch_max);
+    fprintf(f,
+            "  batch_max_tokens: %d         # ... or this many padded tokens (batch x "
+            "bucket length)\n",
+            c->batching.batch_max_tokens);
+    fprintf(f, "  buckets: ");
+    print_int_list(f, c->batching.buckets, c->batching.n_buckets);
+    fprintf(f, "  # length buckets (tokens); sequences pad to their bucket only; the model's "
+               "max length is always the last\n\n");
+    fprintf(f, "limits:\n");
+    fprintf(f,
+            "  queue_max: %d                # sequences queued per engine; beyond: 429 with "
+            "Retry-After\n",
+            c->limits.queue_max);
+    fprintf(f,
+            "  timeout_ms: %d               # default deadline per request (field "
+            "timeout_ms or header X-Timeout-Ms)\n",
+            c->limits.timeout_ms);
+    fprintf(f, "  timeout_max_ms: %d          # largest deadline a client may ask for\n",
+            c->limits.timeout_max_ms);
+    fprintf(f, "  body_bytes_max: %lld          # request body limit; beyond: 413\n",
+            (long long)c->limits.body_bytes_max);
+    fprintf(f, "  items_max: %d                  # inputs per request; beyond: 413\n",
+            c->limits.items_max);
+    fprintf(f, "  chars_max: %d                # characters per input; beyond: 413\n",
+            c->limits.chars_max);
+    fprintf(f,
+            "  drain_timeout_ms: %d         # on SIGTERM/SIGINT: longest wait for queued "
+            "requests before exit\n\n",
+            c->limits.drain_timeout_ms);
+    fprintf(f, "scheduler:\n");
+    fprintf(f,
+            "  shed_batch_ratio: %g            # share of queue_max that priority \"batch\" "
+            "may fill; interactive requests evict batch ones when full\n",
+            c->scheduler.shed_batch_ratio);
+    fprintf(f,
+            "  throughput_init_tokens_per_s: %g # engine speed assumed until the first batch "
+            "is measured (predicts waits for 429)\n",
+            c->scheduler.throughput_init_tokens_per_s);
+    fprintf(f,
+            "  throughput_ewma_alpha: %g       # weight of the newest batch in the measured "
+            "throughput\n",
+            c->scheduler.throughput_ewma_alpha);
+    fprintf(f, "  retry_after_min_s: %d           # smallest Retry-After sent with 429\n",
+            c->scheduler.retry_after_min_s);
+}

@@ -1,0 +1,926 @@
+/* HTTP endpoints over libmicrohttpd.
+ *
+ * Life of a connection's request: the first handler call creates a per-request arena holding
+ * everything (body, token ids, the scheduler request, output rows, the response body); body
+ * chunks are appended on the next calls; the last call parses, validates, tokenizes and submits.
+ * The connection is then suspended until the scheduler's done callback resumes it; the handler
+ * runs once more, post-processes and queues the response. When the response has been sent
+ * (notify-completed), the arena's owner reference is dropped; the arena is freed in one call
+ * once the scheduler has let go of the request as well.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "server/server-impl.h"
+
+enum endpoint {
+    EP_NONE,
+    EP_OPENAI_EMBED,
+    EP_TEI_EMBED,
+    EP_TOKENIZE,
+    EP_MODELS,
+    EP_HEALTH,
+    EP_READY,
+    EP_METRICS,
+};
+
+struct conn {
+    struct hs_server *srv;
+    struct MHD_Connection *mhd;
+    struct hs_arena *arena;
+    enum endpoint ep;
+    uint64_t id;
+    int64_t ts[HS_TS_COUNT]; /* copied from the request when it has one */
+    int http_status;
+    int lane;
+
+    char *body;
+    size_t body_len, body_cap;
+    bool body_too_big;
+
+    /* a model request in flight */
+    struct hs_request *req;
+    struct hs_served_model *sm;
+    bool base64;
+    bool post_normalize; /* L2-normalize in post-processing (model does not) */
+    int prompt_tokens;
+    pthread_mutex_t mu;
+    bool mu_init, submitted, done, suspended;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * connection memory
+ */
+
+static void conn_free_arena(struct conn *k)
+{
+    if (k->mu_init) pthread_mutex_destroy(&k->mu);
+    hs_arena_destroy(k->arena); /* k lives in it */
+}
+
+static void request_release(struct hs_request *r, void *ctx)
+{
+    (void)r;
+    conn_free_arena(ctx);
+}
+
+static struct conn *conn_new(struct hs_server *s, struct MHD_Connection *c)
+{
+    struct hs_arena *a = hs_arena_create(16384);
+    if (!a) return NULL;
+    struct conn *k = hs_arena_calloc(a, 1, sizeof *k);
+    if (!k) {
+        hs_arena_destroy(a);
+        return NULL;
+    }
+    k->srv = s;
+    k->mhd = c;
+    k->arena = a;
+    k->lane = -1;
+    k->id = atomic_fetch_add(&s->next_id, 1) + 1;
+    k->ts[HS_TS_RECEIVED] = hs_now_ns();
+    pthread_mutex_lock(&s->inflight_mu);
+    s->inflight++;
+    pthread_mutex_unlock(&s->inflight_mu);
+    return k;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * responses
+ */
+
+static const char *error_type(int status)
+{
+    switch (status) {
+    case 404:
+        return "not_found_error";
+    case 405:
+        return "method_not_allowed";
+    case 413:
+        return "payload_too_large";
+    case 429:
+        return "overloaded_error";
+    case 503:
+        return "unavailable_error";
+    case 504:
+        return "timeout_error";
+    default:
+        return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+static void server_timing(struct conn *k, char *out, size_t cap)
+{
+    size_t n = 0;
+    int64_t prev = k->ts[HS_TS_RECEIVED];
+    for (int i = 1; i < HS_TS_COUNT && n < cap; i++) {
+        if (!k->ts[i] || k->ts[i] < prev) continue;
+        n += (size_t)snprintf(out + n, cap - n, "%s%s;dur=%.3f", n ? ", " : "",
+                              hs_ts_name((enum hs_ts)i), hs_ns_to_ms(k->ts[i] - prev));
+        prev = k->ts[i];
+    }
+    if (n < cap)
+        snprintf(out + n, cap - n, "%stotal;dur=%.3f", n ? ", " : "",
+                 hs_ns_to_ms(prev - k->ts[HS_TS_RECEIVED]));
+}
+
+static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, const char *ctype,
+                                double retry_after_s)
+{
+    if (b->oom) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"code\":500}}";
+        status = 500;
+        b->data = (char *)oom;
+        b->len = sizeof oom - 1;
+    }
+    k->http_status = status;
+    struct MHD_Response *r = MHD_create_response_from_buffer(b->len, b->data ? b->data : (char *)"",
+                                                             MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%" PRIu64, k->id);
+    MHD_add_response_header(r, "X-Request-Id", tmp);
+    if (k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE) {
+        server_timing(k, tmp, sizeof tmp);
+        MHD_add_response_header(r, "Server-Timing", tmp);
+    }
+    if (status == 429 || status == 503) {
+        int secs = (int)ceil(retry_after_s);
+        if (secs < k->srv->cfg.scheduler.retry_after_min_s)
+            secs = k->srv->cfg.scheduler.retry_after_min_s;
+        snprintf(tmp, sizeof tmp, "%d", secs);
+        MHD_add_response_header(r, "Retry-After", tmp);
+    }
+    if (status == 405) {
+        const char *allow =
+            k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ? "POST"
+                                                                                      : "GET";
+        MHD_add_response_header(r, "Allow", allow);
+    }
+    enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s, const char *fmt,
+                                  ...) __attribute__((format(printf, 4, 5)));
+
+static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s, const char *fmt,
+                                  ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 256 + strlen(msg));
+    hs_json_error(&b, msg, error_type(status), status);
+    return send_buf(k, status, &b, "application/json", retry_after_s);
+}
+
+static int status_to_http(hs_status st)
+{
+    switch (st) {
+    case HS_STATUS_OK:
+        return 200;
+    case HS_STATUS_INVALID_INPUT:
+    case HS_STATUS_INVALID_ARGUMENT:
+        return 400;
+    case HS_STATUS_NOT_FOUND:
+        return 404;
+    case HS_STATUS_TOO_LONG:
+        return 413;
+    case HS_STATUS_OVERLOADED:
+        return 429;
+    case HS_STATUS_SHUTDOWN:
+        return 503;
+    case HS_STATUS_TIMEOUT:
+        return 504;
+    default:
+        return 500;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * request parsing helpers
+ */
+
+static struct hs_served_model *find_model(struct hs_server *s, const char *name)
+{
+    if (!name) return &s->models[0];
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].name, name)) return &s->models[i];
+    /* Accept a path-like name whose last component matches ("sentence-transformers/x"). */
+    const char *slash = strrchr(name, '/');
+    if (slash)
+        for (int i = 0; i < s->n_models; i++)
+            if (!strcmp(s->models[i].name, slash + 1)) return &s->models[i];
+    return NULL;
+}
+
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+static json_t *parse_body(struct conn *k, enum MHD_Result *ret)
+{
+    json_error_t je;
+    json_t *root = json_loadb(k->body ? k->body : "", k->body_len, 0, &je);
+    k->ts[HS_TS_PARSED] = hs_now_ns();
+    if (!root) {
+        *ret = send_error(k, 400, 0, "malformed JSON: %s (line %d, column %d)", je.text, je.line,
+                          je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        *ret = send_error(k, 400, 0, "the request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* Collects the inputs: a string, an array of strings, an array of token ids, or an array of
+ * arrays of token ids. *items receives them as an array (borrowed or new reference in *owned). */
+static bool get_inputs(struct conn *k, json_t *v, const char *field, json_t **items, bool *tokens,
+                       enum MHD_Result *ret)
+{
+    if (!v) {
+        *ret = send_error(k, 400, 0, "missing field '%s'", field);
+        return false;
+    }
+    *tokens = false;
+    if (json_is_string(v)) {
+        *items = json_pack("[O]", v);
+        return *items != NULL;
+    }
+    if (!json_is_array(v)) {
+        *ret = send_error(k, 400, 0, "'%s' must be a string or an array", field);
+        return false;
+    }
+    size_t n = json_array_size(v);
+    if (n == 0) {
+        *ret = send_error(k, 400, 0, "'%s' is empty", field);
+        return false;
+    }
+    json_t *first = json_array_get(v, 0);
+    if (json_is_integer(first)) {
+        /* one sequence of token ids */
+        *tokens = true;
+        *items = json_pack("[O]", v);
+        return *items != NULL;
+    }
+    *tokens = json_is_array(first);
+    json_incref(v);
+    *items = v;
+    return true;
+}
+
+/* Fills seq from a JSON array of token ids; wraps them in [CLS] .. [SEP] unless they already
+ * are. Returns an HTTP status (0 = ok) with the message in msg. */
+static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate, struct hs_seq *seq,
+                       char *msg, size_t cap)
+{
+    const struct hs_model *m = k->sm->model;
+    const struct hs_tokenizer *tok = m->tokenizer;
+    int vocab = hs_tokenizer_vocab_size(tok);
+    int32_t cls = hs_tokenizer_cls_id(tok), sep = hs_tokenizer_sep_id(tok);
+    if (!json_is_array(arr)) {
+        snprintf(msg, cap, "input[%zu]: expected an array of token ids", idx);
+        return 400;
+    }
+    size_t n = json_array_size(arr);
+    if (n == 0) {
+        snprintf(msg, cap, "input[%zu] is empty", idx);
+        return 400;
+    }
+    int seq_max = m->config.max_seq_len;
+    bool wrapped = n >= 2 && json_integer_value(json_array_get(arr, 0)) == cls &&
+                   json_integer_value(json_array_get(arr, n - 1)) == sep;
+    size_t lo = wrapped ? 1 : 0, hi = wrapped ? n - 1 : n; /* the ids between the specials */
+    if (hi - lo + 2 > (size_t)seq_max) {
+        if (!truncate) {
+            snprintf(msg, cap,
+                     "input[%zu] has %zu tokens; model %s takes at most %d (set \"truncate\": "
+                     "true to cut it)",
+                     idx, hi - lo + 2, k->sm->name, seq_max);
+            return 413;
+        }
+        hi = lo + (size_t)seq_max - 2;
+    }
+    int32_t *ids = hs_arena_alloc(k->arena, sizeof(int32_t) * (size_t)seq_max);
+    if (!ids) {
+        snprintf(msg, cap, "out of memory");
+        return 500;
+    }
+    int o = 0;
+    ids[o++] = cls;
+    for (size_t i = lo; i < hi; i++) {
+        json_t *t = json_array_get(arr, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= vocab) {
+            snprintf(msg, cap, "input[%zu][%zu]: expected a token id in [0, %d)", idx, i, vocab);
+            return 400;
+        }
+        ids[o++] = (int32_t)json_integer_value(t);
+    }
+    ids[o++] = sep;
+    seq->ids = ids;
+    seq->n_tokens = o;
+    return 0;
+}
+
+static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, struct hs_seq *seq,
+                      char *msg, size_t cap)
+{
+    const struct hs_model *m = k->sm->model;
+    if (!json_is_string(s)) {
+        snprintf(msg, cap, "input[%zu]: expected a string", idx);
+        return 400;
+    }
+    const char *text = json_string_value(s);
+    size_t len = json_string_length(s);
+    if (len == 0) {
+        snprintf(msg, cap, "input[%zu] is an empty string", idx);
+        return 400;
+    }
+    size_t chars = utf8_chars(text, len);
+    if (chars > (size_t)k->srv->cfg.limits.chars_max) {
+        snprintf(msg, cap, "input[%zu] has %zu characters; the limit is %d", idx, chars,
+                 k->srv->cfg.limits.chars_max);
+        return 413;
+    }
+    int seq_max = m->config.max_seq_len;
+    int32_t *ids = hs_arena_alloc(k->arena, sizeof(int32_t) * (size_t)seq_max);
+    if (!ids) {
+        snprintf(msg, cap, "out of memory");
+        return 500;
+    }
+    int nt = 0, nfull = 0;
+    struct hs_error err;
+    hs_error_clear(&err);
+    hs_status st = hs_model_tokenize(m, text, len, ids, seq_max, &nt, &nfull, &err);
+    if (st != HS_STATUS_OK) {
+        /* The tokenizer's message may fill msg; a cut message still names the fault. */
+        int w = snprintf(msg, cap, "input[%zu]: ", idx);
+        if (w > 0 && (size_t)w < cap)
+            snprintf(msg + w, cap - (size_t)w, "%.*s", (int)(cap - (size_t)w - 1),
+                     err.msg[0] ? err.msg : hs_status_str(st));
+        return status_to_http(st);
+    }
+    if (nfull > nt && !truncate) {
+        snprintf(msg, cap,
+                 "input[%zu] has %d tokens; model %s takes at most %d (set \"truncate\": true "
+                 "to cut it)",
+                 idx, nfull, k->sm->name, seq_max);
+        return 413;
+    }
+    seq->ids = ids;
+    seq->n_tokens = nt;
+    return 0;
+}
+
+static void request_done(struct hs_request *r, void *ctx)
+{
+    struct conn *k = ctx;
+    (void)r;
+    pthread_mutex_lock(&k->mu);
+    k->done = true;
+    if (k->suspended) {
+        k->suspended = false;
+        MHD_resume_connection(k->mhd);
+    }
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * model endpoints
+ */
+
+static enum MHD_Result embed_finish(struct conn *k);
+
+/* Shared by /v1/embeddings and /embed: validate, tokenize, submit. */
+static enum MHD_Result embed_begin(struct conn *k)
+{
+    struct hs_server *s = k->srv;
+    enum MHD_Result ret = MHD_YES;
+    json_t *root = parse_body(k, &ret);
+    if (!root) return ret;
+    json_t *items = NULL;
+    bool openai = k->ep == EP_OPENAI_EMBED;
+    char msg[512];
+    int status = 0;
+
+    /* model */
+    json_t *jm = json_object_get(root, "model");
+    if (jm && !json_is_string(jm) && !json_is_null(jm)) {
+        ret = send_error(k, 400, 0, "'model' must be a string");
+        goto out;
+    }
+    const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
+    k->sm = find_model(s, model);
+    if (!k->sm) {
+        ret = send_error(k, 404, 0, "model '%s' not found; GET /v1/models lists the models", model);
+        goto out;
+    }
+
+    /* options */
+    bool truncate = false;
+    json_t *jt = json_object_get(root, "truncate");
+    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
+        ret = send_error(k, 400, 0, "'truncate' must be a boolean");
+        goto out;
+    }
+    truncate = jt && json_is_true(jt);
+    const struct hs_model *m = k->sm->model;
+    if (openai) {
+        json_t *jf = json_object_get(root, "encoding_format");
+        if (jf && !json_is_null(jf)) {
+            const char *f = json_is_string(jf) ? json_string_value(jf) : "";
+            if (!strcmp(f, "base64"))
+                k->base64 = true;
+            else if (strcmp(f, "float") != 0) {
+                ret = send_error(k, 400, 0, "'encoding_format' must be \"float\" or \"base64\"");
+                goto out;
+            }
+        }
+        json_t *jd = json_object_get(root, "dimensions");
+        if (jd && !json_is_null(jd)) {
+            if (!json_is_integer(jd)) {
+                ret = send_error(k, 400, 0, "'dimensions' must be an integer");
+                goto out;
+            }
+            if (json_integer_value(jd) != m->config.dims.hidden) {
+                ret = send_error(k, 400, 0,
+                                 "'dimensions' = %" JSON_INTEGER_FORMAT
+                                 " is not supported: model %s outputs %d dimensions",
+                                 json_integer_value(jd), k->sm->name, m->config.dims.hidden);
+                goto out;
+            }
+        }
+    } else {
+        json_t *jn = json_object_get(root, "normalize");
+        if (jn && !json_is_boolean(jn) && !json_is_null(jn)) {
+            ret = send_error(k, 400, 0, "'normalize' must be a boolean");
+            goto out;
+        }
+        bool normalize = !jn || json_is_null(jn) || json_is_true(jn);
+        if (!normalize && m->config.dims.normalize) {
+            ret = send_error(k, 400, 0,
+                             "'normalize': false is not supported: model %s ends with a "
+                             "Normalize module",
+                             k->sm->name);
+            goto out;
+        }
+        k->post_normalize = normalize && !m->config.dims.normalize;
+    }
+
+    /* priority and deadline: the body's fields win over the headers */
+    enum hs_priority prio = HS_PRIORITY_INTERACTIVE;
+    const char *hp = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Priority");
+    json_t *jp = json_object_get(root, "priority");
+    if (jp && json_is_string(jp))
+        hp = json_string_value(jp);
+    else if (jp && !json_is_null(jp)) {
+        ret = send_error(k, 400, 0, "'priority' must be \"interactive\" or \"batch\"");
+        goto out;
+    }
+    if (hp) {
+        int p = hs_priority_parse(hp);
+        if (p < 0) {
+            ret = send_error(k, 400, 0, "priority '%s': expected \"interactive\" or \"batch\"", hp);
+            goto out;
+        }
+        prio = (enum hs_priority)p;
+    }
+    long long timeout_ms = s->cfg.limits.timeout_ms;
+    const char *ht = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Timeout-Ms");
+    if (ht) {
+        char *end;
+        timeout_ms = strtoll(ht, &end, 10);
+        if (*end || end == ht) timeout_ms = -1;
+    }
+    json_t *jto = json_object_get(root, "timeout_ms");
+    if (jto && !json_is_null(jto)) timeout_ms = json_is_integer(jto) ? json_integer_value(jto) : -1;
+    if (timeout_ms <= 0 || timeout_ms > s->cfg.limits.timeout_max_ms) {
+        ret = send_error(k, 400, 0, "timeout_ms must be an integer in [1, %d]",
+                         s->cfg.limits.timeout_max_ms);
+        goto out;
+    }
+
+    /* inputs */
+    bool tokens;
+    if (!get_inputs(k, json_object_get(root, openai ? "input" : "inputs"),
+                    openai ? "input" : "inputs", &items, &tokens, &ret))
+        goto out;
+    size_t n = json_array_size(items);
+    if (n > (size_t)s->cfg.limits.items_max) {
+        ret = send_error(k, 413, 0, "%zu inputs; the limit is %d per request", n,
+                         s->cfg.limits.items_max);
+        goto out;
+    }
+    struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
+    struct hs_seq *seqs = hs_arena_calloc(k->arena, n, sizeof *seqs);
+    float *outv = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)m->config.dims.hidden);
+    if (!r || !seqs || !outv) {
+        ret = send_error(k, 500, 0, "out of memory");
+        goto out;
+    }
+    k->prompt_tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(items, i);
+        status = tokens ? token_input(k, it, i, truncate, &seqs[i], msg, sizeof msg)
+                        : text_input(k, it, i, truncate, &seqs[i], msg, sizeof msg);
+        if (status) {
+            ret = send_error(k, status, 0, "%s", msg);
+            goto out;
+        }
+        k->prompt_tokens += seqs[i].n_tokens;
+    }
+    k->ts[HS_TS_TOKENIZED] = hs_now_ns();
+
+    if (atomic_load(&s->draining)) {
+        ret = send_error(k, 503, 0, "server is shutting down");
+        goto out;
+    }
+    r->id = k->id;
+    r->priority = prio;
+    r->deadline_ns = k->ts[HS_TS_RECEIVED] + (int64_t)timeout_ms * 1000000;
+    r->n_seqs = (int)n;
+    r->seqs = seqs;
+    r->out = outv;
+    r->model = k->sm->name;
+    r->done = request_done;
+    r->release = request_release;
+    r->ctx = k;
+    memcpy(r->ts, k->ts, sizeof r->ts);
+    hs_request_init(r);
+    pthread_mutex_init(&k->mu, NULL);
+    k->mu_init = true;
+    k->req = r;
+    hs_status st = hs_sched_submit(s->sched, r);
+    if (st != HS_STATUS_OK) {
+        memcpy(k->ts, r->ts, sizeof k->ts);
+        k->lane = r->lane;
+        ret = send_error(k, status_to_http(st), r->retry_after_s, "%s", r->msg);
+        goto out;
+    }
+    k->submitted = true;
+    k->lane = r->lane;
+    pthread_mutex_lock(&k->mu);
+    if (!k->done) {
+        MHD_suspend_connection(k->mhd);
+        k->suspended = true;
+    }
+    bool done = k->done;
+    pthread_mutex_unlock(&k->mu);
+    json_decref(items);
+    json_decref(root);
+    /* Answered before we could suspend (a fast batch, an immediate expiry): respond now. */
+    return done ? embed_finish(k) : MHD_YES;
+out:
+    json_decref(items);
+    json_decref(root);
+    return ret;
+}
+
+/* After the scheduler answered: post-process and serialize. */
+static enum MHD_Result embed_finish(struct conn *k)
+{
+    struct hs_request *r = k->req;
+    memcpy(k->ts, r->ts, sizeof k->ts);
+    k->lane = r->lane;
+    if (r->status != HS_STATUS_OK) {
+        int status = status_to_http(r->status);
+        return send_error(k, status, r->retry_after_s, "%s", r->msg);
+    }
+    const int dim = k->sm->model->config.dims.hidden;
+    const size_t n = (size_t)r->n_seqs;
+    if (k->post_normalize) {
+        for (size_t i = 0; i < n; i++) {
+            float *v = r->out + i * (size_t)dim;
+            double ss = 0;
+            for (int j = 0; j < dim; j++) ss += (double)v[j] * v[j];
+            float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+            for (int j = 0; j < dim; j++) v[j] *= inv;
+        }
+    }
+    struct hs_buf b;
+    /* Sized once for the worst case so serialization never re-grows. */
+    size_t per =
+        k->base64 ? ((size_t)dim * 4 + 2) / 3 * 4 + 8 : (size_t)dim * (HS_JSON_FLOAT_MAX + 1) + 8;
+    hs_buf_init(&b, k->arena, n * (per + 64) + 256 + strlen(k->sm->name));
+    if (k->ep == EP_OPENAI_EMBED) {
+        hs_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+        for (size_t i = 0; i < n; i++) {
+            hs_buf_printf(
+                &b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
+            if (k->base64) {
+                hs_buf_putc(&b, '"');
+                hs_buf_base64(&b, r->out + i * (size_t)dim, (size_t)dim * sizeof(float));
+                hs_buf_putc(&b, '"');
+            } else {
+                hs_buf_json_floats(&b, r->out + i * (size_t)dim, (size_t)dim);
+            }
+            hs_buf_putc(&b, '}');
+        }
+        hs_buf_puts(&b, "],\"model\":");
+        hs_buf_json_str(&b, k->sm->name, strlen(k->sm->name));
+        hs_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%d,\"total_tokens\":%d}}",
+                      k->prompt_tokens, k->prompt_tokens);
+    } else {
+        hs_buf_putc(&b, '[');
+        for (size_t i = 0; i < n; i++) {
+            if (i) hs_buf_putc(&b, ',');
+            hs_buf_json_floats(&b, r->out + i * (size_t)dim, (size_t)dim);
+        }
+        hs_buf_putc(&b, ']');
+    }
+    k->ts[HS_TS_POST] = hs_now_ns();
+    return send_buf(k, 200, &b, "application/json", 0);
+}
+
+static enum MHD_Result tokenize(struct conn *k)
+{
+    enum MHD_Result ret = MHD_YES;
+    json_t *root = parse_body(k, &ret);
+    if (!root) return ret;
+    json_t *items = NULL;
+    json_t *jm = json_object_get(root, "model");
+    const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
+    k->sm = find_model(k->srv, model);
+    if (!k->sm) {
+        ret = send_error(k, 404, 0, "model '%s' not found", model);
+        goto out;
+    }
+    json_t *ja = json_object_get(root, "add_special_tokens");
+    bool special = !ja || !json_is_false(ja);
+    bool tokens;
+    if (!get_inputs(k, json_object_get(root, "inputs"), "inputs", &items, &tokens, &ret)) goto out;
+    if (tokens) {
+        ret = send_error(k, 400, 0, "'inputs' must be a string or an array of strings");
+        goto out;
+    }
+    size_t n = json_array_size(items);
+    if (n > (size_t)k->srv->cfg.limits.items_max) {
+        ret = send_error(k, 413, 0, "%zu inputs; the limit is %d per request", n,
+                         k->srv->cfg.limits.items_max);
+        goto out;
+    }
+    const struct hs_model *m = k->sm->model;
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 4096);
+    hs_buf_putc(&b, '[');
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(items, i);
+        if (!json_is_string(it)) {
+            ret = send_error(k, 400, 0, "inputs[%zu]: expected a string", i);
+            goto out;
+        }
+        const char *text = json_string_value(it);
+        size_t len = json_string_length(it);
+        if (utf8_chars(text, len) > (size_t)k->srv->cfg.limits.chars_max) {
+            ret = send_error(k, 413, 0, "inputs[%zu] has more than %d characters", i,
+                             k->srv->cfg.limits.chars_max);
+            goto out;
+        }
+        /* Untruncated: a capacity for every byte plus the specials always suffices. */
+        int cap = (int)len + 2;
+        int32_t *ids = hs_arena_alloc(k->arena, sizeof(int32_t) * (size_t)cap);
+        int nt = 0;
+        struct hs_error err;
+        hs_error_clear(&err);
+        hs_status st =
+            ids ? hs_model_tokenize(m, text, len, ids, cap, &nt, NULL, &err) : HS_STATUS_NO_MEMORY;
+        if (st != HS_STATUS_OK) {
+            ret = send_error(k, status_to_http(st), 0, "inputs[%zu]: %s", i,
+                             err.msg[0] ? err.msg : hs_status_str(st));
+            goto out;
+        }
+        hs_buf_puts(&b, i ? ",[" : "[");
+        int first = 1;
+        for (int t = 0; t < nt; t++) {
+            bool is_special = t == 0 || t == nt - 1;
+            if (is_special && !special) continue;
+            const char *tt = hs_tokenizer_id_to_token(m->tokenizer, ids[t]);
+            hs_buf_printf(&b, "%s{\"id\":%d,\"text\":", first ? "" : ",", ids[t]);
+            hs_buf_json_str(&b, tt ? tt : "", tt ? strlen(tt) : 0);
+            hs_buf_printf(&b, ",\"special\":%s}", is_special ? "true" : "false");
+            first = 0;
+        }
+        hs_buf_putc(&b, ']');
+    }
+    hs_buf_putc(&b, ']');
+    k->ts[HS_TS_TOKENIZED] = hs_now_ns();
+    k->ts[HS_TS_POST] = k->ts[HS_TS_TOKENIZED];
+    ret = send_buf(k, 200, &b, "application/json", 0);
+out:
+    json_decref(items);
+    json_decref(root);
+    return ret;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * other endpoints
+ */
+
+static enum MHD_Result models(struct conn *k)
+{
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 1024);
+    hs_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    for (int i = 0; i < k->srv->n_models; i++) {
+        struct hs_served_model *sm = &k->srv->models[i];
+        hs_buf_puts(&b, i ? ",{\"id\":" : "{\"id\":");
+        hs_buf_json_str(&b, sm->name, strlen(sm->name));
+        hs_buf_printf(&b,
+                      ",\"object\":\"model\",\"created\":0,\"owned_by\":\"hetserve\","
+                      "\"engine\":\"%s\",\"dimensions\":%d,\"max_tokens\":%d}",
+                      hs_engine_name(sm->engine), sm->model->config.dims.hidden,
+                      sm->model->config.max_seq_len);
+    }
+    hs_buf_puts(&b, "]}");
+    return send_buf(k, 200, &b, "application/json", 0);
+}
+
+static enum MHD_Result ready(struct conn *k)
+{
+    struct hs_server *s = k->srv;
+    if (atomic_load(&s->draining)) return send_error(k, 503, 0, "server is shutting down");
+    for (int i = 0; i < s->n_engines; i++) {
+        struct hs_engine_stats st;
+        hs_engine_stats(s->engines[i], &st);
+        /* An engine whose every batch fails is not healthy. */
+        if (st.errors > 0 && st.errors == st.batches)
+            return send_error(k, 503, 0, "engine %s is failing", hs_engine_name(s->engines[i]));
+    }
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 256);
+    hs_buf_printf(&b, "{\"status\":\"ready\",\"models\":%d}", s->n_models);
+    return send_buf(k, 200, &b, "application/json", 0);
+}
+
+static enum MHD_Result simple(struct conn *k)
+{
+    struct hs_buf b;
+    switch (k->ep) {
+    case EP_HEALTH:
+        hs_buf_init(&b, k->arena, 64);
+        hs_buf_puts(&b, "{\"status\":\"ok\"}");
+        return send_buf(k, 200, &b, "application/json", 0);
+    case EP_READY:
+        return ready(k);
+    case EP_MODELS:
+        return models(k);
+    case EP_METRICS:
+        hs_buf_init(&b, k->arena, 65536);
+        hs_metrics_render(k->srv->metrics, &b);
+        return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
+    default:
+        return send_error(k, 404, 0, "not found");
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * dispatch
+ */
+
+static enum endpoint endpoint_of(const char *url, bool *want_post)
+{
+    static const struct {
+        const char *path;
+        enum endpoint ep;
+        bool post;
+    } table[] = {
+        {"/v1/embeddings", EP_OPENAI_EMBED, true},
+        {"/embeddings", EP_OPENAI_EMBED, true},
+        {"/embed", EP_TEI_EMBED, true},
+        {"/tokenize", EP_TOKENIZE, true},
+        {"/v1/models", EP_MODELS, false},
+        {"/health", EP_HEALTH, false},
+        {"/ready", EP_READY, false},
+        {"/metrics", EP_METRICS, false},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(url, table[i].path)) {
+            *want_post = table[i].post;
+            return table[i].ep;
+        }
+    return EP_NONE;
+}
+
+static bool body_append(struct conn *k, const char *data, size_t n)
+{
+    size_t limit = (size_t)k->srv->cfg.limits.body_bytes_max;
+    if (k->body_too_big || k->body_len + n > limit) {
+        k->body_too_big = true;
+        return true;
+    }
+    if (k->body_len + n > k->body_cap) {
+        size_t cap = k->body_cap ? k->body_cap * 2 : 4096;
+        while (cap < k->body_len + n) cap *= 2;
+        if (cap > limit) cap = limit;
+        char *nb = hs_arena_alloc(k->arena, cap);
+        if (!nb) return false;
+        if (k->body_len) memcpy(nb, k->body, k->body_len);
+        k->body = nb;
+        k->body_cap = cap;
+    }
+    memcpy(k->body + k->body_len, data, n);
+    k->body_len += n;
+    return true;
+}
+
+enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    struct hs_server *s = cls;
+    struct conn *k = *con_cls;
+    if (!k) {
+        k = conn_new(s, c);
+        if (!k) return MHD_NO; /* out of memory: drop the connection */
+        *con_cls = k;
+        bool want_post = false;
+        k->ep = endpoint_of(url, &want_post);
+        if (k->ep == EP_NONE) return send_error(k, 404, 0, "no endpoint %s", url);
+        bool is_post = !strcmp(method, "POST"), is_get = !strcmp(method, "GET");
+        if (want_post ? !is_post : !is_get)
+            return send_error(k, 405, 0, "method %s not allowed on %s", method, url);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            long long n = atoll(cl);
+            if (n > s->cfg.limits.body_bytes_max)
+                return send_error(k, 413, 0, "body of %lld bytes; the limit is %lld", n,
+                                  (long long)s->cfg.limits.body_bytes_max);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!body_append(k, upload, *upload_size)) return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (k->submitted) {
+        /* resumed: the scheduler has answered */
+        return embed_finish(k);
+    }
+    if (k->body_too_big)
+        return send_error(k, 413, 0, "request body exceeds %lld bytes",
+                          (long long)s->cfg.limits.body_bytes_max);
+    switch (k->ep) {
+    case EP_OPENAI_EMBED:
+    case EP_TEI_EMBED:
+        return embed_begin(k);
+    case EP_TOKENIZE:
+        return tokenize(k);
+    default:
+        return simple(k);
+    }
+}
+
+static enum hs_outcome outcome_of(int status)
+{
+    if (status == 200) return HS_OUTCOME_OK;
+    if (status == 504) return HS_OUTCOME_TIMEOUT;
+    if (status == 429 || status == 503) return HS_OUTCOME_REJECTED;
+    return HS_OUTCOME_ERROR;
+}
+
+void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                        enum MHD_RequestTerminationCode why)
+{
+    (void)c;
+    (void)why;
+    struct hs_server *s = cls;
+    struct conn *k = *con_cls;
+    if (!k) return;
+    *con_cls = NULL;
+    k->ts[HS_TS_SENT] = hs_now_ns();
+    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED;
+    if (model_req && k->http_status) {
+        hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
+        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts);
+    }
+    if (k->req && k->submitted)
+        hs_request_unref(k->req); /* frees the arena once the scheduler let go too */
+    else
+        conn_free_arena(k);
+    pthread_mutex_lock(&s->inflight_mu);
+    s->inflight--;
+    pthread_cond_broadcast(&s->inflight_cv);
+    pthread_mutex_unlock(&s->inflight_mu);
+}

@@ -1,0 +1,238 @@
+#include "server/metrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+
+/* Histogram bucket bounds: fixed by the exposition schema (dashboards key on them), not tuning. */
+static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+static const double size_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+static const double tok_bounds[] = {16, 64, 256, 1024, 4096, 16384, 65536};
+#define NB(a)    ((int)(sizeof a / sizeof a[0]))
+#define HIST_MAX 17
+
+struct hist {
+    const double *bounds;
+    int n;
+    atomic_llong b[HIST_MAX]; /* b[i]: observations <= bounds[i]; b[n]: above all */
+    atomic_llong count;
+    _Atomic double sum;
+};
+
+struct lane_m {
+    char engine[64], model[128];
+    atomic_llong outcome[HS_OUTCOME_COUNT];
+    struct hist latency;
+    struct hist stage[HS_TS_COUNT];
+    struct hist batch_size, batch_tokens;
+    atomic_llong tokens, padded_tokens, batches;
+};
+
+struct hs_metrics {
+    struct hs_sched *s;
+    int n; /* lanes; lanes[n] = "none" */
+    struct lane_m *lanes;
+};
+
+static void hist_init(struct hist *h, const double *bounds, int n)
+{
+    h->bounds = bounds;
+    h->n = n;
+    for (int i = 0; i < HIST_MAX; i++) atomic_init(&h->b[i], 0);
+    atomic_init(&h->count, 0);
+    atomic_init(&h->sum, 0.0);
+}
+
+static void hist_observe(struct hist *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->bounds[i]) i++;
+    atomic_fetch_add_explicit(&h->b[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    double old = atomic_load_explicit(&h->sum, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak(&h->sum, &old, old + v)) {
+    }
+}
+
+hs_status hs_metrics_create(struct hs_sched *s, struct hs_metrics **out, struct hs_error *err)
+{
+    struct hs_metrics *m = hs_calloc(1, sizeof *m);
+    int n = hs_sched_lane_count(s);
+    if (m) m->lanes = hs_calloc((size_t)n + 1, sizeof *m->lanes);
+    if (!m || !m->lanes) {
+        hs_free(m);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "metrics");
+    }
+    m->s = s;
+    m->n = n;
+    for (int i = 0; i <= n; i++) {
+        struct lane_m *L = &m->lanes[i];
+        const struct hs_lane_opts *o = i < n ? hs_sched_lane_opts(s, i) : NULL;
+        snprintf(L->engine, sizeof L->engine, "%s", o ? o->engine : "none");
+        snprintf(L->model, sizeof L->model, "%s", o ? o->model : "none");
+        hist_init(&L->latency, lat_bounds, NB(lat_bounds));
+        for (int k = 0; k < HS_TS_COUNT; k++) hist_init(&L->stage[k], lat_bounds, NB(lat_bounds));
+        hist_init(&L->batch_size, size_bounds, NB(size_bounds));
+        hist_init(&L->batch_tokens, tok_bounds, NB(tok_bounds));
+    }
+    *out = m;
+    return HS_STATUS_OK;
+}
+
+void hs_metrics_free(struct hs_metrics *m)
+{
+    if (!m) return;
+    hs_free(m->lanes);
+    hs_free(m);
+}
+
+static struct lane_m *lane_of(struct hs_metrics *m, int lane)
+{
+    return &m->lanes[lane >= 0 && lane < m->n ? lane : m->n];
+}
+
+void hs_metrics_request(struct hs_metrics *m, int lane, enum hs_outcome o, const int64_t *ts)
+{
+    struct lane_m *L = lane_of(m, lane);
+    atomic_fetch_add_explicit(&L->outcome[o], 1, memory_order_relaxed);
+    int64_t last = 0;
+    for (int i = 1; i < HS_TS_COUNT; i++) {
+        if (ts[i] && ts[i - 1] && ts[i] >= ts[i - 1])
+            hist_observe(&L->stage[i], (double)(ts[i] - ts[i - 1]) / 1e9);
+        if (ts[i]) last = ts[i];
+    }
+    if (ts[0] && last >= ts[0]) hist_observe(&L->latency, (double)(last - ts[0]) / 1e9);
+}
+
+void hs_metrics_batch(struct hs_metrics *m, const struct hs_batch_report *r)
+{
+    struct lane_m *L = lane_of(m, r->lane);
+    hist_observe(&L->batch_size, r->n_seqs);
+    hist_observe(&L->batch_tokens, (double)r->padded_tokens);
+    atomic_fetch_add_explicit(&L->batches, 1, memory_order_relaxed);
+    if (r->status == HS_STATUS_OK) {
+        atomic_fetch_add_explicit(&L->tokens, r->tokens, memory_order_relaxed);
+        atomic_fetch_add_explicit(&L->padded_tokens, r->padded_tokens, memory_order_relaxed);
+    }
+}
+
+static void labels(struct hs_buf *b, const struct lane_m *L)
+{
+    hs_buf_printf(b, "engine=\"%s\",model=\"%s\"", L->engine, L->model);
+}
+
+static void render_hist(struct hs_buf *b, const char *name, const struct lane_m *L,
+                        const char *extra, const struct hist *h)
+{
+    long long cum = 0;
+    for (int i = 0; i <= h->n; i++) {
+        cum += atomic_load(&h->b[i]);
+        hs_buf_printf(b, "%s_bucket{", name);
+        labels(b, L);
+        if (extra) hs_buf_printf(b, ",%s", extra);
+        if (i < h->n)
+            hs_buf_printf(b, ",le=\"%g\"} %lld\n", h->bounds[i], cum);
+        else
+            hs_buf_printf(b, ",le=\"+Inf\"} %lld\n", cum);
+    }
+    hs_buf_printf(b, "%s_sum{", name);
+    labels(b, L);
+    if (extra) hs_buf_printf(b, ",%s", extra);
+    hs_buf_printf(b, "} %.9g\n%s_count{", atomic_load(&h->sum), name);
+    labels(b, L);
+    if (extra) hs_buf_printf(b, ",%s", extra);
+    hs_buf_printf(b, "} %lld\n", (long long)atomic_load(&h->count));
+}
+
+static void help(struct hs_buf *b, const char *name, const char *type, const char *text)
+{
+    hs_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
+{
+    static const char *const outcome_names[] = {"ok", "error", "timeout", "rejected"};
+    int64_t now = hs_now_ns();
+    struct hs_lane_stats st[HS_SCHED_MAX_LANES];
+    for (int i = 0; i < m->n; i++) hs_sched_lane_stats(m->s, i, &st[i]);
+
+    help(b, "hetserve_queue_length", "gauge", "Sequences waiting in the engine queue.");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_queue_length{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %d\n", st[i].queued_seqs);
+    }
+    help(b, "hetserve_queue_tokens", "gauge", "Tokens waiting in the engine queue.");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_queue_tokens{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %lld\n", (long long)st[i].queued_tokens);
+    }
+    help(b, "hetserve_requests_total", "counter", "Requests answered, by outcome.");
+    for (int i = 0; i <= m->n; i++)
+        for (int o = 0; o < HS_OUTCOME_COUNT; o++) {
+            hs_buf_puts(b, "hetserve_requests_total{");
+            labels(b, &m->lanes[i]);
+            hs_buf_printf(b, ",outcome=\"%s\"} %lld\n", outcome_names[o],
+                          (long long)atomic_load(&m->lanes[i].outcome[o]));
+        }
+    help(b, "hetserve_request_duration_seconds", "histogram",
+         "Request latency, received to response ready.");
+    for (int i = 0; i <= m->n; i++)
+        render_hist(b, "hetserve_request_duration_seconds", &m->lanes[i], NULL,
+                    &m->lanes[i].latency);
+    help(b, "hetserve_stage_duration_seconds", "histogram", "Time spent in each request stage.");
+    for (int i = 0; i <= m->n; i++)
+        for (int k = 1; k < HS_TS_COUNT; k++) {
+            char extra[48];
+            snprintf(extra, sizeof extra, "stage=\"%s\"", hs_ts_name((enum hs_ts)k));
+            render_hist(b, "hetserve_stage_duration_seconds", &m->lanes[i], extra,
+                        &m->lanes[i].stage[k]);
+        }
+    help(b, "hetserve_batch_size", "histogram", "Real sequences per batch.");
+    for (int i = 0; i < m->n; i++)
+        render_hist(b, "hetserve_batch_size", &m->lanes[i], NULL, &m->lanes[i].batch_size);
+    help(b, "hetserve_batch_tokens", "histogram", "Padded tokens (batch x seq) per batch.");
+    for (int i = 0; i < m->n; i++)
+        render_hist(b, "hetserve_batch_tokens", &m->lanes[i], NULL, &m->lanes[i].batch_tokens);
+    help(b, "hetserve_batch_padding_waste_ratio", "gauge",
+         "Share of computed token slots that were padding, since start.");
+    for (int i = 0; i < m->n; i++) {
+        long long real = atomic_load(&m->lanes[i].tokens);
+        long long pad = atomic_load(&m->lanes[i].padded_tokens);
+        hs_buf_puts(b, "hetserve_batch_padding_waste_ratio{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %.6f\n", pad > 0 ? 1.0 - (double)real / (double)pad : 0.0);
+    }
+    help(b, "hetserve_engine_busy_ratio", "gauge",
+         "Time the engine spent running batches / uptime.");
+    for (int i = 0; i < m->n; i++) {
+        int64_t up = now - st[i].started_ns;
+        hs_buf_puts(b, "hetserve_engine_busy_ratio{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %.6f\n", up > 0 ? (double)st[i].busy_ns / (double)up : 0.0);
+    }
+    help(b, "hetserve_engine_tokens_per_second", "gauge",
+         "Measured engine throughput while busy (EWMA over batches).");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_engine_tokens_per_second{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %.1f\n", st[i].throughput_tokens_per_s);
+    }
+    help(b, "hetserve_tokens_total", "counter", "Real (unpadded) tokens computed.");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_tokens_total{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %lld\n", (long long)atomic_load(&m->lanes[i].tokens));
+    }
+    help(b, "hetserve_batches_total", "counter", "Batches run.");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_batches_total{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %lld\n", (long long)atomic_load(&m->lanes[i].batches));
+    }
+}

@@ -1,0 +1,560 @@
+/* Scheduler: queue, bucketing, whitelist shaping, deadlines, overload, re-joining — driven by a
+ * test runner instead of a model. No test asserts an absolute time: orderings are forced with a
+ * gate the test opens, and waits have generous limits only so that a bug fails instead of hangs. */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "sched/sched.h"
+
+#define DIM         4
+#define MAX_BATCHES 256
+
+struct rec_batch {
+    int n_seqs, seq_max, n_tokens;
+    int lengths[64];
+};
+
+struct runner_ctx {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool gated;  /* run() blocks while true */
+    int entered; /* run() calls started */
+    int fail_next;
+    int n;
+    struct rec_batch b[MAX_BATCHES];
+};
+
+static hs_status test_run(void *ctx, const struct hs_batch *b, float *out,
+                          struct hs_batch_timing *t, struct hs_error *err)
+{
+    struct runner_ctx *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->entered++;
+    pthread_cond_broadcast(&c->cv);
+    while (c->gated) pthread_cond_wait(&c->cv, &c->mu);
+    if (c->n < MAX_BATCHES) {
+        struct rec_batch *r = &c->b[c->n++];
+        r->n_seqs = b->n_seqs;
+        r->seq_max = b->seq_max;
+        r->n_tokens = b->n_tokens;
+        for (int i = 0; i < b->n_seqs && i < 64; i++) r->lengths[i] = b->lengths[i];
+    }
+    bool fail = c->fail_next > 0;
+    if (fail) c->fail_next--;
+    pthread_mutex_unlock(&c->mu);
+    if (fail) return hs_error_set(err, HS_STATUS_ENGINE, "injected");
+    for (int i = 0; i < b->n_seqs; i++) {
+        float sum = 0;
+        for (int k = b->offsets[i]; k < b->offsets[i + 1]; k++) sum += (float)b->ids[k];
+        out[i * DIM + 0] = (float)b->lengths[i];
+        out[i * DIM + 1] = (float)b->ids[b->offsets[i]];
+        out[i * DIM + 2] = sum;
+        out[i * DIM + 3] = (float)b->seq_max;
+    }
+    t->copy_in_ns = 1;
+    t->compute_ns = 1;
+    t->copy_out_ns = 1;
+    return HS_STATUS_OK;
+}
+
+static void gate(struct runner_ctx *c, bool closed)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gated = closed;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void wait_entered(struct runner_ctx *c, int n)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->entered < n) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* A test request with its own storage and a done flag. */
+struct treq {
+    struct hs_request r;
+    struct hs_seq seqs[40];
+    int32_t ids[40][300];
+    float out[40 * DIM];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, released;
+};
+
+static void treq_done(struct hs_request *r, void *ctx)
+{
+    struct treq *t = ctx;
+    pthread_mutex_lock(&t->mu);
+    t->done++;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    (void)r;
+}
+
+static void treq_release(struct hs_request *r, void *ctx)
+{
+    struct treq *t = ctx;
+    pthread_mutex_lock(&t->mu);
+    t->released++;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    (void)r;
+}
+
+/* lens: n sequences; ids of sequence i are base + i*1000 + k. */
+static struct treq *treq_new(int n, const int *lens, int base, enum hs_priority p, int timeout_ms)
+{
+    struct treq *t = hs_calloc(1, sizeof *t);
+    assert_non_null(t);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < lens[i]; k++) t->ids[i][k] = base + i * 1000 + k;
+        t->seqs[i].ids = t->ids[i];
+        t->seqs[i].n_tokens = lens[i];
+    }
+    t->r.n_seqs = n;
+    t->r.seqs = t->seqs;
+    t->r.out = t->out;
+    t->r.priority = p;
+    t->r.deadline_ns = hs_now_ns() + (int64_t)timeout_ms * 1000000;
+    t->r.done = treq_done;
+    t->r.release = treq_release;
+    t->r.ctx = t;
+    hs_request_init(&t->r);
+    return t;
+}
+
+static void treq_wait(struct treq *t)
+{
+    pthread_mutex_lock(&t->mu);
+    while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int treq_is_done(struct treq *t)
+{
+    pthread_mutex_lock(&t->mu);
+    int d = t->done;
+    pthread_mutex_unlock(&t->mu);
+    return d;
+}
+
+/* Drops the owner's reference and waits until the scheduler dropped its own. */
+static void treq_free(struct treq *t)
+{
+    hs_request_unref(&t->r);
+    pthread_mutex_lock(&t->mu);
+    while (!t->released) pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    assert_int_equal(t->done <= 1, 1);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    hs_free(t);
+}
+
+static struct hs_lane_opts lane_opts(struct runner_ctx *c)
+{
+    struct hs_lane_opts o = {
+        .engine = "test0",
+        .model = "m",
+        .dim = DIM,
+        .seq_max = 256,
+        .pad_id = 0,
+        .batch_window_us = 1000,
+        .batch_max = 32,
+        .batch_max_tokens = 8192,
+        .n_buckets = 5,
+        .buckets = {16, 32, 64, 128, 256},
+        .queue_max = 1024,
+        .shed_batch_ratio = 0.75,
+        .throughput_init_tokens_per_s = 1e9,
+        .throughput_ewma_alpha = 0.2,
+        .runner = {test_run, c},
+    };
+    return o;
+}
+
+static struct runner_ctx *runner_new(void)
+{
+    struct runner_ctx *c = hs_calloc(1, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    return c;
+}
+
+static void runner_free(struct runner_ctx *c)
+{
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    hs_free(c);
+}
+
+static struct hs_sched *sched_new(const struct hs_lane_opts *o)
+{
+    struct hs_sched *s = NULL;
+    struct hs_error err;
+    hs_status st = hs_sched_create(o, 1, NULL, &s, &err);
+    if (st != HS_STATUS_OK) fail_msg("hs_sched_create: %s", err.msg);
+    return s;
+}
+
+/* Every batch is padded to its bucket, never to the longest queued sequence. */
+static void buckets_pad_to_bucket_only(void **state)
+{
+    (void)state;
+    int64_t live = hs_alloc_live();
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.batch_window_us = 20000;
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    /* A first request occupies the batcher so the rest queue up together. */
+    int one = 3;
+    struct treq *first = treq_new(1, &one, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_int_equal(hs_sched_submit(s, &first->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    int lens[] = {5, 200, 20, 16, 17, 60, 100, 129, 2};
+    int n = (int)(sizeof lens / sizeof lens[0]);
+    struct treq *t = treq_new(n, lens, 1, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    gate(c, false);
+    treq_wait(t);
+    assert_int_equal(t->r.status, HS_STATUS_OK);
+    const int expect_shape[] = {16, 256, 32, 16, 32, 64, 128, 256, 16};
+    for (int i = 0; i < n; i++) {
+        assert_int_equal((int)t->out[i * DIM + 0], lens[i]);
+        assert_int_equal((int)t->out[i * DIM + 1], 1 + i * 1000);
+        assert_int_equal((int)t->out[i * DIM + 3], expect_shape[i]);
+        assert_int_equal(hs_sched_lane_seq_shape(s, 0, lens[i]), expect_shape[i]);
+    }
+    /* Buckets 16, 32, 64, 128, 256 each form their own batch: 1 (first) + 5. */
+    pthread_mutex_lock(&c->mu);
+    assert_int_equal(c->n, 6);
+    for (int i = 1; i < c->n; i++)
+        for (int k = 0; k < c->b[i].n_seqs; k++) {
+            assert_true(c->b[i].lengths[k] <= c->b[i].seq_max);
+            assert_true(c->b[i].lengths[k] * 2 > c->b[i].seq_max || c->b[i].seq_max == 16);
+        }
+    pthread_mutex_unlock(&c->mu);
+    treq_free(first);
+    treq_free(t);
+    hs_sched_destroy(s);
+    runner_free(c);
+    assert_int_equal(hs_alloc_live(), live);
+}
+
+/* batch_max sequences form a batch without waiting for the window. */
+static void batch_max_forms_batch(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.batch_window_us = 600 * 1000 * 1000; /* ten minutes: only batch_max can trigger */
+    o.batch_max = 4;
+    struct hs_sched *s = sched_new(&o);
+    int lens[] = {3, 4, 5, 6};
+    struct treq *t = treq_new(4, lens, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    treq_wait(t);
+    assert_int_equal(t->r.status, HS_STATUS_OK);
+    pthread_mutex_lock(&c->mu);
+    assert_int_equal(c->n, 1);
+    assert_int_equal(c->b[0].n_seqs, 4);
+    assert_int_equal(c->b[0].seq_max, 16);
+    assert_int_equal(c->b[0].n_tokens, 18);
+    pthread_mutex_unlock(&c->mu);
+    /* batch_max_tokens: 2 x 32 padded tokens reach a 64-token limit. */
+    hs_sched_destroy(s);
+    o.batch_max = 32;
+    o.batch_max_tokens = 64;
+    s = sched_new(&o);
+    int lens2[] = {20, 30};
+    struct treq *t2 = treq_new(2, lens2, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &t2->r), HS_STATUS_OK);
+    treq_wait(t2);
+    assert_int_equal(t2->r.status, HS_STATUS_OK);
+    treq_free(t);
+    treq_free(t2);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* With a whitelist, only allowed (batch, seq) shapes are produced; pad sequences fill up. */
+static void whitelist_shapes(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.seq_max = 128;
+    o.n_shapes = 4;
+    o.shapes[0] = (struct hs_shape){1, 16};
+    o.shapes[1] = (struct hs_shape){4, 16};
+    o.shapes[2] = (struct hs_shape){8, 64};
+    o.shapes[3] = (struct hs_shape){2, 64};
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int one = 1;
+    struct treq *first = treq_new(1, &one, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_int_equal(hs_sched_submit(s, &first->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    int lens[] = {10, 12, 3, 40, 20, 33, 50};
+    struct treq *t = treq_new(7, lens, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    /* 100 tokens: no whitelisted seq length >= 100. */
+    int too_long = 100;
+    struct treq *bad = treq_new(1, &too_long, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_int_equal(hs_sched_submit(s, &bad->r), HS_STATUS_TOO_LONG);
+    assert_true(strlen(bad->r.msg) > 0);
+    assert_int_equal(hs_sched_lane_seq_shape(s, 0, 20), 64);
+    gate(c, false);
+    treq_wait(t);
+    assert_int_equal(t->r.status, HS_STATUS_OK);
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n; i++) {
+        bool ok = false;
+        for (int k = 0; k < o.n_shapes; k++)
+            ok |= c->b[i].n_seqs == o.shapes[k].batch && c->b[i].seq_max == o.shapes[k].seq;
+        assert_true(ok);
+    }
+    /* first (1x16); {10,12,3} -> 4x16 with one pad; {40,20,33,50} -> 8x64 with four pads. */
+    assert_int_equal(c->n, 3);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < 7; i++) assert_int_equal((int)t->out[i * DIM + 0], lens[i]);
+    treq_free(first);
+    treq_free(t);
+    hs_request_unref(&bad->r); /* never submitted: the owner's reference is the only one */
+    hs_free(bad);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* A request whose deadline passes while queued is answered at once, while the batch ahead of it
+ * is still running (the runner is gated shut the whole time). */
+static void deadline_expires_while_queued(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int lens[] = {5};
+    struct treq *a = treq_new(1, lens, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &a->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    int lens_b[] = {5, 7, 9};
+    struct treq *b = treq_new(3, lens_b, 0, HS_PRIORITY_INTERACTIVE, 30);
+    assert_int_equal(hs_sched_submit(s, &b->r), HS_STATUS_OK);
+    treq_wait(b);
+    assert_int_equal(b->r.status, HS_STATUS_TIMEOUT);
+    assert_non_null(strstr(b->r.msg, "deadline"));
+    assert_int_equal(treq_is_done(a), 0); /* the slot never freed */
+    struct hs_lane_stats ls;
+    hs_sched_lane_stats(s, 0, &ls);
+    assert_int_equal(ls.queued_seqs, 0);
+    gate(c, false);
+    treq_wait(a);
+    assert_int_equal(a->r.status, HS_STATUS_OK);
+    treq_free(a);
+    treq_free(b);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* Full queue: 429-style OVERLOADED with a retry time; interactive evicts batch class. */
+static void overload_and_priority(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.queue_max = 4;
+    o.shed_batch_ratio = 0.5;
+    o.throughput_init_tokens_per_s = 1000;
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int l1 = 5;
+    struct treq *busy = treq_new(1, &l1, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &busy->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    int l2[] = {5, 5};
+    struct treq *bat = treq_new(2, l2, 0, HS_PRIORITY_BATCH, 600000);
+    assert_int_equal(hs_sched_submit(s, &bat->r), HS_STATUS_OK);
+    /* batch class may fill only half of the queue */
+    struct treq *bat2 = treq_new(1, l2, 0, HS_PRIORITY_BATCH, 600000);
+    assert_int_equal(hs_sched_submit(s, &bat2->r), HS_STATUS_OVERLOADED);
+    assert_true(bat2->r.retry_after_s > 0);
+    int l3[] = {5, 5, 5};
+    struct treq *inter = treq_new(3, l3, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &inter->r), HS_STATUS_OK);
+    treq_wait(bat); /* evicted to make room */
+    assert_int_equal(bat->r.status, HS_STATUS_OVERLOADED);
+    struct treq *inter2 = treq_new(3, l3, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &inter2->r), HS_STATUS_OVERLOADED);
+    assert_true(inter2->r.retry_after_s > 0);
+    /* predicted wait beyond the deadline: 200 tokens at 1000 tokens/s vs 50 ms */
+    int l4 = 200;
+    struct treq *late = treq_new(1, &l4, 0, HS_PRIORITY_INTERACTIVE, 50);
+    assert_int_equal(hs_sched_submit(s, &late->r), HS_STATUS_OVERLOADED);
+    assert_non_null(strstr(late->r.msg, "predicted"));
+    gate(c, false);
+    treq_wait(inter);
+    treq_wait(busy);
+    assert_int_equal(inter->r.status, HS_STATUS_OK);
+    treq_free(busy);
+    treq_free(bat);
+    treq_free(inter);
+    hs_request_unref(&bat2->r);
+    hs_request_unref(&inter2->r);
+    hs_request_unref(&late->r);
+    hs_free(bat2);
+    hs_free(inter2);
+    hs_free(late);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* An engine failure answers every request of the batch with the engine's status. */
+static void engine_failure_answers(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    c->fail_next = 1;
+    struct hs_sched *s = sched_new(&o);
+    int lens[] = {5, 6};
+    struct treq *t = treq_new(2, lens, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    treq_wait(t);
+    assert_int_equal(t->r.status, HS_STATUS_ENGINE);
+    struct treq *t2 = treq_new(2, lens, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &t2->r), HS_STATUS_OK);
+    treq_wait(t2);
+    assert_int_equal(t2->r.status, HS_STATUS_OK);
+    treq_free(t);
+    treq_free(t2);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* Many threads submit multi-sequence requests; every row comes back to its own request and
+ * drain answers everything that was accepted. */
+struct storm_arg {
+    struct hs_sched *s;
+    int seed;
+    int ok;
+};
+
+static void *storm_thread(void *p)
+{
+    struct storm_arg *a = p;
+    for (int k = 0; k < 20; k++) {
+        int lens[8];
+        int n = 1 + (a->seed + k) % 8;
+        for (int i = 0; i < n; i++) lens[i] = 1 + (a->seed * 31 + k * 7 + i * 13) % 250;
+        int base = a->seed * 100000 + k * 10;
+        struct treq *t = treq_new(n, lens, base, (k & 1) ? HS_PRIORITY_BATCH : 0, 600000);
+        if (hs_sched_submit(a->s, &t->r) == HS_STATUS_OK) {
+            treq_wait(t);
+            bool good = t->r.status == HS_STATUS_OK;
+            for (int i = 0; i < n && good; i++) {
+                good &= (int)t->out[i * DIM + 0] == lens[i];
+                good &= (int)t->out[i * DIM + 1] == base + i * 1000;
+            }
+            a->ok += good;
+            treq_free(t);
+        } else {
+            hs_request_unref(&t->r);
+            hs_free(t);
+        }
+    }
+    return NULL;
+}
+
+static void concurrent_rejoin(void **state)
+{
+    (void)state;
+    int64_t live = hs_alloc_live();
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.batch_window_us = 200;
+    struct hs_sched *s = sched_new(&o);
+    pthread_t th[8];
+    struct storm_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (struct storm_arg){s, i + 1, 0};
+        pthread_create(&th[i], NULL, storm_thread, &args[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        ok += args[i].ok;
+    }
+    assert_int_equal(ok, 8 * 20);
+    assert_int_equal(hs_sched_drain(s, 60000), HS_STATUS_OK);
+    int l = 3;
+    struct treq *t = treq_new(1, &l, 0, 0, 60000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_SHUTDOWN);
+    hs_request_unref(&t->r);
+    hs_free(t);
+    hs_sched_destroy(s);
+    runner_free(c);
+    assert_int_equal(hs_alloc_live(), live);
+}
+
+/* Drain answers what is queued without waiting out a long window. */
+static void drain_flushes_queue(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.batch_window_us = 600 * 1000 * 1000;
+    struct hs_sched *s = sched_new(&o);
+    int lens[] = {5, 50};
+    struct treq *t = treq_new(2, lens, 0, 0, 600000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    assert_int_equal(hs_sched_drain(s, 600000), HS_STATUS_OK);
+    assert_int_equal(treq_is_done(t), 1);
+    assert_int_equal(t->r.status, HS_STATUS_OK);
+    treq_free(t);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+static void bad_options_rejected(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.buckets[1] = 8; /* not ascending */
+    struct hs_sched *s = NULL;
+    struct hs_error err;
+    assert_int_equal(hs_sched_create(&o, 1, NULL, &s, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_null(s);
+    o = lane_opts(c);
+    o.n_shapes = 1;
+    o.shapes[0] = (struct hs_shape){4, 512}; /* longer than seq_max: fits nothing */
+    assert_int_equal(hs_sched_create(&o, 1, NULL, &s, &err), HS_STATUS_INVALID_ARGUMENT);
+    runner_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(buckets_pad_to_bucket_only),
+        cmocka_unit_test(batch_max_forms_batch),
+        cmocka_unit_test(whitelist_shapes),
+        cmocka_unit_test(deadline_expires_while_queued),
+        cmocka_unit_test(overload_and_priority),
+        cmocka_unit_test(engine_failure_answers),
+        cmocka_unit_test(concurrent_rejoin),
+        cmocka_unit_test(drain_flushes_queue),
+        cmocka_unit_test(bad_options_rejected),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

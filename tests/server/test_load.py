@@ -1,0 +1,164 @@
+# Black-box tests of the scheduler through the server: deadline expiry while queued, 429 with
+# Retry-After under overload, SIGTERM during load, the trace file, the config command. A one-
+# thread engine and long sequences make the queue real. Orderings are asserted, never durations.
+import json
+import os
+import subprocess
+import threading
+import time
+
+from hetserve_fixture import BINARY, MODEL, Server, run_threads
+
+# One compute thread; the initial throughput guess is huge so that nothing is rejected by
+# prediction before the first batch has been measured; a long default deadline so that slow
+# machines (sanitizer builds, busy CI) see no timeouts the test did not ask for.
+SLOW = """
+engines:
+  - name: cpu0
+    kind: cpu
+    threads: 1
+batching:
+  batch_window_us: 1000
+  batch_max: 32
+  batch_max_tokens: 16384
+limits:
+  queue_max: %d
+  timeout_ms: 300000
+scheduler:
+  throughput_init_tokens_per_s: 1000000000
+"""
+
+LONG = ["%d " % i + "tokens make this sequence long enough to fill its bucket " * 24
+        for i in range(32)]
+
+
+class Background:
+    """A request running on its own thread."""
+
+    def __init__(self, server, path, body, headers=None):
+        self.result = None
+        self.done_at = None
+
+        def run():
+            self.result = server.post(path, body, headers=headers)
+            self.done_at = time.monotonic()
+
+        self.t = threading.Thread(target=run)
+        self.t.start()
+
+    def join(self):
+        self.t.join()
+        return self.result
+
+
+def test_deadline_expires_while_queued():
+    s = Server(SLOW % 1024)
+    try:
+        big = Background(s, "/embed", {"inputs": LONG, "truncate": True})
+        time.sleep(0.2)  # let the long batch start (its window is 1 ms)
+        st, h, b = s.post("/embed", {"inputs": "short one", "timeout_ms": 100})
+        small_done = time.monotonic()
+        assert st == 504, b
+        assert b["error"]["type"] == "timeout_error" and "deadline" in b["error"]["message"]
+        st, _, v = big.join()
+        assert st == 200 and len(v) == 32
+        # answered while the batch ahead of it was still computing, not when its slot freed
+        assert small_done < big.done_at
+        _, _, m = s.get("/metrics")
+        assert 'outcome="timeout"} 1' in m.decode()
+    finally:
+        s.stop()
+
+
+def test_overload_429_with_retry_after():
+    s = Server(SLOW % 8)
+    try:
+        big = Background(s, "/embed", {"inputs": LONG[:8], "truncate": True})
+        time.sleep(0.2)
+
+        def one(i):
+            return s.post("/embed", {"inputs": "request %d" % i})
+
+        results = run_threads(16, one)
+        codes = [r[0] for r in results]
+        assert big.join()[0] == 200
+        assert set(codes) <= {200, 429}, codes
+        assert 429 in codes and 200 in codes
+        for st, h, b in results:
+            if st == 429:
+                assert int(h["retry-after"]) >= 1
+                assert b["error"]["type"] == "overloaded_error"
+        # now that throughput is measured, a deadline shorter than the predicted wait is refused
+        st, h, b = s.post("/embed", {"inputs": LONG[:8], "truncate": True, "timeout_ms": 20})
+        assert st == 429 and "predicted" in b["error"]["message"], b
+        assert int(h["retry-after"]) >= 1
+        # batch class is shed first: it may fill only part of the queue
+        assert s.get("/health")[0] == 200
+    finally:
+        s.stop()
+
+
+def test_sigterm_during_load_loses_nothing():
+    s = Server(SLOW % 4096)
+    try:
+        texts = ["sentence %d of the drain test, of medium length for a bucket" % i
+                 for i in range(48)]
+        pending = [Background(s, "/embed", {"inputs": texts[i:i + 4]}) for i in range(0, 48, 4)]
+        pending += [Background(s, "/v1/embeddings", {"input": t}, headers={"X-Priority": "batch"})
+                    for t in texts[:12]]
+        time.sleep(0.3)  # every request accepted and queued
+        s.signal()
+        for p in pending:
+            st, _, b = p.join()
+            assert st == 200, b
+        assert s.wait(timeout=120) == 0
+    finally:
+        s.stop()
+
+
+def test_trace_file_and_server_timing(tmp_path):
+    trace = str(tmp_path / "trace.json")
+    s = Server(None, extra_args=["--trace-file", trace, "--threads", "2"])
+    try:
+        for i in range(3):
+            st, h, _ = s.post("/v1/embeddings", {"input": ["trace me %d" % i, "and me"]})
+            assert st == 200
+        st, _, _ = s.post("/v1/embeddings", {"input": ""})
+        assert st == 400
+        s.signal()
+        assert s.wait() == 0
+    finally:
+        s.stop()
+    with open(trace) as f:
+        t = json.load(f)
+    ev = t["traceEvents"]
+    names = {e["name"] for e in ev}
+    assert any(e["ph"] == "M" and e["name"] == "process_name" and "cpu0" in e["args"]["name"]
+               for e in ev)
+    assert any(n.startswith("batch ") for n in names)
+    for stage in ("copy_in", "compute", "copy_out", "parse", "tokenize", "queue", "send"):
+        assert stage in names, stage
+    begins = sum(1 for e in ev if e["ph"] == "b")
+    ends = sum(1 for e in ev if e["ph"] == "e")
+    assert begins == ends and begins > 0
+
+
+def test_config_command():
+    out = subprocess.run([BINARY, "config", "--print-defaults"], check=True, capture_output=True,
+                         text=True).stdout
+    for key in ("batch_window_us: 2000", "buckets: [16, 32, 64, 128, 256]", "queue_max:",
+                "timeout_ms:", "body_bytes_max:", "items_max:", "chars_max:", "port: 8080",
+                "host: \"127.0.0.1\"", "kind: cpu", "whitelist:", "cores:"):
+        assert key in out, key
+    # every key is documented
+    for line in out.splitlines():
+        if ":" in line and not line.strip().startswith("#") and not line.rstrip().endswith(":"):
+            assert "#" in line, line
+    path = os.path.join(os.path.dirname(BINARY), "printed-defaults.yaml")
+    with open(path, "w") as f:
+        f.write(out)
+    chk = subprocess.run([BINARY, "config", "--check", path], capture_output=True, text=True)
+    assert chk.returncode == 0 and chk.stdout == out
+    bad = subprocess.run([BINARY, "serve", "--config", "/nonexistent.yaml"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 1 and "nonexistent" in bad.stderr

@@ -1,0 +1,116 @@
+/* YAML config: defaults, printed defaults parse back to the same values, overrides, errors. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "server/config.h"
+
+static void printed_defaults_parse_back(void **state)
+{
+    (void)state;
+    struct hs_config *a = hs_malloc(sizeof *a), *b = hs_malloc(sizeof *b);
+    hs_config_defaults(a, "some/model");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    hs_config_print(a, f);
+    fclose(f);
+    hs_config_defaults(b, "other/path");
+    b->batching.batch_max = 1;
+    b->scheduler.shed_batch_ratio = 0.1;
+    struct hs_error err = {0};
+    if (hs_config_parse(text, len, "printed", b, &err) != HS_STATUS_OK) fail_msg("%s", err.msg);
+    assert_int_equal(hs_config_validate(b, &err), HS_STATUS_OK);
+    assert_memory_equal(a, b, sizeof *a);
+    free(text);
+    hs_free(a);
+    hs_free(b);
+}
+
+static void overrides(void **state)
+{
+    (void)state;
+    static const char yaml[] = "server: {port: 0, threads: 2}\n"
+                               "engines:\n"
+                               "  - name: small\n"
+                               "    kind: cpu\n"
+                               "    threads: 1\n"
+                               "    cores: \"0-1,3\"\n"
+                               "    whitelist: [[1, 16], [8, 64]]\n"
+                               "models:\n"
+                               "  - path: m/x\n"
+                               "    engine: small\n"
+                               "batching:\n"
+                               "  batch_window_us: 500\n"
+                               "  buckets: [8, 64]\n"
+                               "limits: {queue_max: 7, timeout_ms: 250}\n"
+                               "scheduler: {throughput_init_tokens_per_s: 1e9}\n";
+    struct hs_config c;
+    hs_config_defaults(&c, NULL);
+    struct hs_error err = {0};
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", &c, &err) != HS_STATUS_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(hs_config_validate(&c, &err), HS_STATUS_OK);
+    assert_int_equal(c.server.port, 0);
+    assert_int_equal(c.server.threads, 2);
+    assert_string_equal(c.server.host, "127.0.0.1"); /* untouched default */
+    assert_int_equal(c.n_engines, 1);
+    assert_string_equal(c.engines[0].name, "small");
+    assert_int_equal(c.engines[0].n_cores, 3);
+    assert_int_equal(c.engines[0].cores[2], 3);
+    assert_int_equal(c.engines[0].n_shapes, 2);
+    assert_int_equal(c.engines[0].shapes[1].batch, 8);
+    assert_int_equal(c.engines[0].shapes[1].seq, 64);
+    assert_string_equal(c.models[0].path, "m/x");
+    assert_int_equal(c.batching.batch_window_us, 500);
+    assert_int_equal(c.batching.n_buckets, 2);
+    assert_int_equal(c.batching.batch_max, 32);
+    assert_int_equal(c.limits.queue_max, 7);
+    assert_true(c.scheduler.throughput_init_tokens_per_s == 1e9);
+}
+
+static void errors_name_the_key(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *yaml, *needle;
+    } cases[] = {
+        {"batching: {batch_max: -3}\n", "batching.batch_max"},
+        {"batching: {batch_max: many}\n", "expected an integer"},
+        {"server:\n  prot: 80\n", "server.prot"},
+        {"bogus: 1\n", "unknown section"},
+        {"limits: [1, 2]\n", "expected a mapping"},
+        {"server: {port: 8080\n", "YAML error"},
+        {"engines:\n  - {name: e, whitelist: [[1]]}\n", "[batch, seq]"},
+        {"scheduler: {shed_batch_ratio: 2}\n", "out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct hs_config c;
+        hs_config_defaults(&c, NULL);
+        struct hs_error err = {0};
+        hs_status st = hs_config_parse(cases[i].yaml, strlen(cases[i].yaml), "f.yaml", &c, &err);
+        assert_int_equal(st, HS_STATUS_INVALID_INPUT);
+        if (!strstr(err.msg, cases[i].needle) || !strstr(err.msg, "f.yaml"))
+            fail_msg("case %zu: message '%s' lacks '%s'", i, err.msg, cases[i].needle);
+    }
+    struct hs_config c;
+    hs_config_defaults(&c, NULL);
+    struct hs_error err = {0};
+    static const char bad_ref[] = "models:\n  - {path: p, engine: gpu9}\n";
+    assert_int_equal(hs_config_parse(bad_ref, sizeof bad_ref - 1, "f", &c, &err), HS_STATUS_OK);
+    assert_int_equal(hs_config_validate(&c, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "gpu9"));
+    assert_int_equal(hs_config_load("/nonexistent/x.yaml", &c, &err), HS_STATUS_IO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(printed_defaults_parse_back),
+        cmocka_unit_test(overrides),
+        cmocka_unit_test(errors_name_the_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
