@@ -216,6 +216,13 @@ void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
         labels(b, &m->lanes[i]);
         hs_buf_printf(b, "} %.6f\n", up > 0 ? (double)st[i].busy_ns / (double)up : 0.0);
     }
+    help(b, "hetserve_engine_busy_seconds_total", "counter",
+         "Time the engine spent running batches, since start (rate() of it is utilization).");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_engine_busy_seconds_total{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %.6f\n", (double)st[i].busy_ns / 1e9);
+    }
     help(b, "hetserve_engine_tokens_per_second", "gauge",
          "Measured engine throughput while busy (EWMA over batches).");
     for (int i = 0; i < m->n; i++) {

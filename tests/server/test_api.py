@@ -98,6 +98,7 @@ def test_models_health_ready_metrics(server):
                  "hetserve_stage_duration_seconds_count{" + lab + ',stage="compute"',
                  "hetserve_batch_size_bucket{" + lab, "hetserve_batch_tokens_bucket{" + lab,
                  "hetserve_batch_padding_waste_ratio{" + lab, "hetserve_engine_busy_ratio{" + lab,
+                 "hetserve_engine_busy_seconds_total{" + lab,
                  "hetserve_engine_tokens_per_second{" + lab, "hetserve_tokens_total{" + lab):
         assert name in text, name
     ok = [l for l in text.splitlines()

@@ -22,7 +22,7 @@ enum hs_bench_outcome {
 };
 
 /* Server-Timing metrics tracked per record (by name, first come first served). */
-#define HS_BENCH_ST_MAX 8
+#define HS_BENCH_ST_MAX 16
 
 struct hs_bench_record {
     int64_t send_ns;    /* intended send time, relative to the start of the run */
