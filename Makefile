@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench setup clean asan format format-check
+.PHONY: all build run test bench bench-serving setup clean asan format format-check
 
 all: build
 
@@ -28,6 +28,12 @@ test: build
 bench: build
 	@test -d $(MODEL) || bash scripts/setup
 	bash bench/run.sh $(BUILD)
+
+# The serving benchmarks alone (batching on/off and overhead; hybrid engines), each ~5-10 min.
+bench-serving: build
+	@test -d $(MODEL) || bash scripts/setup
+	bash bench/serving.sh $(BUILD)
+	bash bench/hybrid/run.sh $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build-asan CMAKE_FLAGS="-DHS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" test

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# bench/hybrid/run.sh — short and long requests on separate engines vs one shared engine (issue 5).
+#
+#   bench/hybrid/run.sh [BUILD] [--quick] [--out DIR] [--rates "R1 R2 ..."]
+#
+# Trace: real sentences (make_trace.py: Python reference-manual prose, token counts checked with
+# `hetserve tokenize`), 80 % short (8-32 tokens) / 20 % long (200-256 tokens), Poisson arrivals
+# from hetbench's open loop, replayed at several offered loads against:
+#   (a) shared: one CPU engine on cores 0-1, one queue (FIFO across length buckets), batching on
+#   (b) hybrid: short -> CPU engine pinned to core 0, long -> CPU engine pinned to core 1
+#   (c) gpu:    short -> CPU engine on cores 0-1, long -> CUDA engine (only when a GPU is found)
+# Routing for (b)/(c): when the server has rule routing by token length (a config given with
+# HYBRID_CONFIG=FILE, or configs/hybrid-cpu.yaml in the tree, that `hetserve config --check`
+# accepts), the mixed trace goes to one URL and the server routes. Otherwise the split is done by
+# the client: two model instances (one per engine) and two hetbench processes, short at 0.8 R and
+# long at 0.2 R; the superposition of two independent Poisson streams is a Poisson stream of
+# rate R with the same 80/20 mix, so the offered trace is statistically the same.
+# Loads: fractions of (a)'s closed-loop capacity on the trace, measured first (or --rates).
+# Per run: short/long P50/P99, throughput, per-engine utilization (busy seconds from /metrics
+# over the run's wall time). report.py prints the table, the highest load with short P99 < 50 ms,
+# and the target checks. Output: DIR (default bench/out/hybrid). --quick: short runs, to check
+# the script. Bounded: ~7 min on 2 cores (~9 with a GPU).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+
+BUILD=build
+OUTDIR=bench/out/hybrid
+DURATION=${HYBRID_DURATION_S:-20}
+WARMUP=3
+CAP_S=10
+FRACTIONS="0.15 0.3 0.45 0.6 0.75"
+RATES=${HYBRID_RATES:-}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) DURATION=5; WARMUP=1; CAP_S=4; FRACTIONS="0.2 0.5" ;;
+    --out) OUTDIR=$2; shift ;;
+    --rates) RATES=$2; shift ;;
+    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
+    -*) echo "hybrid/run.sh: unknown option $1" >&2; exit 2 ;;
+    *) BUILD=$1 ;;
+  esac
+  shift
+done
+MODEL=${HS_MODEL_DIR:-models/all-MiniLM-L6-v2}
+[ -f "$MODEL/config.json" ] || { echo "hybrid: model $MODEL missing (make setup)" >&2; exit 1; }
+
+. bench/lib.sh
+hs_bench_init "$BUILD" "$OUTDIR" || exit 1
+rm -rf "$BENCH_OUT/runs"
+mkdir -p "$BENCH_OUT/runs" "$BENCH_OUT/trace"
+RUNS=$BENCH_OUT/runs
+
+python3 bench/hybrid/make_trace.py --hetserve "$HETSERVE" --model "$MODEL" \
+  --out "$BENCH_OUT/trace" || exit 1
+TRACE=$BENCH_OUT/trace
+
+# --- configs -----------------------------------------------------------------------------------
+cat >"$BENCH_TMP/a.yaml" <<EOF
+engines:
+  - name: cpu01
+    kind: cpu
+    cores: [0, 1]
+models:
+  - path: "$MODEL"
+    engine: cpu01
+EOF
+split_config() { # file short-engine-lines long-engine-lines
+  cat >"$1" <<EOF
+engines:
+  - name: short
+$2
+  - name: long
+$3
+models:
+  - name: minilm-short
+    path: "$MODEL"
+    engine: short
+  - name: minilm-long
+    path: "$MODEL"
+    engine: long
+EOF
+}
+split_config "$BENCH_TMP/b.yaml" "    kind: cpu
+    cores: [0]" "    kind: cpu
+    cores: [1]"
+split_config "$BENCH_TMP/c.yaml" "    kind: cpu
+    cores: [0, 1]" "    kind: cuda"
+
+ROUTED=${HYBRID_CONFIG:-}
+[ -z "$ROUTED" ] && [ -f configs/hybrid-cpu.yaml ] && ROUTED=configs/hybrid-cpu.yaml
+if [ -n "$ROUTED" ]; then
+  if "$HETSERVE" config --check "$ROUTED" >/dev/null 2>&1; then
+    cp "$ROUTED" "$BENCH_TMP/b.yaml"
+  else
+    echo "hybrid: $ROUTED does not pass hetserve config --check; routing in the client" >&2
+    ROUTED=
+  fi
+fi
+B_MODE=split
+[ -n "$ROUTED" ] && B_MODE=routed
+GPUS=$("$HETSERVE" devices 2>/dev/null | python3 -c 'import json,sys
+try: print(int(json.load(sys.stdin).get("gpus", 0)))
+except Exception: print(0)')
+for c in a b c; do cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
+{
+  echo "# hybrid experiment, $(hs_load_note)"
+  echo "# (b) routing: $B_MODE${ROUTED:+ ($ROUTED)}; GPUs found: $GPUS"
+} >"$BENCH_OUT/load.txt"
+echo "hybrid: load before: $(hs_load_note); (b) routing: $B_MODE"
+
+# --- helpers -----------------------------------------------------------------------------------
+snap() { # file: wall clock + every engine's busy seconds
+  { echo "# t $(date +%s.%N)"; curl -s --noproxy '*' "$SERVER_URL/metrics" |
+      grep '^hetserve_engine_busy_seconds_total{'; } >"$1"
+}
+hb() { # tag texts model rate seed [extra...]
+  local tag=$1 texts=$2 model=$3 rate=$4 seed=$5; shift 5
+  "$HETBENCH" --url "$SERVER_URL" --texts "$texts" --model "$model" --rate "$rate" \
+    --seed "$seed" --duration "$DURATION" --warmup "$WARMUP" --timeout-ms 20000 --quiet \
+    --json --csv "$RUNS/$tag.csv" "$@" >"$RUNS/$tag.json"
+}
+warm() { # one short and a few long requests per model through every engine
+  local m
+  for m in "$@"; do
+    "$HETBENCH" --url "$SERVER_URL" --texts "$TRACE/trace.tsv" --model "$m" --concurrency 2 \
+      --requests 30 --quiet --json >/dev/null 2>&1
+  done
+}
+run_mixed() { # cfg rate : one hetbench, the mixed trace, one model name
+  local cfg=$1 r=$2 model=$3
+  echo "  ($cfg) $r req/s"
+  snap "$RUNS/$cfg-$r.m0"
+  hb "$cfg-$r" "$TRACE/trace.tsv" "$model" "$r" 11
+  snap "$RUNS/$cfg-$r.m1"
+}
+run_split() { # cfg rate : two hetbench processes, short at 0.8 R and long at 0.2 R
+  local cfg=$1 r=$2 rs rl p1 p2
+  rs=$(python3 -c "print('%.3f' % (0.8 * $r))")
+  rl=$(python3 -c "print('%.3f' % (0.2 * $r))")
+  echo "  ($cfg) $r req/s = short $rs + long $rl (client-routed)"
+  snap "$RUNS/$cfg-$r.m0"
+  hb "$cfg-$r.short" "$TRACE/short.tsv" minilm-short "$rs" 12 &
+  p1=$!
+  hb "$cfg-$r.long" "$TRACE/long.tsv" minilm-long "$rl" 13 &
+  p2=$!
+  wait $p1
+  wait $p2
+  snap "$RUNS/$cfg-$r.m1"
+}
+
+# --- (a) shared engine, capacity first -----------------------------------------------------------
+hs_server_start a "$BENCH_TMP/a.yaml" || exit 1
+warm all-MiniLM-L6-v2
+if [ -z "$RATES" ]; then
+  "$HETBENCH" --url "$SERVER_URL" --texts "$TRACE/trace.tsv" --concurrency 16 --duration "$CAP_S" \
+    --warmup 1 --seed 3 --quiet --json >"$RUNS/a-capacity.json" || exit 1
+  CAP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["all"]["rps"])' \
+    "$RUNS/a-capacity.json")
+  RATES=$(python3 -c 'import sys; c=float(sys.argv[1]); print(" ".join(sorted({"%.1f" % max(0.5, c*float(f)) for f in sys.argv[2].split()}, key=float)))' \
+    "$CAP" "$FRACTIONS")
+  echo "hybrid: (a) capacity on the trace ~ $CAP req/s (closed loop, 16 clients); loads: $RATES"
+fi
+echo "$RATES" >"$BENCH_OUT/rates.txt"
+for r in $RATES; do run_mixed a "$r" all-MiniLM-L6-v2; done
+hs_server_stop || echo "hybrid: server (a) exited non-zero" >&2
+
+# --- (b) hybrid on two cores ---------------------------------------------------------------------
+hs_server_start b "$BENCH_TMP/b.yaml" || exit 1
+if [ "$B_MODE" = routed ]; then
+  warm all-MiniLM-L6-v2
+  for r in $RATES; do run_mixed b "$r" all-MiniLM-L6-v2; done
+else
+  warm minilm-short minilm-long
+  for r in $RATES; do run_split b "$r"; done
+fi
+hs_server_stop || echo "hybrid: server (b) exited non-zero" >&2
+
+# --- (c) GPU for the long requests ---------------------------------------------------------------
+if [ "$GPUS" -gt 0 ]; then
+  if hs_server_start c "$BENCH_TMP/c.yaml"; then
+    warm minilm-short minilm-long
+    for r in $RATES; do run_split c "$r"; done
+    hs_server_stop || echo "hybrid: server (c) exited non-zero" >&2
+  fi
+else
+  echo "hybrid: (c) skipped: no GPU found (hetserve devices)"
+fi
+
+echo "# load after: $(hs_load_note)" >>"$BENCH_OUT/load.txt"
+python3 bench/hybrid/report.py "$BENCH_OUT" | tee "$BENCH_OUT/summary.txt"
