@@ -16,6 +16,8 @@
 #    Measured on B (no batching window: pure machinery) and on A (adds the window's wait).
 #    Target: overhead <= 3 % of end-to-end at P50.
 #
+# SERVING_RATES="R1 R2 ..." replaces the rates derived from B's capacity (a noisy machine can
+# mis-measure it); SERVING_DURATION_S sets the run length (default 12 s).
 # Numbers are printed, never judged against absolute times. Everything goes to loopback only.
 # Output: DIR (default bench/out/serving): summary.txt, one JSON + CSV per hetbench run, server
 # logs. --quick: 3 s runs, to check the script (numbers meaningless). Bounded: ~5 min default.
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=3; WARMUP=1 ;;
     --out) OUTDIR=$2; shift ;;
-    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
     -*) echo "serving.sh: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1 ;;
   esac
@@ -73,6 +75,10 @@ bench() { # tag hetbench-load-options...
   "$HETBENCH" --url "$SERVER_URL" --lengths "$LENGTHS" --seed 7 --timeout-ms 20000 --quiet \
     --json --csv "$BENCH_OUT/$tag.csv" "$@" >"$BENCH_OUT/$tag.json"
 }
+warm() { # first batches of each shape pay one-time costs (page faults, GEMM setup)
+  "$HETBENCH" --url "$SERVER_URL" --lengths "$LENGTHS" --concurrency 4 --requests 100 --quiet \
+    --json >/dev/null 2>&1
+}
 rps_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["all"]["rps"])' "$1"; }
 
 { echo "# serving benchmark, $(hs_load_note)"; } >"$BENCH_OUT/load.txt"
@@ -81,10 +87,12 @@ echo "serving: load before: $(hs_load_note)"
 # --- B first: its capacity sets the rates -------------------------------------------------------
 hs_server_start B "$BENCH_TMP/B.yaml" || exit 1
 echo "serving: config B (no batching) at $SERVER_URL"
+warm
 bench B-capacity --concurrency 4 --duration "$DURATION" --warmup "$WARMUP" || exit 1
 CAP_B=$(rps_of "$BENCH_OUT/B-capacity.json")
 echo "serving: B capacity ~ $CAP_B req/s (closed loop, 4 clients)"
-RATES=$(python3 -c 'import sys; c=float(sys.argv[1]); print(" ".join("%.1f" % max(1.0, c*f) for f in (0.8, 2, 4)))' "$CAP_B")
+RATES=${SERVING_RATES:-}
+[ -n "$RATES" ] || RATES=$(python3 -c 'import sys; c=float(sys.argv[1]); print(" ".join(sorted({"%.1f" % max(1.0, c*f) for f in (0.8, 2, 4)}, key=float)))' "$CAP_B")
 LOW=$(python3 -c 'import sys; print("%.1f" % min(20.0, max(2.0, float(sys.argv[1]) * 0.1)))' "$CAP_B")
 echo "serving: open-loop rates $RATES req/s; low load $LOW req/s"
 for r in $RATES; do bench "B-rate-$r" --rate "$r" --duration "$DURATION" --warmup "$WARMUP"; done
@@ -94,6 +102,7 @@ hs_server_stop || echo "serving: server B exited non-zero" >&2
 # --- A: same rates ---------------------------------------------------------------------------------
 hs_server_start A "$BENCH_TMP/A.yaml" || exit 1
 echo "serving: config A (batching) at $SERVER_URL"
+warm
 bench A-capacity --concurrency 64 --duration "$DURATION" --warmup "$WARMUP"
 for r in $RATES; do bench "A-rate-$r" --rate "$r" --duration "$DURATION" --warmup "$WARMUP"; done
 bench A-low --rate "$LOW" --duration $((DURATION + 8)) --warmup "$WARMUP"

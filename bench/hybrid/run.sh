@@ -19,7 +19,7 @@
 # Per run: short/long P50/P99, throughput, per-engine utilization (busy seconds from /metrics
 # over the run's wall time). report.py prints the table, the highest load with short P99 < 50 ms,
 # and the target checks. Output: DIR (default bench/out/hybrid). --quick: short runs, to check
-# the script. Bounded: ~7 min on 2 cores (~9 with a GPU).
+# the script. Bounded: ~6 min on 2 cores (~8.5 with a GPU).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -29,7 +29,7 @@ OUTDIR=bench/out/hybrid
 DURATION=${HYBRID_DURATION_S:-20}
 WARMUP=3
 CAP_S=10
-FRACTIONS="0.15 0.3 0.45 0.6 0.75"
+FRACTIONS="0.05 0.15 0.3 0.45 0.6 0.75"
 RATES=${HYBRID_RATES:-}
 while [ $# -gt 0 ]; do
   case "$1" in
