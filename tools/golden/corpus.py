@@ -383,3 +383,22 @@ def build(tokenizer, max_seq_length, n_random=40):
     items.append(("straddle_limit", _straddle(rng, tok_count, L, "electroencephalography")))
     items.append(("straddle_limit", _straddle(rng, tok_count, L, "antidisestablishmentarianism", keep=3)))
     return items
+
+
+def small_subset(items, per_category=3, n_long=8):
+    """About 60 items for small models: the first `per_category` of each category, the first
+    `n_long` long texts, and every exact-limit / straddling text (deterministic)."""
+    seen = {}
+    out = []
+    n_long_taken = 0
+    for cat, text in items:
+        if cat in ("exact_limit", "straddle_limit"):
+            out.append((cat, text))
+        elif cat.startswith("long_") and cat != "long_en_para":
+            if n_long_taken < n_long:
+                out.append((cat, text))
+                n_long_taken += 1
+        elif seen.get(cat, 0) < per_category:
+            seen[cat] = seen.get(cat, 0) + 1
+            out.append((cat, text))
+    return out

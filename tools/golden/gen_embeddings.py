@@ -12,7 +12,12 @@ text at a time (no padding in the reference). Writes
                          text, token ids after truncation (from the model's own tokenizer),
                          token count after truncation and the untruncated count.
 
-Usage: gen_embeddings.py [--model models/all-MiniLM-L6-v2] [--out tests/golden] [--threads 1]
+The corpus is built against the model's own tokenizer and max_seq_length, so the exact-limit
+texts sit at that model's limit.
+
+Usage: gen_embeddings.py [--model models/all-MiniLM-L6-v2] [--out tests/golden]
+                         [--name embeddings] [--subset all|small] [--threads 1]
+  tiny CLS model: gen_embeddings.py --model tests/data/tiny-bert-cls --name tiny_cls --subset small
 """
 
 import argparse
@@ -43,11 +48,24 @@ def model_layout(st_model):
     return pooling, normalize
 
 
+def weights_dtypes(path):
+    """Dtypes of the floating-point tensors in the safetensors file, e.g. "F32" or "F16"."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        hdr = json.loads(f.read(n))
+    kinds = sorted({v["dtype"] for k, v in hdr.items() if k != "__metadata__" and v["dtype"][0] in "FB"})
+    return "+".join(kinds)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=common.repo_path("models", "all-MiniLM-L6-v2"))
     ap.add_argument("--out", default=common.repo_path("tests", "golden"))
     ap.add_argument("--name", default="embeddings", help="output file stem")
+    ap.add_argument("--subset", choices=("all", "small"), default="all",
+                    help="small: about 60 texts (corpus.small_subset), for small test models")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (fixed for reproducibility)")
     args = ap.parse_args()
 
@@ -71,6 +89,8 @@ def main():
     pooling, normalize = model_layout(model)
 
     items = corpus.build(tokenizer, max_len)
+    if args.subset == "small":
+        items = corpus.small_subset(items)
     cats = [c for c, _ in items]
     texts = [t for _, t in items]
     ids = common.encode_texts(model, texts)
@@ -98,6 +118,8 @@ def main():
         "model": os.path.basename(os.path.normpath(args.model)),
         "model_source": cfg.get("_name_or_path", ""),
         "model_safetensors_sha256": common.sha256_file(st_path) if os.path.exists(st_path) else None,
+        "weights_dtype": weights_dtypes(st_path),
+        "compute_dtype": "f32 (weights upcast on load)",
         "dim": int(emb.shape[1]),
         "count": len(texts),
         "max_seq_length": int(max_len),
@@ -107,9 +129,11 @@ def main():
         "f32_file": os.path.basename(f32_path),
         "f32_layout": "little-endian float32 [count, dim], row-major",
         "f32_sha256": sha,
-        "reference": "sentence_transformers.SentenceTransformer(model, device='cpu'), fp32, "
+        "reference": "sentence_transformers.SentenceTransformer(model, device='cpu', "
+        "model_kwargs={'dtype': torch.float32}), "
         "encode(batch_size=1), no padding; token ids from model.tokenize",
         "hf_recheck_min_cosine": round(worst, 9),
+        "subset": args.subset,
         "n_truncated": sum(1 for f in full if f > max_len),
         "versions": common.library_versions(),
     }
