@@ -306,6 +306,15 @@ static void encoder_matches_reference_f16_cls(void **state)
     rand_model_free(rm);
 }
 
+static void encoder_matches_reference_head64(void **state)
+{
+    (void)state; /* head size 64 (BERT-base's) takes the AVX-512 attention kernel too */
+    struct rand_model *rm = rand_model_new(128, 2, 256, 2, HS_POOL_MEAN, HS_DTYPE_F32);
+    int lens[] = {1, 17, 70, 129};
+    check_model(rm, lens, 4, 2);
+    rand_model_free(rm);
+}
+
 static void encoder_matches_reference_bf16(void **state)
 {
     (void)state;
@@ -414,6 +423,7 @@ int main(void)
         cmocka_unit_test(kernels_gelu_and_exp),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
+        cmocka_unit_test(encoder_matches_reference_head64),
         cmocka_unit_test(encoder_matches_reference_bf16),
         cmocka_unit_test(bad_batches_are_rejected),
         cmocka_unit_test(layer_split_equals_single_engine),

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 struct cpu_ctx {
     int threads;
+    int small_rows; /* token counts up to this use the packed small-M GEMM; 0 = never */
     int n_cores;
     int cores[HS_ENGINE_MAX_CORES];
     char device[128];
@@ -27,7 +29,9 @@ struct cpu_prep {
     float *w[HS_W_COUNT];
     float *qkv_w; /* [3H, H]: q, k, v stacked so one GEMM computes all three */
     float *qkv_b; /* [3H] */
-    void *owned[HS_W_COUNT + 2];
+    /* the same weights packed for the small-M GEMM (NULL when it is not used) */
+    float *packed_qkv, *packed_out, *packed_in, *packed_ffn_out;
+    void *owned[HS_W_COUNT + 6];
     int n_owned;
 };
 
@@ -42,6 +46,7 @@ struct cpu_ws {
     float *tmp2;   /* [tokens_max, H] */
     float *pooled; /* [batch_max, H] */
     float *scratch;
+    float *pad; /* threads * 8 * max(H, I): tail rows of the small-M GEMM */
     int scratch_threads;
 };
 
@@ -139,6 +144,28 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
                        (size_t)h);
         }
     }
+    struct cpu_ctx *c = ctx;
+    if (c->small_rows > 0 && (st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN)) {
+        const int h = st->dims->hidden, inter = st->dims->intermediate;
+        float **dst[2];
+        const float *src[2];
+        int n[2], k[2];
+        if (st->kind == HS_STAGE_ATTN) {
+            dst[0] = &p->packed_qkv, src[0] = p->qkv_w, n[0] = 3 * h, k[0] = h;
+            dst[1] = &p->packed_out, src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
+        } else {
+            dst[0] = &p->packed_in, src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            dst[1] = &p->packed_ffn_out, src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
+        }
+        for (int i = 0; i < 2; i++) {
+            *dst[i] = hs__cpu_pack_weights(src[i], n[i], k[i]);
+            if (!*dst[i]) {
+                cpu_stage_release(ctx, p);
+                return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory packing weights");
+            }
+            p->owned[p->n_owned++] = *dst[i];
+        }
+    }
     *out = p;
     return HS_STATUS_OK;
 }
@@ -157,6 +184,7 @@ static void cpu_ws_destroy(void *ctx, void *vws)
     hs_free_aligned(w->tmp2);
     hs_free_aligned(w->pooled);
     hs_free_aligned(w->scratch);
+    hs_free_aligned(w->pad);
     hs_free(w);
 }
 
@@ -186,8 +214,9 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
         (size_t)c->threads *
             (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) * sizeof(float),
         64);
+    w->pad = hs_malloc_aligned((size_t)c->threads * 8 * wide * sizeof(float), 64);
     if (!w->ids || !w->type_ids || !w->pos_ids || !w->offsets || !w->hidden || !w->qkv ||
-        !w->tmp || !w->tmp2 || !w->pooled || !w->scratch) {
+        !w->tmp || !w->tmp2 || !w->pooled || !w->scratch || !w->pad) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -281,6 +310,17 @@ static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *
     return HS_STATUS_OK;
 }
 
+/* Few tokens: the packed small-M kernel; otherwise oneDNN's sgemm. Same math either way. */
+static int linear(const struct cpu_ctx *c, struct cpu_ws *w, const float *x, const float *wt,
+                  const float *packed, const float *bias, float *y, int rows, int n, int k, int act)
+{
+    if (packed && rows <= c->small_rows) {
+        hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, c->threads, w->pad);
+        return 0;
+    }
+    return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, c->threads);
+}
+
 static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
                                struct hs_error *err)
 {
@@ -297,19 +337,22 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
                       p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
         return HS_STATUS_OK;
     case HS_STAGE_ATTN:
-        if (hs__cpu_linear(w->hidden, p->qkv_w, p->qkv_b, w->qkv, T, 3 * H, H, -1, nt))
+        if (linear(c, w, w->hidden, p->qkv_w, p->packed_qkv, p->qkv_b, w->qkv, T, 3 * H, H, -1))
             break;
         hs__cpu_attention(w->qkv, w->tmp, w->offsets, w->n_seqs, d->heads, d->head_dim,
                           w->scratch, w->spec.seq_max, nt);
-        if (hs__cpu_linear(w->tmp, p->w[HS_W_ATTN_OUT], NULL, w->tmp2, T, H, H, -1, nt)) break;
+        if (linear(c, w, w->tmp, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, w->tmp2, T, H, H, -1))
+            break;
         hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
                             p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
         return HS_STATUS_OK;
     case HS_STAGE_FFN:
-        if (hs__cpu_linear(w->hidden, p->w[HS_W_FFN_IN], p->w[HS_W_FFN_IN_B], w->tmp, T, I, H,
-                           (int)d->act, nt))
+        if (linear(c, w, w->hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], w->tmp,
+                   T, I, H, (int)d->act))
             break;
-        if (hs__cpu_linear(w->tmp, p->w[HS_W_FFN_OUT], NULL, w->tmp2, T, H, I, -1, nt)) break;
+        if (linear(c, w, w->tmp, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, w->tmp2, T, H, I,
+                   -1))
+            break;
         hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
                             p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
         return HS_STATUS_OK;
@@ -387,5 +430,10 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
     c->n_cores = opts->n_cores;
     c->threads = opts->threads > 0 ? opts->threads : (c->n_cores > 0 ? c->n_cores : n_avail);
     read_cpu_name(c->device, sizeof c->device);
+    c->small_rows = opts->cpu_small_gemm_rows < 0 ? 0
+                    : opts->cpu_small_gemm_rows > 0 ? opts->cpu_small_gemm_rows
+                                                    : HS_CPU_SMALL_GEMM_ROWS_DEFAULT;
+    if (getenv("HS_CPU_SMALL_GEMM_ROWS")) c->small_rows = atoi(getenv("HS_CPU_SMALL_GEMM_ROWS"));
+    if (!hs__cpu_small_gemm_available()) c->small_rows = 0;
     return hs__engine_wrap(&cpu_iface, c, opts->name ? opts->name : "cpu0", out, err);
 }
