@@ -10,12 +10,12 @@
 #include "server/server-impl.h"
 
 /* The executor-facing adapter the scheduler's batcher calls: one slot per lane. */
-static hs_status exec_run(void *ctx, const struct hs_batch *b, float *out,
+static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *out,
                           struct hs_batch_timing *t, struct hs_error *err)
 {
     struct hs_served_model *sm = ctx;
     struct hs_exec_timing et = {0};
-    hs_status st = hs_executor_run(sm->exec, 0, b, out, &et, err);
+    hs_status st = hs_executor_run(sm->exec, slot, b, out, &et, err);
     t->copy_in_ns = et.copy_in_ns;
     t->compute_ns = et.compute_ns + et.transfer_ns;
     t->copy_out_ns = et.copy_out_ns;
