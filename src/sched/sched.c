@@ -49,6 +49,7 @@ void hs_request_init(struct hs_request *r)
     r->retry_after_s = 0;
     r->lane = -1;
     r->batch_id = 0;
+    r->in_batch_timeout = 0;
     r->link = NULL;
     r->link_drop = 0;
     r->n_tokens = 0;
@@ -552,11 +553,12 @@ static int64_t lane_reap(struct lane *L, int64_t now, struct chain *c)
         for (int k = 0; k < sl->n_taken; k++) {
             struct hs_request *r = sl->taken[k]->req;
             if (atomic_load(&r->answered)) continue;
-            if (r->deadline_ns <= now)
+            if (r->deadline_ns <= now) {
+                r->in_batch_timeout = 1;
                 lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
                                  "deadline passed while engine %s ran its batch (%.1f ms)",
                                  L->engine, hs_ns_to_ms(now - sl->run_start_ns));
-            else if (r->deadline_ns < next)
+            } else if (r->deadline_ns < next)
                 next = r->deadline_ns;
         }
     }
