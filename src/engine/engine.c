@@ -14,6 +14,8 @@ struct hs_engine {
     void *ctx;
     char name[32];
     pthread_mutex_t lock; /* guards stats and fault */
+    pthread_cond_t fault_cv; /* a hung run_stage waits here; set_fault wakes it */
+    uint64_t fault_gen;      /* bumped by every set_fault */
     struct hs_engine_stats stats;
     struct hs_engine_fault fault;
 };
@@ -34,6 +36,11 @@ hs_status hs__engine_wrap(const struct hs_engine_iface *iface, void *ctx, const 
     e->ctx = ctx;
     snprintf(e->name, sizeof e->name, "%s", name && *name ? name : iface->kind);
     pthread_mutex_init(&e->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->fault_cv, &ca);
+    pthread_condattr_destroy(&ca);
     *out = e;
     return HS_STATUS_OK;
 }
@@ -43,6 +50,7 @@ void hs_engine_destroy(hs_engine_t e)
     if (!e) return;
     if (e->iface->destroy) e->iface->destroy(e->ctx);
     pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->fault_cv);
     hs_free(e);
 }
 
@@ -169,6 +177,15 @@ hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st
                             st->name);
     }
     if (e->fault.slow_factor > 1.0) slow = e->fault.slow_factor;
+    if (e->fault.hang_ms > 0) {
+        /* A hung device: blocks (without spinning) until the hang elapses or the fault is
+         * replaced, whichever comes first. */
+        uint64_t gen = e->fault_gen;
+        int64_t until = hs_now_ns() + (int64_t)e->fault.hang_ms * 1000000;
+        struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
+        while (e->fault_gen == gen && hs_now_ns() < until)
+            pthread_cond_timedwait(&e->fault_cv, &e->lock, &ts);
+    }
     pthread_mutex_unlock(&e->lock);
 
     int64_t t0 = hs_now_ns();
@@ -219,6 +236,15 @@ void hs_engine_set_fault(hs_engine_t e, const struct hs_engine_fault *fault)
         e->fault = *fault;
     else
         memset(&e->fault, 0, sizeof e->fault);
+    e->fault_gen++;
+    pthread_cond_broadcast(&e->fault_cv);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void hs_engine_get_fault(hs_engine_t e, struct hs_engine_fault *out)
+{
+    pthread_mutex_lock(&e->lock);
+    *out = e->fault;
     pthread_mutex_unlock(&e->lock);
 }
 

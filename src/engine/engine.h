@@ -94,10 +94,13 @@ struct hs_engine_iface {
     hs_status (*sync)(void *ctx, void *ws, struct hs_error *err);
 };
 
-/* Faults a test (or an operator, later) can inject through the wrappers. */
+/* Faults a test (or an operator, through the server's admin endpoint) can inject through the
+ * wrappers. */
 struct hs_engine_fault {
     int fail_next;        /* the next N run_stage calls fail with HS_STATUS_ENGINE */
     double slow_factor;   /* >1: run_stage takes this many times longer (busy-waits the extra) */
+    int hang_ms;          /* >0: every run_stage first blocks this long, as a hung device would;
+                             replacing or clearing the fault (hs_engine_set_fault) ends the wait */
 };
 
 typedef struct hs_engine *hs_engine_t;
@@ -149,8 +152,11 @@ hs_status hs_engine_act_read(hs_engine_t e, void *ws, enum hs_act_buf buf, float
 hs_status hs_engine_sync(hs_engine_t e, void *ws, struct hs_error *err);
 /* Thread-safe snapshot of the counters. */
 void hs_engine_stats(hs_engine_t e, struct hs_engine_stats *out);
-/* Replaces the injected faults (thread-safe). */
+/* Replaces the injected faults (thread-safe; NULL clears them). Wakes run_stage calls blocked
+ * by a hang, so clearing the faults is how shutdown interrupts a hung engine. */
 void hs_engine_set_fault(hs_engine_t e, const struct hs_engine_fault *fault);
+/* Snapshot of the injected faults (thread-safe). */
+void hs_engine_get_fault(hs_engine_t e, struct hs_engine_fault *out);
 
 /* Kinds compiled into this build, e.g. {"cpu", "cuda"}; *n receives the count. */
 const char *const *hs_engine_kinds_built(int *n);

@@ -89,6 +89,7 @@ struct hs_request {
     char msg[256];
     double retry_after_s; /* for HS_STATUS_OVERLOADED: predicted drain time */
     int lane;             /* index of the queue the router chose; -1 before routing */
+    int in_batch_timeout; /* HS_STATUS_TIMEOUT reached while its batch ran (engine too slow) */
     uint64_t batch_id;    /* last batch that carried one of its sequences */
 
     /* --- scheduler-owned --- */

@@ -49,6 +49,7 @@ void hs_request_init(struct hs_request *r)
     r->retry_after_s = 0;
     r->lane = -1;
     r->batch_id = 0;
+    r->in_batch_timeout = 0;
     r->link = NULL;
     r->link_drop = 0;
     r->n_tokens = 0;
@@ -80,6 +81,23 @@ struct list {
     int n;
 };
 
+struct lane;
+
+/* One batcher thread of a lane with its batch buffers (sized once). */
+struct slot {
+    struct lane *L;
+    int idx;
+    pthread_t thread;
+    bool started;
+    int32_t *ids, *lengths, *offsets;
+    float *out;
+    struct hs_seq **taken;
+    /* the running batch, read by the reaper and the predictor under the lane lock */
+    int n_taken;
+    int64_t run_start_ns; /* 0 = idle */
+    double run_pred_s;    /* predicted duration */
+};
+
 struct lane {
     struct hs_sched *s;
     int idx;
@@ -93,8 +111,8 @@ struct lane {
     int n_sizes[HS_SCHED_MAX_BUCKETS];   /* whitelisted batch sizes for shape_seq, ascending */
     int sizes[HS_SCHED_MAX_BUCKETS][HS_SCHED_MAX_SHAPES];
 
-    pthread_t thread;
-    bool thread_started;
+    int n_slots;
+    struct slot *slots;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* batcher: work arrived or stop */
     pthread_cond_t idle_cv; /* drain: lane became empty and idle */
@@ -104,18 +122,16 @@ struct lane {
     int queued_by_prio[HS_PRIORITY_COUNT];
     int64_t queued_tokens;
     int64_t queued_tokens_by_prio[HS_PRIORITY_COUNT];
-    int running_seqs;
+    int running_seqs, running_batches;
     bool stop;
 
     double throughput; /* tokens/s estimate */
     bool measured;
+    double bucket_cost[HS_SCHED_MAX_BUCKETS]; /* seconds per padded token, EWMA */
+    bool bucket_measured[HS_SCHED_MAX_BUCKETS];
     int64_t busy_ns, batches, started_ns;
 
-    /* batch buffers, sized once */
-    int cap_batch, cap_tokens;
-    int32_t *ids, *lengths, *offsets;
-    float *out;
-    struct hs_seq **taken;
+    int cap_batch, cap_tokens; /* batch buffer sizes */
 };
 
 struct hs_sched {
@@ -252,9 +268,35 @@ static void lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st,
     chain_add(c, r, bits);
 }
 
-static double lane_drain_s(const struct lane *L, int64_t tokens)
+/* Seconds per padded token of a batch from bucket b (lock held). */
+static double lane_cost(const struct lane *L, int b)
 {
-    return L->throughput > 0 ? (double)tokens / L->throughput : 0.0;
+    if (L->bucket_measured[b]) return L->bucket_cost[b];
+    return L->throughput > 0 ? 1.0 / L->throughput : 0.0;
+}
+
+/* Predicted seconds until the work queued at priorities <= upto and the running batches are
+ * done, the slots sharing it (lock held). */
+static double lane_backlog_s(const struct lane *L, int upto, int64_t now)
+{
+    double queued = 0, running = 0;
+    for (int b = 0; b < L->n_buckets; b++) {
+        int n = 0;
+        for (int p = 0; p <= upto && p < HS_PRIORITY_COUNT; p++) n += L->q[p][b].n;
+        queued += (double)n * L->shape_seq[b] * lane_cost(L, b);
+    }
+    for (int i = 0; i < L->n_slots; i++) {
+        const struct slot *sl = &L->slots[i];
+        if (!sl->run_start_ns) continue;
+        double elapsed = (double)(now - sl->run_start_ns) / 1e9;
+        /* A batch past its prediction (slow or hung engine) is assumed to need as long again;
+         * before the lane's first measurement the configured initial speed is trusted. */
+        if (elapsed < sl->run_pred_s)
+            running += sl->run_pred_s - elapsed;
+        else if (L->measured)
+            running += elapsed;
+    }
+    return (queued + running) / L->n_slots;
 }
 
 static int lane_bucket_of(const struct lane *L, int n_tokens)
@@ -300,8 +342,9 @@ static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
     return best;
 }
 
-/* Takes up to cap sequences of bucket b, interactive first, failing expired ones (lock held). */
-static int lane_take(struct lane *L, int b, int64_t now, struct chain *c)
+/* Takes up to cap sequences of bucket b into the slot, interactive first, failing expired ones
+ * (lock held). */
+static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
 {
     int n = 0;
     while (n < L->cap_seqs[b]) {
@@ -316,7 +359,7 @@ static int lane_take(struct lane *L, int b, int64_t now, struct chain *c)
             continue;
         }
         lane_unqueue(L, q);
-        L->taken[n++] = q;
+        sl->taken[n++] = q;
     }
     return n;
 }
@@ -330,42 +373,47 @@ static int lane_shape_batch(const struct lane *L, int b, int n)
     return n; /* unreachable: cap_seqs is itself an allowed size */
 }
 
-static void lane_run_batch(struct lane *L, int b, int n, int64_t formed_ns)
+static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
 {
+    struct lane *L = sl->L;
     struct hs_sched *s = L->s;
     int shape_b = lane_shape_batch(L, b, n);
     int shape_s = L->shape_seq[b];
     int64_t tokens = 0;
     int32_t off = 0;
     for (int i = 0; i < shape_b; i++) {
-        L->offsets[i] = off;
+        sl->offsets[i] = off;
         if (i < n) {
-            struct hs_seq *q = L->taken[i];
-            memcpy(L->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
-            L->lengths[i] = q->n_tokens;
+            struct hs_seq *q = sl->taken[i];
+            memcpy(sl->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
+            sl->lengths[i] = q->n_tokens;
             tokens += q->n_tokens;
         } else {
-            L->ids[off] = L->o.pad_id;
-            L->lengths[i] = 1;
+            sl->ids[off] = L->o.pad_id;
+            sl->lengths[i] = 1;
         }
-        off += L->lengths[i];
+        off += sl->lengths[i];
     }
-    L->offsets[shape_b] = off;
+    sl->offsets[shape_b] = off;
     struct hs_batch batch = {
         .n_seqs = shape_b,
         .seq_max = shape_s,
         .n_tokens = off,
-        .ids = L->ids,
+        .ids = sl->ids,
         .type_ids = NULL,
-        .lengths = L->lengths,
-        .offsets = L->offsets,
+        .lengths = sl->lengths,
+        .offsets = sl->offsets,
     };
     uint64_t batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
     struct hs_batch_timing t = {0};
     struct hs_error err;
     hs_error_clear(&err);
     int64_t start = hs_now_ns();
-    hs_status st = L->o.runner.run(L->o.runner.ctx, &batch, L->out, &t, &err);
+    pthread_mutex_lock(&L->mu);
+    sl->run_start_ns = start;
+    sl->run_pred_s = (double)shape_b * shape_s * lane_cost(L, b);
+    pthread_mutex_unlock(&L->mu);
+    hs_status st = L->o.runner.run(L->o.runner.ctx, sl->idx, &batch, sl->out, &t, &err);
     int64_t end = hs_now_ns();
 
     int64_t copy_out_end = end;
@@ -380,16 +428,16 @@ static void lane_run_batch(struct lane *L, int b, int n, int64_t formed_ns)
                      (unsigned long long)batch_id, shape_b, shape_s, err.msg);
         pthread_mutex_lock(&L->mu);
         for (int i = 0; i < n; i++)
-            lane_fail_locked(L, L->taken[i]->req, st, 0, &c, "engine %s failed: %s", L->engine,
+            lane_fail_locked(L, sl->taken[i]->req, st, 0, &c, "engine %s failed: %s", L->engine,
                              err.msg[0] ? err.msg : hs_status_str(st));
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
     }
     for (int i = 0; i < n; i++) {
-        struct hs_seq *q = L->taken[i];
+        struct hs_seq *q = sl->taken[i];
         struct hs_request *r = q->req;
         if (st == HS_STATUS_OK)
-            memcpy(r->out + (size_t)q->index * (size_t)L->o.dim, L->out + (size_t)i * L->o.dim,
+            memcpy(r->out + (size_t)q->index * (size_t)L->o.dim, sl->out + (size_t)i * L->o.dim,
                    (size_t)L->o.dim * sizeof(float));
         /* A multi-sequence request keeps the times of its last batch. */
         r->ts[HS_TS_BATCHED] = formed_ns;
@@ -410,6 +458,7 @@ static void lane_run_batch(struct lane *L, int b, int n, int64_t formed_ns)
     if (s->obs.on_batch) {
         struct hs_batch_report rep = {
             .lane = L->idx,
+            .slot = sl->idx,
             .batch_id = batch_id,
             .n_seqs = n,
             .shape_batch = shape_b,
@@ -426,25 +475,26 @@ static void lane_run_batch(struct lane *L, int b, int n, int64_t formed_ns)
     }
 
     pthread_mutex_lock(&L->mu);
-    L->running_seqs = 0;
+    sl->run_start_ns = 0;
+    sl->n_taken = 0;
     L->busy_ns += end - start;
     L->batches++;
     if (st == HS_STATUS_OK && end > start) {
+        double a = L->o.throughput_ewma_alpha;
         double x = (double)tokens / ((double)(end - start) / 1e9);
-        if (!L->measured) {
-            L->throughput = x;
-            L->measured = true;
-        } else {
-            double a = L->o.throughput_ewma_alpha;
-            L->throughput = a * x + (1.0 - a) * L->throughput;
-        }
+        L->throughput = L->measured ? a * x + (1.0 - a) * L->throughput : x;
+        L->measured = true;
+        double spt = (double)(end - start) / 1e9 / ((double)shape_b * shape_s);
+        L->bucket_cost[b] = L->bucket_measured[b] ? a * spt + (1.0 - a) * L->bucket_cost[b] : spt;
+        L->bucket_measured[b] = true;
     }
     pthread_mutex_unlock(&L->mu);
 }
 
 static void *lane_main(void *arg)
 {
-    struct lane *L = arg;
+    struct slot *sl = arg;
+    struct lane *L = sl->L;
     struct hs_sched *s = L->s;
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
@@ -457,13 +507,16 @@ static void *lane_main(void *arg)
             continue;
         }
         struct chain c = {NULL};
-        int n = lane_take(L, b, now, &c);
-        L->running_seqs = n;
+        int n = lane_take(L, sl, b, now, &c);
+        sl->n_taken = n;
+        L->running_seqs += n;
+        L->running_batches += n > 0;
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
-        if (n > 0) lane_run_batch(L, b, n, now);
+        if (n > 0) lane_run_batch(sl, b, n, now);
         pthread_mutex_lock(&L->mu);
-        L->running_seqs = 0;
+        L->running_seqs -= n;
+        L->running_batches -= n > 0;
     }
     pthread_cond_broadcast(&L->idle_cv);
     pthread_mutex_unlock(&L->mu);
@@ -491,6 +544,22 @@ static int64_t lane_reap(struct lane *L, int64_t now, struct chain *c)
                 }
                 if (r->deadline_ns < next) next = r->deadline_ns;
             }
+        }
+    }
+    /* Requests in a running batch: answered at their deadline even when the engine hangs; the
+     * batch's rows for them are discarded when it finishes. */
+    for (int i = 0; i < L->n_slots; i++) {
+        struct slot *sl = &L->slots[i];
+        for (int k = 0; k < sl->n_taken; k++) {
+            struct hs_request *r = sl->taken[k]->req;
+            if (atomic_load(&r->answered)) continue;
+            if (r->deadline_ns <= now) {
+                r->in_batch_timeout = 1;
+                lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                 "deadline passed while engine %s ran its batch (%.1f ms)",
+                                 L->engine, hs_ns_to_ms(now - sl->run_start_ns));
+            } else if (r->deadline_ns < next)
+                next = r->deadline_ns;
         }
     }
     pthread_mutex_unlock(&L->mu);
@@ -625,13 +694,25 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "lane %s: no whitelisted shape fits any bucket", L->engine);
     L->cap_tokens = max_shape_tokens;
-    L->ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
-    L->lengths = hs_malloc((size_t)L->cap_batch * sizeof(int32_t));
-    L->offsets = hs_malloc(((size_t)L->cap_batch + 1) * sizeof(int32_t));
-    L->out = hs_malloc((size_t)L->cap_batch * (size_t)o->dim * sizeof(float));
-    L->taken = hs_malloc((size_t)L->cap_batch * sizeof(*L->taken));
-    if (!L->ids || !L->lengths || !L->offsets || !L->out || !L->taken)
-        return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
+    if (o->slots < 0 || o->slots > HS_SCHED_MAX_SLOTS)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "lane %s: slots must be 0..%d",
+                            L->engine, HS_SCHED_MAX_SLOTS);
+    L->n_slots = o->slots > 0 ? o->slots : 1;
+    L->o.slots = L->n_slots;
+    L->slots = hs_calloc((size_t)L->n_slots, sizeof *L->slots);
+    if (!L->slots) return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: slots", L->engine);
+    for (int i = 0; i < L->n_slots; i++) {
+        struct slot *sl = &L->slots[i];
+        sl->L = L;
+        sl->idx = i;
+        sl->ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
+        sl->lengths = hs_malloc((size_t)L->cap_batch * sizeof(int32_t));
+        sl->offsets = hs_malloc(((size_t)L->cap_batch + 1) * sizeof(int32_t));
+        sl->out = hs_malloc((size_t)L->cap_batch * (size_t)o->dim * sizeof(float));
+        sl->taken = hs_malloc((size_t)L->cap_batch * sizeof(*sl->taken));
+        if (!sl->ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken)
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
+    }
     L->throughput = o->throughput_init_tokens_per_s;
     L->started_ns = hs_now_ns();
     return HS_STATUS_OK;
@@ -640,11 +721,15 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
 static void lane_free(struct lane *L)
 {
     if (!L) return;
-    hs_free(L->ids);
-    hs_free(L->lengths);
-    hs_free(L->offsets);
-    hs_free(L->out);
-    hs_free(L->taken);
+    for (int i = 0; L->slots && i < L->n_slots; i++) {
+        struct slot *sl = &L->slots[i];
+        hs_free(sl->ids);
+        hs_free(sl->lengths);
+        hs_free(sl->offsets);
+        hs_free(sl->out);
+        hs_free(sl->taken);
+    }
+    hs_free(L->slots);
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
     pthread_cond_destroy(&L->idle_cv);
@@ -684,10 +769,14 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
         if (st != HS_STATUS_OK) break;
     }
     for (int i = 0; st == HS_STATUS_OK && i < s->n; i++) {
-        if (pthread_create(&s->lanes[i]->thread, NULL, lane_main, s->lanes[i]) != 0)
-            st = hs_error_set(err, HS_STATUS_INTERNAL, "scheduler: cannot start batcher thread");
-        else
-            s->lanes[i]->thread_started = true;
+        struct lane *L = s->lanes[i];
+        for (int k = 0; st == HS_STATUS_OK && k < L->n_slots; k++) {
+            if (pthread_create(&L->slots[k].thread, NULL, lane_main, &L->slots[k]) != 0)
+                st = hs_error_set(err, HS_STATUS_INTERNAL,
+                                  "scheduler: cannot start batcher thread");
+            else
+                L->slots[k].started = true;
+        }
     }
     if (st == HS_STATUS_OK) {
         if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0)
@@ -713,7 +802,8 @@ void hs_sched_destroy(struct hs_sched *s)
         L->stop = true;
         pthread_cond_broadcast(&L->cv);
         pthread_mutex_unlock(&L->mu);
-        if (L->thread_started) pthread_join(L->thread, NULL);
+        for (int k = 0; L->slots && k < L->n_slots; k++)
+            if (L->slots[k].started) pthread_join(L->slots[k].thread, NULL);
     }
     pthread_mutex_lock(&s->rmu);
     s->stop = true;
@@ -742,8 +832,45 @@ void hs_sched_destroy(struct hs_sched *s)
  * routing and admission
  */
 
-/* The router step: the lane that will serve r. With one lane per model this is a lookup;
- * policies choosing among several lanes (cost, rules, cascade) slot in here. */
+/* Predicted seconds until r would be answered on L (lock held); -1 when it does not fit. */
+static double lane_predict_locked(const struct lane *L, const struct hs_request *r, int64_t now)
+{
+    double own = 0;
+    for (int i = 0; i < r->n_seqs; i++) {
+        int len = r->seqs[i].n_tokens;
+        int b = len >= 1 && len <= L->o.seq_max ? lane_bucket_of(L, len) : -1;
+        if (b < 0) return -1;
+        own += (double)L->shape_seq[b] * lane_cost(L, b);
+    }
+    int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
+    return lane_backlog_s(L, upto, now) + own;
+}
+
+double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits)
+{
+    if (lane < 0 || lane >= s->n) {
+        if (fits) *fits = false;
+        return 0;
+    }
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    double w = lane_predict_locked(L, r, hs_now_ns());
+    pthread_mutex_unlock(&L->mu);
+    if (fits) *fits = w >= 0;
+    return w < 0 ? 0 : w;
+}
+
+double hs_sched_lane_drain_s(struct hs_sched *s, int lane)
+{
+    if (lane < 0 || lane >= s->n) return 0;
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    double w = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, hs_now_ns());
+    pthread_mutex_unlock(&L->mu);
+    return w;
+}
+
+/* The router-less choice: among lanes serving r's model, the earliest predicted completion. */
 static int route(struct hs_sched *s, const struct hs_request *r)
 {
     int best = -1;
@@ -751,10 +878,9 @@ static int route(struct hs_sched *s, const struct hs_request *r)
     for (int i = 0; i < s->n; i++) {
         struct lane *L = s->lanes[i];
         if (r->model && strcmp(r->model, L->model) != 0) continue;
-        /* Among lanes serving the model, the shortest predicted drain. */
-        pthread_mutex_lock(&L->mu);
-        double w = lane_drain_s(L, L->queued_tokens);
-        pthread_mutex_unlock(&L->mu);
+        bool fits;
+        double w = hs_sched_lane_predict(s, i, r, &fits);
+        if (!fits) w = 1e30; /* still a candidate: submit names what does not fit */
         if (best < 0 || w < best_wait) {
             best = i;
             best_wait = w;
@@ -786,7 +912,7 @@ static bool lane_evict_one(struct lane *L, struct chain *c)
         if (q && (!victim || q->enqueued_ns > victim->enqueued_ns)) victim = q;
     }
     if (!victim) return false;
-    double retry = lane_drain_s(L, L->queued_tokens);
+    double retry = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, hs_now_ns());
     lane_fail_locked(L, victim->req, HS_STATUS_OVERLOADED, retry, c,
                      "shed under overload to make room for interactive requests");
     return true;
@@ -794,14 +920,21 @@ static bool lane_evict_one(struct lane *L, struct chain *c)
 
 hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r)
 {
-    int64_t now = hs_now_ns();
-    if (atomic_load(&s->draining))
-        return reject(r, HS_STATUS_SHUTDOWN, 0, "server is shutting down");
     if ((unsigned)r->priority >= HS_PRIORITY_COUNT) r->priority = HS_PRIORITY_INTERACTIVE;
     int li = route(s, r);
     if (li < 0)
         return reject(r, HS_STATUS_NOT_FOUND, 0, "no engine serves model '%s'",
                       r->model ? r->model : "");
+    return hs_sched_submit_lane(s, li, r);
+}
+
+hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
+{
+    int64_t now = hs_now_ns();
+    if (atomic_load(&s->draining))
+        return reject(r, HS_STATUS_SHUTDOWN, 0, "server is shutting down");
+    if ((unsigned)r->priority >= HS_PRIORITY_COUNT) r->priority = HS_PRIORITY_INTERACTIVE;
+    if (li < 0 || li >= s->n) return reject(r, HS_STATUS_NOT_FOUND, 0, "no engine lane %d", li);
     struct lane *L = s->lanes[li];
     r->lane = li;
     r->ts[HS_TS_ROUTED] = hs_now_ns();
@@ -838,11 +971,10 @@ hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r)
         while (L->queued_seqs + r->n_seqs > limit && lane_evict_one(L, &c)) {
         }
     }
-    int64_t ahead = r->priority == HS_PRIORITY_INTERACTIVE
-                        ? L->queued_tokens_by_prio[HS_PRIORITY_INTERACTIVE]
-                        : L->queued_tokens;
-    double wait_s = lane_drain_s(L, ahead + r->n_tokens);
-    double drain_s = lane_drain_s(L, L->queued_tokens + r->n_tokens);
+    double wait_s = lane_predict_locked(L, r, now);
+    /* Retry-After: until everything queued, this request included, has run. */
+    double drain_s = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, now);
+    if (drain_s < wait_s) drain_s = wait_s;
     if (L->queued_seqs + r->n_seqs > limit) {
         st = reject(r, HS_STATUS_OVERLOADED, drain_s,
                     "queue full (%d of %d sequences queued for %s)", L->queued_seqs, limit,
@@ -866,7 +998,10 @@ hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r)
             L->queued_tokens += q->n_tokens;
             L->queued_tokens_by_prio[r->priority] += q->n_tokens;
         }
-        pthread_cond_signal(&L->cv);
+        if (L->n_slots > 1)
+            pthread_cond_broadcast(&L->cv);
+        else
+            pthread_cond_signal(&L->cv);
     }
     pthread_mutex_unlock(&L->mu);
     chain_flush(&c);
@@ -926,6 +1061,7 @@ void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out
     out->queued_seqs = L->queued_seqs;
     out->queued_tokens = L->queued_tokens;
     out->running_seqs = L->running_seqs;
+    out->running_batches = L->running_batches;
     out->throughput_tokens_per_s = L->throughput;
     out->busy_ns = L->busy_ns;
     out->batches = L->batches;

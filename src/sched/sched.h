@@ -1,11 +1,17 @@
-/* hetserve — the scheduler: router, per-engine bounded queues, dynamic batchers, deadlines.
+/* hetserve — the scheduler: per-engine bounded queues, dynamic batchers, deadlines.
  *
  * A struct hs_sched owns N lanes. A lane is one engine queue serving one model instance, with
- * its own batcher thread. hs_sched_submit routes a request to a lane (route(): today the first
- * lane serving the request's model; later policies choose among several by predicted cost),
- * admits it or rejects it (full queue, or predicted wait past the deadline: HS_STATUS_OVERLOADED
- * with retry_after_s = predicted drain time), and enqueues each of its sequences in the length
- * bucket that fits it.
+ * `slots` batcher threads (its quota: batches in flight at once, each on its own executor
+ * slot). hs_sched_submit_lane admits a request to a given lane or rejects it (full queue, or
+ * predicted completion past the deadline: HS_STATUS_OVERLOADED with retry_after_s = predicted
+ * drain time), and enqueues each of its sequences in the length bucket that fits it. The
+ * policies that choose the lane live in sched/router.h; hs_sched_submit is the router-less
+ * shortcut (the lane serving the model with the earliest predicted completion).
+ *
+ * Service-time model, per lane: for every bucket an EWMA of seconds per padded token, learned
+ * from the batches that ran (until a bucket has a batch, the lane's overall throughput stands
+ * in). hs_sched_lane_predict turns it into a request's predicted completion time: queued work
+ * ahead of it, the remainder of the running batches, shared by the slots, plus its own work.
  *
  * Batching, per lane: a batch is formed from one bucket when
  *   (a) the bucket's oldest sequence has waited batch_window_us, or
@@ -16,9 +22,9 @@
  * with one-token pad sequences whose outputs are discarded. Interactive sequences go first; a
  * batch may be topped up with batch-class sequences of the same bucket.
  *
- * Deadlines: a reaper thread wakes at the earliest queued deadline and fails the request
- * (HS_STATUS_TIMEOUT) at once, removing all its queued sequences; sequences already in a batch
- * finish and their rows are discarded. Overload: batch-class requests may fill only
+ * Deadlines: a reaper thread wakes at the earliest deadline of a queued or running request and
+ * fails the request (HS_STATUS_TIMEOUT) at once, removing all its queued sequences; sequences
+ * already in a batch finish (a hung engine's too, eventually) and their rows are discarded. Overload: batch-class requests may fill only
  * shed_batch_ratio of the queue, and an interactive request that finds the queue full evicts
  * queued batch-class requests (answered HS_STATUS_OVERLOADED) to make room.
  *
@@ -39,6 +45,7 @@
 #define HS_SCHED_MAX_LANES   16
 #define HS_SCHED_MAX_BUCKETS 16
 #define HS_SCHED_MAX_SHAPES  64
+#define HS_SCHED_MAX_SLOTS   16
 
 /* Time spent inside one batch run, nanoseconds. */
 struct hs_batch_timing {
@@ -48,11 +55,12 @@ struct hs_batch_timing {
 };
 
 /* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from
- * the lane's batcher thread only. The executor-facing adapter lives in the server; tests pass
- * their own. */
+ * the lane's batcher threads, one per slot: calls with different `slot` (0 .. slots-1) may run
+ * concurrently, never two with the same slot. The executor-facing adapter lives in the server;
+ * tests pass their own. */
 struct hs_runner {
-    hs_status (*run)(void *ctx, const struct hs_batch *b, float *out, struct hs_batch_timing *t,
-                     struct hs_error *err);
+    hs_status (*run)(void *ctx, int slot, const struct hs_batch *b, float *out,
+                     struct hs_batch_timing *t, struct hs_error *err);
     void *ctx;
 };
 
@@ -77,13 +85,15 @@ struct hs_lane_opts {
     int queue_max;                       /* sequences queued at most */
     double shed_batch_ratio;             /* share of queue_max that batch-class requests may fill */
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
-    double throughput_ewma_alpha;        /* weight of the newest batch in the estimate */
+    double throughput_ewma_alpha;        /* weight of the newest batch in the estimates */
+    int slots; /* batches in flight at once (quota); 0 = 1 */
     struct hs_runner runner;
 };
 
 /* One formed batch, reported to the observer after it ran. */
 struct hs_batch_report {
     int lane;
+    int slot;
     uint64_t batch_id;
     int n_seqs;      /* real sequences */
     int shape_batch; /* incl. pad sequences */
@@ -104,6 +114,7 @@ struct hs_lane_stats {
     int queued_seqs;
     int64_t queued_tokens;
     int running_seqs;
+    int running_batches;
     double throughput_tokens_per_s; /* current estimate */
     int64_t busy_ns;                /* inside runner.run */
     int64_t batches;
@@ -127,8 +138,20 @@ void hs_sched_destroy(struct hs_sched *s);
  *   TOO_LONG      a sequence fits no bucket / whitelisted shape
  *   OVERLOADED    queue full, or predicted wait past the deadline
  *   TIMEOUT       deadline already passed
- *   SHUTDOWN      draining */
+ *   SHUTDOWN      draining
+ * The lane is the one serving r->model with the earliest predicted completion. */
 hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r);
+/* As hs_sched_submit on a lane the caller chose (the router). NOT_FOUND for a bad index. A
+ * request is submitted at most once; a retry elsewhere is a new request. */
+hs_status hs_sched_submit_lane(struct hs_sched *s, int lane, struct hs_request *r);
+
+/* Predicted seconds from now until r (not yet submitted; its sequences' n_tokens and its
+ * priority set) would be answered on lane: the queued work ahead of it at its priority and the
+ * rest of the running batches, shared by the slots, plus its own padded work. *fits receives
+ * false when a sequence fits no shape of the lane. Thread-safe. */
+double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits);
+/* Predicted seconds to run everything queued on lane (Retry-After hints). Thread-safe. */
+double hs_sched_lane_drain_s(struct hs_sched *s, int lane);
 
 /* Stops admitting (submit answers HS_STATUS_SHUTDOWN), batches what is queued without waiting
  * for windows, and returns once every lane is empty and idle or timeout_ms passed (< 0: no

@@ -7,6 +7,7 @@
 #include <yaml.h>
 
 #include "core/alloc.h"
+#include "sched/router.h"
 
 #define DEFAULT_MODEL_PATH "models/all-MiniLM-L6-v2"
 
@@ -21,6 +22,8 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     c->n_engines = 1;
     snprintf(c->engines[0].name, sizeof c->engines[0].name, "cpu0");
     snprintf(c->engines[0].kind, sizeof c->engines[0].kind, "cpu");
+    c->engines[0].slots = 1;
+    c->engines[0].batch_window_us = -1;
 
     c->n_models = 1;
     snprintf(c->models[0].path, sizeof c->models[0].path, "%s",
@@ -47,6 +50,16 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     c->scheduler.throughput_init_tokens_per_s = 20000;
     c->scheduler.throughput_ewma_alpha = 0.2;
     c->scheduler.retry_after_min_s = 1;
+
+    c->breaker.window_requests = 20;
+    c->breaker.min_requests = 5;
+    c->breaker.error_ratio_max = 0.5;
+    c->breaker.latency_max_ms = 0;
+    c->breaker.open_ms = 5000;
+    c->breaker.half_open_probes = 3;
+    c->retry.budget_ratio = 0.1;
+    c->retry.budget_max = 5;
+    c->admin.enabled = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -245,6 +258,8 @@ static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *
         memset(e, 0, sizeof *e);
         snprintf(e->kind, sizeof e->kind, "cpu");
         snprintf(e->name, sizeof e->name, "cpu%d", c->n_engines - 1);
+        e->slots = 1;
+        e->batch_window_us = -1;
         FOR_PAIRS(x, en, key, v)
         {
             set_path(x, "engines[]", key);
@@ -258,6 +273,16 @@ static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *
                 st = get_cores(x, v, e);
             else if (!strcmp(key, "whitelist"))
                 st = get_shapes(x, v, e);
+            else if (!strcmp(key, "slots"))
+                st = get_int(x, v, 1, HS_SCHED_MAX_SLOTS, &e->slots);
+            else if (!strcmp(key, "batch_window_us"))
+                st = get_int(x, v, -1, 60 * 1000 * 1000, &e->batch_window_us);
+            else if (!strcmp(key, "batch_max"))
+                st = get_int(x, v, 0, 65536, &e->batch_max);
+            else if (!strcmp(key, "batch_max_tokens"))
+                st = get_int(x, v, 0, 1 << 24, &e->batch_max_tokens);
+            else if (!strcmp(key, "queue_max"))
+                st = get_int(x, v, 0, 1 << 24, &e->queue_max);
             else
                 st = fault(x, v, "unknown key");
             if (st) return st;
@@ -265,6 +290,8 @@ static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *
     }
     return HS_STATUS_OK;
 }
+
+static hs_status get_names(struct ctx *x, const yaml_node_t *n, char (*names)[32], int *count);
 
 static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c)
 {
@@ -289,9 +316,14 @@ static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c
                 st = get_str(x, v, m->name, sizeof m->name);
             else if (!strcmp(key, "path"))
                 st = get_str(x, v, m->path, sizeof m->path);
-            else if (!strcmp(key, "engine"))
+            else if (!strcmp(key, "engine")) {
                 st = get_str(x, v, m->engine, sizeof m->engine);
-            else if (!strcmp(key, "dtype"))
+                m->n_engines = 0;
+            } else if (!strcmp(key, "engines")) {
+                st = get_names(x, v, m->engines, &m->n_engines);
+                if (!st && m->n_engines == 0) st = fault(x, v, "expected at least one engine");
+                if (!st) memcpy(m->engine, m->engines[0], sizeof m->engine);
+            } else if (!strcmp(key, "dtype"))
                 st = get_str(x, v, m->dtype, sizeof m->dtype);
             else
                 st = fault(x, v, "unknown key");
@@ -299,6 +331,227 @@ static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c
         }
         set_path(x, "models[]", "path");
         if (!m->path[0]) return fault(x, mn, "every model needs a path");
+    }
+    return HS_STATUS_OK;
+}
+
+/* A list of engine names. */
+static hs_status get_names(struct ctx *x, const yaml_node_t *n, char (*names)[32], int *count)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of names");
+    int k = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        if (k >= HS_CONFIG_MAX_ENGINES) return fault(x, n, "too many names");
+        hs_status st = get_str(x, node(x, *it), names[k], 32);
+        if (st) return st;
+        k++;
+    }
+    *count = k;
+    return HS_STATUS_OK;
+}
+
+/* {route: NAME, ratio: R} (split, shadow) or {route: NAME, ratio_max: R} (failover). */
+static hs_status get_route_ref(struct ctx *x, const yaml_node_t *n, const char *section,
+                               const char *ratio_key, char *route, double *ratio)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, section, key);
+        if (!strcmp(key, "route"))
+            st = get_str(x, v, route, 32);
+        else if (!strcmp(key, ratio_key))
+            st = get_double(x, v, 0, 1, ratio);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_routes(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of routes");
+    c->n_routes = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *rn = node(x, *it);
+        hs_status st = need_map(x, rn);
+        if (st) return st;
+        if (c->n_routes >= HS_CONFIG_MAX_ROUTES) return fault(x, rn, "too many routes");
+        struct hs_route_cfg *r = &c->routes[c->n_routes++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->kind, sizeof r->kind, "engines");
+        snprintf(r->name, sizeof r->name, "route%d", c->n_routes - 1);
+        r->failover_ratio_max = 0.3;
+        r->escalate_ratio_max = 0.2;
+        r->threshold = 0.5;
+        FOR_PAIRS(x, rn, key, v)
+        {
+            set_path(x, "routes[]", key);
+            if (!strcmp(key, "name"))
+                st = get_str(x, v, r->name, sizeof r->name);
+            else if (!strcmp(key, "kind"))
+                st = get_str(x, v, r->kind, sizeof r->kind);
+            else if (!strcmp(key, "model"))
+                st = get_str(x, v, r->model, sizeof r->model);
+            else if (!strcmp(key, "engines"))
+                st = get_names(x, v, r->engines, &r->n_engines);
+            else if (!strcmp(key, "split"))
+                st = get_route_ref(x, v, "routes[].split", "ratio", r->split_route,
+                                   &r->split_ratio);
+            else if (!strcmp(key, "shadow"))
+                st = get_route_ref(x, v, "routes[].shadow", "ratio", r->shadow_route,
+                                   &r->shadow_ratio);
+            else if (!strcmp(key, "failover"))
+                st = get_route_ref(x, v, "routes[].failover", "ratio_max", r->failover_route,
+                                   &r->failover_ratio_max);
+            else if (!strcmp(key, "small"))
+                st = get_str(x, v, r->small, sizeof r->small);
+            else if (!strcmp(key, "big"))
+                st = get_str(x, v, r->big, sizeof r->big);
+            else if (!strcmp(key, "threshold"))
+                st = get_double(x, v, 0, 1, &r->threshold);
+            else if (!strcmp(key, "escalate_ratio_max"))
+                st = get_double(x, v, 0, 1, &r->escalate_ratio_max);
+            else
+                st = fault(x, v, "unknown key");
+            if (st) return st;
+        }
+        set_path(x, "routes[]", "kind");
+        if (strcmp(r->kind, "engines") && strcmp(r->kind, "cascade"))
+            return fault(x, rn, "kind must be engines or cascade");
+        if (!strcmp(r->kind, "cascade") && (!r->small[0] || !r->big[0]))
+            return fault(x, rn, "a cascade needs small and big routes");
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_rules(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of rules");
+    c->router.n_rules = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *rn = node(x, *it);
+        hs_status st = need_map(x, rn);
+        if (st) return st;
+        if (c->router.n_rules >= HS_CONFIG_MAX_RULES) return fault(x, rn, "too many rules");
+        struct hs_rule_cfg *r = &c->router.rules[c->router.n_rules++];
+        memset(r, 0, sizeof *r);
+        FOR_PAIRS(x, rn, key, v)
+        {
+            set_path(x, "router.rules[]", key);
+            if (!strcmp(key, "route"))
+                st = get_str(x, v, r->route, sizeof r->route);
+            else if (!strcmp(key, "tokens_min"))
+                st = get_int(x, v, 0, 1 << 20, &r->tokens_min);
+            else if (!strcmp(key, "tokens_max"))
+                st = get_int(x, v, 0, 1 << 20, &r->tokens_max);
+            else if (!strcmp(key, "task"))
+                st = get_str(x, v, r->task, sizeof r->task);
+            else if (!strcmp(key, "priority")) {
+                st = get_str(x, v, r->priority, sizeof r->priority);
+                if (!st && r->priority[0] && strcmp(r->priority, "interactive") &&
+                    strcmp(r->priority, "batch"))
+                    st = fault(x, v, "priority must be interactive or batch");
+            } else if (!strcmp(key, "header"))
+                st = get_str(x, v, r->header, sizeof r->header);
+            else if (!strcmp(key, "value"))
+                st = get_str(x, v, r->value, sizeof r->value);
+            else
+                st = fault(x, v, "unknown key");
+            if (st) return st;
+        }
+        set_path(x, "router.rules[]", "route");
+        if (!r->route[0]) return fault(x, rn, "every rule needs a route");
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_router(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "router", key);
+        if (!strcmp(key, "rules"))
+            st = parse_rules(x, v, c);
+        else if (!strcmp(key, "default_route"))
+            st = get_str(x, v, c->router.default_route, sizeof c->router.default_route);
+        else if (!strcmp(key, "fallback_engine"))
+            st = get_str(x, v, c->router.fallback_engine, sizeof c->router.fallback_engine);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_breaker(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "breaker", key);
+        if (!strcmp(key, "window_requests"))
+            st = get_int(x, v, 1, HS_BREAKER_MAX_WINDOW, &c->breaker.window_requests);
+        else if (!strcmp(key, "min_requests"))
+            st = get_int(x, v, 1, HS_BREAKER_MAX_WINDOW, &c->breaker.min_requests);
+        else if (!strcmp(key, "error_ratio_max"))
+            st = get_double(x, v, 0.001, 1.0, &c->breaker.error_ratio_max);
+        else if (!strcmp(key, "latency_max_ms"))
+            st = get_int(x, v, 0, 86400000, &c->breaker.latency_max_ms);
+        else if (!strcmp(key, "open_ms"))
+            st = get_int(x, v, 0, 86400000, &c->breaker.open_ms);
+        else if (!strcmp(key, "half_open_probes"))
+            st = get_int(x, v, 1, 1 << 20, &c->breaker.half_open_probes);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_retry(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "retry", key);
+        if (!strcmp(key, "budget_ratio"))
+            st = get_double(x, v, 0, 1, &c->retry.budget_ratio);
+        else if (!strcmp(key, "budget_max"))
+            st = get_double(x, v, 0, 1e6, &c->retry.budget_max);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_admin(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "admin", key);
+        if (!strcmp(key, "enabled")) {
+            const char *b = scalar(v);
+            if (b && (!strcmp(b, "true") || !strcmp(b, "false")))
+                c->admin.enabled = !strcmp(b, "true");
+            else
+                st = fault(x, v, "expected true or false");
+        } else {
+            st = fault(x, v, "unknown key");
+        }
+        if (st) return st;
     }
     return HS_STATUS_OK;
 }
@@ -412,6 +665,16 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
                     st = parse_limits(&x, v, c);
                 else if (!strcmp(key, "scheduler"))
                     st = parse_scheduler(&x, v, c);
+                else if (!strcmp(key, "routes"))
+                    st = parse_routes(&x, v, c);
+                else if (!strcmp(key, "router"))
+                    st = parse_router(&x, v, c);
+                else if (!strcmp(key, "breaker"))
+                    st = parse_breaker(&x, v, c);
+                else if (!strcmp(key, "retry"))
+                    st = parse_retry(&x, v, c);
+                else if (!strcmp(key, "admin"))
+                    st = parse_admin(&x, v, c);
                 else
                     st = fault(&x, v, "unknown section");
                 if (st) break;
@@ -434,12 +697,20 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
                                     "config: engine name '%s' used twice", c->engines[i].name);
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *m = &c->models[i];
-        bool found = false;
-        for (int k = 0; k < c->n_engines; k++) found |= !strcmp(m->engine, c->engines[k].name);
-        if (!found)
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: model '%s' names engine '%s', which is not configured",
-                                m->name[0] ? m->name : m->path, m->engine);
+        int n = m->n_engines ? m->n_engines : 1;
+        for (int j = 0; j < n; j++) {
+            const char *en = m->n_engines ? m->engines[j] : m->engine;
+            if (!hs_config_engine(c, en))
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: model '%s' names engine '%s', which is not "
+                                    "configured",
+                                    m->name[0] ? m->name : m->path, en);
+            for (int k = 0; k < j; k++)
+                if (!strcmp(m->engines[k], en))
+                    return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                        "config: model '%s' names engine '%s' twice",
+                                        m->name[0] ? m->name : m->path, en);
+        }
         if (strcmp(m->dtype, "f32") && strcmp(m->dtype, "f16") && strcmp(m->dtype, "bf16"))
             return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                 "config: model '%s': dtype '%s' (f32, f16 or bf16)",
@@ -452,7 +723,64 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
     if (c->limits.timeout_ms > c->limits.timeout_max_ms)
         return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                             "config: limits.timeout_ms exceeds limits.timeout_max_ms");
+    /* Routes: names unique, references resolvable. Which model a route's name means is
+     * checked when the server knows the models' names. */
+    for (int i = 0; i < c->n_routes; i++) {
+        const struct hs_route_cfg *r = &c->routes[i];
+        for (int k = 0; k < i; k++)
+            if (!strcmp(r->name, c->routes[k].name))
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: route name '%s' used twice", r->name);
+        if (!strcmp(r->name, "fallback"))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: 'fallback' is reserved for the fallback route");
+        for (int k = 0; k < r->n_engines; k++)
+            if (!hs_config_engine(c, r->engines[k]))
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: route '%s' names engine '%s', which is not "
+                                    "configured",
+                                    r->name, r->engines[k]);
+        const char *refs[] = {r->split_route, r->shadow_route, r->failover_route, r->small,
+                              r->big};
+        for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
+            if (refs[k][0] && hs_config_route(c, refs[k]) < 0)
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: route '%s' refers to route '%s', which is not "
+                                    "configured",
+                                    r->name, refs[k]);
+    }
+    for (int i = 0; i < c->router.n_rules; i++)
+        if (hs_config_route(c, c->router.rules[i].route) < 0)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: router.rules[%d] names route '%s', which is not "
+                                "configured",
+                                i, c->router.rules[i].route);
+    if (c->router.default_route[0] && hs_config_route(c, c->router.default_route) < 0)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: router.default_route '%s' is not configured",
+                            c->router.default_route);
+    if (c->router.fallback_engine[0] && !hs_config_engine(c, c->router.fallback_engine))
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: router.fallback_engine '%s' is not configured",
+                            c->router.fallback_engine);
+    if (c->breaker.min_requests > c->breaker.window_requests)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: breaker.min_requests exceeds breaker.window_requests");
     return HS_STATUS_OK;
+}
+
+const struct hs_engine_cfg *hs_config_engine(const struct hs_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_engines; i++)
+        if (!strcmp(c->engines[i].name, name)) return &c->engines[i];
+    return NULL;
+}
+
+int hs_config_route(const struct hs_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_routes; i++)
+        if (!strcmp(c->routes[i].name, name)) return i;
+    return -1;
 }
 
 hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err)
@@ -541,6 +869,26 @@ void hs_config_print(const struct hs_config *c, FILE *f)
             fprintf(f, "%s[%d, %d]", k ? ", " : "", e->shapes[k].batch, e->shapes[k].seq);
         fprintf(f, "]              # allowed [batch, seq] shapes, e.g. [[1, 16], [8, 64]]; [] = "
                    "any. With a whitelist its seq lengths are the buckets\n");
+        fprintf(f,
+                "    slots: %d                    # quota: batches in flight at once on this "
+                "engine (executor slots)\n",
+                e->slots);
+        fprintf(f,
+                "    batch_window_us: %d          # this engine's batching.batch_window_us; -1 = "
+                "the batching section's\n",
+                e->batch_window_us);
+        fprintf(f,
+                "    batch_max: %d                # this engine's batching.batch_max; 0 = the "
+                "batching section's\n",
+                e->batch_max);
+        fprintf(f,
+                "    batch_max_tokens: %d         # this engine's batching.batch_max_tokens; 0 = "
+                "the batching section's\n",
+                e->batch_max_tokens);
+        fprintf(f,
+                "    queue_max: %d                # this engine's queue size; 0 = "
+                "limits.queue_max\n",
+                e->queue_max);
     }
     fprintf(f, "\nmodels:                        # model instances; weights stay resident on "
                "their engine\n");
@@ -555,7 +903,17 @@ void hs_config_print(const struct hs_config *c, FILE *f)
         else
             fprintf(f, "    # name: the folder's base name unless given; clients send it as "
                        "\"model\"\n");
-        fprintf(f, "    engine: %s                # engines[].name that runs it\n", m->engine);
+        if (m->n_engines > 1) {
+            fprintf(f, "    engines: [");
+            for (int k = 0; k < m->n_engines; k++)
+                fprintf(f, "%s%s", k ? ", " : "", m->engines[k]);
+            fprintf(f, "]      # engines[].name it is resident on (one queue each)\n");
+        } else {
+            fprintf(f,
+                    "    engine: %s                # engines[].name that runs it (or engines: "
+                    "[a, b] to be resident on several)\n",
+                    m->engine);
+        }
         fprintf(f, "    dtype: %s                  # compute dtype: f32 | f16 | bf16\n", m->dtype);
     }
     fprintf(f, "\nbatching:\n");
@@ -609,4 +967,92 @@ void hs_config_print(const struct hs_config *c, FILE *f)
             c->scheduler.throughput_ewma_alpha);
     fprintf(f, "  retry_after_min_s: %d           # smallest Retry-After sent with 429\n",
             c->scheduler.retry_after_min_s);
+
+    fprintf(f, "\n# A route: a model on a set of engines; a request on it goes to the engine with "
+               "the earliest\n# predicted completion (queued work + its own, from service times "
+               "learned per bucket), or is\n# refused with 429 when none can finish before its "
+               "deadline.\n");
+    if (!c->n_routes)
+        fprintf(f, "routes: []                     # [] = one route per model over every engine "
+                   "it is on, named after the model\n");
+    else
+        fprintf(f, "routes:\n");
+    for (int i = 0; i < c->n_routes; i++) {
+        const struct hs_route_cfg *r = &c->routes[i];
+        fprintf(f, "  - name: %s                   # used by rules, split, shadow, failover; "
+                   "X-Route and metrics\n", r->name);
+        fprintf(f, "    kind: %s                 # engines | cascade (small route, then big "
+                   "when the predict path escalates)\n", r->kind);
+        if (!strcmp(r->kind, "cascade")) {
+            fprintf(f, "    small: %s                  # route tried first\n", r->small);
+            fprintf(f, "    big: %s                    # route of an escalation\n", r->big);
+            fprintf(f, "    threshold: %g              # confidence below which the judge "
+                       "escalates\n", r->threshold);
+            fprintf(f, "    escalate_ratio_max: %g     # escalations <= this share of the "
+                       "cascade's requests\n", r->escalate_ratio_max);
+            continue;
+        }
+        fprintf(f, "    model: \"%s\"                 # model name; \"\" = the first model\n",
+                r->model);
+        fprintf(f, "    engines: [");
+        for (int k = 0; k < r->n_engines; k++) fprintf(f, "%s%s", k ? ", " : "", r->engines[k]);
+        fprintf(f, "]            # engines of the route; [] = every engine the model is on\n");
+        if (r->split_route[0])
+            fprintf(f, "    split: {route: %s, ratio: %g}   # A/B: this share goes to that "
+                       "route, sticky by X-Request-Id\n", r->split_route, r->split_ratio);
+        if (r->shadow_route[0])
+            fprintf(f, "    shadow: {route: %s, ratio: %g}  # copy this share there, discard the "
+                       "result, record the cosine\n", r->shadow_route, r->shadow_ratio);
+        if (r->failover_route[0])
+            fprintf(f, "    failover: {route: %s, ratio_max: %g}  # when every engine's breaker "
+                       "is open: at most this share goes there, the rest gets 429\n",
+                    r->failover_route, r->failover_ratio_max);
+    }
+    fprintf(f, "\nrouter:\n");
+    if (!c->router.n_rules)
+        fprintf(f, "  rules: []                    # first match wins, e.g. {tokens_max: 32, "
+                   "route: short}; keys: route, tokens_min, tokens_max (longest sequence), task "
+                   "(embeddings | embed | predict), priority, header + value\n");
+    else
+        fprintf(f, "  rules:                       # first match wins\n");
+    for (int i = 0; i < c->router.n_rules; i++) {
+        const struct hs_rule_cfg *r = &c->router.rules[i];
+        fprintf(f, "    - {route: %s", r->route);
+        if (r->tokens_min) fprintf(f, ", tokens_min: %d", r->tokens_min);
+        if (r->tokens_max) fprintf(f, ", tokens_max: %d", r->tokens_max);
+        if (r->task[0]) fprintf(f, ", task: %s", r->task);
+        if (r->priority[0]) fprintf(f, ", priority: %s", r->priority);
+        if (r->header[0]) fprintf(f, ", header: \"%s\"", r->header);
+        if (r->value[0]) fprintf(f, ", value: \"%s\"", r->value);
+        fprintf(f, "}   # rule %d\n", i);
+    }
+    fprintf(f, "  default_route: \"%s\"          # route when no rule matches; \"\" = the first "
+               "route\n", c->router.default_route);
+    fprintf(f, "  fallback_engine: \"%s\"        # single-engine fallback when routing fails "
+               "(no route, nothing fits); \"\" = the model's first engine\n",
+            c->router.fallback_engine);
+    fprintf(f, "\nbreaker:                       # one circuit breaker per engine\n");
+    fprintf(f, "  window_requests: %d           # outcomes remembered while closed\n",
+            c->breaker.window_requests);
+    fprintf(f, "  min_requests: %d               # outcomes needed before it may open\n",
+            c->breaker.min_requests);
+    fprintf(f, "  error_ratio_max: %g           # failure share of the window that opens it "
+               "(engine errors, timeouts in a batch, slow batches)\n",
+            c->breaker.error_ratio_max);
+    fprintf(f, "  latency_max_ms: %d             # a batch slower than this is a failure; 0 = "
+               "off\n", c->breaker.latency_max_ms);
+    fprintf(f, "  open_ms: %d                 # open -> half-open after this\n",
+            c->breaker.open_ms);
+    fprintf(f, "  half_open_probes: %d           # probe requests let through half-open; all "
+               "succeed -> closed, one fails -> open\n", c->breaker.half_open_probes);
+    fprintf(f, "\nretry:                         # one more try elsewhere after an engine "
+               "failure, from a budget\n");
+    fprintf(f, "  budget_ratio: %g              # tokens each routed request adds; a retry "
+               "takes one\n", c->retry.budget_ratio);
+    fprintf(f, "  budget_max: %g                  # most tokens saved (and the initial fill)\n",
+            c->retry.budget_max);
+    fprintf(f, "\nadmin:\n");
+    fprintf(f, "  enabled: %s                # POST /admin/fault {\"engine\", \"fail_next\", "
+               "\"slow_factor\", \"hang_ms\"} from loopback clients only\n",
+            c->admin.enabled ? "true" : "false");
 }

@@ -1,8 +1,11 @@
 /* hetserve — server configuration (one YAML file).
  *
  * Sections: server (host, port, HTTP threads, trace file), engines (kind, threads, core set,
- * shape whitelist), models (path, engine, dtype), batching (window, max, buckets), limits
- * (queue size, timeouts, body size, items, characters), scheduler (overload and prediction).
+ * shape whitelist, batches in flight, per-engine batching and queue overrides), models (path,
+ * the engines it is resident on, dtype), batching (window, max, buckets), limits (queue size,
+ * timeouts, body size, items, characters), scheduler (overload and prediction), routes (sets of
+ * engines with split / shadow / failover, cascades), router (rules, default route, fallback
+ * engine), breaker (per-engine circuit breakers), retry (budget), admin (fault endpoint).
  * Every number that tunes behaviour lives here; hs_config_defaults gives the documented default
  * of each, and hs_config_print_defaults writes them as a commented YAML file that parses back to
  * the same values. A file may give any subset: what it leaves out keeps its default; a list it
@@ -21,6 +24,8 @@
 
 #define HS_CONFIG_MAX_ENGINES 8
 #define HS_CONFIG_MAX_MODELS  8
+#define HS_CONFIG_MAX_ROUTES  16
+#define HS_CONFIG_MAX_RULES   32
 
 struct hs_engine_cfg {
     char name[32];
@@ -30,13 +35,46 @@ struct hs_engine_cfg {
     int cores[HS_ENGINE_MAX_CORES];
     int n_shapes; /* 0 = any (batch, seq) */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
+    int slots;            /* batches in flight at once (quota) */
+    int batch_window_us;  /* -1 = batching.batch_window_us */
+    int batch_max;        /* 0 = batching.batch_max */
+    int batch_max_tokens; /* 0 = batching.batch_max_tokens */
+    int queue_max;        /* 0 = limits.queue_max */
 };
 
 struct hs_model_cfg {
     char name[128]; /* empty: the folder's base name */
     char path[1024];
-    char engine[32];
+    char engine[32]; /* the first (or only) engine it is resident on */
+    int n_engines;   /* engines it is resident on: engines[0..n); 0 = just `engine` */
+    char engines[HS_CONFIG_MAX_ENGINES][32];
     char dtype[8]; /* f32 | f16 | bf16 */
+};
+
+struct hs_route_cfg {
+    char name[32];
+    char kind[16];   /* engines | cascade */
+    char model[128]; /* model name; "" = the first model */
+    int n_engines;   /* kind engines: the model on these engines; 0 = every engine it is on */
+    char engines[HS_CONFIG_MAX_ENGINES][32];
+    char split_route[32]; /* "" = none */
+    double split_ratio;
+    char shadow_route[32];
+    double shadow_ratio;
+    char failover_route[32];
+    double failover_ratio_max;
+    char small[32], big[32]; /* kind cascade */
+    double threshold;
+    double escalate_ratio_max;
+};
+
+struct hs_rule_cfg {
+    char route[32];
+    int tokens_min, tokens_max; /* longest sequence; 0 = unbounded */
+    char task[32];              /* "" any | embeddings | embed | predict */
+    char priority[16];          /* "" any | interactive | batch */
+    char header[64];
+    char value[128];
 };
 
 struct hs_config {
@@ -73,6 +111,29 @@ struct hs_config {
         double throughput_ewma_alpha;
         int retry_after_min_s;
     } scheduler;
+    int n_routes; /* 0 = one route per model over every engine it is on */
+    struct hs_route_cfg routes[HS_CONFIG_MAX_ROUTES];
+    struct {
+        int n_rules;
+        struct hs_rule_cfg rules[HS_CONFIG_MAX_RULES];
+        char default_route[32];   /* "" = the first route */
+        char fallback_engine[32]; /* "" = the model's first engine */
+    } router;
+    struct {
+        int window_requests;
+        int min_requests;
+        double error_ratio_max;
+        int latency_max_ms;
+        int open_ms;
+        int half_open_probes;
+    } breaker;
+    struct {
+        double budget_ratio;
+        double budget_max;
+    } retry;
+    struct {
+        int enabled; /* POST /admin/fault, loopback clients only */
+    } admin;
 };
 
 /* Fills c with the documented defaults: one CPU engine "cpu0" serving the model folder
@@ -87,6 +148,11 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
 hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err);
 /* Cross-checks: every model's engine exists, names unique, ranges sane. */
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
+
+/* The engine named name, NULL when none. */
+const struct hs_engine_cfg *hs_config_engine(const struct hs_config *c, const char *name);
+/* Index of the route named name, -1 when none. */
+int hs_config_route(const struct hs_config *c, const char *name);
 
 /* Writes c as YAML with a comment documenting every key (used with the defaults by
  * `hetserve config --print-defaults`). */

@@ -6,14 +6,24 @@
  * The connection is then suspended until the scheduler's done callback resumes it; the handler
  * runs once more, post-processes and queues the response. When the response has been sent
  * (notify-completed), the arena's owner reference is dropped; the arena is freed in one call
- * once the scheduler has let go of the request as well.
+ * once the scheduler has let go of every request made for the connection as well.
+ *
+ * Routing: the router (sched/router.h) decides the lane; a request that fails with an engine
+ * error may be sent once more elsewhere (hs_router_retry, from the retry budget) as a second
+ * scheduler request; a sampled request is also copied to a shadow lane, whose result is only
+ * compared with the answer (cosine) and discarded. Every scheduler request holds a reference
+ * on the connection's arena (conn->refs), so a shadow may finish after the response was sent.
+ * Responses carry X-Engine (the engine that served) and X-Route ("route;policy=...") with
+ * X-Route-Reason, the decision in words.
  */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -29,7 +39,10 @@ enum endpoint {
     EP_HEALTH,
     EP_READY,
     EP_METRICS,
+    EP_ADMIN_FAULT,
 };
+
+#define CONN_MAX_REQS 3 /* the first try, a retry, a shadow copy */
 
 struct conn {
     struct hs_server *srv;
@@ -46,8 +59,18 @@ struct conn {
     bool body_too_big;
 
     /* a model request in flight */
-    struct hs_request *req;
+    struct hs_request *req; /* the scheduler request that answers (the retry once there is one) */
     struct hs_served_model *sm;
+    atomic_int refs; /* the owner's, plus one per initialised scheduler request */
+    struct hs_request *reqs[CONN_MAX_REQS];
+    int n_reqs;
+    const char *task;
+    bool routed;                 /* dec holds a decision */
+    struct hs_route_decision dec; /* of k->req */
+    struct hs_request *retry;    /* prepared before submitting, when a retry is possible */
+    struct hs_request *shadow;   /* the shadow copy, when one was sent */
+    int shadow_route;
+    bool shadow_finished, shadow_ok, primary_finished, primary_ok;
     bool base64;
     bool post_normalize; /* L2-normalize in post-processing (model does not) */
     int prompt_tokens;
@@ -65,10 +88,15 @@ static void conn_free_arena(struct conn *k)
     hs_arena_destroy(k->arena); /* k lives in it */
 }
 
+static void conn_unref(struct conn *k)
+{
+    if (atomic_fetch_sub(&k->refs, 1) == 1) conn_free_arena(k);
+}
+
 static void request_release(struct hs_request *r, void *ctx)
 {
     (void)r;
-    conn_free_arena(ctx);
+    conn_unref(ctx);
 }
 
 static struct conn *conn_new(struct hs_server *s, struct MHD_Connection *c)
@@ -84,6 +112,8 @@ static struct conn *conn_new(struct hs_server *s, struct MHD_Connection *c)
     k->mhd = c;
     k->arena = a;
     k->lane = -1;
+    k->shadow_route = -1;
+    atomic_init(&k->refs, 1);
     k->id = atomic_fetch_add(&s->next_id, 1) + 1;
     k->ts[HS_TS_RECEIVED] = hs_now_ns();
     pthread_mutex_lock(&s->inflight_mu);
@@ -101,6 +131,8 @@ static const char *error_type(int status)
     switch (status) {
     case 404:
         return "not_found_error";
+    case 403:
+        return "forbidden";
     case 405:
         return "method_not_allowed";
     case 413:
@@ -153,6 +185,15 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         server_timing(k, tmp, sizeof tmp);
         MHD_add_response_header(r, "Server-Timing", tmp);
     }
+    if (k->routed) {
+        const struct hs_route_decision *d = &k->dec;
+        if (d->lane >= 0)
+            MHD_add_response_header(r, "X-Engine", hs_engine_name(k->srv->lanes[d->lane].engine));
+        snprintf(tmp, sizeof tmp, "%s;policy=%s", hs_router_route_name(k->srv->router, d->route),
+                 hs_route_policy_name(d->policy));
+        MHD_add_response_header(r, "X-Route", tmp);
+        MHD_add_response_header(r, "X-Route-Reason", d->reason);
+    }
     if (status == 429 || status == 503) {
         int secs = (int)ceil(retry_after_s);
         if (secs < k->srv->cfg.scheduler.retry_after_min_s)
@@ -161,9 +202,10 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         MHD_add_response_header(r, "Retry-After", tmp);
     }
     if (status == 405) {
-        const char *allow =
-            k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ? "POST"
-                                                                                      : "GET";
+        const char *allow = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED ||
+                                     k->ep == EP_TOKENIZE || k->ep == EP_ADMIN_FAULT
+                                 ? "POST"
+                                 : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)status, r);
@@ -392,17 +434,134 @@ static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, stru
     return 0;
 }
 
+/* Cosine of every row of the answer with the shadow's, reported to the router (k->mu held,
+ * so a post-processing normalization never runs under it). */
+static void shadow_compare(struct conn *k)
+{
+    struct hs_router *rt = k->srv->router;
+    if (!k->primary_ok || !k->shadow_ok) {
+        hs_router_on_shadow(rt, k->shadow_route, false, NULL, 0);
+        return;
+    }
+    const int dim = k->sm->model->config.dims.hidden;
+    double cos[64];
+    int n = 0;
+    for (int i = 0; i < k->req->n_seqs; i++) {
+        const float *a = k->req->out + (size_t)i * dim, *b = k->shadow->out + (size_t)i * dim;
+        double ab = 0, aa = 0, bb = 0;
+        for (int j = 0; j < dim; j++) {
+            ab += (double)a[j] * b[j];
+            aa += (double)a[j] * a[j];
+            bb += (double)b[j] * b[j];
+        }
+        cos[n++] = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+        if (n == 64 || i + 1 == k->req->n_seqs) {
+            hs_router_on_shadow(rt, k->shadow_route, true, cos, n);
+            n = 0;
+        }
+    }
+}
+
+static void shadow_done(struct hs_request *r, void *ctx)
+{
+    struct conn *k = ctx;
+    pthread_mutex_lock(&k->mu);
+    k->shadow_finished = true;
+    k->shadow_ok = r->status == HS_STATUS_OK;
+    if (k->primary_finished) shadow_compare(k);
+    pthread_mutex_unlock(&k->mu);
+}
+
+static int64_t batch_ns_of(const struct hs_request *r)
+{
+    return r->ts[HS_TS_COPY_OUT] && r->ts[HS_TS_BATCHED] ? r->ts[HS_TS_COPY_OUT] - r->ts[HS_TS_BATCHED]
+                                                         : 0;
+}
+
+/* A new scheduler request for the same inputs, in storage prepared beforehand. */
+static void request_clone(struct conn *k, const struct hs_request *from, struct hs_request *to,
+                          enum hs_priority prio, hs_request_fn done)
+{
+    struct hs_seq *seqs = to->seqs;
+    float *out = to->out;
+    memset(to, 0, sizeof *to);
+    for (int i = 0; i < from->n_seqs; i++) {
+        memset(&seqs[i], 0, sizeof seqs[i]);
+        seqs[i].ids = from->seqs[i].ids;
+        seqs[i].n_tokens = from->seqs[i].n_tokens;
+    }
+    to->id = from->id;
+    to->priority = prio;
+    to->deadline_ns = from->deadline_ns;
+    to->n_seqs = from->n_seqs;
+    to->seqs = seqs;
+    to->out = out;
+    to->model = from->model;
+    to->done = done;
+    to->release = request_release;
+    to->ctx = k;
+    memcpy(to->ts, from->ts, sizeof to->ts);
+    hs_request_init(to);
+    atomic_fetch_add(&k->refs, 1);
+    k->reqs[k->n_reqs++] = to;
+}
+
+/* Storage for one more scheduler request of n sequences (arena; MHD thread only). */
+static struct hs_request *request_storage(struct conn *k, size_t n)
+{
+    struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
+    if (!r) return NULL;
+    r->seqs = hs_arena_calloc(k->arena, n, sizeof *r->seqs);
+    r->out = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)k->sm->model->config.dims.hidden);
+    return r->seqs && r->out ? r : NULL;
+}
+
 static void request_done(struct hs_request *r, void *ctx)
 {
     struct conn *k = ctx;
-    (void)r;
+    struct hs_server *s = k->srv;
+    int64_t now = hs_now_ns();
+    hs_router_on_result(s->router, r->lane, k->dec.probe, r->status, batch_ns_of(r),
+                        r->in_batch_timeout, now);
     pthread_mutex_lock(&k->mu);
+    if (r->status == HS_STATUS_ENGINE && k->retry && r == k->req) {
+        /* One more try on another engine, when the budget allows. */
+        struct hs_route_query q = {.req = r, .task = k->task};
+        struct hs_route_decision d2;
+        hs_router_retry(s->router, &q, &k->dec, now, &d2);
+        if (d2.status == HS_STATUS_OK) {
+            struct hs_request *r2 = k->retry;
+            k->retry = NULL;
+            request_clone(k, r, r2, r->priority, request_done);
+            char first[sizeof k->dec.reason];
+            snprintf(first, sizeof first, "%s", k->dec.reason);
+            struct hs_route_decision prev = k->dec;
+            k->dec = d2;
+            snprintf(k->dec.reason, sizeof k->dec.reason, "%.120s; %.120s", first, d2.reason);
+            k->req = r2;
+            pthread_mutex_unlock(&k->mu);
+            if (hs_sched_submit_lane(s->sched, d2.lane, r2) == HS_STATUS_OK) return;
+            /* Not taken after all: answer with the first try's failure. */
+            pthread_mutex_lock(&k->mu);
+            k->dec = prev;
+            k->req = r;
+        }
+    }
     k->done = true;
+    k->primary_finished = true;
+    k->primary_ok = k->req->status == HS_STATUS_OK;
+    if (k->shadow && k->shadow_finished) shadow_compare(k);
     if (k->suspended) {
         k->suspended = false;
         MHD_resume_connection(k->mhd);
     }
     pthread_mutex_unlock(&k->mu);
+}
+
+static const char *conn_header(void *ctx, const char *name)
+{
+    struct conn *k = ctx;
+    return MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, name);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -567,11 +726,43 @@ static enum MHD_Result embed_begin(struct conn *k)
     r->ctx = k;
     memcpy(r->ts, k->ts, sizeof r->ts);
     hs_request_init(r);
+    atomic_fetch_add(&k->refs, 1);
+    k->reqs[k->n_reqs++] = r;
     pthread_mutex_init(&k->mu, NULL);
     k->mu_init = true;
     k->req = r;
-    hs_status st = hs_sched_submit(s->sched, r);
+
+    /* route */
+    k->task = openai ? "embeddings" : "embed";
+    const char *key = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Request-Id");
+    struct hs_route_query q = {
+        .req = r, .task = k->task, .key = key, .header = conn_header, .header_ctx = k};
+    hs_router_decide(s->router, &q, hs_now_ns(), &k->dec);
+    k->routed = true;
+    r->ts[HS_TS_ROUTED] = hs_now_ns();
+    if (k->dec.status != HS_STATUS_OK) {
+        memcpy(k->ts, r->ts, sizeof k->ts);
+        ret = send_error(k, status_to_http(k->dec.status), k->dec.retry_after_s, "%s",
+                         k->dec.reason);
+        goto out;
+    }
+    /* Storage for what may follow, made now: later the arena is not ours alone. */
+    const struct hs_router_opts *ro = hs_router_opts(s->router);
+    const struct hs_route *route = k->dec.route >= 0 ? &ro->routes[k->dec.route] : NULL;
+    if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
+        k->retry = request_storage(k, n);
+    struct hs_request *shadow = NULL;
+    if (k->dec.shadow_lane >= 0 &&
+        hs_sched_lane_opts(s->sched, k->dec.shadow_lane)->dim == m->config.dims.hidden &&
+        (shadow = request_storage(k, n)) != NULL) {
+        /* The copy is bulk work: shed before anything a client waits for. */
+        request_clone(k, r, shadow, HS_PRIORITY_BATCH, shadow_done);
+        k->shadow_route = k->dec.shadow_route;
+    }
+    int lane = k->dec.lane;
+    hs_status st = hs_sched_submit_lane(s->sched, lane, r);
     if (st != HS_STATUS_OK) {
+        hs_router_on_result(s->router, lane, k->dec.probe, st, 0, false, hs_now_ns());
         memcpy(k->ts, r->ts, sizeof k->ts);
         k->lane = r->lane;
         ret = send_error(k, status_to_http(st), r->retry_after_s, "%s", r->msg);
@@ -579,6 +770,18 @@ static enum MHD_Result embed_begin(struct conn *k)
     }
     k->submitted = true;
     k->lane = r->lane;
+    if (shadow) {
+        pthread_mutex_lock(&k->mu);
+        k->shadow = shadow;
+        pthread_mutex_unlock(&k->mu);
+        if (hs_sched_submit_lane(s->sched, k->dec.shadow_lane, shadow) != HS_STATUS_OK) {
+            pthread_mutex_lock(&k->mu);
+            k->shadow_finished = true; /* compared as failed */
+            k->shadow_ok = false;
+            if (k->primary_finished) shadow_compare(k);
+            pthread_mutex_unlock(&k->mu);
+        }
+    }
     pthread_mutex_lock(&k->mu);
     if (!k->done) {
         MHD_suspend_connection(k->mhd);
@@ -599,7 +802,9 @@ out:
 /* After the scheduler answered: post-process and serialize. */
 static enum MHD_Result embed_finish(struct conn *k)
 {
+    pthread_mutex_lock(&k->mu);
     struct hs_request *r = k->req;
+    pthread_mutex_unlock(&k->mu);
     memcpy(k->ts, r->ts, sizeof k->ts);
     k->lane = r->lane;
     if (r->status != HS_STATUS_OK) {
@@ -609,6 +814,8 @@ static enum MHD_Result embed_finish(struct conn *k)
     const int dim = k->sm->model->config.dims.hidden;
     const size_t n = (size_t)r->n_seqs;
     if (k->post_normalize) {
+        /* under k->mu: a shadow comparison may read these rows */
+        pthread_mutex_lock(&k->mu);
         for (size_t i = 0; i < n; i++) {
             float *v = r->out + i * (size_t)dim;
             double ss = 0;
@@ -616,6 +823,7 @@ static enum MHD_Result embed_finish(struct conn *k)
             float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
             for (int j = 0; j < dim; j++) v[j] *= inv;
         }
+        pthread_mutex_unlock(&k->mu);
     }
     struct hs_buf b;
     /* Sized once for the worst case so serialization never re-grows. */
@@ -793,6 +1001,62 @@ static enum MHD_Result simple(struct conn *k)
     }
 }
 
+/* POST /admin/fault {"engine", "fail_next", "slow_factor", "hang_ms"}: replaces the engine's
+ * injected faults (absent fields are 0 / no fault). Only when admin.enabled, only from
+ * loopback. */
+static bool client_is_loopback(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return false;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    return false;
+}
+
+static enum MHD_Result admin_fault(struct conn *k)
+{
+    struct hs_server *s = k->srv;
+    if (!s->cfg.admin.enabled) return send_error(k, 404, 0, "no endpoint /admin/fault");
+    if (!client_is_loopback(k->mhd))
+        return send_error(k, 403, 0, "the admin endpoint answers loopback clients only");
+    enum MHD_Result ret = MHD_YES;
+    json_t *root = parse_body(k, &ret);
+    if (!root) return ret;
+    json_t *je = json_object_get(root, "engine");
+    hs_engine_t e = json_is_string(je) ? hs__server_engine(s, json_string_value(je)) : NULL;
+    if (!e) {
+        json_decref(root);
+        return send_error(k, 404, 0, "'engine' must name a configured engine");
+    }
+    struct hs_engine_fault f = {0};
+    json_t *v;
+    if ((v = json_object_get(root, "fail_next")) && json_is_integer(v))
+        f.fail_next = (int)json_integer_value(v);
+    if ((v = json_object_get(root, "slow_factor")) && json_is_number(v))
+        f.slow_factor = json_number_value(v);
+    if ((v = json_object_get(root, "hang_ms")) && json_is_integer(v))
+        f.hang_ms = (int)json_integer_value(v);
+    json_decref(root);
+    if (f.fail_next < 0 || f.hang_ms < 0 || f.slow_factor < 0 || f.slow_factor > 1000)
+        return send_error(k, 400, 0, "fail_next, hang_ms >= 0 and slow_factor in [0, 1000]");
+    hs_engine_set_fault(e, &f);
+    hs_log_warn("admin: engine %s faults set: fail_next %d, slow_factor %g, hang_ms %d",
+                hs_engine_name(e), f.fail_next, f.slow_factor, f.hang_ms);
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 256);
+    hs_buf_printf(&b, "{\"engine\":\"%s\",\"fail_next\":%d,\"slow_factor\":%g,\"hang_ms\":%d}",
+                  hs_engine_name(e), f.fail_next, f.slow_factor, f.hang_ms);
+    return send_buf(k, 200, &b, "application/json", 0);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * dispatch
  */
@@ -812,6 +1076,7 @@ static enum endpoint endpoint_of(const char *url, bool *want_post)
         {"/health", EP_HEALTH, false},
         {"/ready", EP_READY, false},
         {"/metrics", EP_METRICS, false},
+        {"/admin/fault", EP_ADMIN_FAULT, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(url, table[i].path)) {
@@ -887,6 +1152,8 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         return embed_begin(k);
     case EP_TOKENIZE:
         return tokenize(k);
+    case EP_ADMIN_FAULT:
+        return admin_fault(k);
     default:
         return simple(k);
     }
@@ -913,12 +1180,23 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED;
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
-        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts);
+        char decision[400] = "";
+        if (k->routed)
+            snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
+                     hs_router_route_name(s->router, k->dec.route),
+                     hs_route_policy_name(k->dec.policy),
+                     k->dec.lane >= 0 ? hs_engine_name(s->lanes[k->dec.lane].engine) : "none",
+                     k->dec.reason);
+        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts,
+                         k->routed ? decision : NULL);
     }
-    if (k->req && k->submitted)
-        hs_request_unref(k->req); /* frees the arena once the scheduler let go too */
-    else
-        conn_free_arena(k);
+    /* The owner's references: each scheduler request's (the arena goes once the scheduler let
+     * go of them all), then the connection's own. */
+    int n_reqs = k->n_reqs;
+    struct hs_request *reqs[CONN_MAX_REQS];
+    memcpy(reqs, k->reqs, sizeof reqs);
+    for (int i = 0; i < n_reqs; i++) hs_request_unref(reqs[i]);
+    conn_unref(k);
     pthread_mutex_lock(&s->inflight_mu);
     s->inflight--;
     pthread_cond_broadcast(&s->inflight_cv);

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
+#include "sched/router.h"
 #include "sched/sched.h"
 #include "server/config.h"
 #include "server/json.h"
@@ -21,9 +22,16 @@
 struct hs_served_model {
     char name[128];
     struct hs_model *model;
-    struct hs_executor *exec;
+    hs_engine_t engine; /* the first engine it is resident on */
+    int lane;           /* the first lane serving it */
+};
+
+/* One scheduler lane: a model resident on one engine, with its executor (slots = the engine's
+ * quota). */
+struct hs_served_lane {
+    struct hs_served_model *sm;
     hs_engine_t engine;
-    int lane;
+    struct hs_executor *exec;
 };
 
 struct hs_server {
@@ -32,7 +40,10 @@ struct hs_server {
     hs_engine_t engines[HS_CONFIG_MAX_ENGINES];
     int n_models;
     struct hs_served_model models[HS_CONFIG_MAX_MODELS];
+    int n_lanes;
+    struct hs_served_lane lanes[HS_SCHED_MAX_LANES];
     struct hs_sched *sched;
+    struct hs_router *router;
     struct hs_metrics *metrics;
     struct hs_trace *trace;
     struct MHD_Daemon *daemon;
@@ -51,5 +62,8 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
                                  size_t *upload_size, void **con_cls);
 void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         enum MHD_RequestTerminationCode why);
+
+/* The engine named name, NULL when none (server.c). */
+hs_engine_t hs__server_engine(struct hs_server *s, const char *name);
 
 #endif

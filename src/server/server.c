@@ -10,12 +10,12 @@
 #include "server/server-impl.h"
 
 /* The executor-facing adapter the scheduler's batcher calls: one slot per lane. */
-static hs_status exec_run(void *ctx, const struct hs_batch *b, float *out,
+static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *out,
                           struct hs_batch_timing *t, struct hs_error *err)
 {
-    struct hs_served_model *sm = ctx;
+    struct hs_served_lane *sl = ctx;
     struct hs_exec_timing et = {0};
-    hs_status st = hs_executor_run(sm->exec, 0, b, out, &et, err);
+    hs_status st = hs_executor_run(sl->exec, slot, b, out, &et, err);
     t->copy_in_ns = et.copy_in_ns;
     t->compute_ns = et.compute_ns + et.transfer_ns;
     t->copy_out_ns = et.copy_out_ns;
@@ -36,18 +36,110 @@ static enum hs_dtype dtype_of(const char *name)
     return HS_DTYPE_F32;
 }
 
-static hs_engine_t engine_by_name(struct hs_server *s, const char *name)
+hs_engine_t hs__server_engine(struct hs_server *s, const char *name)
 {
     for (int i = 0; i < s->n_engines; i++)
         if (!strcmp(hs_engine_name(s->engines[i]), name)) return s->engines[i];
     return NULL;
 }
 
-static const struct hs_engine_cfg *engine_cfg(const struct hs_config *c, const char *name)
+/* Lane of model m on engine e; -1 when the model is not resident there. */
+static int lane_of(const struct hs_server *s, const struct hs_served_model *sm, const char *engine)
 {
-    for (int i = 0; i < c->n_engines; i++)
-        if (!strcmp(c->engines[i].name, name)) return &c->engines[i];
+    for (int i = 0; i < s->n_lanes; i++)
+        if (s->lanes[i].sm == sm && !strcmp(hs_engine_name(s->lanes[i].engine), engine)) return i;
+    return -1;
+}
+
+static struct hs_served_model *model_named(struct hs_server *s, const char *name)
+{
+    if (!name || !*name) return &s->models[0];
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].name, name)) return &s->models[i];
     return NULL;
+}
+
+/* Translates the config's routes (names) into the router's (lane indexes). */
+static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, struct hs_error *err)
+{
+    const struct hs_config *c = &s->cfg;
+    memset(o, 0, sizeof *o);
+    o->default_route = -1;
+    o->fallback_lane = -1;
+    if (c->n_routes == 0) {
+        /* One route per model over every engine it is on. */
+        for (int m = 0; m < s->n_models; m++) {
+            struct hs_route *r = &o->routes[o->n_routes++];
+            snprintf(r->name, sizeof r->name, "%.31s", s->models[m].name);
+            r->kind = HS_ROUTE_KIND_LANES;
+            r->split_route = r->shadow_route = r->failover_route = -1;
+            for (int l = 0; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
+                if (s->lanes[l].sm == &s->models[m]) r->lanes[r->n_lanes++] = l;
+        }
+        o->default_route = 0;
+    }
+    for (int i = 0; i < c->n_routes; i++) {
+        const struct hs_route_cfg *rc = &c->routes[i];
+        struct hs_route *r = &o->routes[o->n_routes++];
+        snprintf(r->name, sizeof r->name, "%s", rc->name);
+        r->split_route = hs_config_route(c, rc->split_route);
+        r->split_ratio = rc->split_ratio;
+        r->shadow_route = hs_config_route(c, rc->shadow_route);
+        r->shadow_ratio = rc->shadow_ratio;
+        r->failover_route = hs_config_route(c, rc->failover_route);
+        r->failover_ratio_max = rc->failover_ratio_max;
+        if (!strcmp(rc->kind, "cascade")) {
+            r->kind = HS_ROUTE_KIND_CASCADE;
+            r->cascade_small = hs_config_route(c, rc->small);
+            r->cascade_big = hs_config_route(c, rc->big);
+            r->cascade_threshold = rc->threshold;
+            r->cascade_escalate_ratio_max = rc->escalate_ratio_max;
+            continue;
+        }
+        r->kind = HS_ROUTE_KIND_LANES;
+        struct hs_served_model *sm = model_named(s, rc->model);
+        if (!sm)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: route '%s' names model '%s', which is not served",
+                                rc->name, rc->model);
+        if (rc->n_engines == 0) {
+            for (int l = 0; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
+                if (s->lanes[l].sm == sm) r->lanes[r->n_lanes++] = l;
+        }
+        for (int k = 0; k < rc->n_engines; k++) {
+            int l = lane_of(s, sm, rc->engines[k]);
+            if (l < 0)
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: route '%s': model %s is not resident on engine %s",
+                                    rc->name, sm->name, rc->engines[k]);
+            r->lanes[r->n_lanes++] = l;
+        }
+    }
+    for (int i = 0; i < c->router.n_rules; i++) {
+        const struct hs_rule_cfg *rc = &c->router.rules[i];
+        struct hs_route_rule *ru = &o->rules[o->n_rules++];
+        ru->route = hs_config_route(c, rc->route);
+        ru->tokens_min = rc->tokens_min;
+        ru->tokens_max = rc->tokens_max;
+        snprintf(ru->task, sizeof ru->task, "%s", rc->task);
+        ru->priority = rc->priority[0] ? hs_priority_parse(rc->priority) : -1;
+        snprintf(ru->header, sizeof ru->header, "%s", rc->header);
+        snprintf(ru->value, sizeof ru->value, "%s", rc->value);
+    }
+    if (c->n_routes)
+        o->default_route = c->router.default_route[0] ? hs_config_route(c, c->router.default_route)
+                                                      : 0;
+    if (c->router.fallback_engine[0])
+        o->fallback_lane = lane_of(s, &s->models[0], c->router.fallback_engine);
+    o->breaker.window_requests = c->breaker.window_requests;
+    o->breaker.min_requests = c->breaker.min_requests;
+    o->breaker.error_ratio_max = c->breaker.error_ratio_max;
+    o->breaker.latency_max_ms = c->breaker.latency_max_ms;
+    o->breaker.open_ms = c->breaker.open_ms;
+    o->breaker.half_open_probes = c->breaker.half_open_probes;
+    o->retry_budget_ratio = c->retry.budget_ratio;
+    o->retry_budget_max = c->retry.budget_max;
+    return HS_STATUS_OK;
 }
 
 hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
@@ -75,7 +167,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         s->n_engines++;
     }
 
-    struct hs_lane_opts lanes[HS_CONFIG_MAX_MODELS];
+    struct hs_lane_opts lanes[HS_SCHED_MAX_LANES];
     memset(lanes, 0, sizeof lanes);
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *mc = &c->models[i];
@@ -90,51 +182,81 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                                   sm->name);
                 goto fail;
             }
-        sm->engine = engine_by_name(s, mc->engine);
-        const struct hs_engine_cfg *ec = engine_cfg(c, mc->engine);
-        int seq_max = sm->model->config.max_seq_len;
-        int batch_max = c->batching.batch_max, tokens_max = c->batching.batch_max_tokens;
-        for (int k = 0; k < ec->n_shapes; k++) {
-            if (ec->shapes[k].batch > batch_max) batch_max = ec->shapes[k].batch;
-            if (ec->shapes[k].batch * ec->shapes[k].seq > tokens_max)
-                tokens_max = ec->shapes[k].batch * ec->shapes[k].seq;
-        }
-        if (tokens_max < seq_max) tokens_max = seq_max;
-        struct hs_placement plan;
-        hs_placement_single(sm->model, sm->engine, &plan);
-        struct hs_executor_opts xo = {.batch_max = batch_max,
-                                      .tokens_max = tokens_max,
-                                      .seq_max = seq_max,
-                                      .slots = 1,
-                                      .dtype = dtype_of(mc->dtype)};
-        st = hs_executor_create(sm->model, &plan, &xo, &sm->exec, err);
-        if (st) goto fail;
-        sm->lane = i;
+        sm->engine = hs__server_engine(s, mc->engine);
+        sm->lane = s->n_lanes;
+        int n_on = mc->n_engines ? mc->n_engines : 1;
+        for (int j = 0; j < n_on; j++) {
+            const char *en = mc->n_engines ? mc->engines[j] : mc->engine;
+            if (s->n_lanes >= HS_SCHED_MAX_LANES) {
+                st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                  "config: more than %d (model, engine) pairs",
+                                  HS_SCHED_MAX_LANES);
+                goto fail;
+            }
+            const struct hs_engine_cfg *ec = hs_config_engine(c, en);
+            struct hs_served_lane *sl = &s->lanes[s->n_lanes];
+            sl->sm = sm;
+            sl->engine = hs__server_engine(s, en);
+            int lane_batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
+            int lane_tokens_max =
+                ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;
+            int seq_max = sm->model->config.max_seq_len;
+            int batch_max = lane_batch_max, tokens_max = lane_tokens_max;
+            for (int k = 0; k < ec->n_shapes; k++) {
+                if (ec->shapes[k].batch > batch_max) batch_max = ec->shapes[k].batch;
+                if (ec->shapes[k].batch * ec->shapes[k].seq > tokens_max)
+                    tokens_max = ec->shapes[k].batch * ec->shapes[k].seq;
+            }
+            if (tokens_max < seq_max) tokens_max = seq_max;
+            struct hs_placement plan;
+            hs_placement_single(sm->model, sl->engine, &plan);
+            struct hs_executor_opts xo = {.batch_max = batch_max,
+                                          .tokens_max = tokens_max,
+                                          .seq_max = seq_max,
+                                          .slots = ec->slots > 0 ? ec->slots : 1,
+                                          .dtype = dtype_of(mc->dtype)};
+            st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
+            if (st) goto fail;
+            s->n_lanes++;
 
-        struct hs_lane_opts *o = &lanes[i];
-        o->engine = mc->engine;
-        o->model = sm->name;
-        o->dim = sm->model->config.dims.hidden;
-        o->seq_max = seq_max;
-        o->pad_id = sm->model->config.pad_token_id;
-        o->batch_window_us = c->batching.batch_window_us;
-        o->batch_max = c->batching.batch_max;
-        o->batch_max_tokens = c->batching.batch_max_tokens;
-        o->n_buckets = c->batching.n_buckets;
-        memcpy(o->buckets, c->batching.buckets, sizeof c->batching.buckets);
-        o->n_shapes = ec->n_shapes;
-        memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
-        o->queue_max = c->limits.queue_max;
-        o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
-        o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
-        o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
-        o->runner = (struct hs_runner){exec_run, sm};
-        hs_log_info("model %s (%s) on engine %s: dim %d, max %d tokens", sm->name, mc->path,
-                    mc->engine, o->dim, seq_max);
+            struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
+            o->engine = en;
+            o->model = sm->name;
+            o->dim = sm->model->config.dims.hidden;
+            o->seq_max = seq_max;
+            o->pad_id = sm->model->config.pad_token_id;
+            o->batch_window_us =
+                ec->batch_window_us >= 0 ? ec->batch_window_us : c->batching.batch_window_us;
+            o->batch_max = lane_batch_max;
+            o->batch_max_tokens = lane_tokens_max;
+            o->n_buckets = c->batching.n_buckets;
+            memcpy(o->buckets, c->batching.buckets, sizeof c->batching.buckets);
+            o->n_shapes = ec->n_shapes;
+            memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
+            o->queue_max = ec->queue_max > 0 ? ec->queue_max : c->limits.queue_max;
+            o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
+            o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
+            o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
+            o->slots = xo.slots;
+            o->runner = (struct hs_runner){exec_run, sl};
+            hs_log_info("model %s (%s) on engine %s: dim %d, max %d tokens, %d slot(s)", sm->name,
+                        mc->path, en, o->dim, seq_max, o->slots);
+        }
     }
     struct hs_sched_observer obs = {on_batch, s};
-    st = hs_sched_create(lanes, c->n_models, &obs, &s->sched, err);
+    st = hs_sched_create(lanes, s->n_lanes, &obs, &s->sched, err);
     if (st) goto fail;
+    {
+        struct hs_router_opts *ro = hs_malloc(sizeof *ro);
+        if (!ro) {
+            st = hs_error_set(err, HS_STATUS_NO_MEMORY, "router options");
+            goto fail;
+        }
+        st = router_opts(s, ro, err);
+        if (!st) st = hs_router_create(s->sched, ro, &s->router, err);
+        hs_free(ro);
+        if (st) goto fail;
+    }
     st = hs_metrics_create(s->sched, &s->metrics, err);
     if (st) goto fail;
     if (c->server.trace_file[0]) {
@@ -188,6 +310,8 @@ hs_status hs_server_shutdown(struct hs_server *s)
     MHD_socket ls = MHD_quiesce_daemon(s->daemon);
     if (ls != MHD_INVALID_SOCKET) close(ls);
     int timeout_ms = s->cfg.limits.drain_timeout_ms;
+    /* A hung engine (injected fault) would hold the drain: faults end with the server. */
+    for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
     hs_status st = hs_sched_drain(s->sched, timeout_ms);
     /* Every answered request still has to reach its client. */
     int64_t until = t0 + (int64_t)timeout_ms * 1000000;
@@ -216,13 +340,13 @@ void hs_server_destroy(struct hs_server *s)
 {
     if (!s) return;
     if (s->daemon) MHD_stop_daemon(s->daemon);
-    hs_sched_destroy(s->sched);
+    for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
+    hs_sched_destroy(s->sched); /* answers what is queued: done callbacks use the router */
+    hs_router_free(s->router);
     hs_metrics_free(s->metrics);
     hs_trace_close(s->trace);
-    for (int i = 0; i < s->n_models; i++) {
-        hs_executor_free(s->models[i].exec);
-        hs_model_free(s->models[i].model);
-    }
+    for (int i = 0; i < s->n_lanes; i++) hs_executor_free(s->lanes[i].exec);
+    for (int i = 0; i < s->n_models; i++) hs_model_free(s->models[i].model);
     for (int i = 0; i < s->n_engines; i++) hs_engine_destroy(s->engines[i]);
     pthread_mutex_destroy(&s->inflight_mu);
     pthread_cond_destroy(&s->inflight_cv);

@@ -111,16 +111,27 @@ static void async(struct hs_trace *t, int pid, uint64_t id, const char *ph, cons
             args ? "}" : "");
 }
 
-void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status, const int64_t *ts)
+void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status, const int64_t *ts,
+                      const char *decision)
 {
     if (!t || !ts[HS_TS_RECEIVED]) return;
     int pid = lane >= 0 && lane < t->n_lanes ? lane + 1 : t->n_lanes + 1;
     int64_t last = ts[0];
     for (int i = 1; i < HS_TS_COUNT; i++)
         if (ts[i] > last) last = ts[i];
-    char name[48], args[64];
+    char name[48], args[640];
     snprintf(name, sizeof name, "request %" PRIu64, id);
-    snprintf(args, sizeof args, "\"status\":%d", http_status);
+    int n = snprintf(args, sizeof args, "\"status\":%d", http_status);
+    if (decision) {
+        n += snprintf(args + n, sizeof args - (size_t)n, ",\"decision\":\"");
+        for (const char *p = decision; *p && n < (int)sizeof args - 8; p++) {
+            /* JSON string: the decision text is ours, but names come from the config */
+            if (*p == '"' || *p == '\\') args[n++] = '\\';
+            args[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+        }
+        args[n++] = '"';
+        args[n] = '\0';
+    }
     pthread_mutex_lock(&t->mu);
     async(t, pid, id, "b", name, ts[0], args);
     int64_t prev = ts[0];

@@ -28,9 +28,10 @@ struct runner_ctx {
     struct rec_batch b[MAX_BATCHES];
 };
 
-static hs_status test_run(void *ctx, const struct hs_batch *b, float *out,
+static hs_status test_run(void *ctx, int slot, const struct hs_batch *b, float *out,
                           struct hs_batch_timing *t, struct hs_error *err)
 {
+    (void)slot;
     struct runner_ctx *c = ctx;
     pthread_mutex_lock(&c->mu);
     c->entered++;
