@@ -9,12 +9,13 @@
 #   (a) shared: one CPU engine on cores 0-1, one queue (FIFO across length buckets), batching on
 #   (b) hybrid: short -> CPU engine pinned to core 0, long -> CPU engine pinned to core 1
 #   (c) gpu:    short -> CPU engine on cores 0-1, long -> CUDA engine (only when a GPU is found)
-# Routing for (b)/(c): when the server has rule routing by token length (a config given with
-# HYBRID_CONFIG=FILE, or configs/hybrid-cpu.yaml in the tree, that `hetserve config --check`
-# accepts), the mixed trace goes to one URL and the server routes. Otherwise the split is done by
-# the client: two model instances (one per engine) and two hetbench processes, short at 0.8 R and
-# long at 0.2 R; the superposition of two independent Poisson streams is a Poisson stream of
-# rate R with the same 80/20 mix, so the offered trace is statistically the same.
+# Routing for (b)/(c): by the server's router (rules: tokens_max 32 -> short route, default ->
+# long route, no failover), the mixed trace sent to one URL; HYBRID_CONFIG=FILE runs (b) with
+# FILE instead (e.g. configs/hybrid-cpu.yaml). On a build without the router, or with
+# HYBRID_SPLIT=1, the client splits: two model instances (one per engine) and two hetbench
+# processes, short at 0.8 R and long at 0.2 R; the superposition of two independent Poisson
+# streams is a Poisson stream of rate R with the same 80/20 mix, so the offered trace is
+# statistically the same.
 # Loads: fractions of (a)'s closed-loop capacity on the trace, measured first (or --rates).
 # Per run: short/long P50/P99, throughput, per-engine utilization (busy seconds from /metrics
 # over the run's wall time). report.py prints the table, the highest load with short P99 < 50 ms,
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
     --quick) DURATION=5; WARMUP=1; CAP_S=4; FRACTIONS="0.2 0.5" ;;
     --out) OUTDIR=$2; shift ;;
     --rates) RATES=$2; shift ;;
-    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
     -*) echo "hybrid/run.sh: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1 ;;
   esac
@@ -87,25 +88,54 @@ split_config "$BENCH_TMP/b.yaml" "    kind: cpu
 split_config "$BENCH_TMP/c.yaml" "    kind: cpu
     cores: [0, 1]" "    kind: cuda"
 
-ROUTED=${HYBRID_CONFIG:-}
-[ -z "$ROUTED" ] && [ -f configs/hybrid-cpu.yaml ] && ROUTED=configs/hybrid-cpu.yaml
-if [ -n "$ROUTED" ]; then
-  if "$HETSERVE" config --check "$ROUTED" >/dev/null 2>&1; then
-    cp "$ROUTED" "$BENCH_TMP/b.yaml"
+routed_config() { # file short-engine-lines long-engine-lines: one model on both engines,
+  # rule routing by token count (the server's router), no failover between the two
+  cat >"$1" <<EOF
+engines:
+  - name: short
+$2
+  - name: long
+$3
+models:
+  - path: "$MODEL"
+    engines: [short, long]
+routes:
+  - name: short
+    engines: [short]
+  - name: long
+    engines: [long]
+router:
+  rules:
+    - {tokens_max: 32, route: short}
+  default_route: long
+EOF
+}
+B_MODE=split
+if [ -n "${HYBRID_CONFIG:-}" ]; then
+  "$HETSERVE" config --check "$HYBRID_CONFIG" >/dev/null || { echo "hybrid: $HYBRID_CONFIG is not valid" >&2; exit 1; }
+  cp "$HYBRID_CONFIG" "$BENCH_TMP/b.yaml"
+  B_MODE=routed
+elif [ "${HYBRID_SPLIT:-0}" != 1 ]; then
+  routed_config "$BENCH_TMP/br.yaml" "    kind: cpu
+    cores: [0]" "    kind: cpu
+    cores: [1]"
+  routed_config "$BENCH_TMP/cr.yaml" "    kind: cpu
+    cores: [0, 1]" "    kind: cuda"
+  if "$HETSERVE" config --check "$BENCH_TMP/br.yaml" >/dev/null 2>&1; then
+    mv "$BENCH_TMP/br.yaml" "$BENCH_TMP/b.yaml"
+    mv "$BENCH_TMP/cr.yaml" "$BENCH_TMP/c.yaml"
+    B_MODE=routed
   else
-    echo "hybrid: $ROUTED does not pass hetserve config --check; routing in the client" >&2
-    ROUTED=
+    echo "hybrid: this build has no rule routing (router: in the config); routing in the client" >&2
   fi
 fi
-B_MODE=split
-[ -n "$ROUTED" ] && B_MODE=routed
 GPUS=$("$HETSERVE" devices 2>/dev/null | python3 -c 'import json,sys
 try: print(int(json.load(sys.stdin).get("gpus", 0)))
 except Exception: print(0)')
 for c in a b c; do cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
 {
   echo "# hybrid experiment, $(hs_load_note)"
-  echo "# (b) routing: $B_MODE${ROUTED:+ ($ROUTED)}; GPUs found: $GPUS"
+  echo "# (b)/(c) routing: $B_MODE${HYBRID_CONFIG:+ ($HYBRID_CONFIG)}; GPUs found: $GPUS"
 } >"$BENCH_OUT/load.txt"
 echo "hybrid: load before: $(hs_load_note); (b) routing: $B_MODE"
 
@@ -179,8 +209,13 @@ hs_server_stop || echo "hybrid: server (b) exited non-zero" >&2
 # --- (c) GPU for the long requests ---------------------------------------------------------------
 if [ "$GPUS" -gt 0 ]; then
   if hs_server_start c "$BENCH_TMP/c.yaml"; then
-    warm minilm-short minilm-long
-    for r in $RATES; do run_split c "$r"; done
+    if [ "$B_MODE" = routed ]; then
+      warm all-MiniLM-L6-v2
+      for r in $RATES; do run_mixed c "$r" all-MiniLM-L6-v2; done
+    else
+      warm minilm-short minilm-long
+      for r in $RATES; do run_split c "$r"; done
+    fi
     hs_server_stop || echo "hybrid: server (c) exited non-zero" >&2
   fi
 else
