@@ -82,6 +82,15 @@ warm() { # first batches of each shape pay one-time costs (page faults, GEMM set
 rps_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["all"]["rps"])' "$1"; }
 
 { echo "# serving benchmark, $(hs_load_note)"; } >"$BENCH_OUT/load.txt"
+
+# --- the engine's own batching gain: the ceiling of what the server can show ---------------------
+# (a single sequence is already 16-32 GEMM rows, so batching gains less on an encoder than on a
+# decoder; the server cannot beat the engine's batch-32 / batch-1 ratio at equal P95)
+if [ -x "$BUILD/bench_cpu" ]; then
+  echo "serving: engine alone (bench_cpu, $(nproc) threads; the first 32x32 warms up): 1x16 1x32 32x16 32x32"
+  "$BUILD/bench_cpu" --model "$MODEL" --threads "$(nproc)" --shapes 32x32,1x16,1x32,32x16,32x32 \
+    --seconds "$((DURATION / 4 + 1))" --no-peak 2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
+fi
 echo "serving: load before: $(hs_load_note)"
 
 # --- B first: its capacity sets the rates -------------------------------------------------------

@@ -5,6 +5,7 @@ usage: serving_report.py OUTDIR   (the folder serving.sh wrote: *.json summaries
 Prints plain-text tables; standard library only.
 """
 import glob
+import json
 import os
 import sys
 
@@ -12,11 +13,33 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hsbench import fmt, load_json, ok, csv_rows, pct  # noqa: E402
 
 
+def engine_ceiling(out):
+    """Sequences/s of the engine alone at batch 1 and 32 (bench_cpu), per sequence length."""
+    seq = {}
+    try:
+        with open(os.path.join(out, "engine.jsonl")) as f:
+            for line in f:
+                d = json.loads(line)
+                if d.get("engine") == "hetserve-cpu":
+                    seq[(d["batch"], d["seq"])] = d["seq_per_s"]
+    except (OSError, ValueError, KeyError):
+        return
+    parts = []
+    for s in (16, 32):
+        if (1, s) in seq and (32, s) in seq and seq[(1, s)] > 0:
+            parts.append("seq %d: %.0f -> %.0f seq/s (%.2fx)" % (s, seq[(1, s)], seq[(32, s)],
+                                                                  seq[(32, s)] / seq[(1, s)]))
+    if parts:
+        print("engine alone, batch 1 -> 32 (bench_cpu; the ceiling of the server's gain): "
+              + "; ".join(parts))
+
+
 def batching(out):
     cap_a = load_json(os.path.join(out, "A-capacity.json"))
     cap_b = load_json(os.path.join(out, "B-capacity.json"))
     print("== Batching on (A: window 2000 us, batch_max 32) vs off (B: window 0, batch_max 1), "
           "short texts 8-32 tokens")
+    engine_ceiling(out)
     if cap_a and cap_b:
         ra, rb = cap_a["all"]["rps"], cap_b["all"]["rps"]
         print("closed-loop capacity: A %.1f req/s (64 clients), B %.1f req/s (4 clients), A/B %s"
