@@ -22,6 +22,7 @@ void hs_golden_free(struct hs_golden *g)
     hs_free(g->sentences);
     hs_free(g->ids);
     hs_free(g->n_ids);
+    hs_free(g->text_bytes);
     hs_free(g->emb);
     hs_free(g);
 }
@@ -61,7 +62,7 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
                          struct hs_error *err)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(json_path, 0, &jerr);
+    json_t *root = json_load_file(json_path, JSON_ALLOW_NUL, &jerr);
     if (!root) {
         FILE *probe = fopen(json_path, "rb");
         if (!probe) return hs_error_set(err, HS_STATUS_IO, "%s: cannot open", json_path);
@@ -95,8 +96,9 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
     g->sentences = hs_calloc((size_t)count, sizeof(char *));
     g->ids = hs_calloc((size_t)count, sizeof(int32_t *));
     g->n_ids = hs_calloc((size_t)count, sizeof(int));
+    g->text_bytes = hs_calloc((size_t)count, sizeof(size_t));
     g->emb = hs_malloc((size_t)count * (size_t)g->dim * sizeof(float));
-    if (!g->sentences || !g->ids || !g->n_ids || !g->emb) {
+    if (!g->sentences || !g->ids || !g->n_ids || !g->text_bytes || !g->emb) {
         s = hs_error_set(err, HS_STATUS_NO_MEMORY, "golden set of %d sentences", count);
         goto done;
     }
@@ -110,7 +112,8 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
             s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: sentence %d has no text", json_path, i);
             goto done;
         }
-        g->sentences[i] = hs_strdup(json_string_value(text));
+        g->text_bytes[i] = json_string_length(text);
+        g->sentences[i] = hs_strndup(json_string_value(text), g->text_bytes[i]);
         if (!g->sentences[i]) {
             s = hs_error_set(err, HS_STATUS_NO_MEMORY, "golden sentence");
             goto done;
@@ -131,6 +134,7 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
     if (with_ids == 0) {
         hs_free(g->ids);
         hs_free(g->n_ids);
+    hs_free(g->text_bytes);
         g->ids = NULL;
         g->n_ids = NULL;
     }
@@ -272,7 +276,7 @@ hs_status hs_verify_engine(const struct hs_model *m, hs_engine_t e, enum hs_dtyp
             lens[i] = g->n_ids[i];
         } else {
             int n = 0;
-            s = hs_model_tokenize(m, g->sentences[i], strlen(g->sentences[i]), row, seq_max, &n,
+            s = hs_model_tokenize(m, g->sentences[i], g->text_bytes[i], row, seq_max, &n,
                                   NULL, err);
             if (s) goto done;
             lens[i] = n;

@@ -30,7 +30,8 @@
 struct hs_golden {
     int count;
     int dim;
-    char **sentences; /* [count] */
+    char **sentences; /* [count], NUL-terminated; may also contain NUL bytes */
+    size_t *text_bytes; /* [count] byte length of each sentence */
     int32_t **ids;    /* [count] token ids, or NULL when the json has none */
     int *n_ids;       /* [count], or NULL */
     float *emb;       /* [count * dim] */
