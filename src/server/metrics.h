@@ -13,7 +13,7 @@
  *   hetserve_tokens_total{engine,model}                 real tokens computed (rate() = tokens/s)
  *   hetserve_batches_total{engine,model}
  * and, from the router (hs_metrics_set_router):
- *   hetserve_routed_total{route,engine,policy}           requests placed, by the decision's policy
+ *   hetserve_routed_total{route,engine,model,policy}     requests placed, by the decision's policy
  *   hetserve_route_shed_total{route}                     rejected by the router (429)
  *   hetserve_route_blocked_total{route}                  found every engine's breaker open
  *   hetserve_route_failed_over_total{route}              of those, sent to the failover route
