@@ -84,6 +84,16 @@ def metric(server, name, labels):
     return 0.0
 
 
+def metric_sum(server, name, labels):
+    """Sum of the samples of name whose labels include labels."""
+    _, _, body = server.get("/metrics")
+    total = 0.0
+    for line in body.decode().splitlines():
+        if line.startswith(name + "{") and all(('%s="%s"' % kv) in line for kv in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def wait_for(cond, what, limit_s=60):
     """Polls cond() (generous limit only so that a bug fails instead of hanging)."""
     end = time.monotonic() + limit_s
@@ -131,14 +141,14 @@ def test_least_predicted_completion_and_deadline(policy_server):
         for i in range(2):
             s.post("/v1/embeddings", {"input": [SHORT] * 4}, headers={"X-Route-To": to})
     results = {}
+    routed = metric_sum(s, "hetserve_routed_total", {"route": "both"})
     # a long batch on one engine of route "both" ...
     t = threading.Thread(target=lambda: results.__setitem__(
         "big", s.post("/embed", {"inputs": BIG, "truncate": True},
                       headers={"X-Route-To": "both"})))
     t.start()
-    wait_for(lambda: metric(s, "hetserve_queue_length", {"engine": "cpu_a"}) == 0
-             and "big" not in results, "the big batch to start", 10)
-    time.sleep(0.2)
+    wait_for(lambda: metric_sum(s, "hetserve_routed_total", {"route": "both"}) > routed,
+             "the big request to be routed", 30)
     # ... and a short request on the same route goes to the other one
     st, h, _ = s.post("/v1/embeddings", {"input": SHORT}, headers={"X-Route-To": "both"})
     assert st == 200, h
@@ -153,10 +163,12 @@ def test_least_predicted_completion_and_deadline(policy_server):
 def test_deadline_rejected_at_admission(policy_server):
     s = policy_server
     res = {}
+    routed = metric_sum(s, "hetserve_routed_total", {"route": "long"})
     t = threading.Thread(target=lambda: res.__setitem__(
         "big", s.post("/embed", {"inputs": BIG, "truncate": True})))  # default route: cpu_b
     t.start()
-    time.sleep(0.3)
+    wait_for(lambda: metric_sum(s, "hetserve_routed_total", {"route": "long"}) > routed,
+             "the big request to be routed", 30)
     st, h, b = s.post("/v1/embeddings", {"input": LONG, "timeout_ms": 5})
     t.join()
     assert res["big"][0] == 200
