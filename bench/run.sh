@@ -4,7 +4,8 @@
 # time: it prints measured numbers and ratios against the peer measured in the same run.
 #
 #   bench/run.sh [BUILD_DIR]     env: THREADS (2), SHAPES (1x16,1x128,32x128), ROUNDS (3),
-#                                     BUDGET_S (per shape and round, 6), SKIP_SERVING=1
+#                                     BUDGET_S (per shape and round, 6), SKIP_SERVING=1,
+#                                     VENV (bench Python env, default .venv-bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -14,8 +15,9 @@ ROUNDS=${ROUNDS:-3}
 BUDGET_S=${BUDGET_S:-6}
 MODEL=${HS_MODEL_DIR:-models/all-MiniLM-L6-v2}
 mkdir -p bench/out
+export VENV=${VENV:-$PWD/.venv-bench}
 bash bench/setup_venv.sh >/dev/null
-PY=.venv-bench/bin/python
+PY=$VENV/bin/python
 OUTF=bench/out/cpu_vs_ort.jsonl
 : > "$OUTF"
 

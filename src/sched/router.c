@@ -31,7 +31,7 @@ const char *hs_breaker_state_name(enum hs_breaker_state s)
     }
 }
 
-const double hs_router_cos_bounds[HS_ROUTER_COS_BUCKETS] = {0.9,    0.99,    0.999,  0.9999,
+const double hs_router_cos_bounds[HS_ROUTER_COS_BUCKETS] = {0.9,     0.99,     0.999, 0.9999,
                                                             0.99999, 0.999999, 1.0};
 
 struct breaker {
@@ -82,7 +82,8 @@ hs_status hs_router_create(struct hs_sched *s, const struct hs_router_opts *o,
     for (int i = 0; i < o->n_routes; i++) {
         const struct hs_route *r = &o->routes[i];
         if (r->kind == HS_ROUTE_KIND_CASCADE) {
-            if (!route_ref_ok(o, r->cascade_small, false) || !route_ref_ok(o, r->cascade_big, false) ||
+            if (!route_ref_ok(o, r->cascade_small, false) ||
+                !route_ref_ok(o, r->cascade_big, false) ||
                 o->routes[r->cascade_small].kind != HS_ROUTE_KIND_LANES ||
                 o->routes[r->cascade_big].kind != HS_ROUTE_KIND_LANES)
                 return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
@@ -149,7 +150,8 @@ hs_status hs_router_create(struct hs_sched *s, const struct hs_router_opts *o,
         const char *e = hs_sched_lane_opts(s, l)->engine;
         int k = 0;
         while (k < rt->n_engines && strcmp(rt->br[k].engine, e)) k++;
-        if (k == rt->n_engines) snprintf(rt->br[rt->n_engines++].engine, sizeof rt->br[0].engine, "%s", e);
+        if (k == rt->n_engines)
+            snprintf(rt->br[rt->n_engines++].engine, sizeof rt->br[0].engine, "%s", e);
         rt->lane_engine[l] = k;
     }
     for (int i = 0; i <= o->n_routes; i++) rt->rs[i].st.shadow_cos_min = 1.0;
@@ -186,7 +188,8 @@ static void breaker_open(struct breaker *b, int64_t now)
 /* Current state; open turns half-open once open_ms passed. */
 static enum hs_breaker_state breaker_state(struct hs_router *rt, struct breaker *b, int64_t now)
 {
-    if (b->state == HS_BREAKER_OPEN && now - b->opened_ns >= (int64_t)rt->o.breaker.open_ms * 1000000) {
+    if (b->state == HS_BREAKER_OPEN &&
+        now - b->opened_ns >= (int64_t)rt->o.breaker.open_ms * 1000000) {
         b->state = HS_BREAKER_HALF_OPEN;
         b->probes_admitted = b->probes_ok = 0;
         b->half_opened++;
@@ -425,17 +428,19 @@ static void place(struct hs_router *rt, const struct hs_route_query *q, int rout
             return;
         }
         rs->st.failed_over++;
-        reason(d, "%sbreaker open on %s: failover", d->reason[0] ? "; " : "",
-               r->name);
+        reason(d, "%sbreaker open on %s: failover", d->reason[0] ? "; " : "", r->name);
         route = r->failover_route;
         policy = HS_ROUTE_POLICY_FAILOVER;
     }
     int64_t left = q->req->deadline_ns - now;
     if ((double)left < pred * 1e9) {
         char msg[160];
-        snprintf(msg, sizeof msg, "predicted completion %.0f ms on %s exceeds the deadline (%.0f "
-                 "ms left)", pred * 1e3, lane_engine(rt, lane), (double)left / 1e6);
-        reject(rt, d, route, HS_STATUS_OVERLOADED, hs_sched_lane_drain_s(rt->s, lane), msg);
+        snprintf(msg, sizeof msg,
+                 "predicted completion %.0f ms on %s exceeds the deadline (%.0f "
+                 "ms left)",
+                 pred * 1e3, lane_engine(rt, lane), (double)left / 1e6);
+        double drain = hs_sched_lane_drain_s(rt->s, lane);
+        reject(rt, d, route, HS_STATUS_OVERLOADED, drain > pred ? drain : pred, msg);
         return;
     }
     commit(rt, d, route, lane, probe, pred, policy);
@@ -489,8 +494,7 @@ void hs_router_decide(struct hs_router *rt, const struct hs_route_query *q, int6
     const struct hs_route *r = &rt->o.routes[route];
     if (r->split_route >= 0 && r->split_ratio > 0 &&
         ratio_point(q->key, &rt->rs[route].split_n) < r->split_ratio) {
-        reason(d, "; split %.0f%% -> %s", r->split_ratio * 100,
-               rt->o.routes[r->split_route].name);
+        reason(d, "; split %.0f%% -> %s", r->split_ratio * 100, rt->o.routes[r->split_route].name);
         route = r->split_route;
         policy = HS_ROUTE_POLICY_SPLIT;
     }
@@ -499,8 +503,7 @@ void hs_router_decide(struct hs_router *rt, const struct hs_route_query *q, int6
 }
 
 void hs_router_retry(struct hs_router *rt, const struct hs_route_query *q,
-                     const struct hs_route_decision *prev, int64_t now,
-                     struct hs_route_decision *d)
+                     const struct hs_route_decision *prev, int64_t now, struct hs_route_decision *d)
 {
     decision_init(d);
     d->cascade_route = prev->cascade_route;

@@ -50,9 +50,9 @@
 #include "sched/request.h"
 #include "sched/sched.h"
 
-#define HS_ROUTER_MAX_ROUTES 16
-#define HS_ROUTER_MAX_RULES  32
-#define HS_ROUTE_MAX_LANES   8
+#define HS_ROUTER_MAX_ROUTES  16
+#define HS_ROUTER_MAX_RULES   32
+#define HS_ROUTE_MAX_LANES    8
 #define HS_BREAKER_MAX_WINDOW 256
 
 enum hs_route_kind {
@@ -62,7 +62,7 @@ enum hs_route_kind {
 
 /* Why a request went where it went. */
 #define HS_ROUTE_POLICY_TABLE(X)                                                                   \
-    X(DEFAULT, "default")   /* no rule matched: the default route */                              \
+    X(DEFAULT, "default")   /* no rule matched: the default route */                               \
     X(RULE, "rule")         /* a rule matched */                                                   \
     X(SPLIT, "split")       /* the route's split sent it to the other route */                     \
     X(FAILOVER, "failover") /* the route's engines were blocked by open breakers */                \
@@ -101,7 +101,7 @@ struct hs_route {
     double failover_ratio_max;
     /* HS_ROUTE_KIND_CASCADE */
     int cascade_small, cascade_big;
-    double cascade_threshold;        /* passed to the judge */
+    double cascade_threshold;          /* passed to the judge */
     double cascade_escalate_ratio_max; /* escalations <= this x cascade requests */
 };
 
@@ -151,25 +151,25 @@ struct hs_route_decision {
     int route;            /* route taken; -1 = fallback */
     int lane;             /* lane to submit to; -1 when rejected */
     enum hs_route_policy policy;
-    int rule;             /* matching rule, -1 = none */
-    bool probe;           /* admitted as a half-open probe: report its outcome */
-    double predicted_s;   /* predicted completion on lane */
-    int cascade_route;    /* the cascade route it came through, -1 = none */
-    int shadow_route;     /* -1 = no shadow copy */
+    int rule;           /* matching rule, -1 = none */
+    bool probe;         /* admitted as a half-open probe: report its outcome */
+    double predicted_s; /* predicted completion on lane */
+    int cascade_route;  /* the cascade route it came through, -1 = none */
+    int shadow_route;   /* -1 = no shadow copy */
     int shadow_lane;
     char reason[256];
 };
 
 /* Judges a cascade's small result (set by the predict path): true = escalate to the big
  * route. rows: [n, dim] outputs of the small route. */
-typedef bool (*hs_cascade_fn)(void *ctx, const struct hs_route *cascade, const float *rows,
-                              int n, int dim);
+typedef bool (*hs_cascade_fn)(void *ctx, const struct hs_route *cascade, const float *rows, int n,
+                              int dim);
 
 struct hs_route_stats {
     int64_t routed[HS_SCHED_MAX_LANES][HS_ROUTE_POLICY_COUNT];
-    int64_t shed;              /* rejected by the router (429) */
-    int64_t blocked;           /* requests that found every lane behind an open breaker */
-    int64_t failed_over;       /* of those, sent to the failover route */
+    int64_t shed;        /* rejected by the router (429) */
+    int64_t blocked;     /* requests that found every lane behind an open breaker */
+    int64_t failed_over; /* of those, sent to the failover route */
     int64_t retries, retries_denied;
     int64_t cascades, escalated, escalations_denied;
     int64_t shadow_sent, shadow_failed, shadow_compared; /* compared: sequences */
@@ -228,7 +228,7 @@ void hs_router_on_shadow(struct hs_router *rt, int route, bool ok, const double 
 const struct hs_router_opts *hs_router_opts(const struct hs_router *rt);
 int hs_router_route_count(const struct hs_router *rt);
 const char *hs_router_route_name(const struct hs_router *rt, int route); /* "fallback" for -1 */
-int hs_router_find_route(const struct hs_router *rt, const char *name);   /* -1 when none */
+int hs_router_find_route(const struct hs_router *rt, const char *name);  /* -1 when none */
 void hs_router_route_stats(struct hs_router *rt, int route, struct hs_route_stats *out);
 /* Stats of the fallback pseudo-route (requests routed with route -1). */
 void hs_router_fallback_stats(struct hs_router *rt, struct hs_route_stats *out);

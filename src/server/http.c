@@ -757,7 +757,7 @@ static enum MHD_Result embed_begin(struct conn *k)
         (shadow = request_storage(k, n)) != NULL) {
         /* The copy is bulk work: shed before anything a client waits for. */
         request_clone(k, r, shadow, HS_PRIORITY_BATCH, shadow_done);
-        k->shadow_route = k->dec.shadow_route;
+        k->shadow_route = k->dec.route; /* the comparison is the shadowed route's */
     }
     int lane = k->dec.lane;
     hs_status st = hs_sched_submit_lane(s->sched, lane, r);

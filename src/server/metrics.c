@@ -1,11 +1,13 @@
 #include "server/metrics.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "sched/router.h"
 
 /* Histogram bucket bounds: fixed by the exposition schema (dashboards key on them), not tuning. */
 static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -34,6 +36,7 @@ struct lane_m {
 
 struct hs_metrics {
     struct hs_sched *s;
+    struct hs_router *rt;
     int n; /* lanes; lanes[n] = "none" */
     struct lane_m *lanes;
 };
@@ -81,6 +84,11 @@ hs_status hs_metrics_create(struct hs_sched *s, struct hs_metrics **out, struct 
     }
     *out = m;
     return HS_STATUS_OK;
+}
+
+void hs_metrics_set_router(struct hs_metrics *m, struct hs_router *rt)
+{
+    m->rt = rt;
 }
 
 void hs_metrics_free(struct hs_metrics *m)
@@ -151,6 +159,114 @@ static void render_hist(struct hs_buf *b, const char *name, const struct lane_m 
 static void help(struct hs_buf *b, const char *name, const char *type, const char *text)
 {
     hs_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+static void render_router(struct hs_metrics *m, struct hs_buf *b, int64_t now)
+{
+    struct hs_router *rt = m->rt;
+    int nr = hs_router_route_count(rt);
+    /* routes, then the fallback pseudo-route (index nr) */
+    static struct hs_route_stats st[HS_ROUTER_MAX_ROUTES + 1];
+    static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&st_mu); /* st is large: static, and renders take turns */
+    for (int r = 0; r <= nr; r++) hs_router_route_stats(rt, r < nr ? r : -1, &st[r]);
+#define RNAME(r) hs_router_route_name(rt, (r) < nr ? (r) : -1)
+    help(b, "hetserve_routed_total", "counter",
+         "Requests placed by the router, by route, engine and the decision's policy.");
+    for (int r = 0; r <= nr; r++)
+        for (int l = 0; l < m->n; l++)
+            for (int p = 0; p < HS_ROUTE_POLICY_COUNT; p++) {
+                long long v = (long long)st[r].routed[l][p];
+                if (!v) continue; /* sparse: most (route, engine, policy) never happen */
+                hs_buf_printf(b, "hetserve_routed_total{route=\"%s\",engine=\"%s\",model=\"%s\","
+                                 "policy=\"%s\"} %lld\n",
+                              RNAME(r), m->lanes[l].engine, m->lanes[l].model,
+                              hs_route_policy_name((enum hs_route_policy)p), v);
+            }
+    help(b, "hetserve_route_shed_total", "counter", "Requests the router rejected with 429.");
+    for (int r = 0; r <= nr; r++)
+        hs_buf_printf(b, "hetserve_route_shed_total{route=\"%s\"} %lld\n", RNAME(r),
+                      (long long)st[r].shed);
+    help(b, "hetserve_route_blocked_total", "counter",
+         "Requests that found every engine of their route behind an open breaker.");
+    for (int r = 0; r < nr; r++)
+        hs_buf_printf(b, "hetserve_route_blocked_total{route=\"%s\"} %lld\n", RNAME(r),
+                      (long long)st[r].blocked);
+    help(b, "hetserve_route_failed_over_total", "counter",
+         "Blocked requests sent to the failover route (capped share).");
+    for (int r = 0; r < nr; r++)
+        hs_buf_printf(b, "hetserve_route_failed_over_total{route=\"%s\"} %lld\n", RNAME(r),
+                      (long long)st[r].failed_over);
+    help(b, "hetserve_route_retries_total", "counter",
+         "Retries after an engine failure: sent, or denied (budget, nowhere else).");
+    for (int r = 0; r <= nr; r++) {
+        hs_buf_printf(b, "hetserve_route_retries_total{route=\"%s\",outcome=\"sent\"} %lld\n",
+                      RNAME(r), (long long)st[r].retries);
+        hs_buf_printf(b, "hetserve_route_retries_total{route=\"%s\",outcome=\"denied\"} %lld\n",
+                      RNAME(r), (long long)st[r].retries_denied);
+    }
+    help(b, "hetserve_route_escalations_total", "counter",
+         "Cascade escalations to the big route: escalated, or denied by the cap.");
+    for (int r = 0; r < nr; r++) {
+        if (hs_router_opts(rt)->routes[r].kind != HS_ROUTE_KIND_CASCADE) continue;
+        hs_buf_printf(b,
+                      "hetserve_route_escalations_total{route=\"%s\",outcome=\"escalated\"} "
+                      "%lld\n",
+                      RNAME(r), (long long)st[r].escalated);
+        hs_buf_printf(b,
+                      "hetserve_route_escalations_total{route=\"%s\",outcome=\"denied\"} %lld\n",
+                      RNAME(r), (long long)st[r].escalations_denied);
+    }
+    help(b, "hetserve_shadow_requests_total", "counter",
+         "Shadow copies sent, and those that failed or could not be compared.");
+    for (int r = 0; r < nr; r++) {
+        hs_buf_printf(b, "hetserve_shadow_requests_total{route=\"%s\",outcome=\"sent\"} %lld\n",
+                      RNAME(r), (long long)st[r].shadow_sent);
+        hs_buf_printf(b, "hetserve_shadow_requests_total{route=\"%s\",outcome=\"failed\"} %lld\n",
+                      RNAME(r), (long long)st[r].shadow_failed);
+    }
+    help(b, "hetserve_shadow_cosine", "histogram",
+         "Cosine of each answered row with its shadow copy's row (live cross-engine check).");
+    for (int r = 0; r < nr; r++) {
+        long long cum = 0;
+        for (int k = 0; k <= HS_ROUTER_COS_BUCKETS; k++) {
+            cum += st[r].shadow_cos_hist[k];
+            if (k < HS_ROUTER_COS_BUCKETS)
+                hs_buf_printf(b, "hetserve_shadow_cosine_bucket{route=\"%s\",le=\"%g\"} %lld\n",
+                              RNAME(r), hs_router_cos_bounds[k], cum);
+            else
+                hs_buf_printf(b, "hetserve_shadow_cosine_bucket{route=\"%s\",le=\"+Inf\"} %lld\n",
+                              RNAME(r), cum);
+        }
+        hs_buf_printf(b, "hetserve_shadow_cosine_sum{route=\"%s\"} %.9g\n", RNAME(r),
+                      st[r].shadow_cos_sum);
+        hs_buf_printf(b, "hetserve_shadow_cosine_count{route=\"%s\"} %lld\n", RNAME(r),
+                      (long long)st[r].shadow_compared);
+    }
+    help(b, "hetserve_shadow_cosine_min", "gauge", "Lowest shadow cosine seen (1 when none).");
+    for (int r = 0; r < nr; r++)
+        hs_buf_printf(b, "hetserve_shadow_cosine_min{route=\"%s\"} %.9f\n", RNAME(r),
+                      st[r].shadow_cos_min);
+#undef RNAME
+    pthread_mutex_unlock(&st_mu);
+    int ne = hs_router_engine_count(rt);
+    struct hs_breaker_stats bs[HS_SCHED_MAX_LANES];
+    for (int e = 0; e < ne; e++) hs_router_breaker_stats(rt, e, now, &bs[e]);
+    help(b, "hetserve_breaker_state", "gauge",
+         "Circuit breaker of the engine: 0 closed, 1 open, 2 half-open.");
+    for (int e = 0; e < ne; e++)
+        hs_buf_printf(b, "hetserve_breaker_state{engine=\"%s\"} %d\n", bs[e].engine,
+                      (int)bs[e].state);
+    help(b, "hetserve_breaker_transitions_total", "counter", "Breaker state changes, by new state.");
+    for (int e = 0; e < ne; e++) {
+        hs_buf_printf(b, "hetserve_breaker_transitions_total{engine=\"%s\",to=\"open\"} %lld\n",
+                      bs[e].engine, (long long)bs[e].opened);
+        hs_buf_printf(b,
+                      "hetserve_breaker_transitions_total{engine=\"%s\",to=\"half_open\"} %lld\n",
+                      bs[e].engine, (long long)bs[e].half_opened);
+        hs_buf_printf(b, "hetserve_breaker_transitions_total{engine=\"%s\",to=\"closed\"} %lld\n",
+                      bs[e].engine, (long long)bs[e].closed);
+    }
 }
 
 void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
@@ -242,4 +358,5 @@ void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
         labels(b, &m->lanes[i]);
         hs_buf_printf(b, "} %lld\n", (long long)atomic_load(&m->lanes[i].batches));
     }
+    if (m->rt) render_router(m, b, now);
 }

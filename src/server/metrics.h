@@ -12,6 +12,18 @@
  *   hetserve_engine_tokens_per_second{engine,model}     measured throughput (EWMA)
  *   hetserve_tokens_total{engine,model}                 real tokens computed (rate() = tokens/s)
  *   hetserve_batches_total{engine,model}
+ * and, from the router (hs_metrics_set_router):
+ *   hetserve_routed_total{route,engine,model,policy}     requests placed, by the decision's policy
+ *   hetserve_route_shed_total{route}                     rejected by the router (429)
+ *   hetserve_route_blocked_total{route}                  found every engine's breaker open
+ *   hetserve_route_failed_over_total{route}              of those, sent to the failover route
+ *   hetserve_route_retries_total{route,outcome}          sent | denied
+ *   hetserve_route_escalations_total{route,outcome}      cascades: escalated | denied
+ *   hetserve_shadow_requests_total{route,outcome}        sent | failed
+ *   hetserve_shadow_cosine{route}                        histogram of answer-vs-shadow cosines
+ *   hetserve_shadow_cosine_min{route}                    lowest cosine seen (1 when none)
+ *   hetserve_breaker_state{engine}                       0 closed, 1 open, 2 half-open
+ *   hetserve_breaker_transitions_total{engine,to}        open | half_open | closed
  * Requests that never reached a lane (bad input, unknown model) count under engine="none".
  * Recording is lock-free (atomics) and safe from any thread.
  */
@@ -43,6 +55,9 @@ void hs_metrics_free(struct hs_metrics *m);
 void hs_metrics_request(struct hs_metrics *m, int lane, enum hs_outcome o, const int64_t *ts);
 /* A batch ran (observer callback of the scheduler). */
 void hs_metrics_batch(struct hs_metrics *m, const struct hs_batch_report *r);
+/* Adds the router's counters to the exposition (rt outlives m, or is unset first). */
+struct hs_router;
+void hs_metrics_set_router(struct hs_metrics *m, struct hs_router *rt);
 /* Prometheus text exposition format 0.0.4 of everything, appended to out. */
 void hs_metrics_render(struct hs_metrics *m, struct hs_buf *out);
 

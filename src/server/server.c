@@ -259,6 +259,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     }
     st = hs_metrics_create(s->sched, &s->metrics, err);
     if (st) goto fail;
+    hs_metrics_set_router(s->metrics, s->router);
     if (c->server.trace_file[0]) {
         st = hs_trace_open(c->server.trace_file, s->sched, &s->trace, err);
         if (st) goto fail;

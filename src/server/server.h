@@ -1,15 +1,19 @@
 /* hetserve — the HTTP inference server.
  *
  * hs_server_create builds everything a config describes: engines, models (weights resident on
- * their engine through an executor), one scheduler lane per model, metrics and the optional
- * trace file. hs_server_start binds host:port and serves (libmicrohttpd: an internal polling
+ * their engines through one executor each, with the engine's quota of slots), one scheduler
+ * lane per (model, engine), the router over them (routes, rules, breakers: sched/router.h),
+ * metrics and the optional trace file. hs_server_start binds host:port and serves (libmicrohttpd: an internal polling
  * thread pool of server.threads; a request waiting for its batch is a suspended connection, not
  * a blocked thread). Endpoints:
  *   POST /v1/embeddings   OpenAI schema          POST /embed      TEI schema
  *   POST /tokenize        TEI schema             GET  /v1/models
  *   GET  /health          liveness               GET  /ready      models loaded, not draining
  *   GET  /metrics         Prometheus text
- * Every response to a model request carries a Server-Timing header with its stage durations.
+ *   POST /admin/fault     inject engine faults (only with admin.enabled, loopback clients only)
+ * Every response to a model request carries a Server-Timing header with its stage durations,
+ * X-Engine (the engine that served it), X-Route ("<route>;policy=<rule|default|split|failover|
+ * probe|retry|fallback>") and X-Route-Reason (the decision in words; also in the trace).
  * Errors are JSON {"error":{"message","type","code"}} with the matching HTTP status.
  *
  * hs_server_shutdown stops accepting connections, answers requests arriving on open

@@ -420,6 +420,29 @@ static void overload_and_priority(void **state)
     runner_free(c);
 }
 
+/* A request whose batch does not finish (a hung engine) is answered at its deadline; the
+ * batch's late rows are discarded and the memory stays valid until the batch lets go. */
+static void deadline_expires_while_running(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int len = 5;
+    struct treq *t = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 50);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    treq_wait(t); /* the gate is still closed: answered by the reaper */
+    assert_int_equal(t->r.status, HS_STATUS_TIMEOUT);
+    assert_int_equal(t->r.in_batch_timeout, 1);
+    assert_non_null(strstr(t->r.msg, "ran its batch"));
+    gate(c, false);
+    treq_free(t); /* waits for the scheduler's reference: the batch finished */
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
 /* An engine failure answers every request of the batch with the engine's status. */
 static void engine_failure_answers(void **state)
 {
@@ -551,6 +574,7 @@ int main(void)
         cmocka_unit_test(batch_max_forms_batch),
         cmocka_unit_test(whitelist_shapes),
         cmocka_unit_test(deadline_expires_while_queued),
+        cmocka_unit_test(deadline_expires_while_running),
         cmocka_unit_test(overload_and_priority),
         cmocka_unit_test(engine_failure_answers),
         cmocka_unit_test(concurrent_rejoin),

@@ -105,12 +105,92 @@ static void errors_name_the_key(void **state)
     assert_int_equal(hs_config_load("/nonexistent/x.yaml", &c, &err), HS_STATUS_IO);
 }
 
+/* Engines, resident models, routes, rules, breaker, retry, admin: parsed, printed, parsed back
+ * to the same values; bad references are errors naming them. */
+static void routing_sections(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "engines:\n"
+        "  - {name: cpu_a, kind: cpu, threads: 1, slots: 2, batch_window_us: 500, queue_max: 9}\n"
+        "  - {name: cpu_b, kind: cpu, threads: 1, batch_max: 4, batch_max_tokens: 512}\n"
+        "models:\n"
+        "  - {path: some/model, engines: [cpu_a, cpu_b]}\n"
+        "routes:\n"
+        "  - name: short\n"
+        "    engines: [cpu_a]\n"
+        "    split: {route: long, ratio: 0.1}\n"
+        "    shadow: {route: long, ratio: 0.05}\n"
+        "    failover: {route: long, ratio_max: 0.25}\n"
+        "  - {name: long, engines: [cpu_b]}\n"
+        "  - {name: casc, kind: cascade, small: short, big: long, threshold: 0.7,\n"
+        "     escalate_ratio_max: 0.1}\n"
+        "router:\n"
+        "  rules:\n"
+        "    - {route: short, tokens_max: 32, task: embed, priority: batch, header: X-T,\n"
+        "       value: gold}\n"
+        "    - {route: long, tokens_min: 33}\n"
+        "  default_route: long\n"
+        "  fallback_engine: cpu_b\n"
+        "breaker: {window_requests: 8, min_requests: 3, error_ratio_max: 0.4, latency_max_ms: 9,\n"
+        "          open_ms: 100, half_open_probes: 1}\n"
+        "retry: {budget_ratio: 0.2, budget_max: 3}\n"
+        "admin: {enabled: true}\n";
+    struct hs_config *a = hs_malloc(sizeof *a), *b = hs_malloc(sizeof *b);
+    hs_config_defaults(a, NULL);
+    struct hs_error err = {0};
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", a, &err) || hs_config_validate(a, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(a->engines[0].slots, 2);
+    assert_int_equal(a->engines[1].batch_window_us, -1);
+    assert_int_equal(a->models[0].n_engines, 2);
+    assert_string_equal(a->models[0].engine, "cpu_a");
+    assert_int_equal(a->n_routes, 3);
+    assert_string_equal(a->routes[0].failover_route, "long");
+    assert_true(a->routes[0].failover_ratio_max == 0.25);
+    assert_string_equal(a->routes[2].kind, "cascade");
+    assert_int_equal(a->router.n_rules, 2);
+    assert_string_equal(a->router.rules[0].value, "gold");
+    assert_int_equal(a->breaker.half_open_probes, 1);
+    assert_int_equal(a->admin.enabled, 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    hs_config_print(a, f);
+    fclose(f);
+    hs_config_defaults(b, NULL);
+    if (hs_config_parse(text, len, "printed", b, &err) || hs_config_validate(b, &err))
+        fail_msg("%s\n%s", err.msg, text);
+    assert_memory_equal(a, b, sizeof *a);
+    free(text);
+
+    static const char *const bad[][2] = {
+        {"routes: [{name: r, engines: [nope]}]\n", "nope"},
+        {"routes: [{name: r, failover: {route: gone}}]\n", "gone"},
+        {"routes: [{name: r}]\nrouter: {rules: [{route: x}]}\n", "x"},
+        {"routes: [{name: r, kind: fancy}]\n", "kind"},
+        {"routes: [{name: r, split: {route: r, ratio: 2}}]\n", "ratio"},
+        {"router: {default_route: nowhere}\n", "nowhere"},
+        {"admin: {enabled: 1}\n", "admin.enabled"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hs_config_defaults(b, NULL);
+        hs_status st = hs_config_parse(bad[i][0], strlen(bad[i][0]), "bad", b, &err);
+        if (!st) st = hs_config_validate(b, &err);
+        assert_int_equal(st, HS_STATUS_INVALID_INPUT);
+        if (!strstr(err.msg, bad[i][1])) fail_msg("'%s' not in '%s'", bad[i][1], err.msg);
+    }
+    hs_free(a);
+    hs_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(printed_defaults_parse_back),
         cmocka_unit_test(overrides),
         cmocka_unit_test(errors_name_the_key),
+        cmocka_unit_test(routing_sections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

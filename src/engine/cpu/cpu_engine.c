@@ -311,61 +311,110 @@ static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *
 }
 
 /* Few tokens: the packed small-M kernel; otherwise oneDNN's sgemm. Same math either way. */
-static int linear(const struct cpu_ctx *c, struct cpu_ws *w, const float *x, const float *wt,
-                  const float *packed, const float *bias, float *y, int rows, int n, int k, int act)
+static int linear(const struct cpu_ctx *c, float *pad, const float *x, const float *wt,
+                  const float *packed, const float *bias, float *y, int rows, int n, int k, int act,
+                  int nt)
 {
     if (packed && rows <= c->small_rows) {
-        hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, c->threads, w->pad);
+        hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, nt, pad);
         return 0;
     }
-    return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, c->threads);
+    return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, nt);
 }
 
+/* Runs one stage on sequences [sb, se) of the batch with nt threads. pad and scratch are this
+ * caller's share of the workspace's scratch buffers. */
+static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
+                       enum hs_stage_kind kind, int sb, int se, int nt, float *pad,
+                       float *scratch)
+{
+    const struct hs_encoder_dims *d = &w->dims;
+    const int H = d->hidden, I = d->intermediate;
+    const int t0 = w->offsets[sb], T = w->offsets[se] - t0;
+    const size_t ro = (size_t)t0 * H; /* row offset of the slice in [tokens, H] buffers */
+    float *hidden = w->hidden + ro, *tmp2 = w->tmp2 + ro;
+    switch (kind) {
+    case HS_STAGE_EMBED:
+        hs__cpu_embed(hidden, w->ids + t0, w->type_ids + t0, w->pos_ids + t0, T,
+                      p->w[HS_W_WORD_EMB], p->w[HS_W_POS_EMB], p->w[HS_W_TYPE_EMB],
+                      p->w[HS_W_EMB_LN_G], p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
+        return 0;
+    case HS_STAGE_ATTN: {
+        float *qkv = w->qkv + (size_t)t0 * 3 * H, *ctx = w->tmp + ro;
+        if (linear(c, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H, -1, nt))
+            return -1;
+        /* attention indexes tokens by the batch's absolute offsets */
+        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim,
+                          scratch, w->spec.seq_max, nt);
+        if (linear(c, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T, H, H, -1, nt))
+            return -1;
+        hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
+                            p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
+        return 0;
+    }
+    case HS_STAGE_FFN: {
+        float *inter = w->tmp + (size_t)t0 * I;
+        if (linear(c, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], inter,
+                   T, I, H, (int)d->act, nt))
+            return -1;
+        if (linear(c, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, tmp2, T, H, I,
+                   -1, nt))
+            return -1;
+        hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
+                            p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
+        return 0;
+    }
+    case HS_STAGE_POOL:
+        hs__cpu_pool(w->hidden, w->pooled + (size_t)sb * H, w->offsets + sb, se - sb, H, d->pool,
+                     nt);
+        return 0;
+    case HS_STAGE_NORMALIZE:
+        if (d->normalize) hs__cpu_l2_normalize(w->pooled + (size_t)sb * H, se - sb, H, nt);
+        return 0;
+    case HS_STAGE_COUNT:
+        break;
+    }
+    return -1;
+}
+
+/* Two ways to use the threads. A batch with at least as many sequences as threads is split
+ * into one slice of whole sequences per thread (balanced by tokens), and each thread runs the
+ * whole stage on its slice alone: one fork/join per stage, no barrier inside it, so a thread
+ * preempted by other work on a shared machine delays only its own slice. Smaller batches (the
+ * latency path: one query) split every operation across the threads instead. Either way a
+ * sequence's result does not depend on the rest of the batch. */
 static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
                                struct hs_error *err)
 {
     struct cpu_ctx *c = vctx;
     struct cpu_ws *w = vws;
     struct cpu_prep *p = vprep;
-    const struct hs_encoder_dims *d = &w->dims;
-    const int T = w->n_tokens, H = d->hidden, I = d->intermediate, nt = c->threads;
+    const int nt = c->threads;
     omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
-    switch (st->kind) {
-    case HS_STAGE_EMBED:
-        hs__cpu_embed(w->hidden, w->ids, w->type_ids, w->pos_ids, T, p->w[HS_W_WORD_EMB],
-                      p->w[HS_W_POS_EMB], p->w[HS_W_TYPE_EMB], p->w[HS_W_EMB_LN_G],
-                      p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_ATTN:
-        if (linear(c, w, w->hidden, p->qkv_w, p->packed_qkv, p->qkv_b, w->qkv, T, 3 * H, H, -1))
-            break;
-        hs__cpu_attention(w->qkv, w->tmp, w->offsets, w->n_seqs, d->heads, d->head_dim,
-                          w->scratch, w->spec.seq_max, nt);
-        if (linear(c, w, w->tmp, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, w->tmp2, T, H, H, -1))
-            break;
-        hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
-                            p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_FFN:
-        if (linear(c, w, w->hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], w->tmp,
-                   T, I, H, (int)d->act))
-            break;
-        if (linear(c, w, w->tmp, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, w->tmp2, T, H, I,
-                   -1))
-            break;
-        hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
-                            p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_POOL:
-        hs__cpu_pool(w->hidden, w->pooled, w->offsets, w->n_seqs, H, d->pool, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_NORMALIZE:
-        hs__cpu_l2_normalize(w->pooled, w->n_seqs, H, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_COUNT:
-        break;
+    int failed = 0;
+    if (nt > 1 && w->n_seqs >= nt && st->kind != HS_STAGE_NORMALIZE) {
+        const size_t pad_per = (size_t)8 * (size_t)(w->dims.intermediate > w->dims.hidden
+                                                        ? w->dims.intermediate
+                                                        : w->dims.hidden);
+        const int64_t attn_per = hs__cpu_attn_scratch_floats(w->dims.head_dim, w->spec.seq_max);
+#pragma omp parallel num_threads(nt) reduction(| : failed)
+        {
+            const int tid = omp_get_thread_num(), n = omp_get_num_threads();
+            /* slice boundaries where the token prefix crosses tid/n and (tid+1)/n of the total */
+            int sb = 0, se = 0;
+            const int64_t T = w->n_tokens;
+            while (sb < w->n_seqs && (int64_t)w->offsets[sb] * n < T * tid) sb++;
+            while (se < w->n_seqs && (int64_t)w->offsets[se] * n < T * (tid + 1)) se++;
+            if (tid == n - 1) se = w->n_seqs;
+            if (se > sb)
+                failed |= stage_slice(c, w, p, st->kind, sb, se, 1, w->pad + pad_per * tid,
+                                      w->scratch + attn_per * tid) != 0;
+        }
+    } else {
+        failed = stage_slice(c, w, p, st->kind, 0, w->n_seqs, nt, w->pad, w->scratch) != 0;
     }
-    return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
+    if (failed) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
+    return HS_STATUS_OK;
 }
 
 static const struct hs_engine_iface cpu_iface = {
