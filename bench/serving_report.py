@@ -34,6 +34,11 @@ def engine_ceiling(out):
               + "; ".join(parts))
 
 
+def not_ok(s):
+    return (s["status_429"] + s["status_504"] + s["other_http"] + s["conn_errors"] + s["timeouts"]
+            + s["dropped"])
+
+
 def batching(out):
     cap_a = load_json(os.path.join(out, "A-capacity.json"))
     cap_b = load_json(os.path.join(out, "B-capacity.json"))
@@ -46,10 +51,11 @@ def batching(out):
               % (ra, rb, fmt(ra / rb if rb else float("nan"), "%.2fx")))
     rates = sorted({float(os.path.basename(p)[len("A-rate-"):-len(".json")])
                     for p in glob.glob(os.path.join(out, "A-rate-*.json"))})
-    hdr = ("offered/s", "A ok/s", "A P95 ms", "A 429+504", "B ok/s", "B P95 ms", "B 429+504",
+    hdr = ("offered/s", "A ok/s", "A P95 ms", "A not-ok", "B ok/s", "B P95 ms", "B not-ok",
            "thr A/B", "P95 A/B", "target")
     print("%-9s %8s %9s %9s %8s %9s %9s %8s %8s  %s" % hdr)
     verdicts = []
+    last_b = None
     for r in rates:
         a = load_json(os.path.join(out, "A-rate-%.1f.json" % r))
         b = load_json(os.path.join(out, "B-rate-%.1f.json" % r))
@@ -60,20 +66,29 @@ def batching(out):
         pa, pb = aa["latency_ms"]["p95"], bb["latency_ms"]["p95"]
         thr = ta / tb if tb else float("nan")
         p95 = pa / pb if pb else float("nan")
-        ok = thr >= 3.0 and pa <= pb
-        verdicts.append((r, thr, p95, ok))
+        # counts only where A keeps up (serves >= 90 % of the offered rate): past both
+        # capacities the ratio measures how each collapses, not what batching buys
+        ok = thr >= 3.0 and pa <= pb and ta >= 0.9 * r
+        verdicts.append((r, thr, p95, ok, ta >= 0.9 * r))
+        last_b = (r, tb, not_ok(bb))
         print("%-9.1f %8.1f %9.1f %9d %8.1f %9.1f %9d %8s %8s  %s"
-              % (r, ta, pa, aa["status_429"] + aa["status_504"], tb, pb,
-                 bb["status_429"] + bb["status_504"], fmt(thr, "%.2fx"), fmt(p95, "%.2f"),
-                 ">=3x at <= P95: yes" if ok else "no"))
+              % (r, ta, pa, not_ok(aa), tb, pb, not_ok(bb), fmt(thr, "%.2fx"), fmt(p95, "%.2f"),
+                 "yes" if ok else "no" if ta >= 0.9 * r else "no (A saturated too)"))
+    if last_b and last_b[1] >= 0.95 * last_b[0] and last_b[2] == 0:
+        print("note: B served %.0f %% of the highest rate (%.1f req/s) without 429/504: it was "
+              "not saturated, so B's closed-loop capacity was under-measured (stalls?); re-run "
+              "with SERVING_RATES above B's real capacity" % (100 * last_b[1] / last_b[0],
+                                                               last_b[0]))
     if verdicts:
-        best = max(verdicts, key=lambda v: v[1])
-        print("target (>= 3x throughput at equal or better P95): %s; best throughput ratio "
-              "%.2fx at %.1f req/s offered (P95 A/B %.2f)"
+        kept = [v for v in verdicts if v[4]] or verdicts
+        best = max(kept, key=lambda v: v[1])
+        print("target (>= 3x throughput at equal or better P95, A keeping up): %s; best ratio "
+              "where A keeps up: %.2fx at %.1f req/s offered (P95 A/B %.2f)"
               % ("REACHED" if any(v[3] for v in verdicts) else "NOT reached", best[1], best[0],
                  best[2]))
-    print("(2xx only; 429 = shed by admission, 504 = deadline. In the open loop throughput can "
-          "only reach the offered rate, so the ratio shows where B saturates and A does not.)")
+    print("(ok/s and P95 over 2xx; not-ok = 429 shed + 504 deadline + client drops/timeouts/"
+          "connection errors. In the open loop throughput can only reach the offered rate, so the "
+          "ratio shows where B saturates and A does not.)")
 
 
 def overhead(out):
