@@ -47,6 +47,9 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     c->scheduler.throughput_init_tokens_per_s = 20000;
     c->scheduler.throughput_ewma_alpha = 0.2;
     c->scheduler.retry_after_min_s = 1;
+
+    c->cascade.threshold = 0.9;
+    c->cascade.escalation_max_ratio = 1.0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -376,6 +379,32 @@ static hs_status parse_scheduler(struct ctx *x, yaml_node_t *n, struct hs_config
     return HS_STATUS_OK;
 }
 
+static hs_status parse_cascade(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "cascade", key);
+        if (!strcmp(key, "small"))
+            st = get_str(x, v, c->cascade.small, sizeof c->cascade.small);
+        else if (!strcmp(key, "small_head"))
+            st = get_str(x, v, c->cascade.small_head, sizeof c->cascade.small_head);
+        else if (!strcmp(key, "big"))
+            st = get_str(x, v, c->cascade.big, sizeof c->cascade.big);
+        else if (!strcmp(key, "big_head"))
+            st = get_str(x, v, c->cascade.big_head, sizeof c->cascade.big_head);
+        else if (!strcmp(key, "threshold"))
+            st = get_double(x, v, 1e-6, 1.0, &c->cascade.threshold);
+        else if (!strcmp(key, "escalation_max_ratio"))
+            st = get_double(x, v, 0.0, 1.0, &c->cascade.escalation_max_ratio);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
 hs_status hs_config_parse(const char *text, size_t len, const char *label, struct hs_config *c,
                           struct hs_error *err)
 {
@@ -412,6 +441,8 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
                     st = parse_limits(&x, v, c);
                 else if (!strcmp(key, "scheduler"))
                     st = parse_scheduler(&x, v, c);
+                else if (!strcmp(key, "cascade"))
+                    st = parse_cascade(&x, v, c);
                 else
                     st = fault(&x, v, "unknown section");
                 if (st) break;
@@ -452,6 +483,12 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
     if (c->limits.timeout_ms > c->limits.timeout_max_ms)
         return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                             "config: limits.timeout_ms exceeds limits.timeout_max_ms");
+    if (c->cascade.small[0] && !c->cascade.small_head[0])
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: cascade.small needs cascade.small_head");
+    if (c->cascade.big[0] && (!c->cascade.big_head[0] || !c->cascade.small[0]))
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: cascade.big needs cascade.big_head and cascade.small");
     return HS_STATUS_OK;
 }
 
@@ -609,4 +646,20 @@ void hs_config_print(const struct hs_config *c, FILE *f)
             c->scheduler.throughput_ewma_alpha);
     fprintf(f, "  retry_after_min_s: %d           # smallest Retry-After sent with 429\n",
             c->scheduler.retry_after_min_s);
+    fprintf(f, "\ncascade:                          # POST /predict (off while small is empty)\n");
+    fprintf(f, "  small: \"%s\"                       # served model that classifies first\n",
+            c->cascade.small);
+    fprintf(f, "  small_head: \"%s\"                  # its head file, e.g. "
+               "heads/all-MiniLM-L6-v2-sentiment.json\n",
+            c->cascade.small_head);
+    fprintf(f, "  big: \"%s\"                         # model for low-confidence inputs (empty: "
+               "no cascade)\n",
+            c->cascade.big);
+    fprintf(f, "  big_head: \"%s\"                    # its head file\n", c->cascade.big_head);
+    fprintf(f, "  threshold: %g                    # escalate when the small head's top "
+               "probability is below this\n",
+            c->cascade.threshold);
+    fprintf(f, "  escalation_max_ratio: %g           # most inputs that may escalate, as a share "
+               "of all decided so far (1: no cap)\n",
+            c->cascade.escalation_max_ratio);
 }

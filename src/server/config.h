@@ -2,7 +2,8 @@
  *
  * Sections: server (host, port, HTTP threads, trace file), engines (kind, threads, core set,
  * shape whitelist), models (path, engine, dtype), batching (window, max, buckets), limits
- * (queue size, timeouts, body size, items, characters), scheduler (overload and prediction).
+ * (queue size, timeouts, body size, items, characters), scheduler (overload and prediction),
+ * cascade (POST /predict: heads, small and big model, threshold, escalation cap).
  * Every number that tunes behaviour lives here; hs_config_defaults gives the documented default
  * of each, and hs_config_print_defaults writes them as a commented YAML file that parses back to
  * the same values. A file may give any subset: what it leaves out keeps its default; a list it
@@ -73,6 +74,15 @@ struct hs_config {
         double throughput_ewma_alpha;
         int retry_after_min_s;
     } scheduler;
+    /* POST /predict: classification heads and the small -> big cascade (sched/cascade.h) */
+    struct {
+        char small[128];      /* served model answering first; "" = /predict is off */
+        char small_head[1024]; /* its head file (model/head.h) */
+        char big[128];        /* model for low-confidence inputs; "" = no cascade */
+        char big_head[1024];
+        double threshold;            /* escalate when the small head's top probability < this */
+        double escalation_max_ratio; /* cap on the share of inputs escalated; 1 = no cap */
+    } cascade;
 };
 
 /* Fills c with the documented defaults: one CPU engine "cpu0" serving the model folder

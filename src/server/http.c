@@ -29,6 +29,7 @@ enum endpoint {
     EP_HEALTH,
     EP_READY,
     EP_METRICS,
+    EP_PREDICT,
 };
 
 struct conn {
@@ -53,6 +54,10 @@ struct conn {
     int prompt_tokens;
     pthread_mutex_t mu;
     bool mu_init, submitted, done, suspended;
+
+    /* POST /predict (predict.c): its state, and one extra response header */
+    void *predict;
+    const char *x_header, *x_value;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -149,7 +154,9 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%" PRIu64, k->id);
     MHD_add_response_header(r, "X-Request-Id", tmp);
-    if (k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE) {
+    if (k->x_header && k->x_value) MHD_add_response_header(r, k->x_header, k->x_value);
+    if (k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ||
+        k->ep == EP_PREDICT) {
         server_timing(k, tmp, sizeof tmp);
         MHD_add_response_header(r, "Server-Timing", tmp);
     }
@@ -162,8 +169,10 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     }
     if (status == 405) {
         const char *allow =
-            k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ? "POST"
-                                                                                      : "GET";
+            k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ||
+                    k->ep == EP_PREDICT
+                ? "POST"
+                : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)status, r);
@@ -346,6 +355,7 @@ static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, stru
                       char *msg, size_t cap)
 {
     const struct hs_model *m = k->sm->model;
+    /* (/predict tokenizes for several models: k->sm is the one being submitted to) */
     if (!json_is_string(s)) {
         snprintf(msg, cap, "input[%zu]: expected a string", idx);
         return 400;
@@ -787,6 +797,7 @@ static enum MHD_Result simple(struct conn *k)
     case EP_METRICS:
         hs_buf_init(&b, k->arena, 65536);
         hs_metrics_render(k->srv->metrics, &b);
+        hs__predict_metrics(k->srv, &b);
         return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
     default:
         return send_error(k, 404, 0, "not found");
@@ -808,6 +819,7 @@ static enum endpoint endpoint_of(const char *url, bool *want_post)
         {"/embeddings", EP_OPENAI_EMBED, true},
         {"/embed", EP_TEI_EMBED, true},
         {"/tokenize", EP_TOKENIZE, true},
+        {"/predict", EP_PREDICT, true},
         {"/v1/models", EP_MODELS, false},
         {"/health", EP_HEALTH, false},
         {"/ready", EP_READY, false},
@@ -876,7 +888,7 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
     }
     if (k->submitted) {
         /* resumed: the scheduler has answered */
-        return embed_finish(k);
+        return k->ep == EP_PREDICT ? hs__predict_resume(k) : embed_finish(k);
     }
     if (k->body_too_big)
         return send_error(k, 413, 0, "request body exceeds %lld bytes",
@@ -887,6 +899,8 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         return embed_begin(k);
     case EP_TOKENIZE:
         return tokenize(k);
+    case EP_PREDICT:
+        return hs__predict_begin(k);
     default:
         return simple(k);
     }
@@ -910,7 +924,7 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!k) return;
     *con_cls = NULL;
     k->ts[HS_TS_SENT] = hs_now_ns();
-    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED;
+    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_PREDICT;
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts);
@@ -923,4 +937,77 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     s->inflight--;
     pthread_cond_broadcast(&s->inflight_cv);
     pthread_mutex_unlock(&s->inflight_mu);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the connection interface /predict (predict.c) uses: see server-impl.h
+ */
+
+struct hs_arena *hs__conn_arena(struct conn *k) { return k->arena; }
+struct hs_server *hs__conn_server(struct conn *k) { return k->srv; }
+uint64_t hs__conn_id(struct conn *k) { return k->id; }
+int64_t *hs__conn_ts(struct conn *k) { return k->ts; }
+void **hs__conn_predict(struct conn *k) { return &k->predict; }
+void hs__conn_set_lane(struct conn *k, int lane) { k->lane = lane; }
+json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret) { return parse_body(k, ret); }
+const char *hs__conn_header(struct conn *k, const char *name)
+{
+    return MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, name);
+}
+
+enum MHD_Result hs__conn_error(struct conn *k, int status, double retry_after_s, const char *msg)
+{
+    return send_error(k, status, retry_after_s, "%s", msg);
+}
+
+enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *header,
+                               const char *value)
+{
+    k->x_header = header;
+    k->x_value = value;
+    k->ts[HS_TS_POST] = hs_now_ns();
+    return send_buf(k, 200, b, "application/json", 0);
+}
+
+int hs__conn_text_input(struct conn *k, struct hs_served_model *sm, json_t *text, size_t idx,
+                        bool truncate, struct hs_seq *seq, char *msg, size_t cap)
+{
+    k->sm = sm;
+    return text_input(k, text, idx, truncate, seq, msg, cap);
+}
+
+int hs__http_status(hs_status st) { return status_to_http(st); }
+
+void hs__conn_free(struct conn *k) { conn_free_arena(k); }
+
+hs_status hs__conn_submit(struct conn *k, struct hs_request *r, hs_request_fn release,
+                          bool first, bool *answered)
+{
+    if (!k->mu_init) {
+        pthread_mutex_init(&k->mu, NULL);
+        k->mu_init = true;
+    }
+    r->done = request_done;
+    r->release = release;
+    r->ctx = k;
+    hs_request_init(r);
+    pthread_mutex_lock(&k->mu);
+    k->done = false;
+    pthread_mutex_unlock(&k->mu);
+    hs_status st = hs_sched_submit(k->srv->sched, r);
+    if (st != HS_STATUS_OK) return st;
+    if (first) {
+        /* the owner's reference dropped at completion is the first request's */
+        k->req = r;
+        k->submitted = true;
+    }
+    k->lane = r->lane;
+    pthread_mutex_lock(&k->mu);
+    if (!k->done) {
+        MHD_suspend_connection(k->mhd);
+        k->suspended = true;
+    }
+    *answered = k->done;
+    pthread_mutex_unlock(&k->mu);
+    return HS_STATUS_OK;
 }

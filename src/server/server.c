@@ -137,6 +137,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     if (st) goto fail;
     st = hs_metrics_create(s->sched, &s->metrics, err);
     if (st) goto fail;
+    st = hs__predict_create(s, &s->predict, err);
+    if (st) goto fail;
     if (c->server.trace_file[0]) {
         st = hs_trace_open(c->server.trace_file, s->sched, &s->trace, err);
         if (st) goto fail;
@@ -218,6 +220,7 @@ void hs_server_destroy(struct hs_server *s)
     if (s->daemon) MHD_stop_daemon(s->daemon);
     hs_sched_destroy(s->sched);
     hs_metrics_free(s->metrics);
+    hs__predict_free(s->predict);
     hs_trace_close(s->trace);
     for (int i = 0; i < s->n_models; i++) {
         hs_executor_free(s->models[i].exec);

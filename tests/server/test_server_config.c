@@ -105,12 +105,50 @@ static void errors_name_the_key(void **state)
     assert_int_equal(hs_config_load("/nonexistent/x.yaml", &c, &err), HS_STATUS_IO);
 }
 
+/* The cascade section: keys, defaults, ranges and the cross-checks of validate. */
+static void cascade_section(void **state)
+{
+    (void)state;
+    struct hs_config *c = hs_malloc(sizeof *c);
+    struct hs_error err = {0};
+    hs_config_defaults(c, NULL);
+    assert_true(c->cascade.threshold == 0.9);
+    assert_true(c->cascade.escalation_max_ratio == 1.0);
+    assert_string_equal(c->cascade.small, "");
+    static const char yaml[] = "cascade:\n  small: a\n  small_head: h/a.json\n  big: b\n"
+                               "  big_head: h/b.json\n  threshold: 0.75\n"
+                               "  escalation_max_ratio: 0.2\n";
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", c, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(c->cascade.big_head, "h/b.json");
+    assert_true(c->cascade.threshold == 0.75 && c->cascade.escalation_max_ratio == 0.2);
+    assert_int_equal(hs_config_validate(c, &err), HS_STATUS_OK);
+    static const char *const bad[] = {"cascade: {threshold: 0}\n", "cascade: {threshold: 1.5}\n",
+                                      "cascade: {escalation_max_ratio: 2}\n",
+                                      "cascade: {bogus: 1}\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hs_config_defaults(c, NULL);
+        assert_int_equal(hs_config_parse(bad[i], strlen(bad[i]), "f.yaml", c, &err),
+                         HS_STATUS_INVALID_INPUT);
+        assert_non_null(strstr(err.msg, "cascade"));
+    }
+    hs_config_defaults(c, NULL);
+    static const char no_head[] = "cascade: {small: a}\n";
+    assert_int_equal(hs_config_parse(no_head, sizeof no_head - 1, "f", c, &err), HS_STATUS_OK);
+    assert_int_equal(hs_config_validate(c, &err), HS_STATUS_INVALID_INPUT);
+    hs_config_defaults(c, NULL);
+    static const char no_small[] = "cascade: {big: b, big_head: x}\n";
+    assert_int_equal(hs_config_parse(no_small, sizeof no_small - 1, "f", c, &err), HS_STATUS_OK);
+    assert_int_equal(hs_config_validate(c, &err), HS_STATUS_INVALID_INPUT);
+    hs_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(printed_defaults_parse_back),
         cmocka_unit_test(overrides),
         cmocka_unit_test(errors_name_the_key),
+        cmocka_unit_test(cascade_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
