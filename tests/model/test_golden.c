@@ -110,6 +110,29 @@ static void tiny_cls_f16_matches_sentence_transformers(void **state)
     hs_model_free(m);
 }
 
+/* The MPNet path in CI: tests/data/tiny-mpnet (random, F16, 3 layers, relative-position bias
+ * drawn large so that a wrong bucket or a missing bias fails the 0.99999 bound). */
+static void tiny_mpnet_matches_sentence_transformers(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    struct hs_golden *g = NULL;
+    if (hs_model_load(hs_test_path("tests/data/tiny-mpnet"), &m, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(m->config.model_type, "mpnet");
+    assert_int_equal(m->config.max_seq_len, 128);
+    assert_non_null(m->stages[1].w[HS_W_REL_BIAS].data);
+    assert_null(m->stages[0].w[HS_W_TYPE_EMB].data);
+    char json[1024], f32[1024];
+    snprintf(json, sizeof json, "%s", hs_test_path("tests/golden/tiny_mpnet.json"));
+    snprintf(f32, sizeof f32, "%s", hs_test_path("tests/golden/tiny_mpnet.f32"));
+    if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+    check_tokens(m, g);
+    check_embeddings(m, g, 2);
+    hs_golden_free(g);
+    hs_model_free(m);
+}
+
 /* all-mpnet-base-v2 (12 layers, 768 wide, relative-position attention bias, <s>/</s> specials,
  * positions from 2, 384-token limit): 58 golden texts, 11 of them truncated. The model folder is
  * ~440 MB and installed only by `scripts/setup --models all`; without it the test is skipped
@@ -157,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_cls_f16_matches_sentence_transformers),
         cmocka_unit_test(minilm_matches_sentence_transformers),
+        cmocka_unit_test(tiny_mpnet_matches_sentence_transformers),
         cmocka_unit_test(mpnet_matches_sentence_transformers),
     };
     return cmocka_run_group_tests_name("golden", tests, NULL, NULL);
