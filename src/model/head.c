@@ -14,8 +14,8 @@ static hs_status read_floats(const json_t *arr, float *out, int n, const char *p
                              const char *what, struct hs_error *err)
 {
     if (!json_is_array(arr) || json_array_size(arr) != (size_t)n)
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: '%s' must be an array of %d numbers",
-                            path, what, n);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: '%s' must be an array of %d numbers", path,
+                            what, n);
     for (int i = 0; i < n; i++) {
         const json_t *v = json_array_get(arr, (size_t)i);
         if (!json_is_number(v))
@@ -40,20 +40,18 @@ static hs_status parse(const json_t *root, const char *path, struct hs_head *h,
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'format' must be 1", path);
     const json_t *kind = json_object_get(root, "kind");
     if (kind && !(json_is_string(kind) && !strcmp(json_string_value(kind), "softmax-linear")))
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'kind' must be \"softmax-linear\"",
-                            path);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'kind' must be \"softmax-linear\"", path);
     const json_t *model = json_object_get(root, "model");
     if (model && !json_is_null(model)) {
         if (!json_is_string(model) || json_string_length(model) >= sizeof h->model)
-            return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'model' must be a short string",
-                                path);
+            return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'model' must be a short string", path);
         snprintf(h->model, sizeof h->model, "%s", json_string_value(model));
     }
     const json_t *dim = json_object_get(root, "dim");
     if (!json_is_integer(dim) || json_integer_value(dim) < 1 ||
         json_integer_value(dim) > HEAD_MAX_DIM)
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'dim' must be an integer in [1, %d]",
-                            path, HEAD_MAX_DIM);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'dim' must be an integer in [1, %d]", path,
+                            HEAD_MAX_DIM);
     h->dim = (int)json_integer_value(dim);
     const json_t *labels = json_object_get(root, "labels");
     if (!json_is_array(labels) || json_array_size(labels) < 2 ||

@@ -37,10 +37,10 @@ struct pstate {
     bool single;     /* "inputs" was one string */
     bool truncate;
     size_t n;
-    json_t *texts;   /* the inputs (a reference kept until the response) */
+    json_t *texts; /* the inputs (a reference kept until the response) */
     struct hs_request *r1, *r2;
-    float *p_small, *p_big;               /* [n, classes] */
-    enum hs_cascade_decision *decision;   /* [n] */
+    float *p_small, *p_big;             /* [n, classes] */
+    enum hs_cascade_decision *decision; /* [n] */
     enum hs_priority prio;
     int64_t deadline_ns;
 };
@@ -61,7 +61,8 @@ static hs_status load_head(struct hs_served_model *sm, const char *path, struct 
         return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                             "cascade: head %s is for %d-dimensional embeddings; model %s has %d",
                             path, (*out)->dim, sm->name, sm->model->config.dims.hidden);
-    if ((*out)->model[0] && strcmp((*out)->model, sm->model->name) && strcmp((*out)->model, sm->name))
+    if ((*out)->model[0] && strcmp((*out)->model, sm->model->name) &&
+        strcmp((*out)->model, sm->name))
         hs_log_warn("cascade: head %s was trained on %s, serving it on %s", path, (*out)->model,
                     sm->name);
     return HS_STATUS_OK;
@@ -74,10 +75,9 @@ hs_status hs__predict_create(struct hs_server *s, struct hs_predict **out, struc
     if (!c->cascade.small[0]) return HS_STATUS_OK;
     struct hs_predict *p = hs_calloc(1, sizeof *p);
     if (!p) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cascade: out of memory");
-    hs_status st = hs_cascade_init(&p->cascade,
-                                   &(struct hs_cascade_opts){c->cascade.threshold,
-                                                             c->cascade.escalation_max_ratio},
-                                   err);
+    hs_status st = hs_cascade_init(
+        &p->cascade,
+        &(struct hs_cascade_opts){c->cascade.threshold, c->cascade.escalation_max_ratio}, err);
     if (st) {
         hs_free(p);
         return st;
@@ -101,15 +101,15 @@ hs_status hs__predict_create(struct hs_server *s, struct hs_predict **out, struc
         if ((st = load_head(p->big, c->cascade.big_head, &p->big_head, err))) goto fail;
         if (p->big_head->n_classes != p->small_head->n_classes) {
             st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                              "cascade: the heads have %d and %d labels",
-                              p->small_head->n_classes, p->big_head->n_classes);
+                              "cascade: the heads have %d and %d labels", p->small_head->n_classes,
+                              p->big_head->n_classes);
             goto fail;
         }
         for (int i = 0; i < p->small_head->n_classes; i++)
             if (strcmp(p->small_head->labels[i], p->big_head->labels[i])) {
                 st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                  "cascade: label %d is '%s' in the small head, '%s' in the big",
-                                  i, p->small_head->labels[i], p->big_head->labels[i]);
+                                  "cascade: label %d is '%s' in the small head, '%s' in the big", i,
+                                  p->small_head->labels[i], p->big_head->labels[i]);
                 goto fail;
             }
     }
@@ -298,15 +298,22 @@ enum MHD_Result hs__predict_resume(struct conn *k)
     return ps->phase == 1 ? after_small(k, ps) : respond(k, ps);
 }
 
-/* A request failed: answer with its status; the texts are no longer needed. */
+/* Answers with an error once the first request was submitted (the texts are no longer needed). */
+static enum MHD_Result error_out(struct conn *k, struct pstate *ps, int status,
+                                 double retry_after_s, const char *msg)
+{
+    json_decref(ps->texts);
+    ps->texts = NULL;
+    return hs__conn_error(k, status, retry_after_s, msg);
+}
+
+/* A request failed: answer with its status. */
 static enum MHD_Result fail(struct conn *k, struct pstate *ps, struct hs_request *r,
                             const char *who)
 {
     char msg[400];
     snprintf(msg, sizeof msg, "%s: %s", who, r->msg[0] ? r->msg : hs_status_str(r->status));
-    json_decref(ps->texts);
-    ps->texts = NULL;
-    return hs__conn_error(k, hs__http_status(r->status), r->retry_after_s, msg);
+    return error_out(k, ps, hs__http_status(r->status), r->retry_after_s, msg);
 }
 
 static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
@@ -318,7 +325,7 @@ static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
     if (r->status != HS_STATUS_OK) return fail(k, ps, r, p->small->name);
     const int dim = p->small->model->config.dims.hidden, classes = p->small_head->n_classes;
     size_t *esc = hs_arena_alloc(hs__conn_arena(k), sizeof(size_t) * ps->n);
-    if (!esc) return hs__conn_error(k, 500, 0, "out of memory");
+    if (!esc) return error_out(k, ps, 500, 0, "out of memory");
     size_t n_esc = 0;
     for (size_t i = 0; i < ps->n; i++) {
         float *pr = ps->p_small + i * (size_t)classes;
@@ -334,11 +341,7 @@ static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
 
     char msg[512];
     int status = build(k, ps, p->big, esc, n_esc, &ps->r2, msg, sizeof msg);
-    if (status) {
-        json_decref(ps->texts);
-        ps->texts = NULL;
-        return hs__conn_error(k, status, 0, msg);
-    }
+    if (status) return error_out(k, ps, status, 0, msg);
     ps->phase = 2;
     atomic_fetch_add(&ps->live, 1);
     bool answered = false;

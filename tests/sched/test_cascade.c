@@ -39,8 +39,10 @@ static void cap_holds_at_every_point(void **state)
             /* every other input is unsure, and runs of 10 unsure ones */
             double conf = (i % 2 == 0 || (i / 10) % 7 == 3) ? 0.5 : 0.99;
             enum hs_cascade_decision d = hs_cascade_decide(&c, conf);
-            if (conf >= 0.9) assert_int_equal(d, HS_CASCADE_SMALL);
-            else assert_true(d == HS_CASCADE_BIG || d == HS_CASCADE_CAPPED);
+            if (conf >= 0.9)
+                assert_int_equal(d, HS_CASCADE_SMALL);
+            else
+                assert_true(d == HS_CASCADE_BIG || d == HS_CASCADE_CAPPED);
             esc += d == HS_CASCADE_BIG;
             capped += d == HS_CASCADE_CAPPED;
             assert_true((double)esc <= ratios[r] * i + 1e-9);
@@ -51,8 +53,10 @@ static void cap_holds_at_every_point(void **state)
         hs_cascade_stats(&c, &st);
         assert_int_equal(st.escalated, esc);
         assert_int_equal(st.capped, capped);
-        if (ratios[r] == 0.0) assert_int_equal(esc, 0);
-        else assert_true(esc > 0);
+        if (ratios[r] == 0.0)
+            assert_int_equal(esc, 0);
+        else
+            assert_true(esc > 0);
         hs_cascade_destroy(&c);
     }
 }

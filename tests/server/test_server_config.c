@@ -112,7 +112,7 @@ static void cascade_section(void **state)
     struct hs_config *c = hs_malloc(sizeof *c);
     struct hs_error err = {0};
     hs_config_defaults(c, NULL);
-    assert_true(c->cascade.threshold == 0.9);
+    assert_true(c->cascade.threshold == 0.7);
     assert_true(c->cascade.escalation_max_ratio == 1.0);
     assert_string_equal(c->cascade.small, "");
     static const char yaml[] = "cascade:\n  small: a\n  small_head: h/a.json\n  big: b\n"
