@@ -3,6 +3,7 @@
  * (the same fields as bench/ort_bench.py) so bench/run.sh can print ratios against the peer.
  *
  *   bench_cpu [--model DIR] [--threads N] [--shapes 1x16,1x128,32x128] [--seconds S]
+ *             [--iters N] [--no-peak]
  *
  * Inputs are full-length sequences of real vocabulary ids ([CLS] w... [SEP]); timing is the
  * median of repeated hs_executor_run calls after warm-up (engine compute + copy-in/out, no
@@ -66,11 +67,14 @@ int main(int argc, char **argv)
     const char *model_dir = getenv("HS_MODEL_DIR") ? getenv("HS_MODEL_DIR") : "models/all-MiniLM-L6-v2";
     int threads = 2;
     double seconds = 8.0;
+    int iters = 0, peak = 1;
     char shapes[256] = "1x16,1x128,32x128";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model_dir = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--no-peak") == 0) peak = 0;
         else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc) snprintf(shapes, sizeof shapes, "%s", argv[++i]);
         else {
             fprintf(stderr, "usage: bench_cpu [--model DIR] [--threads N] [--shapes BxS,...] [--seconds S]\n");
@@ -85,7 +89,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_cpu: %s\n", err.msg);
         return 1;
     }
-    bench_sgemm(threads, seconds / 4);
+    if (peak) bench_sgemm(threads, seconds / 4);
     char *save = NULL;
     for (char *tok = strtok_r(shapes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int batch = 0, seq = 0;
@@ -117,12 +121,14 @@ int main(int argc, char **argv)
         struct hs_batch bt = {.n_seqs = batch, .seq_max = seq, .n_tokens = T, .ids = ids,
                               .lengths = lengths, .offsets = offsets};
         float *out = hs_malloc(sizeof(float) * (size_t)batch * (size_t)m->config.dims.hidden);
-        for (int w = 0; w < 3; w++) hs_executor_run(x, 0, &bt, out, NULL, &err);
+        for (int w = 0; w < (iters > 0 ? 1 : 3); w++) hs_executor_run(x, 0, &bt, out, NULL, &err);
         enum { MAXN = 100000 };
         double *times = hs_malloc(sizeof(double) * MAXN);
         int n = 0;
         int64_t start = hs_now_ns();
-        while (n < MAXN && (n < 10 || hs_now_ns() - start < (int64_t)(seconds * 1e9))) {
+        /* --iters N: exactly N timed runs (for instruction/cycle counting), else time-bounded */
+        while (n < MAXN && (iters > 0 ? n < iters
+                                      : (n < 10 || hs_now_ns() - start < (int64_t)(seconds * 1e9)))) {
             int64_t t0 = hs_now_ns();
             if (hs_executor_run(x, 0, &bt, out, NULL, &err)) {
                 fprintf(stderr, "bench_cpu: %s\n", err.msg);

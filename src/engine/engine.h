@@ -117,7 +117,14 @@ struct hs_engine_opts {
     int n_cores;       /* CPU: size of cores[]; 0 = no pinning */
     int cores[HS_ENGINE_MAX_CORES];
     int device;        /* GPU: device ordinal */
+    /* CPU: batches of at most this many tokens use the packed small-M GEMM (AVX-512 machines);
+     * 0 = HS_CPU_SMALL_GEMM_ROWS_DEFAULT, -1 = never */
+    int cpu_small_gemm_rows;
 };
+
+/* Chosen by measurement (bench_cpu, single and two threads): below it the packed kernel beats
+ * oneDNN's sgemm, which packs the weights on every call. */
+#define HS_CPU_SMALL_GEMM_ROWS_DEFAULT 64
 
 /* Creates an engine of `kind` ("cpu", "cuda", "opencl"). HS_STATUS_UNSUPPORTED when that kind
  * was not built in or no device is present. The engine is freed with hs_engine_destroy. */

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,15 @@ static void encoder_matches_reference_f16_cls(void **state)
     rand_model_free(rm);
 }
 
+static void encoder_matches_reference_head64(void **state)
+{
+    (void)state; /* head size 64 (BERT-base's) takes the AVX-512 attention kernel too */
+    struct rand_model *rm = rand_model_new(128, 2, 256, 2, HS_POOL_MEAN, HS_DTYPE_F32);
+    int lens[] = {1, 17, 70, 129};
+    check_model(rm, lens, 4, 2);
+    rand_model_free(rm);
+}
+
 static void encoder_matches_reference_bf16(void **state)
 {
     (void)state;
@@ -408,15 +418,54 @@ static void layer_split_equals_single_engine(void **state)
     rand_model_free(rm);
 }
 
+static void core_set_pins_the_team(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    struct hs_engine_opts bad = {.threads = 1, .n_cores = 1, .cores = {100000}};
+    assert_int_equal(hs_engine_cpu_create(&bad, &e, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "core"));
+    cpu_set_t before;
+    assert_int_equal(sched_getaffinity(0, sizeof before, &before), 0);
+    int core = -1;
+    for (int i = 0; i < CPU_SETSIZE && core < 0; i++)
+        if (CPU_ISSET(i, &before)) core = i;
+    struct hs_engine_opts opts = {.threads = 1, .n_cores = 1, .cores = {core}};
+    assert_int_equal(hs_engine_cpu_create(&opts, &e, &err), 0);
+    struct hs_engine_caps caps;
+    hs_engine_caps(e, &caps);
+    assert_int_equal(caps.threads, 1);
+    struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F32);
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    struct hs_executor *x = NULL;
+    assert_int_equal(hs_executor_create(&rm->model, &plan, &(struct hs_executor_opts){.batch_max = 1, .seq_max = 8}, &x, &err), 0);
+    int32_t ids[4] = {1, 2, 3, 4}, off[2] = {0, 4}, len[1] = {4};
+    float out[32];
+    struct hs_batch b = {.n_seqs = 1, .seq_max = 8, .n_tokens = 4, .ids = ids, .lengths = len, .offsets = off};
+    assert_int_equal(hs_executor_run(x, 0, &b, out, NULL, &err), 0);
+    cpu_set_t after; /* the calling thread now runs on the engine's core only */
+    assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);
+    assert_int_equal(CPU_COUNT(&after), 1);
+    assert_true(CPU_ISSET(core, &after));
+    sched_setaffinity(0, sizeof before, &before);
+    hs_executor_free(x);
+    hs_engine_destroy(e);
+    rand_model_free(rm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kernels_gelu_and_exp),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
+        cmocka_unit_test(encoder_matches_reference_head64),
         cmocka_unit_test(encoder_matches_reference_bf16),
         cmocka_unit_test(bad_batches_are_rejected),
         cmocka_unit_test(layer_split_equals_single_engine),
+        cmocka_unit_test(core_set_pins_the_team),
     };
     return cmocka_run_group_tests_name("cpu_engine", tests, NULL, NULL);
 }

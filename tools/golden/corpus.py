@@ -252,7 +252,8 @@ EDGE = [
     "soft\u00adhyphen",
     "ﬁ ligature and ﬀ and Ⅻ and ² and ½",
     "ＦＵＬＬＷＩＤＴＨ ｌｅｔｔｅｒｓ",
-    "private use \ue000\uf8ff chars",
+    "private use \ue000\uf8ff chars",  # category Co: dropped like control characters
+    "unassigned\u0378code point",  # category Cn: kept, so the word becomes [UNK]
     "supercalifragilisticexpialidocious",
     "a" * 100,
     "b" * 101,
@@ -318,7 +319,7 @@ def _long_texts(rng):
     out.append(("long_other", " ".join(OTHER_SCRIPTS) * 3))
     out.append(("long_chars", " ".join("abcdefghijklmnopqrstuvwxyz") * 20))
     out.append(("long_punct", "!?.,;:" * 80))
-    out.append(("long_unk", " ".join(["\ue000"] * 300)))
+    out.append(("long_unk", " ".join(["\U0001f916"] * 300)))  # each one [UNK]
     out.append(("long_cjk_chars", "".join(_CJK[i % len(_CJK)] for i in range(600))))
     for n in (200, 260, 320, 400, 500, 700, 900, 1200):
         out.append(("long_random", _random_sentence(rng, n)))

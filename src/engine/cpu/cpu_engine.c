@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 struct cpu_ctx {
     int threads;
+    int small_rows; /* token counts up to this use the packed small-M GEMM; 0 = never */
     int n_cores;
     int cores[HS_ENGINE_MAX_CORES];
     char device[128];
@@ -27,9 +29,11 @@ struct cpu_prep {
     float *w[HS_W_COUNT];
     float *qkv_w; /* [3H, H]: q, k, v stacked so one GEMM computes all three */
     float *qkv_b; /* [3H] */
+    /* the same weights packed for the small-M GEMM (NULL when it is not used) */
+    float *packed_qkv, *packed_out, *packed_in, *packed_ffn_out;
     float *rel;   /* MPNet: [heads, 2 * rel_span - 1] score bias by relative position, or NULL */
     int rel_span; /* longest sequence the table covers */
-    void *owned[HS_W_COUNT + 3];
+    void *owned[HS_W_COUNT + 7];
     int n_owned;
 };
 
@@ -44,6 +48,7 @@ struct cpu_ws {
     float *tmp2;   /* [tokens_max, H] */
     float *pooled; /* [batch_max, H] */
     float *scratch;
+    float *pad; /* threads * 8 * max(H, I): tail rows of the small-M GEMM */
     int scratch_threads;
 };
 
@@ -175,6 +180,28 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
                        (size_t)h);
         }
     }
+    struct cpu_ctx *c = ctx;
+    if (c->small_rows > 0 && (st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN)) {
+        const int h = st->dims->hidden, inter = st->dims->intermediate;
+        float **dst[2];
+        const float *src[2];
+        int n[2], k[2];
+        if (st->kind == HS_STAGE_ATTN) {
+            dst[0] = &p->packed_qkv, src[0] = p->qkv_w, n[0] = 3 * h, k[0] = h;
+            dst[1] = &p->packed_out, src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
+        } else {
+            dst[0] = &p->packed_in, src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            dst[1] = &p->packed_ffn_out, src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
+        }
+        for (int i = 0; i < 2; i++) {
+            *dst[i] = hs__cpu_pack_weights(src[i], n[i], k[i]);
+            if (!*dst[i]) {
+                cpu_stage_release(ctx, p);
+                return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory packing weights");
+            }
+            p->owned[p->n_owned++] = *dst[i];
+        }
+    }
     *out = p;
     return HS_STATUS_OK;
 }
@@ -193,6 +220,7 @@ static void cpu_ws_destroy(void *ctx, void *vws)
     hs_free_aligned(w->tmp2);
     hs_free_aligned(w->pooled);
     hs_free_aligned(w->scratch);
+    hs_free_aligned(w->pad);
     hs_free(w);
 }
 
@@ -222,8 +250,9 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
         (size_t)c->threads *
             (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) * sizeof(float),
         64);
+    w->pad = hs_malloc_aligned((size_t)c->threads * 8 * wide * sizeof(float), 64);
     if (!w->ids || !w->type_ids || !w->pos_ids || !w->offsets || !w->hidden || !w->qkv ||
-        !w->tmp || !w->tmp2 || !w->pooled || !w->scratch) {
+        !w->tmp || !w->tmp2 || !w->pooled || !w->scratch || !w->pad) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -316,48 +345,111 @@ static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *
     return HS_STATUS_OK;
 }
 
+/* Few tokens: the packed small-M kernel; otherwise oneDNN's sgemm. Same math either way. */
+static int linear(const struct cpu_ctx *c, float *pad, const float *x, const float *wt,
+                  const float *packed, const float *bias, float *y, int rows, int n, int k, int act,
+                  int nt)
+{
+    if (packed && rows <= c->small_rows) {
+        hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, nt, pad);
+        return 0;
+    }
+    return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, nt);
+}
+
+/* Runs one stage on sequences [sb, se) of the batch with nt threads. pad and scratch are this
+ * caller's share of the workspace's scratch buffers. */
+static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
+                       enum hs_stage_kind kind, int sb, int se, int nt, float *pad,
+                       float *scratch)
+{
+    const struct hs_encoder_dims *d = &w->dims;
+    const int H = d->hidden, I = d->intermediate;
+    const int t0 = w->offsets[sb], T = w->offsets[se] - t0;
+    const size_t ro = (size_t)t0 * H; /* row offset of the slice in [tokens, H] buffers */
+    float *hidden = w->hidden + ro, *tmp2 = w->tmp2 + ro;
+    switch (kind) {
+    case HS_STAGE_EMBED:
+        hs__cpu_embed(hidden, w->ids + t0, w->type_ids + t0, w->pos_ids + t0, T,
+                      p->w[HS_W_WORD_EMB], p->w[HS_W_POS_EMB], p->w[HS_W_TYPE_EMB],
+                      p->w[HS_W_EMB_LN_G], p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
+        return 0;
+    case HS_STAGE_ATTN: {
+        float *qkv = w->qkv + (size_t)t0 * 3 * H, *ctx = w->tmp + ro;
+        if (linear(c, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H, -1, nt))
+            return -1;
+        /* attention indexes tokens by the batch's absolute offsets */
+        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim,
+                          scratch, w->spec.seq_max, nt, p->rel, p->rel_span);
+        if (linear(c, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T, H, H, -1, nt))
+            return -1;
+        hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
+                            p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
+        return 0;
+    }
+    case HS_STAGE_FFN: {
+        float *inter = w->tmp + (size_t)t0 * I;
+        if (linear(c, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], inter,
+                   T, I, H, (int)d->act, nt))
+            return -1;
+        if (linear(c, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, tmp2, T, H, I,
+                   -1, nt))
+            return -1;
+        hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
+                            p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
+        return 0;
+    }
+    case HS_STAGE_POOL:
+        hs__cpu_pool(w->hidden, w->pooled + (size_t)sb * H, w->offsets + sb, se - sb, H, d->pool,
+                     nt);
+        return 0;
+    case HS_STAGE_NORMALIZE:
+        if (d->normalize) hs__cpu_l2_normalize(w->pooled + (size_t)sb * H, se - sb, H, nt);
+        return 0;
+    case HS_STAGE_COUNT:
+        break;
+    }
+    return -1;
+}
+
+/* Two ways to use the threads. A batch with at least as many sequences as threads is split
+ * into one slice of whole sequences per thread (balanced by tokens), and each thread runs the
+ * whole stage on its slice alone: one fork/join per stage, no barrier inside it, so a thread
+ * preempted by other work on a shared machine delays only its own slice. Smaller batches (the
+ * latency path: one query) split every operation across the threads instead. Either way a
+ * sequence's result does not depend on the rest of the batch. */
 static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
                                struct hs_error *err)
 {
     struct cpu_ctx *c = vctx;
     struct cpu_ws *w = vws;
     struct cpu_prep *p = vprep;
-    const struct hs_encoder_dims *d = &w->dims;
-    const int T = w->n_tokens, H = d->hidden, I = d->intermediate, nt = c->threads;
+    const int nt = c->threads;
     omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
-    switch (st->kind) {
-    case HS_STAGE_EMBED:
-        hs__cpu_embed(w->hidden, w->ids, w->type_ids, w->pos_ids, T, p->w[HS_W_WORD_EMB],
-                      p->w[HS_W_POS_EMB], p->w[HS_W_TYPE_EMB], p->w[HS_W_EMB_LN_G],
-                      p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_ATTN:
-        if (hs__cpu_linear(w->hidden, p->qkv_w, p->qkv_b, w->qkv, T, 3 * H, H, -1, nt))
-            break;
-        hs__cpu_attention(w->qkv, w->tmp, w->offsets, w->n_seqs, d->heads, d->head_dim,
-                          w->scratch, w->spec.seq_max, nt, p->rel, p->rel_span);
-        if (hs__cpu_linear(w->tmp, p->w[HS_W_ATTN_OUT], NULL, w->tmp2, T, H, H, -1, nt)) break;
-        hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
-                            p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_FFN:
-        if (hs__cpu_linear(w->hidden, p->w[HS_W_FFN_IN], p->w[HS_W_FFN_IN_B], w->tmp, T, I, H,
-                           (int)d->act, nt))
-            break;
-        if (hs__cpu_linear(w->tmp, p->w[HS_W_FFN_OUT], NULL, w->tmp2, T, H, I, -1, nt)) break;
-        hs__cpu_residual_ln(w->hidden, w->tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
-                            p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_POOL:
-        hs__cpu_pool(w->hidden, w->pooled, w->offsets, w->n_seqs, H, d->pool, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_NORMALIZE:
-        hs__cpu_l2_normalize(w->pooled, w->n_seqs, H, nt);
-        return HS_STATUS_OK;
-    case HS_STAGE_COUNT:
-        break;
+    int failed = 0;
+    if (nt > 1 && w->n_seqs >= nt && st->kind != HS_STAGE_NORMALIZE) {
+        const size_t pad_per = (size_t)8 * (size_t)(w->dims.intermediate > w->dims.hidden
+                                                        ? w->dims.intermediate
+                                                        : w->dims.hidden);
+        const int64_t attn_per = hs__cpu_attn_scratch_floats(w->dims.head_dim, w->spec.seq_max);
+#pragma omp parallel num_threads(nt) reduction(| : failed)
+        {
+            const int tid = omp_get_thread_num(), n = omp_get_num_threads();
+            /* slice boundaries where the token prefix crosses tid/n and (tid+1)/n of the total */
+            int sb = 0, se = 0;
+            const int64_t T = w->n_tokens;
+            while (sb < w->n_seqs && (int64_t)w->offsets[sb] * n < T * tid) sb++;
+            while (se < w->n_seqs && (int64_t)w->offsets[se] * n < T * (tid + 1)) se++;
+            if (tid == n - 1) se = w->n_seqs;
+            if (se > sb)
+                failed |= stage_slice(c, w, p, st->kind, sb, se, 1, w->pad + pad_per * tid,
+                                      w->scratch + attn_per * tid) != 0;
+        }
+    } else {
+        failed = stage_slice(c, w, p, st->kind, 0, w->n_seqs, nt, w->pad, w->scratch) != 0;
     }
-    return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
+    if (failed) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
+    return HS_STATUS_OK;
 }
 
 static const struct hs_engine_iface cpu_iface = {
@@ -422,5 +514,10 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
     c->n_cores = opts->n_cores;
     c->threads = opts->threads > 0 ? opts->threads : (c->n_cores > 0 ? c->n_cores : n_avail);
     read_cpu_name(c->device, sizeof c->device);
+    c->small_rows = opts->cpu_small_gemm_rows < 0 ? 0
+                    : opts->cpu_small_gemm_rows > 0 ? opts->cpu_small_gemm_rows
+                                                    : HS_CPU_SMALL_GEMM_ROWS_DEFAULT;
+    if (getenv("HS_CPU_SMALL_GEMM_ROWS")) c->small_rows = atoi(getenv("HS_CPU_SMALL_GEMM_ROWS"));
+    if (!hs__cpu_small_gemm_available()) c->small_rows = 0;
     return hs__engine_wrap(&cpu_iface, c, opts->name ? opts->name : "cpu0", out, err);
 }

@@ -155,8 +155,11 @@ void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const 
 
 int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max)
 {
-    /* K transposed [head_dim, seq_max] + one score row [seq_max], padded to 64 bytes */
+    /* K transposed [head_dim, seq_max] + one score row [seq_max], padded to 64 bytes; or the
+     * AVX-512 kernel's larger blocks */
     int64_t n = (int64_t)head_dim * seq_max + seq_max;
+    int64_t m = hs__cpu_attn_avx512_scratch_floats(head_dim, seq_max);
+    if (m > n) n = m;
     return (n + 15) & ~(int64_t)15;
 }
 
@@ -211,6 +214,8 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
     const int hidden = heads * head_dim;
     const int64_t per_thread = hs__cpu_attn_scratch_floats(head_dim, seq_max);
     const int pairs = n_seqs * heads;
+    __builtin_cpu_init();
+    const int fast = __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
 #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num();
@@ -220,8 +225,11 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
         for (int p = 0; p < pairs; p++) {
             int seq = p / heads, h = p % heads;
             int t0 = offsets[seq], len = offsets[seq + 1] - offsets[seq];
+            /* the AVX-512 kernel has no relative bias: MPNet takes the portable one */
             const float *rel = rel_bias ? rel_bias + h * rel_row + rel_span - 1 : NULL;
-            attn_head(qkv, ctx, t0, len, h, hidden, head_dim, kt, s, rel);
+            if (rel || !fast ||
+                hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt) != 0)
+                attn_head(qkv, ctx, t0, len, h, hidden, head_dim, kt, s, rel);
         }
     }
 }

@@ -44,4 +44,20 @@ void hs__cpu_l2_normalize(float *x, int rows, int n, int threads);
 /* Activation in place: GELU (erf or tanh) or ReLU. */
 void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act);
 
+/* One (sequence, head) of attention with AVX-512 blocking (attention_avx512.c); head sizes 32
+ * and 64 only: returns -1 (and does nothing) otherwise. */
+int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                        float *scratch);
+int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
+
+/* Small-M GEMM with weights packed once (gemm_small.c; AVX-512 only). */
+int hs__cpu_small_gemm_available(void);
+/* Packs w [n, k] into 32-column k-major panels; free with hs_free_aligned. NULL when out of
+ * memory. */
+float *hs__cpu_pack_weights(const float *w, int n, int k);
+/* y[rows, n] = x[rows, k] * W^T + bias, then activation when act >= 0. pad: scratch of
+ * threads * 8 * k floats. */
+void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, float *y, int rows,
+                        int n, int k, int act, int threads, float *pad);
+
 #endif

@@ -608,6 +608,7 @@ static hs_status enqueue_stage(struct cuda_ws *w, const struct cuda_prep *p, str
                  "pool kernel");
         return HS_STATUS_OK;
     case HS_STAGE_NORMALIZE:
+        if (!d->normalize) return HS_STATUS_OK; /* the model has no Normalize module */
         CUDA_TRY(hs__cuda_l2norm(w->pooled, B, H, st), "normalize kernel");
         return HS_STATUS_OK;
     default:
