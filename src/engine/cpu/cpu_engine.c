@@ -5,6 +5,8 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "engine/engine.h"
 
 struct cpu_ctx {
+    uint64_t id; /* unique per engine created: a freed engine's address may be reused */
     int threads;
     int small_rows; /* token counts up to this use the packed small-M GEMM; 0 = never */
     int n_cores;
@@ -263,13 +266,14 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
 }
 
 /* Pins the calling thread's OpenMP team to the engine's cores, once per calling thread. */
-static _Thread_local const struct cpu_ctx *pinned_for;
+static _Thread_local uint64_t pinned_for; /* id of the engine pinned for; 0 = none */
+static atomic_uint_fast64_t next_ctx_id;
 
 static void pin_team(const struct cpu_ctx *c)
 {
     omp_set_num_threads(c->threads);
-    if (pinned_for == c) return;
-    pinned_for = c;
+    if (pinned_for == c->id) return;
+    pinned_for = c->id;
     if (c->n_cores <= 0) return;
 #pragma omp parallel num_threads(c->threads)
     {
@@ -493,6 +497,7 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
 {
     struct cpu_ctx *c = hs_calloc(1, sizeof *c);
     if (!c) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    c->id = atomic_fetch_add(&next_ctx_id, 1) + 1;
     cpu_set_t avail;
     int n_avail = 0;
     if (sched_getaffinity(0, sizeof avail, &avail) == 0) n_avail = CPU_COUNT(&avail);
