@@ -1260,6 +1260,7 @@ int hs__http_status(hs_status st) { return status_to_http(st); }
 void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
                     struct hs_route_query *q)
 {
+    k->task = task; /* a retry's query */
     *q = (struct hs_route_query){
         .req = r,
         .task = task,
@@ -1271,8 +1272,10 @@ void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
 void hs__conn_decided(struct conn *k, const struct hs_route_decision *d, const char *note)
 {
     if (k->mu_init) pthread_mutex_lock(&k->mu);
-    k->dec = *d;
-    k->routed = true;
+    if (d) {
+        k->dec = *d;
+        k->routed = true;
+    }
     k->route_note = note;
     if (k->mu_init) pthread_mutex_unlock(&k->mu);
 }

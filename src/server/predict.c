@@ -388,7 +388,7 @@ static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
     for (size_t i = 0; i < ps->n; i++)
         if (ps->decision[i] == HS_CASCADE_BIG) esc[n_esc++] = i;
     const char *note = p->big ? route_note(ps) : NULL;
-    hs__conn_decided(k, &ps->d1, note);
+    hs__conn_decided(k, NULL, note); /* the small stage's decision (or its retry's) stands */
     if (n_esc == 0) return respond(k, ps);
 
     char msg[512];

@@ -105,7 +105,8 @@ int hs__http_status(hs_status st);
 void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
                     struct hs_route_query *q);
 /* Records d as the decision answering the request (X-Engine, X-Route, X-Route-Reason, trace);
- * note (may be NULL; kept, not copied) is appended to X-Route as ";<note>". */
+ * d NULL keeps the current one (the last submit's, or its retry's). note (may be NULL; kept, not
+ * copied) is appended to X-Route as ";<note>". */
 void hs__conn_decided(struct conn *k, const struct hs_route_decision *d, const char *note);
 /* Submits r (prepared but not initialised) to the lane of decision d, which becomes the
  * connection's decision: hs_request_init, r holds a reference on the connection's arena until
