@@ -17,6 +17,8 @@ def main(path):
         if not line.startswith("{"):
             continue
         d = json.loads(line)
+        if "engine" not in d or "batch" not in d and d.get("engine") != "onednn-sgemm":
+            continue  # the peer's model/fused-op summary line
         if d.get("engine") == "onednn-sgemm":
             peak = d if peak is None or d["gflops"] > peak["gflops"] else peak
             continue

@@ -83,6 +83,16 @@ hs_status hs_engine_stage_prepare(hs_engine_t e, const struct hs_stage *st, enum
     if (!hs_engine_supports(e, st->kind, dtype, 1, 1))
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "engine %s cannot run stage %s in %s",
                             e->name, st->name, hs_dtype_name(dtype));
+    if (st->dims->rel_buckets > 0 || st->dims->pos_offset != 0 ||
+        (st->kind == HS_STAGE_EMBED && !st->w[HS_W_TYPE_EMB].data)) {
+        struct hs_engine_caps c;
+        hs_engine_caps(e, &c);
+        if (!(c.features & HS_ENGINE_FEAT_MPNET))
+            return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                "engine %s cannot run stage %s: MPNet (position offset, "
+                                "relative-position attention bias) is not implemented there",
+                                e->name, st->name);
+    }
     *prep = NULL;
     return e->iface->stage_prepare(e->ctx, st, dtype, prep, err);
 }

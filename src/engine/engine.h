@@ -48,6 +48,14 @@ struct hs_engine_caps {
     int batch_max;     /* 0 = no limit of its own */
     int seq_max;       /* 0 = no limit of its own */
     char gemm[64];     /* GEMM library, e.g. "oneDNN 2.6.3" */
+    uint32_t features; /* HS_ENGINE_FEAT_* bits */
+};
+
+/* Model features beyond BERT an engine computes. Stages that need one an engine lacks are
+ * refused by hs_engine_stage_prepare (HS_STATUS_UNSUPPORTED), never run wrongly. */
+enum hs_engine_feature {
+    /* MPNet (stage.h): dims.pos_offset, no token-type table, w[HS_W_REL_BIAS] in attention */
+    HS_ENGINE_FEAT_MPNET = 1u << 0,
 };
 
 /* Cumulative counters, one schema for every engine. */

@@ -11,6 +11,14 @@
  *   pooled: fp32 [n_seqs, hidden]
  * embed reads token ids and writes hidden; attn and ffn read and write hidden (post-LN BERT:
  * x = LN(x + f(x))); pool reads hidden and writes pooled; normalize L2-normalizes pooled.
+ *
+ * MPNet is the same stage list with three differences, all carried by dims and weights:
+ *   positions start at pos_offset (MPNet: padding_idx + 1 = 2) instead of 0;
+ *   there is no token-type table (w[HS_W_TYPE_EMB].data == NULL, type_vocab 1);
+ *   every attention stage adds a learned bias per (head, relative-position bucket) to its
+ *   scores before the softmax: w[HS_W_REL_BIAS] is [rel_buckets, heads] (one table shared by all
+ *   layers) and the bucket of key j seen from query i is hs_rel_pos_bucket(j - i, ...).
+ * An engine that cannot add the bias must not declare HS_ENGINE_FEAT_REL_POS_BIAS (engine.h).
  */
 #ifndef HS_ENGINE_STAGE_H
 #define HS_ENGINE_STAGE_H
@@ -47,7 +55,16 @@ struct hs_encoder_dims {
     enum hs_act_fn act;
     enum hs_pool_mode pool;
     bool normalize;
+    int pos_offset;       /* position id of a sequence's first token (BERT 0, MPNet 2) */
+    int rel_buckets;      /* relative-position buckets of the attention bias; 0 = none */
+    int rel_max_distance; /* distance at which the log-spaced buckets end (MPNet 128) */
 };
+
+/* MPNet's (and T5's bidirectional) relative-position bucket of rel = key - query position, in
+ * [0, num_buckets): half the buckets for each sign; within a half, distances below a quarter of
+ * num_buckets get a bucket each, larger ones log-spaced up to max_distance, beyond which all
+ * share the last. Computed in float32 as HF's torch code does, so bucket edges agree. */
+int hs_rel_pos_bucket(int rel, int num_buckets, int max_distance);
 
 /* Weight roles. Linear weights are [out, in] as stored by PyTorch; biases [out]. */
 enum hs_weight_role {
@@ -72,6 +89,7 @@ enum hs_weight_role {
     HS_W_FFN_OUT_B,
     HS_W_FFN_LN_G,
     HS_W_FFN_LN_B,
+    HS_W_REL_BIAS, /* attn: [rel_buckets, heads], relative-position attention bias (MPNet) */
     HS_W_COUNT
 };
 

@@ -4,6 +4,9 @@
  * num_attention_heads, intermediate_size, max_position_embeddings, vocab_size. Optional with
  * HuggingFace's BertConfig defaults: type_vocab_size (2), layer_norm_eps (1e-12), hidden_act
  * ("gelu"), pad_token_id (0), position_embedding_type ("absolute"; anything else unsupported).
+ * model_type "mpnet" (HF MPNetModel) differs: type_vocab_size defaults to 1 and must be 1 (no
+ * token-type table), pad_token_id defaults to 1, positions start at pad_token_id + 1,
+ * relative_attention_num_buckets (32) sizes the attention's relative-position bias.
  * A JSON null counts as absent for optional keys.
  */
 #include "model/config.h"
@@ -156,9 +159,11 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
     if ((s = get_str(root, label, "model_type", NULL, &mt, err))) return s;
     if (!mt)
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: missing required key 'model_type'", label);
-    if (strcmp(mt, "bert") != 0)
+    const bool mpnet = strcmp(mt, "mpnet") == 0;
+    if (strcmp(mt, "bert") != 0 && !mpnet)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "%s: model_type '%.64s' is not supported (only 'bert')", label, mt);
+                            "%s: model_type '%.64s' is not supported (only 'bert' and 'mpnet')",
+                            label, mt);
 
     if ((s = get_int(root, label, "hidden_size", 0, 0, 1, CFG_MAX_HIDDEN, &d.hidden, err)) ||
         (s = get_int(root, label, "num_hidden_layers", 0, 0, 1, CFG_MAX_LAYERS, &d.layers, err)) ||
@@ -168,9 +173,13 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
         (s = get_int(root, label, "max_position_embeddings", 0, 0, 1, CFG_MAX_POSITIONS,
                      &d.max_positions, err)) ||
         (s = get_int(root, label, "vocab_size", 0, 0, 1, CFG_MAX_VOCAB, &d.vocab, err)) ||
-        (s = get_int(root, label, "type_vocab_size", 1, 2, 1, CFG_MAX_TYPE_VOCAB, &d.type_vocab,
-                     err)))
+        (s = get_int(root, label, "type_vocab_size", 1, mpnet ? 1 : 2, 1, CFG_MAX_TYPE_VOCAB,
+                     &d.type_vocab, err)))
         return s;
+    if (mpnet && d.type_vocab != 1)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: an mpnet model has no token types (type_vocab_size %d)", label,
+                            d.type_vocab);
     if (d.hidden % d.heads != 0)
         return hs_error_set(err, HS_STATUS_CORRUPT,
                             "%s: hidden_size %d is not divisible by num_attention_heads %d", label,
@@ -178,7 +187,26 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
     d.head_dim = d.hidden / d.heads;
 
     int pad = 0;
-    if ((s = get_int(root, label, "pad_token_id", 1, 0, 0, d.vocab - 1, &pad, err))) return s;
+    if ((s = get_int(root, label, "pad_token_id", 1, mpnet ? 1 : 0, 0, d.vocab - 1, &pad, err)))
+        return s;
+    if (mpnet) {
+        /* HF MPNetEmbeddings: position ids count from padding_idx + 1; attention adds a bias per
+         * relative-position bucket (max_distance is fixed at 128 in HF's code) */
+        d.pos_offset = pad + 1;
+        if (d.pos_offset + 2 > d.max_positions)
+            return hs_error_set(err, HS_STATUS_CORRUPT,
+                                "%s: max_position_embeddings %d leaves no positions after "
+                                "pad_token_id %d",
+                                label, d.max_positions, pad);
+        if ((s = get_int(root, label, "relative_attention_num_buckets", 1, 32, 2, 1024,
+                         &d.rel_buckets, err)))
+            return s;
+        if (d.rel_buckets % 4 != 0)
+            return hs_error_set(err, HS_STATUS_CORRUPT,
+                                "%s: relative_attention_num_buckets %d is not a multiple of 4",
+                                label, d.rel_buckets);
+        d.rel_max_distance = 128;
+    }
 
     const json_t *eps = json_object_get(root, "layer_norm_eps");
     if (!eps || json_is_null(eps)) {
@@ -210,6 +238,8 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
 
     const char *pet = NULL;
     if ((s = get_str(root, label, "position_embedding_type", "absolute", &pet, err))) return s;
+    /* mpnet: absolute positions plus the relative bias above, whatever this key says */
+    if (mpnet) pet = "absolute";
     if (strcmp(pet, "absolute") != 0)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
                             "%s: position_embedding_type '%.64s' is not supported (only "
@@ -325,6 +355,21 @@ static hs_status parse_tokenizer_config(const json_t *root, const char *label,
         (s = get_bool(root, label, "tokenize_chinese_chars", true, &c->tokenize_chinese_chars,
                       err)))
         return s;
+    /* Special tokens: a string, or an AddedToken object {"content": ...}. */
+    static const char *const keys[] = {"cls_token", "sep_token", "unk_token", "pad_token",
+                                       "mask_token"};
+    char *dst[] = {c->cls_token, c->sep_token, c->unk_token, c->pad_token, c->mask_token};
+    for (int i = 0; i < 5; i++) {
+        const json_t *v = json_object_get(root, keys[i]);
+        if (v && json_is_object(v)) v = json_object_get(v, "content");
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_string(v) || json_string_length(v) == 0 ||
+            json_string_length(v) >= sizeof c->cls_token)
+            return hs_error_set(err, HS_STATUS_CORRUPT,
+                                "%s: '%s' must be a non-empty string of at most %zu bytes", label,
+                                keys[i], sizeof c->cls_token - 1);
+        snprintf(dst[i], sizeof c->cls_token, "%s", json_string_value(v));
+    }
     const json_t *sa = json_object_get(root, "strip_accents");
     if (!sa || json_is_null(sa))
         c->strip_accents = -1;
@@ -345,6 +390,11 @@ hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, str
     c.do_lower_case = true;
     c.strip_accents = -1;
     c.tokenize_chinese_chars = true;
+    snprintf(c.cls_token, sizeof c.cls_token, "[CLS]");
+    snprintf(c.sep_token, sizeof c.sep_token, "[SEP]");
+    snprintf(c.unk_token, sizeof c.unk_token, "[UNK]");
+    snprintf(c.pad_token, sizeof c.pad_token, "[PAD]");
+    snprintf(c.mask_token, sizeof c.mask_token, "[MASK]");
 
     char label[4200];
     json_t *root = NULL;
@@ -372,18 +422,19 @@ hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, str
         if (s) return s;
     }
 
-    c.max_seq_len = c.dims.max_positions;
+    const int positions = c.dims.max_positions - c.dims.pos_offset; /* usable per sequence */
+    c.max_seq_len = positions;
     snprintf(label, sizeof label, "%s/sentence_bert_config.json", dir);
     if ((s = load_json(dir, "sentence_bert_config.json", 0, &root, err))) return s;
     if (root) {
         if (!json_is_object(root))
             s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
         else
-            s = get_int(root, label, "max_seq_length", 1, c.dims.max_positions, 2, INT32_MAX,
+            s = get_int(root, label, "max_seq_length", 1, positions, 2, INT32_MAX,
                         &c.max_seq_len, err);
         json_decref(root);
         if (s) return s;
-        if (c.max_seq_len > c.dims.max_positions) c.max_seq_len = c.dims.max_positions;
+        if (c.max_seq_len > positions) c.max_seq_len = positions;
     }
 
     snprintf(label, sizeof label, "%s/tokenizer_config.json", dir);

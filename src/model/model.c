@@ -35,12 +35,12 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 static hs_status find_weight(struct loader *L, const char *stem, const char *leaf,
                              const char *alt_leaf, int64_t d0, int64_t d1, struct hs_tensor *out)
 {
-    static const char *const prefixes[] = {"", "bert."};
+    static const char *const prefixes[] = {"", "bert.", "mpnet."};
     const char *leaves[] = {leaf, alt_leaf};
     char name[256];
     for (int li = 0; li < 2; li++) {
         if (!leaves[li]) continue;
-        for (int pi = 0; pi < 2; pi++) {
+        for (int pi = 0; pi < 3; pi++) {
             snprintf(name, sizeof name, "%s%s.%s", prefixes[pi], stem, leaves[li]);
             if (hs_safetensors_get(L->m->weights, name, out, NULL) != HS_STATUS_OK) continue;
 
@@ -71,7 +71,8 @@ static hs_status find_weight(struct loader *L, const char *stem, const char *lea
         }
     }
     return hs_error_set(L->err, HS_STATUS_CORRUPT,
-                        "%s: missing tensor '%s.%s' (also looked for the 'bert.' prefix%s%s)",
+                        "%s: missing tensor '%s.%s' (also looked for the 'bert.' and 'mpnet.' "
+                        "prefixes%s%s)",
                         L->st_path, stem, leaf, alt_leaf ? " and ." : "", alt_leaf ? alt_leaf : "");
 }
 
@@ -97,6 +98,7 @@ static hs_status build_stages(struct loader *L)
     struct hs_model *m = L->m;
     const struct hs_encoder_dims *d = &m->config.dims;
     const int64_t H = d->hidden, I = d->intermediate;
+    const bool mpnet = d->rel_buckets > 0;
     hs_status s;
 
     m->n_stages = 1 + 2 * d->layers + 2;
@@ -115,10 +117,15 @@ static hs_status build_stages(struct loader *L)
                          &st->w[HS_W_WORD_EMB])) ||
         (s = find_weight(L, "embeddings.position_embeddings", "weight", NULL, d->max_positions, H,
                          &st->w[HS_W_POS_EMB])) ||
-        (s = find_weight(L, "embeddings.token_type_embeddings", "weight", NULL, d->type_vocab, H,
-                         &st->w[HS_W_TYPE_EMB])) ||
+        (!mpnet && (s = find_weight(L, "embeddings.token_type_embeddings", "weight", NULL,
+                                    d->type_vocab, H, &st->w[HS_W_TYPE_EMB]))) ||
         (s = find_layernorm(L, "embeddings.LayerNorm", H, &st->w[HS_W_EMB_LN_G],
                             &st->w[HS_W_EMB_LN_B])))
+        return s;
+    /* MPNet: one relative-position bias table, shared by every layer's attention */
+    struct hs_tensor rel_bias = {0};
+    if (mpnet && (s = find_weight(L, "encoder.relative_attention_bias", "weight", NULL,
+                                  d->rel_buckets, d->heads, &rel_bias)))
         return s;
 
     char stem[128];
@@ -132,7 +139,21 @@ static hs_status build_stages(struct loader *L)
         snprintf(f->name, sizeof f->name, "layer%d.ffn", l);
 
 #define LAYER_STEM(suffix) (snprintf(stem, sizeof stem, "encoder.layer.%d.%s", l, suffix), stem)
-        if ((s = find_linear(L, LAYER_STEM("attention.self.query"), H, H, &a->w[HS_W_Q],
+        if (mpnet) {
+            /* HF MPNetLayer: attention.attn.{q,k,v,o}, attention.LayerNorm; the FFN is BERT's */
+            a->w[HS_W_REL_BIAS] = rel_bias;
+            if ((s = find_linear(L, LAYER_STEM("attention.attn.q"), H, H, &a->w[HS_W_Q],
+                                 &a->w[HS_W_Q_B])) ||
+                (s = find_linear(L, LAYER_STEM("attention.attn.k"), H, H, &a->w[HS_W_K],
+                                 &a->w[HS_W_K_B])) ||
+                (s = find_linear(L, LAYER_STEM("attention.attn.v"), H, H, &a->w[HS_W_V],
+                                 &a->w[HS_W_V_B])) ||
+                (s = find_linear(L, LAYER_STEM("attention.attn.o"), H, H, &a->w[HS_W_ATTN_OUT],
+                                 &a->w[HS_W_ATTN_OUT_B])) ||
+                (s = find_layernorm(L, LAYER_STEM("attention.LayerNorm"), H,
+                                    &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])))
+                return s;
+        } else if ((s = find_linear(L, LAYER_STEM("attention.self.query"), H, H, &a->w[HS_W_Q],
                              &a->w[HS_W_Q_B])) ||
             (s = find_linear(L, LAYER_STEM("attention.self.key"), H, H, &a->w[HS_W_K],
                              &a->w[HS_W_K_B])) ||
@@ -141,8 +162,9 @@ static hs_status build_stages(struct loader *L)
             (s = find_linear(L, LAYER_STEM("attention.output.dense"), H, H, &a->w[HS_W_ATTN_OUT],
                              &a->w[HS_W_ATTN_OUT_B])) ||
             (s = find_layernorm(L, LAYER_STEM("attention.output.LayerNorm"), H,
-                                &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])) ||
-            (s = find_linear(L, LAYER_STEM("intermediate.dense"), I, H, &f->w[HS_W_FFN_IN],
+                                &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])))
+            return s;
+        if ((s = find_linear(L, LAYER_STEM("intermediate.dense"), I, H, &f->w[HS_W_FFN_IN],
                              &f->w[HS_W_FFN_IN_B])) ||
             (s = find_linear(L, LAYER_STEM("output.dense"), H, I, &f->w[HS_W_FFN_OUT],
                              &f->w[HS_W_FFN_OUT_B])) ||
@@ -209,6 +231,11 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
         .do_lower_case = m->config.do_lower_case,
         .strip_accents = m->config.strip_accents,
         .tokenize_chinese_chars = m->config.tokenize_chinese_chars,
+        .cls_token = m->config.cls_token,
+        .sep_token = m->config.sep_token,
+        .unk_token = m->config.unk_token,
+        .pad_token = m->config.pad_token,
+        .mask_token = m->config.mask_token,
     };
     if ((s = hs_tokenizer_load(vocab, &topts, &m->tokenizer, err))) goto fail;
     /* Every id the tokenizer can emit indexes the word embedding table. */
@@ -248,7 +275,8 @@ hs_status hs_model_tokenize(const struct hs_model *m, const char *text, size_t l
     /* A longer explicit limit is honoured up to the position table, which no sequence may
      * outgrow. */
     if (max_tokens <= 0) max_tokens = m->config.max_seq_len;
-    if (max_tokens > m->config.dims.max_positions) max_tokens = m->config.dims.max_positions;
+    const int positions = m->config.dims.max_positions - m->config.dims.pos_offset;
+    if (max_tokens > positions) max_tokens = positions;
     return hs_tokenizer_encode(m->tokenizer, text ? text : "", len, ids, max_tokens, n_tokens,
                                n_full, err);
 }

@@ -33,6 +33,7 @@
 
 static const char *const special_names[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 enum { SPECIAL_PAD, SPECIAL_UNK, SPECIAL_CLS, SPECIAL_SEP, SPECIAL_MASK, SPECIAL_COUNT };
+#define SPECIAL_TEXT_MAX 32
 
 struct hs_tokenizer {
     int32_t n_vocab;
@@ -44,6 +45,9 @@ struct hs_tokenizer {
     uint32_t max_bytes;             /* longest token, bytes */
     uint32_t max_cont_bytes;        /* longest "##" token, bytes after the prefix */
     int32_t special[SPECIAL_COUNT]; /* ids, -1 when absent (only [MASK] may be) */
+    char special_text[SPECIAL_COUNT][SPECIAL_TEXT_MAX];
+    size_t special_len[SPECIAL_COUNT];
+    bool special_first[256]; /* first bytes of the special texts: where a match may start */
     bool lower;
     bool strip;
     bool chinese;
@@ -396,6 +400,20 @@ hs_status hs_tokenizer_load(const char *vocab_path, const struct hs_tokenizer_op
 
     struct hs_tokenizer *tok = hs_calloc(1, sizeof *tok);
     if (!tok) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for tokenizer");
+    const char *texts[SPECIAL_COUNT] = {o.pad_token, o.unk_token, o.cls_token, o.sep_token,
+                                        o.mask_token};
+    for (int k = 0; k < SPECIAL_COUNT; k++) {
+        const char *t = texts[k] ? texts[k] : special_names[k];
+        size_t n = strlen(t);
+        if (n == 0 || n >= SPECIAL_TEXT_MAX) {
+            hs_free(tok);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "tokenizer: special token '%.40s' must be 1..%d bytes", t,
+                                SPECIAL_TEXT_MAX - 1);
+        }
+        memcpy(tok->special_text[k], t, n + 1);
+        tok->special_len[k] = n;
+    }
     tok->lower = o.do_lower_case;
     tok->strip = o.strip_accents < 0 ? o.do_lower_case : o.strip_accents == 1;
     tok->chinese = o.tokenize_chinese_chars;
@@ -450,8 +468,9 @@ hs_status hs_tokenizer_load(const char *vocab_path, const struct hs_tokenizer_op
     }
 
     for (int s = 0; s < SPECIAL_COUNT; s++) {
-        const char *name = special_names[s];
-        tok->special[s] = vocab_find(tok, false, name, strlen(name));
+        const char *name = tok->special_text[s];
+        tok->special[s] = vocab_find(tok, false, name, tok->special_len[s]);
+        if (tok->special[s] >= 0) tok->special_first[(unsigned char)name[0]] = true;
         if (tok->special[s] < 0 && s != SPECIAL_MASK) {
             st = hs_error_set(err, HS_STATUS_CORRUPT, "vocab %s lacks the special token %s",
                               vocab_path, name);
@@ -689,15 +708,17 @@ static void split_words(const struct hs_tokenizer *tok, const int32_t *cps, size
  * any normalization), or -1. */
 static int special_at(const struct hs_tokenizer *tok, const char *s, size_t left, size_t *n)
 {
+    /* HF's added-token matcher prefers the longest match at a position */
+    int best = -1;
     for (int k = 0; k < SPECIAL_COUNT; k++) {
         if (tok->special[k] < 0) continue;
-        size_t m = strlen(special_names[k]);
-        if (m <= left && memcmp(s, special_names[k], m) == 0) {
-            *n = m;
-            return k;
-        }
+        size_t m = tok->special_len[k];
+        if (m <= left && memcmp(s, tok->special_text[k], m) == 0 &&
+            (best < 0 || m > tok->special_len[best]))
+            best = k;
     }
-    return -1;
+    if (best >= 0) *n = tok->special_len[best];
+    return best;
 }
 
 hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, size_t len,
@@ -734,7 +755,7 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
         size_t m = 0;
         int k = -1;
         if (i < len) {
-            if (text[i] != '[') continue;
+            if (!tok->special_first[(unsigned char)text[i]]) continue;
             k = special_at(tok, text + i, len - i, &m);
             if (k < 0) continue;
         }

@@ -3,8 +3,11 @@
  * Matches HuggingFace `tokenizers` (a BERT tokenizer.json: BertNormalizer + BertPreTokenizer +
  * WordPiece + [CLS]/[SEP] template) exactly, id for id:
  *   special tokens: the literal texts [CLS] [SEP] [UNK] [PAD] [MASK] (case-sensitive, those the
- *     vocab holds) are found in the raw text first and become their ids, as HF's added tokens
- *     do; the text between them is tokenized as below;
+ *     vocab holds; other texts when opts name them, e.g. MPNet's <s> </s> [UNK] <pad> <mask>)
+ *     are found in the raw text first and become their ids, as HF's added tokens do; the text
+ *     between them is tokenized as below. Not reproduced: an added token's lstrip/rstrip
+ *     (MPNet's <mask> swallows the spaces before it) and added tokens that are not one of
+ *     these five (MPNet's <unk>, matched after normalization);
  *   cleaning: drop U+0000, U+FFFD and "other" characters (Cc, Cf, Co — private use — except
  *     \t \n \r), map every White_Space character to a space; unassigned code points are kept;
  *   CJK ideographs are surrounded by spaces (tokenize_chinese_chars);
@@ -38,11 +41,16 @@ struct hs_tokenizer_opts {
     bool do_lower_case;          /* default true */
     int strip_accents;           /* -1 = same as do_lower_case, 0 = no, 1 = yes */
     bool tokenize_chinese_chars; /* default true */
+    /* Special token texts; NULL = BERT's [CLS] [SEP] [UNK] [PAD] [MASK]. MPNet's are <s> </s>
+     * [UNK] <pad> <mask> (its RobertaProcessing template puts <s> .. </s> around the pieces).
+     * Each is at most 31 bytes. */
+    const char *cls_token, *sep_token, *unk_token, *pad_token, *mask_token;
 };
 
 /* Loads vocab.txt (one token per line, id = line number, trailing whitespace of a line ignored;
  * of repeated lines the last one's id is the token's id, as in HF). opts NULL means the defaults.
- * The special tokens [CLS], [SEP], [UNK], [PAD] must be present; [MASK] is optional.
+ * The special tokens [CLS], [SEP], [UNK], [PAD] (or the texts opts names) must be present;
+ * [MASK] is optional. An option longer than 31 bytes is HS_STATUS_INVALID_ARGUMENT.
  * On success *out owns the tokenizer (free with hs_tokenizer_free); on failure *out is NULL and
  * the status is HS_STATUS_IO (cannot read), HS_STATUS_CORRUPT (missing special token, invalid
  * UTF-8, empty file), HS_STATUS_NO_MEMORY or HS_STATUS_INVALID_ARGUMENT. */

@@ -89,9 +89,6 @@ hs_status hs_router_create(struct hs_sched *s, const struct hs_router_opts *o,
                 return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                                     "route %s: a cascade needs a small and a big route of lanes",
                                     r->name);
-            if (r->cascade_escalate_ratio_max < 0 || r->cascade_escalate_ratio_max > 1)
-                return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                    "route %s: escalation ratio must be in [0, 1]", r->name);
             continue;
         }
         if (r->n_lanes < 1 || r->n_lanes > HS_ROUTE_MAX_LANES)
@@ -560,24 +557,44 @@ void hs_router_escalate(struct hs_router *rt, const struct hs_route_query *q,
     struct route_state *rs = &rt->rs[c];
     d->cascade_route = c;
     snprintf(d->reason, sizeof d->reason, "cascade %s escalates", cr->name);
-    if ((double)(rs->st.escalated + 1) > cr->cascade_escalate_ratio_max * (double)rs->st.cascades) {
-        rs->st.escalations_denied++;
-        reject(rt, d, c, HS_STATUS_OVERLOADED, 0, "escalation cap reached");
-        pthread_mutex_unlock(&rt->mu);
-        return;
-    }
     bool blocked, probe;
     double pred = 0;
     int lane = pick_lane(rt, cr->cascade_big, q, -1, now, &blocked, &probe, &pred);
     if (lane < 0) {
-        rs->st.escalations_denied++;
+        /* The judge counted these inputs as escalated; they stay small after all. */
+        rs->st.escalated -= q->req->n_seqs;
+        rs->st.escalations_denied += q->req->n_seqs;
         reject(rt, d, c, HS_STATUS_OVERLOADED, 0, "the big route cannot take it");
         pthread_mutex_unlock(&rt->mu);
         return;
     }
-    rs->st.escalated++;
     commit(rt, d, cr->cascade_big, lane, probe, pred, HS_ROUTE_POLICY_ESCALATE);
     pthread_mutex_unlock(&rt->mu);
+}
+
+hs_status hs_router_judge(struct hs_router *rt, const struct hs_route_decision *prev,
+                          const float *rows, int n, int dim, enum hs_cascade_decision *out)
+{
+    pthread_mutex_lock(&rt->mu);
+    hs_cascade_fn fn = rt->cascade_fn;
+    void *ctx = rt->cascade_ctx;
+    int c = prev->cascade_route;
+    if (c >= rt->o.n_routes || (c >= 0 && rt->o.routes[c].kind != HS_ROUTE_KIND_CASCADE)) c = -1;
+    pthread_mutex_unlock(&rt->mu);
+    if (!fn) return HS_STATUS_NOT_FOUND;
+    /* The judge takes its own policy's lock: never call it under the router's. */
+    fn(ctx, c >= 0 ? &rt->o.routes[c] : NULL, rows, n, dim, out);
+    if (c < 0) return HS_STATUS_OK;
+    int64_t escalated = 0, capped = 0;
+    for (int i = 0; i < n; i++) {
+        escalated += out[i] == HS_CASCADE_BIG;
+        capped += out[i] == HS_CASCADE_CAPPED;
+    }
+    pthread_mutex_lock(&rt->mu);
+    rt->rs[c].st.escalated += escalated;
+    rt->rs[c].st.escalations_denied += capped;
+    pthread_mutex_unlock(&rt->mu);
+    return HS_STATUS_OK;
 }
 
 void hs_router_set_cascade_fn(struct hs_router *rt, hs_cascade_fn fn, void *ctx)

@@ -14,11 +14,14 @@
  *             another route, but at most ratio_max of it (failed over <= ratio_max x requests
  *             that found the route blocked, at all times); the rest is rejected, so a healthy
  *             engine never receives an avalanche.
- * A route of kind HS_ROUTE_KIND_CASCADE names a small and a big route, a threshold and an
- * escalation cap: decide() sends the request to the small route and marks the decision with
- * the cascade; the caller that can judge the small result (the predict path, through the
- * hs_cascade_fn it registers) asks hs_router_escalate for a decision on the big route, which
- * the cap may refuse. Endpoints without a judgement simply keep the small route's answer.
+ * A route of kind HS_ROUTE_KIND_CASCADE names a small and a big route: decide() sends the
+ * request to the small route and marks the decision with the cascade. Judging the small result
+ * is not the router's: the predict path registers the judge (hs_router_set_cascade_fn), which
+ * applies its classification head and the one cascade policy, sched/cascade.h (threshold and
+ * running escalation cap, configured by the config's cascade section). hs_router_judge runs
+ * the judge on a request's small result and counts its decisions on the cascade route;
+ * hs_router_escalate then places the escalated inputs on the big route. Endpoints without a
+ * judgement simply keep the small route's answer.
  *
  * Rules. An ordered list; the first rule whose conditions all hold (longest sequence within
  * [tokens_min, tokens_max], task, priority, a request header's value, model) names the route;
@@ -47,6 +50,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "sched/cascade.h"
 #include "sched/request.h"
 #include "sched/sched.h"
 
@@ -99,10 +103,8 @@ struct hs_route {
     double shadow_ratio;
     int failover_route; /* -1 = none */
     double failover_ratio_max;
-    /* HS_ROUTE_KIND_CASCADE */
+    /* HS_ROUTE_KIND_CASCADE: routes of its two stages (threshold and cap: the judge's) */
     int cascade_small, cascade_big;
-    double cascade_threshold;          /* passed to the judge */
-    double cascade_escalate_ratio_max; /* escalations <= this x cascade requests */
 };
 
 struct hs_route_rule {
@@ -160,10 +162,12 @@ struct hs_route_decision {
     char reason[256];
 };
 
-/* Judges a cascade's small result (set by the predict path): true = escalate to the big
- * route. rows: [n, dim] outputs of the small route. */
-typedef bool (*hs_cascade_fn)(void *ctx, const struct hs_route *cascade, const float *rows, int n,
-                              int dim);
+/* Judges a request's small result (set by the predict path): out[i] receives the decision for
+ * input i (sched/cascade.h: small, big = escalate, capped). rows: [n, dim] outputs of the small
+ * stage; cascade: the cascade route the request came through, NULL when none. Called without
+ * router locks held, from the thread that calls hs_router_judge. */
+typedef void (*hs_cascade_fn)(void *ctx, const struct hs_route *cascade, const float *rows, int n,
+                              int dim, enum hs_cascade_decision *out);
 
 struct hs_route_stats {
     int64_t routed[HS_SCHED_MAX_LANES][HS_ROUTE_POLICY_COUNT];
@@ -171,7 +175,9 @@ struct hs_route_stats {
     int64_t blocked;     /* requests that found every lane behind an open breaker */
     int64_t failed_over; /* of those, sent to the failover route */
     int64_t retries, retries_denied;
-    int64_t cascades, escalated, escalations_denied;
+    int64_t cascades;           /* requests routed through the cascade (to its small route) */
+    int64_t escalated;          /* inputs the judge escalated */
+    int64_t escalations_denied; /* inputs kept small by the cap, or the big route refused */
     int64_t shadow_sent, shadow_failed, shadow_compared; /* compared: sequences */
     double shadow_cos_min, shadow_cos_sum;
 #define HS_ROUTER_COS_BUCKETS 7
@@ -206,8 +212,15 @@ void hs_router_decide(struct hs_router *rt, const struct hs_route_query *q, int6
 void hs_router_retry(struct hs_router *rt, const struct hs_route_query *q,
                      const struct hs_route_decision *prev, int64_t now_ns,
                      struct hs_route_decision *d);
-/* For a decision that came through a cascade: a decision on its big route, unless the
- * escalation cap refuses (d->status OVERLOADED). */
+/* Runs the registered judge on the small result (rows [n, dim]) of the request decided by prev,
+ * filling out[n], and counts escalated and capped inputs on prev's cascade route (when it came
+ * through one). HS_STATUS_NOT_FOUND (out untouched) when no judge is registered. */
+hs_status hs_router_judge(struct hs_router *rt, const struct hs_route_decision *prev,
+                          const float *rows, int n, int dim, enum hs_cascade_decision *out);
+/* For a decision that came through a cascade: a decision on its big route for q (the
+ * escalated inputs, prepared for the big route's model). d->status OVERLOADED when the big
+ * route cannot take them (every lane blocked or none fits); INVALID_ARGUMENT when prev did not
+ * come through a cascade. The escalation cap is the judge's, applied before. */
 void hs_router_escalate(struct hs_router *rt, const struct hs_route_query *q,
                         const struct hs_route_decision *prev, int64_t now_ns,
                         struct hs_route_decision *d);

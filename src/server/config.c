@@ -60,6 +60,8 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     c->retry.budget_ratio = 0.1;
     c->retry.budget_max = 5;
     c->admin.enabled = 0;
+    c->cascade.threshold = 0.7; /* heads/REPORT.md: most of the big model's gain, a third escalated */
+    c->cascade.escalation_max_ratio = 1.0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -386,8 +388,6 @@ static hs_status parse_routes(struct ctx *x, yaml_node_t *n, struct hs_config *c
         snprintf(r->kind, sizeof r->kind, "engines");
         snprintf(r->name, sizeof r->name, "route%d", c->n_routes - 1);
         r->failover_ratio_max = 0.3;
-        r->escalate_ratio_max = 0.2;
-        r->threshold = 0.5;
         FOR_PAIRS(x, rn, key, v)
         {
             set_path(x, "routes[]", key);
@@ -412,10 +412,10 @@ static hs_status parse_routes(struct ctx *x, yaml_node_t *n, struct hs_config *c
                 st = get_str(x, v, r->small, sizeof r->small);
             else if (!strcmp(key, "big"))
                 st = get_str(x, v, r->big, sizeof r->big);
-            else if (!strcmp(key, "threshold"))
-                st = get_double(x, v, 0, 1, &r->threshold);
-            else if (!strcmp(key, "escalate_ratio_max"))
-                st = get_double(x, v, 0, 1, &r->escalate_ratio_max);
+            else if (!strcmp(key, "threshold") || !strcmp(key, "escalate_ratio_max"))
+                st = fault(x, v,
+                           "a cascade's threshold and escalation cap are set in the cascade "
+                           "section (cascade.threshold, cascade.escalation_max_ratio)");
             else
                 st = fault(x, v, "unknown key");
             if (st) return st;
@@ -629,6 +629,32 @@ static hs_status parse_scheduler(struct ctx *x, yaml_node_t *n, struct hs_config
     return HS_STATUS_OK;
 }
 
+static hs_status parse_cascade(struct ctx *x, yaml_node_t *n, struct hs_config *c)
+{
+    hs_status st = need_map(x, n);
+    if (st) return st;
+    FOR_PAIRS(x, n, key, v)
+    {
+        set_path(x, "cascade", key);
+        if (!strcmp(key, "small"))
+            st = get_str(x, v, c->cascade.small, sizeof c->cascade.small);
+        else if (!strcmp(key, "small_head"))
+            st = get_str(x, v, c->cascade.small_head, sizeof c->cascade.small_head);
+        else if (!strcmp(key, "big"))
+            st = get_str(x, v, c->cascade.big, sizeof c->cascade.big);
+        else if (!strcmp(key, "big_head"))
+            st = get_str(x, v, c->cascade.big_head, sizeof c->cascade.big_head);
+        else if (!strcmp(key, "threshold"))
+            st = get_double(x, v, 1e-6, 1.0, &c->cascade.threshold);
+        else if (!strcmp(key, "escalation_max_ratio"))
+            st = get_double(x, v, 0.0, 1.0, &c->cascade.escalation_max_ratio);
+        else
+            st = fault(x, v, "unknown key");
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
 hs_status hs_config_parse(const char *text, size_t len, const char *label, struct hs_config *c,
                           struct hs_error *err)
 {
@@ -675,6 +701,8 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
                     st = parse_retry(&x, v, c);
                 else if (!strcmp(key, "admin"))
                     st = parse_admin(&x, v, c);
+                else if (!strcmp(key, "cascade"))
+                    st = parse_cascade(&x, v, c);
                 else
                     st = fault(&x, v, "unknown section");
                 if (st) break;
@@ -766,6 +794,20 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
     if (c->breaker.min_requests > c->breaker.window_requests)
         return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                             "config: breaker.min_requests exceeds breaker.window_requests");
+    if (c->cascade.small[0] && !c->cascade.small_head[0])
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: cascade.small needs cascade.small_head");
+    if (c->cascade.big[0] && (!c->cascade.big_head[0] || !c->cascade.small[0]))
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "config: cascade.big needs cascade.big_head and cascade.small");
+    /* One cascade: a route of kind cascade places the stages of the cascade section's. */
+    for (int i = 0; i < c->n_routes; i++)
+        if (!strcmp(c->routes[i].kind, "cascade") && !c->cascade.big[0])
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: route '%s' is a cascade, but the cascade section names "
+                                "no big model (cascade.small, cascade.big and their heads "
+                                "configure it)",
+                                c->routes[i].name);
     return HS_STATUS_OK;
 }
 
@@ -971,7 +1013,8 @@ void hs_config_print(const struct hs_config *c, FILE *f)
     fprintf(f, "\n# A route: a model on a set of engines; a request on it goes to the engine with "
                "the earliest\n# predicted completion (queued work + its own, from service times "
                "learned per bucket), or is\n# refused with 429 when none can finish before its "
-               "deadline.\n");
+               "deadline.\n# A route of kind cascade, {name, kind: cascade, small: <route>, "
+               "big: <route>}, places the two stages of the cascade section's cascade (below).\n");
     if (!c->n_routes)
         fprintf(f, "routes: []                     # [] = one route per model over every engine "
                    "it is on, named after the model\n");
@@ -982,14 +1025,12 @@ void hs_config_print(const struct hs_config *c, FILE *f)
         fprintf(f, "  - name: %s                   # used by rules, split, shadow, failover; "
                    "X-Route and metrics\n", r->name);
         fprintf(f, "    kind: %s                 # engines | cascade (small route, then big "
-                   "when the predict path escalates)\n", r->kind);
+                   "for the inputs /predict escalates; see cascade below)\n", r->kind);
         if (!strcmp(r->kind, "cascade")) {
-            fprintf(f, "    small: %s                  # route tried first\n", r->small);
-            fprintf(f, "    big: %s                    # route of an escalation\n", r->big);
-            fprintf(f, "    threshold: %g              # confidence below which the judge "
-                       "escalates\n", r->threshold);
-            fprintf(f, "    escalate_ratio_max: %g     # escalations <= this share of the "
-                       "cascade's requests\n", r->escalate_ratio_max);
+            fprintf(f, "    small: %s                  # route of the small model (cascade.small)"
+                       "\n", r->small);
+            fprintf(f, "    big: %s                    # route of an escalation (cascade.big); "
+                       "threshold and cap: the cascade section\n", r->big);
             continue;
         }
         fprintf(f, "    model: \"%s\"                 # model name; \"\" = the first model\n",
@@ -1055,4 +1096,29 @@ void hs_config_print(const struct hs_config *c, FILE *f)
     fprintf(f, "  enabled: %s                # POST /admin/fault {\"engine\", \"fail_next\", "
                "\"slow_factor\", \"hang_ms\"} from loopback clients only\n",
             c->admin.enabled ? "true" : "false");
+    fprintf(f, "\n# The cascade of POST /predict, and the only cascade configuration: every input is "
+               "classified by\n# the small model's head; one whose top probability is below "
+               "threshold goes on to the big model,\n# unless escalating would lift the escalated "
+               "share above escalation_max_ratio (sched/cascade.h).\n# Both stages are routed "
+               "like any request (task \"predict\": rules, routes, breakers); a route of kind\n"
+               "# cascade (routes above) sends the small stage to its small route and the "
+               "escalations to its big\n# route, and reports them in X-Route and "
+               "hetserve_route_escalations_total. X-Cascade names who\n# answered each input "
+               "(small | big | capped).\n");
+    fprintf(f, "cascade:                          # POST /predict (off while small is empty)\n");
+    fprintf(f, "  small: \"%s\"                       # served model that classifies first\n",
+            c->cascade.small);
+    fprintf(f, "  small_head: \"%s\"                  # its head file, e.g. "
+               "heads/all-MiniLM-L6-v2-sentiment.json\n",
+            c->cascade.small_head);
+    fprintf(f, "  big: \"%s\"                         # model for low-confidence inputs (empty: "
+               "no cascade)\n",
+            c->cascade.big);
+    fprintf(f, "  big_head: \"%s\"                    # its head file\n", c->cascade.big_head);
+    fprintf(f, "  threshold: %g                    # escalate when the small head's top "
+               "probability is below this\n",
+            c->cascade.threshold);
+    fprintf(f, "  escalation_max_ratio: %g           # most inputs that may escalate, as a share "
+               "of all decided so far (1: no cap)\n",
+            c->cascade.escalation_max_ratio);
 }

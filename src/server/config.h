@@ -5,7 +5,9 @@
  * the engines it is resident on, dtype), batching (window, max, buckets), limits (queue size,
  * timeouts, body size, items, characters), scheduler (overload and prediction), routes (sets of
  * engines with split / shadow / failover, cascades), router (rules, default route, fallback
- * engine), breaker (per-engine circuit breakers), retry (budget), admin (fault endpoint).
+ * engine), breaker (per-engine circuit breakers), retry (budget), admin (fault endpoint),
+ * cascade (POST /predict: heads, small and big model, threshold, escalation cap — the one
+ * cascade configuration: routes of kind cascade only place its two stages).
  * Every number that tunes behaviour lives here; hs_config_defaults gives the documented default
  * of each, and hs_config_print_defaults writes them as a commented YAML file that parses back to
  * the same values. A file may give any subset: what it leaves out keeps its default; a list it
@@ -63,9 +65,8 @@ struct hs_route_cfg {
     double shadow_ratio;
     char failover_route[32];
     double failover_ratio_max;
-    char small[32], big[32]; /* kind cascade */
-    double threshold;
-    double escalate_ratio_max;
+    char small[32], big[32]; /* kind cascade: the routes of its stages; the threshold and the
+                                escalation cap are the cascade section's */
 };
 
 struct hs_rule_cfg {
@@ -134,6 +135,15 @@ struct hs_config {
     struct {
         int enabled; /* POST /admin/fault, loopback clients only */
     } admin;
+    /* POST /predict: classification heads and the small -> big cascade (sched/cascade.h) */
+    struct {
+        char small[128];       /* served model answering first; "" = /predict is off */
+        char small_head[1024]; /* its head file (model/head.h) */
+        char big[128];         /* model for low-confidence inputs; "" = no cascade */
+        char big_head[1024];
+        double threshold;            /* escalate when the small head's top probability < this */
+        double escalation_max_ratio; /* cap on the share of inputs escalated; 1 = no cap */
+    } cascade;
 };
 
 /* Fills c with the documented defaults: one CPU engine "cpu0" serving the model folder

@@ -14,7 +14,8 @@
  * compared with the answer (cosine) and discarded. Every scheduler request holds a reference
  * on the connection's arena (conn->refs), so a shadow may finish after the response was sent.
  * Responses carry X-Engine (the engine that served) and X-Route ("route;policy=...") with
- * X-Route-Reason, the decision in words.
+ * X-Route-Reason, the decision in words. POST /predict (predict.c) drives its two stages through
+ * the same routing and submission (hs__conn_submit), one stage after the other.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -40,9 +41,11 @@ enum endpoint {
     EP_READY,
     EP_METRICS,
     EP_ADMIN_FAULT,
+    EP_PREDICT,
 };
 
-#define CONN_MAX_REQS 3 /* the first try, a retry, a shadow copy */
+/* the first try, a retry, a shadow copy; /predict: small, big and a retry of each */
+#define CONN_MAX_REQS 4
 
 struct conn {
     struct hs_server *srv;
@@ -76,6 +79,10 @@ struct conn {
     int prompt_tokens;
     pthread_mutex_t mu;
     bool mu_init, submitted, done, suspended;
+
+    /* POST /predict (predict.c): its state, one extra response header, an X-Route suffix */
+    void *predict;
+    const char *x_header, *x_value, *route_note;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -181,7 +188,9 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%" PRIu64, k->id);
     MHD_add_response_header(r, "X-Request-Id", tmp);
-    if (k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE) {
+    if (k->x_header && k->x_value) MHD_add_response_header(r, k->x_header, k->x_value);
+    if (k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ||
+        k->ep == EP_PREDICT) {
         server_timing(k, tmp, sizeof tmp);
         MHD_add_response_header(r, "Server-Timing", tmp);
     }
@@ -189,8 +198,9 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         const struct hs_route_decision *d = &k->dec;
         if (d->lane >= 0)
             MHD_add_response_header(r, "X-Engine", hs_engine_name(k->srv->lanes[d->lane].engine));
-        snprintf(tmp, sizeof tmp, "%s;policy=%s", hs_router_route_name(k->srv->router, d->route),
-                 hs_route_policy_name(d->policy));
+        snprintf(tmp, sizeof tmp, "%s;policy=%s%s%s",
+                 hs_router_route_name(k->srv->router, d->route), hs_route_policy_name(d->policy),
+                 k->route_note ? ";" : "", k->route_note ? k->route_note : "");
         MHD_add_response_header(r, "X-Route", tmp);
         MHD_add_response_header(r, "X-Route-Reason", d->reason);
     }
@@ -203,9 +213,10 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     }
     if (status == 405) {
         const char *allow = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED ||
-                                     k->ep == EP_TOKENIZE || k->ep == EP_ADMIN_FAULT
-                                 ? "POST"
-                                 : "GET";
+                                    k->ep == EP_TOKENIZE || k->ep == EP_ADMIN_FAULT ||
+                                    k->ep == EP_PREDICT
+                                ? "POST"
+                                : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)status, r);
@@ -388,6 +399,7 @@ static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, stru
                       char *msg, size_t cap)
 {
     const struct hs_model *m = k->sm->model;
+    /* (/predict tokenizes for several models: k->sm is the one being submitted to) */
     if (!json_is_string(s)) {
         snprintf(msg, cap, "input[%zu]: expected a string", idx);
         return 400;
@@ -995,6 +1007,7 @@ static enum MHD_Result simple(struct conn *k)
     case EP_METRICS:
         hs_buf_init(&b, k->arena, 65536);
         hs_metrics_render(k->srv->metrics, &b);
+        hs__predict_metrics(k->srv, &b);
         return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
     default:
         return send_error(k, 404, 0, "not found");
@@ -1072,6 +1085,7 @@ static enum endpoint endpoint_of(const char *url, bool *want_post)
         {"/embeddings", EP_OPENAI_EMBED, true},
         {"/embed", EP_TEI_EMBED, true},
         {"/tokenize", EP_TOKENIZE, true},
+        {"/predict", EP_PREDICT, true},
         {"/v1/models", EP_MODELS, false},
         {"/health", EP_HEALTH, false},
         {"/ready", EP_READY, false},
@@ -1141,7 +1155,7 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
     }
     if (k->submitted) {
         /* resumed: the scheduler has answered */
-        return embed_finish(k);
+        return k->ep == EP_PREDICT ? hs__predict_resume(k) : embed_finish(k);
     }
     if (k->body_too_big)
         return send_error(k, 413, 0, "request body exceeds %lld bytes",
@@ -1154,6 +1168,8 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         return tokenize(k);
     case EP_ADMIN_FAULT:
         return admin_fault(k);
+    case EP_PREDICT:
+        return hs__predict_begin(k);
     default:
         return simple(k);
     }
@@ -1177,7 +1193,7 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!k) return;
     *con_cls = NULL;
     k->ts[HS_TS_SENT] = hs_now_ns();
-    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED;
+    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_PREDICT;
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         char decision[400] = "";
@@ -1201,4 +1217,123 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     s->inflight--;
     pthread_cond_broadcast(&s->inflight_cv);
     pthread_mutex_unlock(&s->inflight_mu);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the connection interface /predict (predict.c) uses: see server-impl.h
+ */
+
+struct hs_arena *hs__conn_arena(struct conn *k) { return k->arena; }
+struct hs_server *hs__conn_server(struct conn *k) { return k->srv; }
+uint64_t hs__conn_id(struct conn *k) { return k->id; }
+int64_t *hs__conn_ts(struct conn *k) { return k->ts; }
+void **hs__conn_predict(struct conn *k) { return &k->predict; }
+json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret) { return parse_body(k, ret); }
+const char *hs__conn_header(struct conn *k, const char *name)
+{
+    return MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, name);
+}
+
+enum MHD_Result hs__conn_error(struct conn *k, int status, double retry_after_s, const char *msg)
+{
+    return send_error(k, status, retry_after_s, "%s", msg);
+}
+
+enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *header,
+                               const char *value)
+{
+    k->x_header = header;
+    k->x_value = value;
+    k->ts[HS_TS_POST] = hs_now_ns();
+    return send_buf(k, 200, b, "application/json", 0);
+}
+
+int hs__conn_text_input(struct conn *k, struct hs_served_model *sm, json_t *text, size_t idx,
+                        bool truncate, struct hs_seq *seq, char *msg, size_t cap)
+{
+    k->sm = sm;
+    return text_input(k, text, idx, truncate, seq, msg, cap);
+}
+
+int hs__http_status(hs_status st) { return status_to_http(st); }
+
+void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
+                    struct hs_route_query *q)
+{
+    k->task = task; /* a retry's query */
+    *q = (struct hs_route_query){
+        .req = r,
+        .task = task,
+        .key = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Request-Id"),
+        .header = conn_header,
+        .header_ctx = k};
+}
+
+void hs__conn_decided(struct conn *k, const struct hs_route_decision *d, const char *note)
+{
+    if (k->mu_init) pthread_mutex_lock(&k->mu);
+    if (d) {
+        k->dec = *d;
+        k->routed = true;
+    }
+    k->route_note = note;
+    if (k->mu_init) pthread_mutex_unlock(&k->mu);
+}
+
+hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_route_decision *d,
+                          bool *answered)
+{
+    struct hs_server *s = k->srv;
+    if (!k->mu_init) {
+        pthread_mutex_init(&k->mu, NULL);
+        k->mu_init = true;
+    }
+    if (k->n_reqs + 2 > CONN_MAX_REQS) return HS_STATUS_INVALID_ARGUMENT; /* (a bug) */
+    /* Storage for a retry, made now: later the arena is not ours alone. */
+    const struct hs_router_opts *ro = hs_router_opts(s->router);
+    const struct hs_route *route = d->route >= 0 ? &ro->routes[d->route] : NULL;
+    struct hs_request *retry = NULL;
+    if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
+        retry = request_storage(k, (size_t)r->n_seqs);
+    r->done = request_done;
+    r->release = request_release;
+    r->ctx = k;
+    hs_request_init(r);
+    atomic_fetch_add(&k->refs, 1);
+    pthread_mutex_lock(&k->mu);
+    k->reqs[k->n_reqs++] = r;
+    k->req = r;
+    k->retry = retry;
+    k->dec = *d;
+    k->routed = true;
+    k->done = false;
+    pthread_mutex_unlock(&k->mu);
+    r->ts[HS_TS_ROUTED] = hs_now_ns();
+    hs_status st = hs_sched_submit_lane(s->sched, d->lane, r);
+    if (st != HS_STATUS_OK) {
+        hs_router_on_result(s->router, d->lane, d->probe, st, 0, false, hs_now_ns());
+        memcpy(k->ts, r->ts, sizeof k->ts);
+        k->lane = r->lane;
+        return st;
+    }
+    k->submitted = true;
+    k->lane = r->lane;
+    pthread_mutex_lock(&k->mu);
+    if (!k->done) {
+        MHD_suspend_connection(k->mhd);
+        k->suspended = true;
+    }
+    *answered = k->done;
+    pthread_mutex_unlock(&k->mu);
+    return HS_STATUS_OK;
+}
+
+struct hs_request *hs__conn_answer(struct conn *k)
+{
+    pthread_mutex_lock(&k->mu);
+    struct hs_request *r = k->req;
+    pthread_mutex_unlock(&k->mu);
+    memcpy(k->ts, r->ts, sizeof k->ts);
+    k->lane = r->lane;
+    return r;
 }

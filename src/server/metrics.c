@@ -206,7 +206,8 @@ static void render_router(struct hs_metrics *m, struct hs_buf *b, int64_t now)
                       RNAME(r), (long long)st[r].retries_denied);
     }
     help(b, "hetserve_route_escalations_total", "counter",
-         "Cascade escalations to the big route: escalated, or denied by the cap.");
+         "Inputs of a cascade route's requests judged low-confidence: escalated to the big "
+         "route, or denied (kept small by the cap, or the big route could not take them).");
     for (int r = 0; r < nr; r++) {
         if (hs_router_opts(rt)->routes[r].kind != HS_ROUTE_KIND_CASCADE) continue;
         hs_buf_printf(b,

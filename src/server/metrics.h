@@ -18,7 +18,7 @@
  *   hetserve_route_blocked_total{route}                  found every engine's breaker open
  *   hetserve_route_failed_over_total{route}              of those, sent to the failover route
  *   hetserve_route_retries_total{route,outcome}          sent | denied
- *   hetserve_route_escalations_total{route,outcome}      cascades: escalated | denied
+ *   hetserve_route_escalations_total{route,outcome}      inputs: escalated | denied
  *   hetserve_shadow_requests_total{route,outcome}        sent | failed
  *   hetserve_shadow_cosine{route}                        histogram of answer-vs-shadow cosines
  *   hetserve_shadow_cosine_min{route}                    lowest cosine seen (1 when none)

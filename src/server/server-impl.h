@@ -2,6 +2,7 @@
 #ifndef HS_SERVER_SERVER_IMPL_H
 #define HS_SERVER_SERVER_IMPL_H
 
+#include <jansson.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,6 +20,8 @@
 #include "server/server.h"
 #include "server/trace.h"
 
+struct conn; /* one HTTP request (http.c) */
+
 struct hs_served_model {
     char name[128];
     struct hs_model *model;
@@ -33,6 +36,8 @@ struct hs_served_lane {
     hs_engine_t engine;
     struct hs_executor *exec;
 };
+
+struct hs_predict; /* POST /predict: heads and cascade (predict.c) */
 
 struct hs_server {
     struct hs_config cfg;
@@ -54,6 +59,7 @@ struct hs_server {
     pthread_mutex_t inflight_mu;
     pthread_cond_t inflight_cv;
     int64_t inflight;
+    struct hs_predict *predict; /* NULL when the config has no cascade section */
 };
 
 /* The libmicrohttpd callbacks (http.c). */
@@ -65,5 +71,52 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* The engine named name, NULL when none (server.c). */
 hs_engine_t hs__server_engine(struct hs_server *s, const char *name);
+
+/* --- POST /predict (predict.c) ---
+ * Loads the heads named by cfg.cascade and checks them against the served models; *out is NULL
+ * when /predict is not configured. */
+hs_status hs__predict_create(struct hs_server *s, struct hs_predict **out, struct hs_error *err);
+void hs__predict_free(struct hs_predict *p);
+/* The handler's first call once the body is in, and every call after a submitted request of
+ * this connection was answered. */
+enum MHD_Result hs__predict_begin(struct conn *k);
+enum MHD_Result hs__predict_resume(struct conn *k);
+/* Appends the cascade counters (Prometheus text) to out; nothing when not configured. */
+void hs__predict_metrics(struct hs_server *s, struct hs_buf *out);
+
+/* The connection (http.c) as /predict sees it. */
+struct hs_arena *hs__conn_arena(struct conn *k);
+struct hs_server *hs__conn_server(struct conn *k);
+uint64_t hs__conn_id(struct conn *k);
+int64_t *hs__conn_ts(struct conn *k);    /* the connection's stage timestamps */
+void **hs__conn_predict(struct conn *k); /* a slot for predict.c's per-request state */
+const char *hs__conn_header(struct conn *k, const char *name);
+json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret); /* NULL: error sent */
+enum MHD_Result hs__conn_error(struct conn *k, int status, double retry_after_s, const char *msg);
+/* 200 with a JSON body from the connection's arena and one extra header (may be NULL). */
+enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *header,
+                               const char *value);
+/* Validates and tokenizes one text input for model sm (as /embed does); 0 or an HTTP status. */
+int hs__conn_text_input(struct conn *k, struct hs_served_model *sm, json_t *text, size_t idx,
+                        bool truncate, struct hs_seq *seq, char *msg, size_t cap);
+int hs__http_status(hs_status st);
+/* The router's query for r, a request of this connection (task, X-Request-Id as the sticky key,
+ * the request's headers for rules). */
+void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
+                    struct hs_route_query *q);
+/* Records d as the decision answering the request (X-Engine, X-Route, X-Route-Reason, trace);
+ * d NULL keeps the current one (the last submit's, or its retry's). note (may be NULL; kept, not
+ * copied) is appended to X-Route as ";<note>". */
+void hs__conn_decided(struct conn *k, const struct hs_route_decision *d, const char *note);
+/* Submits r (prepared but not initialised) to the lane of decision d, which becomes the
+ * connection's decision: hs_request_init, r holds a reference on the connection's arena until
+ * released, its outcome is reported to the router, and an engine failure may be retried once
+ * elsewhere from the retry budget. The connection is suspended until r is answered, unless it
+ * already was (*answered). An error status means r was not admitted (message in r->msg). */
+hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_route_decision *d,
+                          bool *answered);
+/* The request that answered the last submit (its retry, when there was one); its timestamps
+ * and lane become the connection's. Call once the connection was resumed (or *answered). */
+struct hs_request *hs__conn_answer(struct conn *k);
 
 #endif

@@ -92,8 +92,6 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
             r->kind = HS_ROUTE_KIND_CASCADE;
             r->cascade_small = hs_config_route(c, rc->small);
             r->cascade_big = hs_config_route(c, rc->big);
-            r->cascade_threshold = rc->threshold;
-            r->cascade_escalate_ratio_max = rc->escalate_ratio_max;
             continue;
         }
         r->kind = HS_ROUTE_KIND_LANES;
@@ -260,6 +258,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     st = hs_metrics_create(s->sched, &s->metrics, err);
     if (st) goto fail;
     hs_metrics_set_router(s->metrics, s->router);
+    st = hs__predict_create(s, &s->predict, err);
+    if (st) goto fail;
     if (c->server.trace_file[0]) {
         st = hs_trace_open(c->server.trace_file, s->sched, &s->trace, err);
         if (st) goto fail;
@@ -345,6 +345,7 @@ void hs_server_destroy(struct hs_server *s)
     hs_sched_destroy(s->sched); /* answers what is queued: done callbacks use the router */
     hs_router_free(s->router);
     hs_metrics_free(s->metrics);
+    hs__predict_free(s->predict);
     hs_trace_close(s->trace);
     for (int i = 0; i < s->n_lanes; i++) hs_executor_free(s->lanes[i].exec);
     for (int i = 0; i < s->n_models; i++) hs_model_free(s->models[i].model);

@@ -10,10 +10,13 @@
  *   POST /tokenize        TEI schema             GET  /v1/models
  *   GET  /health          liveness               GET  /ready      models loaded, not draining
  *   GET  /metrics         Prometheus text
+ *   POST /predict         TEI schema: classification heads with the small -> big cascade (only
+ *                         with a cascade section; predict.c)
  *   POST /admin/fault     inject engine faults (only with admin.enabled, loopback clients only)
  * Every response to a model request carries a Server-Timing header with its stage durations,
  * X-Engine (the engine that served it), X-Route ("<route>;policy=<rule|default|split|failover|
- * probe|retry|fallback>") and X-Route-Reason (the decision in words; also in the trace).
+ * probe|retry|escalate|fallback>", and for /predict ";cascade=small|big|capped") and
+ * X-Route-Reason (the decision in words; also in the trace).
  * Errors are JSON {"error":{"message","type","code"}} with the matching HTTP status.
  *
  * hs_server_shutdown stops accepting connections, answers requests arriving on open

@@ -366,9 +366,52 @@ static void alloc_failures(void **state)
     assert_true(ok);
 }
 
+/* model_type mpnet: no token types, positions from pad + 1, 32 relative-position buckets; the
+ * usable length is the position table less the offset. */
+static void mpnet_config(void **state)
+{
+    (void)state;
+    struct hs_model_config c;
+    struct hs_error e;
+    static const char mp[] =
+        "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"intermediate_size\":128,\"max_position_embeddings\":514,"
+        "\"vocab_size\":100,\"layer_norm_eps\":1e-5,\"hidden_act\":\"gelu\","
+        "\"pad_token_id\":1,\"relative_attention_num_buckets\":32}";
+    assert_int_equal(parse(mp, &c, &e), HS_STATUS_OK);
+    assert_string_equal(c.model_type, "mpnet");
+    assert_int_equal(c.dims.type_vocab, 1);
+    assert_int_equal(c.dims.pos_offset, 2);
+    assert_int_equal(c.dims.rel_buckets, 32);
+    assert_int_equal(c.dims.rel_max_distance, 128);
+    static const char two_types[] =
+        "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"intermediate_size\":128,\"max_position_embeddings\":514,"
+        "\"vocab_size\":100,\"type_vocab_size\":2}";
+    assert_int_equal(parse(two_types, &c, &e), HS_STATUS_UNSUPPORTED);
+    static const char odd_buckets[] =
+        "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"intermediate_size\":128,\"max_position_embeddings\":514,"
+        "\"vocab_size\":100,\"relative_attention_num_buckets\":30}";
+    assert_int_equal(parse(odd_buckets, &c, &e), HS_STATUS_CORRUPT);
+    /* BERT keeps offset 0 and no relative bias */
+    assert_int_equal(parse(BASE_CONFIG, &c, &e), HS_STATUS_OK);
+    assert_int_equal(c.dims.pos_offset, 0);
+    assert_int_equal(c.dims.rel_buckets, 0);
+    /* the relative-position buckets agree with HF's MPNetEncoder.relative_position_bucket
+     * (values printed by transformers 5.24; all of -600..600 were compared once) */
+    static const int rel[] = {0, 1, 7, 8, 15, 16, 127, 128, 500, -1, -8, -16, -128, -500};
+    static const int want[] = {0, 17, 23, 24, 25, 26, 31, 31, 31, 1, 8, 10, 15, 15};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
+        if (hs_rel_pos_bucket(rel[i], 32, 128) != want[i])
+            fail_msg("bucket(%d) = %d, want %d", rel[i], hs_rel_pos_bucket(rel[i], 32, 128),
+                     want[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mpnet_config),
         cmocka_unit_test(real_model_folder), cmocka_unit_test(hf_config_values),
         cmocka_unit_test(hf_config_errors),  cmocka_unit_test(folder_defaults_and_options),
         cmocka_unit_test(folder_errors),     cmocka_unit_test(alloc_failures),

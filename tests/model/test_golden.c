@@ -110,11 +110,78 @@ static void tiny_cls_f16_matches_sentence_transformers(void **state)
     hs_model_free(m);
 }
 
+/* The MPNet path in CI: tests/data/tiny-mpnet (random, F16, 3 layers, relative-position bias
+ * drawn large so that a wrong bucket or a missing bias fails the 0.99999 bound). */
+static void tiny_mpnet_matches_sentence_transformers(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    struct hs_golden *g = NULL;
+    if (hs_model_load(hs_test_path("tests/data/tiny-mpnet"), &m, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(m->config.model_type, "mpnet");
+    assert_int_equal(m->config.max_seq_len, 128);
+    assert_non_null(m->stages[1].w[HS_W_REL_BIAS].data);
+    assert_null(m->stages[0].w[HS_W_TYPE_EMB].data);
+    char json[1024], f32[1024];
+    snprintf(json, sizeof json, "%s", hs_test_path("tests/golden/tiny_mpnet.json"));
+    snprintf(f32, sizeof f32, "%s", hs_test_path("tests/golden/tiny_mpnet.f32"));
+    if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+    check_tokens(m, g);
+    check_embeddings(m, g, 2);
+    hs_golden_free(g);
+    hs_model_free(m);
+}
+
+/* all-mpnet-base-v2 (12 layers, 768 wide, relative-position attention bias, <s>/</s> specials,
+ * positions from 2, 384-token limit): 58 golden texts, 11 of them truncated. The model folder is
+ * ~440 MB and installed only by `scripts/setup --models all`; without it the test is skipped
+ * with a line saying so. */
+static void mpnet_matches_sentence_transformers(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    struct hs_golden *g = NULL;
+    const char *env = getenv("HS_MPNET_DIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", env && *env ? env : hs_test_path("models/all-mpnet-base-v2"));
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/model.safetensors", dir);
+    FILE *f = fopen(probe, "rb");
+    if (!f) {
+        printf("# SKIP mpnet golden: %s not found (install it with scripts/setup --models all)\n",
+               probe);
+        skip();
+    }
+    fclose(f);
+    if (hs_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(m->config.model_type, "mpnet");
+    assert_int_equal(m->config.dims.pos_offset, 2);
+    assert_int_equal(m->config.dims.rel_buckets, 32);
+    assert_int_equal(m->config.max_seq_len, 384);
+    assert_int_equal(hs_tokenizer_cls_id(m->tokenizer), 0);
+    assert_int_equal(hs_tokenizer_sep_id(m->tokenizer), 2);
+    assert_int_equal(hs_tokenizer_pad_id(m->tokenizer), 1);
+    char json[1024], f32[1024];
+    snprintf(json, sizeof json, "%s", hs_test_path("tests/golden/mpnet.json"));
+    snprintf(f32, sizeof f32, "%s", hs_test_path("tests/golden/mpnet.f32"));
+    if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+    assert_true(g->count >= 50);
+    assert_int_equal(g->dim, 768);
+    check_tokens(m, g);
+    check_embeddings(m, g, 2);
+    hs_golden_free(g);
+    hs_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_cls_f16_matches_sentence_transformers),
         cmocka_unit_test(minilm_matches_sentence_transformers),
+        cmocka_unit_test(tiny_mpnet_matches_sentence_transformers),
+        cmocka_unit_test(mpnet_matches_sentence_transformers),
     };
     return cmocka_run_group_tests_name("golden", tests, NULL, NULL);
 }

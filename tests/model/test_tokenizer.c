@@ -402,6 +402,62 @@ static void small_vocab(void **state)
     hs_tokenizer_free(NULL);
 }
 
+/* Special tokens named by the options (MPNet's <s> </s> <pad>, [UNK]): found in the vocab,
+ * wrapped around the pieces, matched literally in the text; BERT's texts are then ordinary. */
+static void custom_special_tokens(void **state)
+{
+    (void)state;
+    const char *path = hs_test_write_temp("<s>\n<pad>\n</s>\n<unk>\n[UNK]\n[CLS]\nhi\n<\n>\ns\n"
+                                          "[\n]\ncl\n##s\n<mask>\n",
+                                          strlen("<s>\n<pad>\n</s>\n<unk>\n[UNK]\n[CLS]\nhi\n<\n>"
+                                                 "\ns\n[\n]\ncl\n##s\n<mask>\n"),
+                                          ".txt");
+    struct hs_tokenizer_opts o = {.do_lower_case = true,
+                                  .strip_accents = -1,
+                                  .tokenize_chinese_chars = true,
+                                  .cls_token = "<s>",
+                                  .sep_token = "</s>",
+                                  .unk_token = "[UNK]",
+                                  .pad_token = "<pad>",
+                                  .mask_token = "<mask>"};
+    struct hs_tokenizer *tok = NULL;
+    struct hs_error err = {0};
+    if (hs_tokenizer_load(path, &o, &tok, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(hs_tokenizer_cls_id(tok), 0);
+    assert_int_equal(hs_tokenizer_sep_id(tok), 2);
+    assert_int_equal(hs_tokenizer_pad_id(tok), 1);
+    struct {
+        const char *text;
+        int n;
+        int32_t ids[10];
+    } cases[] = {
+        {"hi", 3, {0, 6, 2}},
+        {"hi</s>hi", 5, {0, 6, 2, 6, 2}},
+        {"<s>", 3, {0, 0, 2}},
+        {"hi <mask>", 4, {0, 6, 14, 2}},
+        {"[CLS]", 6, {0, 10, 12, 13, 11, 2}}, /* not special here: "[", "cl", "##s", "]" */
+        {"<S>", 5, {0, 7, 9, 8, 2}},          /* case-sensitive, as HF's added tokens */
+        {"xyz", 3, {0, 4, 2}},
+    };
+    int32_t ids[16];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = 0;
+        assert_int_equal(
+            hs_tokenizer_encode(tok, cases[i].text, strlen(cases[i].text), ids, 16, &n, NULL, NULL),
+            HS_STATUS_OK);
+        if (n != cases[i].n || memcmp(ids, cases[i].ids, (size_t)n * sizeof *ids))
+            fail_msg("case %zu (%s): %d ids", i, cases[i].text, n);
+    }
+    hs_tokenizer_free(tok);
+    /* a named token the vocab lacks, and one too long */
+    o.cls_token = "<cls>";
+    assert_int_equal(hs_tokenizer_load(path, &o, &tok, &err), HS_STATUS_CORRUPT);
+    assert_non_null(strstr(err.msg, "<cls>"));
+    o.cls_token = "<a-special-token-longer-than-31-bytes>";
+    assert_int_equal(hs_tokenizer_load(path, &o, &tok, &err), HS_STATUS_INVALID_ARGUMENT);
+    remove(path);
+}
+
 static void lookups(void **state)
 {
     (void)state;
@@ -541,6 +597,7 @@ int main(void)
         cmocka_unit_test(invalid_utf8),
         cmocka_unit_test(corrupt_vocab),
         cmocka_unit_test(small_vocab),
+        cmocka_unit_test(custom_special_tokens),
         cmocka_unit_test(lookups),
         cmocka_unit_test(allocation_failures),
         cmocka_unit_test(concurrent_use),

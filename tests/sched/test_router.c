@@ -1,7 +1,7 @@
 /* Router: rules, least predicted completion, split, failover cap, breakers, retry budget,
- * cascade cap, fallback — over a scheduler whose lanes run a test runner. Breakers are driven
- * with an explicit clock, so no test sleeps or asserts a duration; runs that must be in flight
- * are held by a gate the test opens. */
+ * cascade hook (judged by sched/cascade.h), fallback — over a scheduler whose lanes run a test
+ * runner. Breakers are driven with an explicit clock, so no test sleeps or asserts a duration; runs
+ * that must be in flight are held by a gate the test opens. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -435,15 +435,18 @@ static void retry_budget(void **state)
     fixture_free(&f);
 }
 
-static bool judge(void *ctx, const struct hs_route *c, const float *rows, int n, int dim)
+/* The predict path's judge in miniature: row[0] is the small model's confidence, decided by
+ * the one cascade policy (sched/cascade.h). */
+static void judge(void *ctx, const struct hs_route *c, const float *rows, int n, int dim,
+                  enum hs_cascade_decision *out)
 {
-    (void)ctx;
-    (void)rows;
-    (void)n;
-    (void)dim;
-    return c->cascade_threshold > 0.5;
+    assert_non_null(c);
+    assert_int_equal(c->kind, HS_ROUTE_KIND_CASCADE);
+    for (int i = 0; i < n; i++) out[i] = hs_cascade_decide(ctx, rows[(size_t)i * dim]);
 }
 
+/* A cascade route: small route first; the judge (threshold 0.8, cap 0.25) decides per input;
+ * escalations go to the big route and are counted on the cascade route. */
 static void cascade_hook_and_cap(void **state)
 {
     (void)state;
@@ -454,34 +457,53 @@ static void cascade_hook_and_cap(void **state)
     c->split_route = c->shadow_route = c->failover_route = -1;
     c->cascade_small = 0;
     c->cascade_big = 1;
-    c->cascade_threshold = 0.8;
-    c->cascade_escalate_ratio_max = 0.25;
     o.default_route = 4;
     struct fixture f;
     fixture_init(&f, &o, 1);
-    hs_router_set_cascade_fn(f.rt, judge, NULL);
-    void *jctx;
-    hs_cascade_fn fn = hs_router_cascade_fn(f.rt, &jctx);
-    assert_ptr_equal(fn, judge);
-    struct treq t;
     struct hs_route_decision d, d2;
-    int escalated = 0;
+    enum hs_cascade_decision dec[1];
+    struct treq t;
+    treq_init(&t, 10, "m", HS_PRIORITY_INTERACTIVE);
+    struct hs_route_query q = {.req = &t.r};
+    hs_router_decide(f.rt, &q, hs_now_ns(), &d);
+    assert_int_equal(hs_router_judge(f.rt, &d, t.out, 1, DIM, dec), HS_STATUS_NOT_FOUND);
+
+    struct hs_cascade policy;
+    struct hs_error err = {0};
+    assert_int_equal(hs_cascade_init(&policy, &(struct hs_cascade_opts){0.8, 0.25}, &err),
+                     HS_STATUS_OK);
+    hs_router_set_cascade_fn(f.rt, judge, &policy);
+    void *jctx;
+    assert_ptr_equal(hs_router_cascade_fn(f.rt, &jctx), judge);
+    assert_ptr_equal(jctx, &policy);
+    int escalated = 0, capped = 0;
     for (int i = 0; i < 20; i++) {
         treq_init(&t, 10, "m", HS_PRIORITY_INTERACTIVE);
-        struct hs_route_query q = {.req = &t.r};
         hs_router_decide(f.rt, &q, hs_now_ns(), &d);
         assert_int_equal(d.lane, 0); /* the small route first */
         assert_int_equal(d.cascade_route, 4);
-        if (fn(jctx, &o.routes[4], t.out, 1, DIM)) {
-            hs_router_escalate(f.rt, &q, &d, hs_now_ns(), &d2);
-            if (d2.status == HS_STATUS_OK) {
-                assert_int_equal(d2.lane, 1);
-                assert_int_equal(d2.policy, HS_ROUTE_POLICY_ESCALATE);
-                escalated++;
-            }
-        }
+        float row[DIM] = {0.5f, 0}; /* every input unsure */
+        assert_int_equal(hs_router_judge(f.rt, &d, row, 1, DIM, dec), HS_STATUS_OK);
+        if (dec[0] == HS_CASCADE_CAPPED) capped++;
+        if (dec[0] != HS_CASCADE_BIG) continue;
+        hs_router_escalate(f.rt, &q, &d, hs_now_ns(), &d2);
+        assert_int_equal(d2.status, HS_STATUS_OK);
+        assert_int_equal(d2.lane, 1);
+        assert_int_equal(d2.policy, HS_ROUTE_POLICY_ESCALATE);
+        escalated++;
     }
-    assert_int_equal(escalated, 5);
+    assert_int_equal(escalated, 5); /* the cap: 0.25 x 20 */
+    assert_int_equal(capped, 15);
+    struct hs_route_stats st;
+    hs_router_route_stats(f.rt, 4, &st);
+    assert_int_equal(st.cascades, 21);
+    assert_int_equal(st.escalated, 5);
+    assert_int_equal(st.escalations_denied, 15);
+    /* Not a cascade decision: nothing to escalate to. */
+    d.cascade_route = -1;
+    hs_router_escalate(f.rt, &q, &d, hs_now_ns(), &d2);
+    assert_int_equal(d2.status, HS_STATUS_INVALID_ARGUMENT);
+    hs_cascade_destroy(&policy);
     fixture_free(&f);
 }
 

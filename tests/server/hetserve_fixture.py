@@ -17,12 +17,13 @@ MODEL = os.environ.get("HS_MODEL_DIR") or os.path.join(ROOT, "models", "all-Mini
 class Server:
     """A running `hetserve serve`, bound to 127.0.0.1 on a free port."""
 
-    def __init__(self, config_yaml=None, extra_args=(), env=None, model_arg=True):
-        """model_arg=False: the config names its models itself (multi-engine configs)."""
+    def __init__(self, config_yaml=None, extra_args=(), env=None, model=MODEL):
+        """model: the folder passed as --model (it replaces the config's models); None to
+        serve the models the config lists."""
         self.tmp = tempfile.TemporaryDirectory(prefix="hs_pytest_")
         args = [BINARY, "serve", "--host", "127.0.0.1", "--port", "0"]
-        if model_arg:
-            args += ["--model", MODEL]
+        if model:
+            args += ["--model", model]
         if config_yaml is not None:
             path = os.path.join(self.tmp.name, "config.yaml")
             with open(path, "w") as f:

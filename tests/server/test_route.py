@@ -112,7 +112,7 @@ def fault(server, **kw):
 
 @pytest.fixture(scope="module")
 def policy_server():
-    s = Server(POLICY, model_arg=False)
+    s = Server(POLICY, model=None)
     yield s
     s.stop()
 
@@ -257,7 +257,7 @@ def answered_all(s, sent):
 
 
 def test_breaker_opens_failover_capped_and_closes():
-    s = Server(FAULTS % (2000, 0), model_arg=False)
+    s = Server(FAULTS % (2000, 0), model=None)
     sent = 0
     try:
         fault(s, engine="cpu_b", fail_next=100000)
@@ -304,7 +304,7 @@ def test_breaker_opens_failover_capped_and_closes():
 
 
 def test_retry_budget_bounds_retries():
-    s = Server(FAULTS % (60000, 2), model_arg=False)
+    s = Server(FAULTS % (60000, 2), model=None)
     try:
         fault(s, engine="cpu_b", fail_next=3)
         got = [s.post("/v1/embeddings", {"input": LONG}) for _ in range(3)]
@@ -321,7 +321,7 @@ def test_retry_budget_bounds_retries():
 
 
 def test_hung_engine_times_out_others_served():
-    s = Server(FAULTS % (60000, 0), model_arg=False)
+    s = Server(FAULTS % (60000, 0), model=None)
     try:
         fault(s, engine="cpu_b", hang_ms=60000)
         hung = []

@@ -123,8 +123,7 @@ static void routing_sections(void **state)
         "    shadow: {route: long, ratio: 0.05}\n"
         "    failover: {route: long, ratio_max: 0.25}\n"
         "  - {name: long, engines: [cpu_b]}\n"
-        "  - {name: casc, kind: cascade, small: short, big: long, threshold: 0.7,\n"
-        "     escalate_ratio_max: 0.1}\n"
+        "  - {name: casc, kind: cascade, small: short, big: long}\n"
         "router:\n"
         "  rules:\n"
         "    - {route: short, tokens_max: 32, task: embed, priority: batch, header: X-T,\n"
@@ -135,7 +134,9 @@ static void routing_sections(void **state)
         "breaker: {window_requests: 8, min_requests: 3, error_ratio_max: 0.4, latency_max_ms: 9,\n"
         "          open_ms: 100, half_open_probes: 1}\n"
         "retry: {budget_ratio: 0.2, budget_max: 3}\n"
-        "admin: {enabled: true}\n";
+        "admin: {enabled: true}\n"
+        "cascade: {small: model, small_head: s.json, big: model, big_head: b.json,\n"
+        "          threshold: 0.6, escalation_max_ratio: 0.3}\n";
     struct hs_config *a = hs_malloc(sizeof *a), *b = hs_malloc(sizeof *b);
     hs_config_defaults(a, NULL);
     struct hs_error err = {0};
@@ -172,6 +173,10 @@ static void routing_sections(void **state)
         {"routes: [{name: r, split: {route: r, ratio: 2}}]\n", "ratio"},
         {"router: {default_route: nowhere}\n", "nowhere"},
         {"admin: {enabled: 1}\n", "admin.enabled"},
+        /* one cascade configuration: the cascade section's */
+        {"routes: [{name: a}, {name: c, kind: cascade, small: a, big: a, threshold: 0.5}]\n",
+         "cascade section"},
+        {"routes: [{name: a}, {name: c, kind: cascade, small: a, big: a}]\n", "'c' is a cascade"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         hs_config_defaults(b, NULL);
@@ -184,6 +189,43 @@ static void routing_sections(void **state)
     hs_free(b);
 }
 
+/* The cascade section: keys, defaults, ranges and the cross-checks of validate. */
+static void cascade_section(void **state)
+{
+    (void)state;
+    struct hs_config *c = hs_malloc(sizeof *c);
+    struct hs_error err = {0};
+    hs_config_defaults(c, NULL);
+    assert_true(c->cascade.threshold == 0.7);
+    assert_true(c->cascade.escalation_max_ratio == 1.0);
+    assert_string_equal(c->cascade.small, "");
+    static const char yaml[] = "cascade:\n  small: a\n  small_head: h/a.json\n  big: b\n"
+                               "  big_head: h/b.json\n  threshold: 0.75\n"
+                               "  escalation_max_ratio: 0.2\n";
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", c, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(c->cascade.big_head, "h/b.json");
+    assert_true(c->cascade.threshold == 0.75 && c->cascade.escalation_max_ratio == 0.2);
+    assert_int_equal(hs_config_validate(c, &err), HS_STATUS_OK);
+    static const char *const bad[] = {"cascade: {threshold: 0}\n", "cascade: {threshold: 1.5}\n",
+                                      "cascade: {escalation_max_ratio: 2}\n",
+                                      "cascade: {bogus: 1}\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hs_config_defaults(c, NULL);
+        assert_int_equal(hs_config_parse(bad[i], strlen(bad[i]), "f.yaml", c, &err),
+                         HS_STATUS_INVALID_INPUT);
+        assert_non_null(strstr(err.msg, "cascade"));
+    }
+    hs_config_defaults(c, NULL);
+    static const char no_head[] = "cascade: {small: a}\n";
+    assert_int_equal(hs_config_parse(no_head, sizeof no_head - 1, "f", c, &err), HS_STATUS_OK);
+    assert_int_equal(hs_config_validate(c, &err), HS_STATUS_INVALID_INPUT);
+    hs_config_defaults(c, NULL);
+    static const char no_small[] = "cascade: {big: b, big_head: x}\n";
+    assert_int_equal(hs_config_parse(no_small, sizeof no_small - 1, "f", c, &err), HS_STATUS_OK);
+    assert_int_equal(hs_config_validate(c, &err), HS_STATUS_INVALID_INPUT);
+    hs_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +233,7 @@ int main(void)
         cmocka_unit_test(overrides),
         cmocka_unit_test(errors_name_the_key),
         cmocka_unit_test(routing_sections),
+        cmocka_unit_test(cascade_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,8 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "engine/engine.h"
 
 struct cpu_ctx {
+    uint64_t id; /* unique per engine created: a freed engine's address may be reused */
     int threads;
     int small_rows; /* token counts up to this use the packed small-M GEMM; 0 = never */
     int n_cores;
@@ -31,7 +34,9 @@ struct cpu_prep {
     float *qkv_b; /* [3H] */
     /* the same weights packed for the small-M GEMM (NULL when it is not used) */
     float *packed_qkv, *packed_out, *packed_in, *packed_ffn_out;
-    void *owned[HS_W_COUNT + 6];
+    float *rel;   /* MPNet: [heads, 2 * rel_span - 1] score bias by relative position, or NULL */
+    int rel_span; /* longest sequence the table covers */
+    void *owned[HS_W_COUNT + 7];
     int n_owned;
 };
 
@@ -83,6 +88,7 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
     out->stages = (1u << HS_STAGE_COUNT) - 1;
     const dnnl_version_t *v = dnnl_version();
     snprintf(out->gemm, sizeof out->gemm, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    out->features = HS_ENGINE_FEAT_MPNET;
 }
 
 static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)
@@ -117,8 +123,9 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
     for (int r = 0; r < HS_W_COUNT; r++) {
         if (!st->w[r].data) continue;
         if (st->kind == HS_STAGE_ATTN && (r == HS_W_Q || r == HS_W_K || r == HS_W_V ||
-                                          r == HS_W_Q_B || r == HS_W_K_B || r == HS_W_V_B))
-            continue; /* stacked below */
+                                          r == HS_W_Q_B || r == HS_W_K_B || r == HS_W_V_B ||
+                                          r == HS_W_REL_BIAS))
+            continue; /* stacked / expanded below */
         p->w[r] = as_f32(p, &st->w[r], err);
         if (!p->w[r]) {
             cpu_stage_release(ctx, p);
@@ -134,6 +141,38 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         if (!p->qkv_w || !p->qkv_b) {
             cpu_stage_release(ctx, p);
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+        }
+        const struct hs_tensor *rb = &st->w[HS_W_REL_BIAS];
+        const struct hs_encoder_dims *d = st->dims;
+        if (rb->data) {
+            /* Expand [buckets, heads] to a per-head row over every relative position a sequence
+             * can have, so attention adds a bias with one load per score. */
+            if (d->rel_buckets < 4 || hs_tensor_numel(rb) != (int64_t)d->rel_buckets * d->heads) {
+                cpu_stage_release(ctx, p);
+                return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                    "cpu: stage %s: relative bias of %lld values, expected %d x %d",
+                                    st->name, (long long)hs_tensor_numel(rb), d->rel_buckets,
+                                    d->heads);
+            }
+            const int span = d->max_positions - d->pos_offset;
+            const int64_t row = 2 * (int64_t)span - 1;
+            float *table = hs_malloc((size_t)d->rel_buckets * (size_t)d->heads * sizeof(float));
+            p->rel = hs_malloc_aligned(sizeof(float) * (size_t)(row * d->heads), 64);
+            if (p->rel) p->owned[p->n_owned++] = p->rel;
+            if (!table || !p->rel) {
+                hs_free(table);
+                cpu_stage_release(ctx, p);
+                return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+            }
+            hs_to_fp32(rb->dtype, rb->data, table, (size_t)d->rel_buckets * (size_t)d->heads);
+            for (int64_t k = 0; k < row; k++) {
+                int b = hs_rel_pos_bucket((int)(k - (span - 1)), d->rel_buckets,
+                                          d->rel_max_distance);
+                for (int hh = 0; hh < d->heads; hh++)
+                    p->rel[hh * row + k] = table[b * d->heads + hh];
+            }
+            hs_free(table);
+            p->rel_span = span;
         }
         const int roles[3] = {HS_W_Q, HS_W_K, HS_W_V};
         const int biases[3] = {HS_W_Q_B, HS_W_K_B, HS_W_V_B};
@@ -227,13 +266,14 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
 }
 
 /* Pins the calling thread's OpenMP team to the engine's cores, once per calling thread. */
-static _Thread_local const struct cpu_ctx *pinned_for;
+static _Thread_local uint64_t pinned_for; /* id of the engine pinned for; 0 = none */
+static atomic_uint_fast64_t next_ctx_id;
 
 static void pin_team(const struct cpu_ctx *c)
 {
     omp_set_num_threads(c->threads);
-    if (pinned_for == c) return;
-    pinned_for = c;
+    if (pinned_for == c->id) return;
+    pinned_for = c->id;
     if (c->n_cores <= 0) return;
 #pragma omp parallel num_threads(c->threads)
     {
@@ -259,14 +299,13 @@ static hs_status cpu_batch_begin(void *vctx, void *vws, const struct hs_batch *b
     int seq_max = 0;
     for (int s = 0; s < b->n_seqs; s++) {
         int len = b->offsets[s + 1] - b->offsets[s];
-        if (len < 1 || len != b->lengths[s] || len > w->spec.seq_max ||
-            len > w->dims.max_positions)
+        const int positions = w->dims.max_positions - w->dims.pos_offset;
+        if (len < 1 || len != b->lengths[s] || len > w->spec.seq_max || len > positions)
             return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                                 "cpu: sequence %d has length %d (limit %d)", s, len,
-                                w->spec.seq_max < w->dims.max_positions ? w->spec.seq_max
-                                                                        : w->dims.max_positions);
+                                w->spec.seq_max < positions ? w->spec.seq_max : positions);
         if (len > seq_max) seq_max = len;
-        for (int i = 0; i < len; i++) w->pos_ids[b->offsets[s] + i] = i;
+        for (int i = 0; i < len; i++) w->pos_ids[b->offsets[s] + i] = w->dims.pos_offset + i;
     }
     for (int t = 0; t < b->n_tokens; t++) {
         int32_t id = b->ids[t], tt = b->type_ids ? b->type_ids[t] : 0;
@@ -345,7 +384,7 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
             return -1;
         /* attention indexes tokens by the batch's absolute offsets */
         hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim,
-                          scratch, w->spec.seq_max, nt);
+                          scratch, w->spec.seq_max, nt, p->rel, p->rel_span);
         if (linear(c, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T, H, H, -1, nt))
             return -1;
         hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
@@ -458,6 +497,7 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
 {
     struct cpu_ctx *c = hs_calloc(1, sizeof *c);
     if (!c) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    c->id = atomic_fetch_add(&next_ctx_id, 1) + 1;
     cpu_set_t avail;
     int n_avail = 0;
     if (sched_getaffinity(0, sizeof avail, &avail) == 0) n_avail = CPU_COUNT(&avail);

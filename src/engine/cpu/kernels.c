@@ -129,6 +129,12 @@ static void embed_row(float *x, const float *w, const float *p, const float *t, 
     for (int j = 0; j < n; j++) x[j] = w[j] + p[j] + t[j];
 }
 
+HS_CLONES
+static void embed_row2(float *x, const float *w, const float *p, int n)
+{
+    for (int j = 0; j < n; j++) x[j] = w[j] + p[j];
+}
+
 void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const int32_t *pos_ids,
                    int n_tokens, const float *word, const float *pos, const float *type,
                    const float *g, const float *beta, int hidden, float eps, int threads)
@@ -137,8 +143,12 @@ void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const 
     for (int t = 0; t < n_tokens; t++) {
         float *row = x + (int64_t)t * hidden;
         int tt = type_ids ? type_ids[t] : 0;
-        embed_row(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
-                  type + (int64_t)tt * hidden, hidden);
+        if (type)
+            embed_row(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
+                      type + (int64_t)tt * hidden, hidden);
+        else
+            embed_row2(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
+                       hidden);
         ln_row(row, NULL, NULL, g, beta, hidden, eps);
     }
 }
@@ -156,7 +166,7 @@ int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max)
 /* One (sequence, head): softmax(q k^T / sqrt(d)) v for every query row of the sequence. */
 HS_CLONES
 static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
-                      float *kt, float *s)
+                      float *kt, float *s, const float *rel)
 {
     const int stride = 3 * hidden;
     const float scale = 1.0f / sqrtf((float)d);
@@ -171,6 +181,10 @@ static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int 
             const float qc = q[c] * scale;
             const float *kr = kt + (int64_t)c * len;
             for (int j = 0; j < len; j++) s[j] += qc * kr[j];
+        }
+        if (rel) { /* MPNet: rel points at the bias of relative position 0 */
+            const float *ri = rel - i;
+            for (int j = 0; j < len; j++) s[j] += ri[j];
         }
         float mx = s[0];
 #pragma omp simd reduction(max : mx)
@@ -193,8 +207,10 @@ static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int 
 }
 
 void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
-                       int heads, int head_dim, float *scratch, int seq_max, int threads)
+                       int heads, int head_dim, float *scratch, int seq_max, int threads,
+                       const float *rel_bias, int rel_span)
 {
+    const int64_t rel_row = 2 * (int64_t)rel_span - 1;
     const int hidden = heads * head_dim;
     const int64_t per_thread = hs__cpu_attn_scratch_floats(head_dim, seq_max);
     const int pairs = n_seqs * heads;
@@ -209,8 +225,11 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
         for (int p = 0; p < pairs; p++) {
             int seq = p / heads, h = p % heads;
             int t0 = offsets[seq], len = offsets[seq + 1] - offsets[seq];
-            if (!fast || hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt) != 0)
-                attn_head(qkv, ctx, t0, len, h, hidden, head_dim, kt, s);
+            /* the AVX-512 kernel has no relative bias: MPNet takes the portable one */
+            const float *rel = rel_bias ? rel_bias + h * rel_row + rel_span - 1 : NULL;
+            if (rel || !fast ||
+                hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt) != 0)
+                attn_head(qkv, ctx, t0, len, h, hidden, head_dim, kt, s, rel);
         }
     }
 }

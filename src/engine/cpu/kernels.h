@@ -19,15 +19,19 @@ int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, 
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);
 
-/* Embedding: x[t] = LN(word[ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]). */
+/* Embedding: x[t] = LN(word[ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]); type NULL: no
+ * token-type term (MPNet). */
 void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const int32_t *pos_ids,
                    int n_tokens, const float *word, const float *pos, const float *type,
                    const float *g, const float *beta, int hidden, float eps, int threads);
 
 /* Self-attention over packed sequences. qkv: [n_tokens, 3*hidden] (q | k | v, heads contiguous
- * inside each); ctx: [n_tokens, hidden]. scratch: threads * hs__cpu_attn_scratch_floats(). */
+ * inside each); ctx: [n_tokens, hidden]. scratch: threads * hs__cpu_attn_scratch_floats().
+ * rel_bias (NULL: none): [heads, 2 * rel_span - 1], the score bias of key j seen from query i
+ * at rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
 void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
-                       int heads, int head_dim, float *scratch, int seq_max, int threads);
+                       int heads, int head_dim, float *scratch, int seq_max, int threads,
+                       const float *rel_bias, int rel_span);
 int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
 
 /* Pooling: mean over each sequence's tokens, or its first token (CLS). */

@@ -1,0 +1,476 @@
+/* POST /predict: text classification (TEI schema) through a head on a served encoder, with an
+ * optional small -> big cascade (sched/cascade.h).
+ *
+ *   request:  {"inputs": "text" | ["text", ...], "truncate": false}
+ *   response: one input as a string  -> [{"label": "...", "score": p}, ...]
+ *             an array of inputs     -> [[{"label": ..., "score": ...}, ...], ...]
+ *             labels sorted by score, highest first; header X-Cascade names who answered each
+ *             input, comma-separated in input order: small | big | capped.
+ *
+ * A request runs as up to two scheduler requests in the connection's arena, both placed by the
+ * router (task "predict"): first every input on the small model; its head's class probabilities
+ * go to the router's cascade judge (hs_router_judge), which is this file's judge(): the one
+ * cascade policy, sched/cascade.h, configured by the cascade section. The inputs it escalates
+ * then run on the big model: on the big route of the cascade route the small stage came through
+ * (hs_router_escalate), or, without a cascade route, wherever the router places the big model.
+ * X-Route names the route that answered, with ";cascade=small|big|capped" (big when any input
+ * escalated, else capped when any was kept small by the cap); X-Route-Reason has both
+ * decisions. Each scheduler request holds a reference on the connection's arena (http.c), so a
+ * batch still writing into an abandoned request's rows never writes into freed memory.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "model/head.h"
+#include "sched/cascade.h"
+#include "server/server-impl.h"
+
+struct hs_predict {
+    struct hs_served_model *small, *big; /* big NULL: no cascade */
+    struct hs_head *small_head, *big_head;
+    struct hs_cascade cascade;
+};
+
+/* Per-request state, in the connection's arena. */
+struct pstate {
+    int phase;   /* 1: small model submitted, 2: big model submitted */
+    bool single; /* "inputs" was one string */
+    bool truncate;
+    size_t n;
+    json_t *texts; /* the inputs (a reference kept until the response) */
+    struct hs_request *r1, *r2;
+    struct hs_route_decision d1;        /* the small stage's */
+    float *p_small, *p_big;             /* [n, classes] */
+    enum hs_cascade_decision *decision; /* [n] */
+    enum hs_priority prio;
+    int64_t deadline_ns;
+};
+
+static struct hs_served_model *served(struct hs_server *s, const char *name)
+{
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].name, name)) return &s->models[i];
+    return NULL;
+}
+
+/* The router's cascade judge (hs_router_set_cascade_fn): rows are the small head's class
+ * probabilities; the top one is the confidence the cascade policy decides on. */
+static void judge(void *ctx, const struct hs_route *cascade, const float *rows, int n, int dim,
+                  enum hs_cascade_decision *out)
+{
+    (void)cascade;
+    struct hs_predict *p = ctx;
+    for (int i = 0; i < n; i++) {
+        const float *pr = rows + (size_t)i * (size_t)dim;
+        float top = pr[0];
+        for (int c = 1; c < dim; c++)
+            if (pr[c] > top) top = pr[c];
+        out[i] = hs_cascade_decide(&p->cascade, top);
+    }
+}
+
+/* Every route of kind cascade must carry this cascade's models: the small route the small
+ * model, the big route the big one (the router places; the requests are tokenized for these). */
+static hs_status check_cascade_routes(struct hs_server *s, struct hs_predict *p,
+                                      struct hs_error *err)
+{
+    const struct hs_router_opts *o = hs_router_opts(s->router);
+    for (int i = 0; i < o->n_routes; i++) {
+        const struct hs_route *r = &o->routes[i];
+        if (r->kind != HS_ROUTE_KIND_CASCADE) continue;
+        const char *small = s->lanes[o->routes[r->cascade_small].lanes[0]].sm->name;
+        const char *big = s->lanes[o->routes[r->cascade_big].lanes[0]].sm->name;
+        if (!p->big || strcmp(small, p->small->name) || strcmp(big, p->big->name))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: cascade route '%s' runs %s then %s; the cascade section "
+                                "names %s then %s",
+                                r->name, small, big, p->small->name,
+                                p->big ? p->big->name : "(no big model)");
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status load_head(struct hs_served_model *sm, const char *path, struct hs_head **out,
+                           struct hs_error *err)
+{
+    hs_status st = hs_head_load(path, out, err);
+    if (st) return st;
+    if ((*out)->dim != sm->model->config.dims.hidden)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                            "cascade: head %s is for %d-dimensional embeddings; model %s has %d",
+                            path, (*out)->dim, sm->name, sm->model->config.dims.hidden);
+    if ((*out)->model[0] && strcmp((*out)->model, sm->model->name) &&
+        strcmp((*out)->model, sm->name))
+        hs_log_warn("cascade: head %s was trained on %s, serving it on %s", path, (*out)->model,
+                    sm->name);
+    return HS_STATUS_OK;
+}
+
+hs_status hs__predict_create(struct hs_server *s, struct hs_predict **out, struct hs_error *err)
+{
+    *out = NULL;
+    const struct hs_config *c = &s->cfg;
+    if (!c->cascade.small[0]) return HS_STATUS_OK;
+    struct hs_predict *p = hs_calloc(1, sizeof *p);
+    if (!p) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cascade: out of memory");
+    hs_status st = hs_cascade_init(
+        &p->cascade,
+        &(struct hs_cascade_opts){c->cascade.threshold, c->cascade.escalation_max_ratio}, err);
+    if (st) {
+        hs_free(p);
+        return st;
+    }
+    p->small = served(s, c->cascade.small);
+    if (!p->small) {
+        st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                          "config: cascade.small names model '%s', which is not served",
+                          c->cascade.small);
+        goto fail;
+    }
+    if ((st = load_head(p->small, c->cascade.small_head, &p->small_head, err))) goto fail;
+    if (c->cascade.big[0]) {
+        p->big = served(s, c->cascade.big);
+        if (!p->big) {
+            st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                              "config: cascade.big names model '%s', which is not served",
+                              c->cascade.big);
+            goto fail;
+        }
+        if ((st = load_head(p->big, c->cascade.big_head, &p->big_head, err))) goto fail;
+        if (p->big_head->n_classes != p->small_head->n_classes) {
+            st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                              "cascade: the heads have %d and %d labels", p->small_head->n_classes,
+                              p->big_head->n_classes);
+            goto fail;
+        }
+        for (int i = 0; i < p->small_head->n_classes; i++)
+            if (strcmp(p->small_head->labels[i], p->big_head->labels[i])) {
+                st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                  "cascade: label %d is '%s' in the small head, '%s' in the big", i,
+                                  p->small_head->labels[i], p->big_head->labels[i]);
+                goto fail;
+            }
+    }
+    if ((st = check_cascade_routes(s, p, err))) goto fail;
+    hs_router_set_cascade_fn(s->router, judge, p);
+    hs_log_info("predict: %s%s%s, threshold %g, escalation_max_ratio %g", p->small->name,
+                p->big ? " -> " : "", p->big ? p->big->name : "", c->cascade.threshold,
+                c->cascade.escalation_max_ratio);
+    *out = p;
+    return HS_STATUS_OK;
+fail:
+    hs__predict_free(p);
+    return st;
+}
+
+void hs__predict_free(struct hs_predict *p)
+{
+    if (!p) return;
+    hs_head_free(p->small_head);
+    hs_head_free(p->big_head);
+    hs_cascade_destroy(&p->cascade);
+    hs_free(p);
+}
+
+void hs__predict_metrics(struct hs_server *s, struct hs_buf *out)
+{
+    struct hs_predict *p = s->predict;
+    if (!p) return;
+    struct hs_cascade_stats st;
+    hs_cascade_stats(&p->cascade, &st);
+    hs_buf_puts(out, "# HELP hetserve_cascade_decisions_total Inputs classified by /predict.\n"
+                     "# TYPE hetserve_cascade_decisions_total counter\n");
+    hs_buf_printf(out, "hetserve_cascade_decisions_total %lld\n", (long long)st.decisions);
+    hs_buf_puts(out, "# HELP hetserve_cascade_escalated_total Inputs sent on to the big model.\n"
+                     "# TYPE hetserve_cascade_escalated_total counter\n");
+    hs_buf_printf(out, "hetserve_cascade_escalated_total %lld\n", (long long)st.escalated);
+    hs_buf_puts(out, "# HELP hetserve_cascade_capped_total Low-confidence inputs kept on the "
+                     "small model by the escalation cap.\n"
+                     "# TYPE hetserve_cascade_capped_total counter\n");
+    hs_buf_printf(out, "hetserve_cascade_capped_total %lld\n", (long long)st.capped);
+    hs_buf_puts(out, "# HELP hetserve_cascade_escalation_ratio Escalated / decided since start.\n"
+                     "# TYPE hetserve_cascade_escalation_ratio gauge\n");
+    hs_buf_printf(out, "hetserve_cascade_escalation_ratio %.6f\n",
+                  st.decisions ? (double)st.escalated / (double)st.decisions : 0.0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * one request
+ */
+
+/* Tokenizes the inputs listed in idx (n of them) for sm into a new request. 0 or an HTTP status
+ * with msg. */
+static int build(struct conn *k, struct pstate *ps, struct hs_served_model *sm, const size_t *idx,
+                 size_t n, struct hs_request **out, char *msg, size_t cap)
+{
+    struct hs_arena *a = hs__conn_arena(k);
+    struct hs_request *r = hs_arena_calloc(a, 1, sizeof *r);
+    struct hs_seq *seqs = hs_arena_calloc(a, n, sizeof *seqs);
+    float *rows = hs_arena_alloc(a, sizeof(float) * n * (size_t)sm->model->config.dims.hidden);
+    if (!r || !seqs || !rows) {
+        snprintf(msg, cap, "out of memory");
+        return 500;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t j = idx ? idx[i] : i;
+        int status = hs__conn_text_input(k, sm, json_array_get(ps->texts, j), j, ps->truncate,
+                                         &seqs[i], msg, cap);
+        if (status) return status;
+    }
+    r->id = hs__conn_id(k);
+    r->priority = ps->prio;
+    r->deadline_ns = ps->deadline_ns;
+    r->n_seqs = (int)n;
+    r->seqs = seqs;
+    r->out = rows;
+    r->model = sm->name;
+    memcpy(r->ts, hs__conn_ts(k), sizeof r->ts);
+    *out = r;
+    return 0;
+}
+
+static enum MHD_Result respond(struct conn *k, struct pstate *ps);
+static enum MHD_Result after_small(struct conn *k, struct pstate *ps);
+
+enum MHD_Result hs__predict_begin(struct conn *k)
+{
+    struct hs_server *s = hs__conn_server(k);
+    struct hs_predict *p = s->predict;
+    if (!p)
+        return hs__conn_error(k, 404, 0,
+                              "/predict is not configured: the config needs a cascade section "
+                              "naming a model and its classification head");
+    enum MHD_Result ret = MHD_YES;
+    json_t *root = hs__conn_parse_body(k, &ret);
+    if (!root) return ret;
+    char msg[512];
+    struct pstate *ps = hs_arena_calloc(hs__conn_arena(k), 1, sizeof *ps);
+    if (!ps) {
+        ret = hs__conn_error(k, 500, 0, "out of memory");
+        goto out;
+    }
+    *hs__conn_predict(k) = ps;
+    json_t *in = json_object_get(root, "inputs");
+    if (json_is_string(in)) {
+        ps->single = true;
+        ps->texts = json_pack("[O]", in);
+    } else if (json_is_array(in) && json_array_size(in) > 0) {
+        ps->texts = json_incref(in);
+    } else {
+        ret = hs__conn_error(k, 400, 0,
+                             in ? "'inputs' must be a string or a non-empty array of strings"
+                                : "missing field 'inputs'");
+        goto out;
+    }
+    ps->n = json_array_size(ps->texts);
+    if (ps->n > (size_t)s->cfg.limits.items_max) {
+        snprintf(msg, sizeof msg, "%zu inputs; the limit is %d per request", ps->n,
+                 s->cfg.limits.items_max);
+        ret = hs__conn_error(k, 413, 0, msg);
+        goto out;
+    }
+    json_t *jt = json_object_get(root, "truncate");
+    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
+        ret = hs__conn_error(k, 400, 0, "'truncate' must be a boolean");
+        goto out;
+    }
+    ps->truncate = jt && json_is_true(jt);
+    ps->prio = HS_PRIORITY_INTERACTIVE;
+    const char *hp = hs__conn_header(k, "X-Priority");
+    if (hp) {
+        int pr = hs_priority_parse(hp);
+        if (pr < 0) {
+            ret = hs__conn_error(k, 400, 0, "X-Priority: expected \"interactive\" or \"batch\"");
+            goto out;
+        }
+        ps->prio = (enum hs_priority)pr;
+    }
+    ps->deadline_ns = hs__conn_ts(k)[HS_TS_RECEIVED] + (int64_t)s->cfg.limits.timeout_ms * 1000000;
+    const int classes = p->small_head->n_classes;
+    ps->p_small = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
+    ps->p_big = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
+    ps->decision = hs_arena_calloc(hs__conn_arena(k), ps->n, sizeof *ps->decision);
+    if (!ps->p_small || !ps->p_big || !ps->decision) {
+        ret = hs__conn_error(k, 500, 0, "out of memory");
+        goto out;
+    }
+    int status = build(k, ps, p->small, NULL, ps->n, &ps->r1, msg, sizeof msg);
+    if (status) {
+        ret = hs__conn_error(k, status, 0, msg);
+        goto out;
+    }
+    hs__conn_ts(k)[HS_TS_TOKENIZED] = hs_now_ns();
+    if (atomic_load(&s->draining)) {
+        ret = hs__conn_error(k, 503, 0, "server is shutting down");
+        goto out;
+    }
+    struct hs_route_query q;
+    hs__conn_query(k, ps->r1, "predict", &q);
+    hs_router_decide(s->router, &q, hs_now_ns(), &ps->d1);
+    hs__conn_decided(k, &ps->d1, NULL);
+    if (ps->d1.status != HS_STATUS_OK) {
+        ret =
+            hs__conn_error(k, hs__http_status(ps->d1.status), ps->d1.retry_after_s, ps->d1.reason);
+        goto out;
+    }
+    ps->phase = 1;
+    bool answered = false;
+    hs_status st = hs__conn_submit(k, ps->r1, &ps->d1, &answered);
+    if (st != HS_STATUS_OK) {
+        ret = hs__conn_error(k, hs__http_status(st), ps->r1->retry_after_s, ps->r1->msg);
+        goto out;
+    }
+    json_decref(root);
+    return answered ? hs__predict_resume(k) : MHD_YES;
+out:
+    json_decref(root);
+    if (ps && ps->texts) {
+        json_decref(ps->texts);
+        ps->texts = NULL;
+    }
+    return ret;
+}
+
+enum MHD_Result hs__predict_resume(struct conn *k)
+{
+    struct pstate *ps = *hs__conn_predict(k);
+    return ps->phase == 1 ? after_small(k, ps) : respond(k, ps);
+}
+
+/* Answers with an error once the first request was submitted (the texts are no longer needed). */
+static enum MHD_Result error_out(struct conn *k, struct pstate *ps, int status,
+                                 double retry_after_s, const char *msg)
+{
+    json_decref(ps->texts);
+    ps->texts = NULL;
+    return hs__conn_error(k, status, retry_after_s, msg);
+}
+
+/* A request failed: answer with its status. */
+static enum MHD_Result fail(struct conn *k, struct pstate *ps, struct hs_request *r,
+                            const char *who)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s: %s", who, r->msg[0] ? r->msg : hs_status_str(r->status));
+    return error_out(k, ps, hs__http_status(r->status), r->retry_after_s, msg);
+}
+
+/* The X-Route suffix: big when any input escalated, else capped when any was capped. */
+static const char *route_note(const struct pstate *ps)
+{
+    bool big = false, capped = false;
+    for (size_t i = 0; i < ps->n; i++) {
+        big |= ps->decision[i] == HS_CASCADE_BIG;
+        capped |= ps->decision[i] == HS_CASCADE_CAPPED;
+    }
+    return big ? "cascade=big" : capped ? "cascade=capped" : "cascade=small";
+}
+
+static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
+{
+    struct hs_server *s = hs__conn_server(k);
+    struct hs_predict *p = s->predict;
+    struct hs_request *r = hs__conn_answer(k); /* r1, or its retry */
+    if (r->status != HS_STATUS_OK) return fail(k, ps, r, p->small->name);
+    const int dim = p->small->model->config.dims.hidden, classes = p->small_head->n_classes;
+    for (size_t i = 0; i < ps->n; i++)
+        hs_head_apply(p->small_head, r->out + i * (size_t)dim, ps->p_small + i * (size_t)classes);
+    size_t *esc = hs_arena_alloc(hs__conn_arena(k), sizeof(size_t) * ps->n);
+    if (!esc) return error_out(k, ps, 500, 0, "out of memory");
+    size_t n_esc = 0;
+    /* (without a big model every input keeps the small answer, and nothing is counted) */
+    if (p->big && hs_router_judge(s->router, &ps->d1, ps->p_small, (int)ps->n, classes,
+                                  ps->decision) != HS_STATUS_OK)
+        return error_out(k, ps, 500, 0, "cascade: no judge registered with the router");
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->decision[i] == HS_CASCADE_BIG) esc[n_esc++] = i;
+    const char *note = p->big ? route_note(ps) : NULL;
+    hs__conn_decided(k, NULL, note); /* the small stage's decision (or its retry's) stands */
+    if (n_esc == 0) return respond(k, ps);
+
+    char msg[512];
+    int status = build(k, ps, p->big, esc, n_esc, &ps->r2, msg, sizeof msg);
+    if (status) return error_out(k, ps, status, 0, msg);
+    /* The big stage: the cascade route's big route, else wherever the router puts the model. */
+    struct hs_route_query q;
+    hs__conn_query(k, ps->r2, "predict", &q);
+    struct hs_route_decision d2;
+    if (ps->d1.cascade_route >= 0)
+        hs_router_escalate(s->router, &q, &ps->d1, hs_now_ns(), &d2);
+    else
+        hs_router_decide(s->router, &q, hs_now_ns(), &d2);
+    char reason[sizeof d2.reason];
+    snprintf(reason, sizeof reason, "%.96s; %zu of %zu escalated: %.96s", ps->d1.reason, n_esc,
+             ps->n, d2.reason);
+    memcpy(d2.reason, reason, sizeof reason);
+    hs__conn_decided(k, &d2, note);
+    if (d2.status != HS_STATUS_OK) {
+        snprintf(msg, sizeof msg, "%s: %s", p->big->name, d2.reason);
+        return error_out(k, ps, hs__http_status(d2.status), d2.retry_after_s, msg);
+    }
+    ps->phase = 2;
+    bool answered = false;
+    hs_status st = hs__conn_submit(k, ps->r2, &d2, &answered);
+    if (st != HS_STATUS_OK) {
+        ps->r2->status = st;
+        return fail(k, ps, ps->r2, p->big->name);
+    }
+    return answered ? respond(k, ps) : MHD_YES;
+}
+
+static void put_labels(struct hs_buf *b, const struct hs_head *h, const float *pr)
+{
+    int order[HS_HEAD_MAX_CLASSES];
+    for (int c = 0; c < h->n_classes; c++) order[c] = c;
+    for (int i = 1; i < h->n_classes; i++) /* insertion sort, descending, stable */
+        for (int j = i; j > 0 && pr[order[j]] > pr[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    hs_buf_putc(b, '[');
+    for (int c = 0; c < h->n_classes; c++) {
+        hs_buf_puts(b, c ? ",{\"label\":" : "{\"label\":");
+        const char *l = h->labels[order[c]];
+        hs_buf_json_str(b, l, strlen(l));
+        hs_buf_printf(b, ",\"score\":%.7g}", (double)pr[order[c]]);
+    }
+    hs_buf_putc(b, ']');
+}
+
+static enum MHD_Result respond(struct conn *k, struct pstate *ps)
+{
+    struct hs_predict *p = hs__conn_server(k)->predict;
+    const int classes = p->small_head->n_classes;
+    if (ps->phase == 2) {
+        struct hs_request *r = hs__conn_answer(k); /* r2, or its retry */
+        if (r->status != HS_STATUS_OK) return fail(k, ps, r, p->big->name);
+        const int dim = p->big->model->config.dims.hidden;
+        size_t j = 0;
+        for (size_t i = 0; i < ps->n; i++)
+            if (ps->decision[i] == HS_CASCADE_BIG)
+                hs_head_apply(p->big_head, r->out + (j++) * (size_t)dim,
+                              ps->p_big + i * (size_t)classes);
+    }
+    json_decref(ps->texts);
+    ps->texts = NULL;
+    struct hs_buf b;
+    hs_buf_init(&b, hs__conn_arena(k), ps->n * (size_t)classes * (HS_HEAD_LABEL_MAX * 2 + 48) + 64);
+    char *who = hs_arena_alloc(hs__conn_arena(k), ps->n * 8 + 1);
+    size_t wn = 0;
+    if (!ps->single) hs_buf_putc(&b, '[');
+    for (size_t i = 0; i < ps->n; i++) {
+        if (i) hs_buf_putc(&b, ',');
+        bool big = ps->decision[i] == HS_CASCADE_BIG;
+        put_labels(&b, big ? p->big_head : p->small_head,
+                   (big ? ps->p_big : ps->p_small) + i * (size_t)classes);
+        if (who)
+            wn += (size_t)sprintf(who + wn, "%s%s", i ? "," : "",
+                                  hs_cascade_decision_name(ps->decision[i]));
+    }
+    if (!ps->single) hs_buf_putc(&b, ']');
+    return hs__conn_reply(k, &b, "X-Cascade", who);
+}
