@@ -151,7 +151,8 @@ if [ "$MODE" = gpu ]; then
     --seq 128 --iters "$ITERS" --csv "$CSV" 2>&1 | tee -a "$OUTDIR/bench.txt"
 else
   TINY=bench/out/tiny-bert
-  step gen_tiny 1 python3 bench/gpu/gen_model.py random --vocab-from "${MODEL16}" --out "$TINY" \
+  vocab=$MODEL16; [ -f "$vocab/vocab.txt" ] || vocab=models/all-MiniLM-L6-v2 # no --prepare needed here
+  step gen_tiny 1 python3 bench/gpu/gen_model.py random --vocab-from "$vocab" --out "$TINY" \
     --layers 2 --hidden 64 --heads 2 --intermediate 256 --max-positions 256 2>&1 | tee "$OUTDIR/bench.txt"
   m=models/all-MiniLM-L6-v2; [ -f "$m/model.safetensors" ] || m=$MODEL16
   step bench_cpu_minilm 1 "$BENCH" --model "$m" --engine cpu --batch 1,2 --seq 16,32 --iters 2 \
