@@ -55,8 +55,8 @@ static void bench_sgemm(int threads, double seconds)
     }
     qsort(times + 1, (size_t)n - 1, sizeof(double), cmp_double);
     double ms = times[1 + (n - 1) / 2];
-    printf("{\"engine\":\"onednn-sgemm\",\"m\":%d,\"k\":%d,\"n\":%d,\"ms\":%.4f,\"gflops\":%.2f}\n", M,
-           K, N, ms, 2.0 * M * N * K / (ms * 1e6));
+    printf("{\"engine\":\"onednn-sgemm\",\"m\":%d,\"k\":%d,\"n\":%d,\"ms\":%.4f,\"gflops\":%.2f}\n",
+           M, K, N, ms, 2.0 * M * N * K / (ms * 1e6));
     hs_free_aligned(a);
     hs_free_aligned(b);
     hs_free_aligned(c);
@@ -64,20 +64,29 @@ static void bench_sgemm(int threads, double seconds)
 
 int main(int argc, char **argv)
 {
-    const char *model_dir = getenv("HS_MODEL_DIR") ? getenv("HS_MODEL_DIR") : "models/all-MiniLM-L6-v2";
+    const char *model_dir =
+        getenv("HS_MODEL_DIR") ? getenv("HS_MODEL_DIR") : "models/all-MiniLM-L6-v2";
     int threads = 2;
     double seconds = 8.0;
     int iters = 0, peak = 1;
     char shapes[256] = "1x16,1x128,32x128";
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model_dir = argv[++i];
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = atof(argv[++i]);
-        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--no-peak") == 0) peak = 0;
-        else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc) snprintf(shapes, sizeof shapes, "%s", argv[++i]);
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
+            model_dir = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--no-peak") == 0)
+            peak = 0;
+        else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc)
+            snprintf(shapes, sizeof shapes, "%s", argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_cpu [--model DIR] [--threads N] [--shapes BxS,...] [--seconds S]\n");
+            fprintf(
+                stderr,
+                "usage: bench_cpu [--model DIR] [--threads N] [--shapes BxS,...] [--seconds S]\n");
             return 2;
         }
     }
@@ -93,7 +102,8 @@ int main(int argc, char **argv)
     char *save = NULL;
     for (char *tok = strtok_r(shapes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int batch = 0, seq = 0;
-        if (sscanf(tok, "%dx%d", &batch, &seq) != 2 || batch < 1 || seq < 2 || seq > m->config.max_seq_len) {
+        if (sscanf(tok, "%dx%d", &batch, &seq) != 2 || batch < 1 || seq < 2 ||
+            seq > m->config.max_seq_len) {
             fprintf(stderr, "bench_cpu: bad shape %s\n", tok);
             return 2;
         }
@@ -114,12 +124,16 @@ int main(int argc, char **argv)
             lengths[b] = seq;
             offsets[b + 1] = offsets[b] + seq;
             for (int s = 0; s < seq; s++)
-                ids[b * seq + s] = s == 0 ? hs_tokenizer_cls_id(m->tokenizer)
+                ids[b * seq + s] = s == 0         ? hs_tokenizer_cls_id(m->tokenizer)
                                    : s == seq - 1 ? hs_tokenizer_sep_id(m->tokenizer)
                                                   : 1996 + (b * 131 + s * 17) % 20000;
         }
-        struct hs_batch bt = {.n_seqs = batch, .seq_max = seq, .n_tokens = T, .ids = ids,
-                              .lengths = lengths, .offsets = offsets};
+        struct hs_batch bt = {.n_seqs = batch,
+                              .seq_max = seq,
+                              .n_tokens = T,
+                              .ids = ids,
+                              .lengths = lengths,
+                              .offsets = offsets};
         float *out = hs_malloc(sizeof(float) * (size_t)batch * (size_t)m->config.dims.hidden);
         for (int w = 0; w < (iters > 0 ? 1 : 3); w++) hs_executor_run(x, 0, &bt, out, NULL, &err);
         enum { MAXN = 100000 };
@@ -127,8 +141,9 @@ int main(int argc, char **argv)
         int n = 0;
         int64_t start = hs_now_ns();
         /* --iters N: exactly N timed runs (for instruction/cycle counting), else time-bounded */
-        while (n < MAXN && (iters > 0 ? n < iters
-                                      : (n < 10 || hs_now_ns() - start < (int64_t)(seconds * 1e9)))) {
+        while (
+            n < MAXN &&
+            (iters > 0 ? n < iters : (n < 10 || hs_now_ns() - start < (int64_t)(seconds * 1e9)))) {
             int64_t t0 = hs_now_ns();
             if (hs_executor_run(x, 0, &bt, out, NULL, &err)) {
                 fprintf(stderr, "bench_cpu: %s\n", err.msg);

@@ -58,14 +58,20 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_engine: %s needs a value\n", a);
             return 2;
         }
-        if (strcmp(a, "--model") == 0) model_dir = v;
-        else if (strcmp(a, "--engine") == 0) kind = v;
-        else if (strcmp(a, "--label") == 0) label = v;
-        else if (strcmp(a, "--csv") == 0) csv = v;
+        if (strcmp(a, "--model") == 0)
+            model_dir = v;
+        else if (strcmp(a, "--engine") == 0)
+            kind = v;
+        else if (strcmp(a, "--label") == 0)
+            label = v;
+        else if (strcmp(a, "--csv") == 0)
+            csv = v;
         else if (strcmp(a, "--dtype") == 0) {
             dtype_set = true;
-            if (strcmp(v, "f16") == 0) dtype = HS_DTYPE_F16;
-            else if (strcmp(v, "f32") == 0) dtype = HS_DTYPE_F32;
+            if (strcmp(v, "f16") == 0)
+                dtype = HS_DTYPE_F16;
+            else if (strcmp(v, "f32") == 0)
+                dtype = HS_DTYPE_F32;
             else {
                 fprintf(stderr, "bench_engine: dtype f16 or f32\n");
                 return 2;
@@ -116,8 +122,11 @@ int main(int argc, char **argv)
     }
     struct hs_placement plan;
     hs_placement_single(m, e, &plan);
-    struct hs_executor_opts xo = {.batch_max = b_max, .tokens_max = b_max * s_max,
-                                  .seq_max = s_max, .slots = 1, .dtype = dtype};
+    struct hs_executor_opts xo = {.batch_max = b_max,
+                                  .tokens_max = b_max * s_max,
+                                  .seq_max = s_max,
+                                  .slots = 1,
+                                  .dtype = dtype};
     struct hs_executor *x = NULL;
     if (hs_executor_create(m, &plan, &xo, &x, &err)) {
         fprintf(stderr, "bench_engine: executor: %s\n", err.msg);
@@ -164,8 +173,13 @@ int main(int argc, char **argv)
                 ids[i * S] = 101; /* [CLS] .. [SEP] where the vocabulary has them */
                 if (S > 1 && V > 102) ids[i * S + S - 1] = 102;
             }
-            struct hs_batch b = {.n_seqs = B, .seq_max = S, .n_tokens = B * S, .ids = ids,
-                                 .type_ids = NULL, .lengths = lengths, .offsets = offsets};
+            struct hs_batch b = {.n_seqs = B,
+                                 .seq_max = S,
+                                 .n_tokens = B * S,
+                                 .ids = ids,
+                                 .type_ids = NULL,
+                                 .lengths = lengths,
+                                 .offsets = offsets};
             for (int w = 0; w < warmup; w++)
                 if (hs_executor_run(x, 0, &b, out, NULL, &err)) {
                     fprintf(stderr, "bench_engine: %dx%d: %s\n", B, S, err.msg);
@@ -201,8 +215,7 @@ int main(int argc, char **argv)
                     snprintf(extra, sizeof extra, "%.4f,%.4f,%.4f,%lld",
                              (c1.copy_in_ms - c0.copy_in_ms) / nb,
                              (c1.compute_ms - c0.compute_ms) / nb,
-                             (c1.copy_out_ms - c0.copy_out_ms) / nb,
-                             (long long)c1.graphs_captured);
+                             (c1.copy_out_ms - c0.copy_out_ms) / nb, (long long)c1.graphs_captured);
             }
 #endif
             printf("%-18s %-8s %5d %5d %6d %10.3f %10.3f %12.1f %8.2f\n", impl, hs_engine_name(e),

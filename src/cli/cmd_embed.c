@@ -125,7 +125,8 @@ int hs_cmd_embed(int argc, char **argv)
     printf("]}\n");
     rc = 0;
 fail:
-    if (rc) fprintf(stderr, "hetserve embed: %s\n", err.msg[0] ? err.msg : hs_status_str(err.status));
+    if (rc)
+        fprintf(stderr, "hetserve embed: %s\n", err.msg[0] ? err.msg : hs_status_str(err.status));
     hs_free(out);
     hs_free(tokens);
     hs_executor_free(x);
@@ -189,7 +190,8 @@ static void print_caps(hs_engine_t e, int first)
     printf(",\"dtypes\":[");
     int k = 0;
     for (int d = 0; d < HS_DTYPE_COUNT; d++)
-        if (c.dtypes & (1u << d)) printf("%s\"%s\"", k++ ? "," : "", hs_dtype_name((enum hs_dtype)d));
+        if (c.dtypes & (1u << d))
+            printf("%s\"%s\"", k++ ? "," : "", hs_dtype_name((enum hs_dtype)d));
     printf("],\"stages\":[");
     k = 0;
     for (int s = 0; s < HS_STAGE_COUNT; s++)

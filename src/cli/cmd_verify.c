@@ -82,9 +82,12 @@ int hs_cmd_verify(int argc, char **argv)
             return 2;
         }
         char *end = NULL;
-        if (strcmp(a, "--model") == 0) model_dir = v;
-        else if (strcmp(a, "--golden") == 0) golden_dir = v;
-        else if (strcmp(a, "--engine") == 0) kinds = v;
+        if (strcmp(a, "--model") == 0)
+            model_dir = v;
+        else if (strcmp(a, "--golden") == 0)
+            golden_dir = v;
+        else if (strcmp(a, "--engine") == 0)
+            kinds = v;
         else if (strcmp(a, "--dtype") == 0) {
             dtype_only = parse_dtype(v);
             if (dtype_only < 0) {
@@ -97,16 +100,20 @@ int hs_cmd_verify(int argc, char **argv)
                 fprintf(stderr, "verify: bad number '%s' for %s\n", v, a);
                 return 2;
             }
-            if (a[2] == 'b') vo.batch_max = (int)n;
-            else vo.limit = (int)n;
+            if (a[2] == 'b')
+                vo.batch_max = (int)n;
+            else
+                vo.limit = (int)n;
         } else if (strcmp(a, "--min") == 0 || strcmp(a, "--mean") == 0) {
             double x = strtod(v, &end);
             if (*end || x < -1.0 || x > 1.0) {
                 fprintf(stderr, "verify: bad cosine '%s' for %s\n", v, a);
                 return 2;
             }
-            if (strcmp(a, "--min") == 0) tol_min = x;
-            else tol_mean = x;
+            if (strcmp(a, "--min") == 0)
+                tol_min = x;
+            else
+                tol_mean = x;
         } else {
             fprintf(stderr, "verify: unknown option %s\n", a);
             usage(stderr);

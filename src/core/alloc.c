@@ -57,7 +57,10 @@ char *hs_strndup(const char *s, size_t n)
     return d;
 }
 
-char *hs_strdup(const char *s) { return hs_strndup(s, strlen(s)); }
+char *hs_strdup(const char *s)
+{
+    return hs_strndup(s, strlen(s));
+}
 
 void *hs_malloc_aligned(size_t bytes, size_t align)
 {
@@ -68,8 +71,17 @@ void *hs_malloc_aligned(size_t bytes, size_t align)
     return p;
 }
 
-void hs_free_aligned(void *p) { hs_free(p); }
+void hs_free_aligned(void *p)
+{
+    hs_free(p);
+}
 
-int64_t hs_alloc_live(void) { return atomic_load(&live_count); }
+int64_t hs_alloc_live(void)
+{
+    return atomic_load(&live_count);
+}
 
-void hs_alloc_fail_after(int64_t n) { atomic_store(&fail_budget, n < 0 ? -1 : n); }
+void hs_alloc_fail_after(int64_t n)
+{
+    atomic_store(&fail_budget, n < 0 ? -1 : n);
+}

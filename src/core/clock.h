@@ -13,6 +13,9 @@ static inline int64_t hs_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static inline double hs_ns_to_ms(int64_t ns) { return (double)ns / 1e6; }
+static inline double hs_ns_to_ms(int64_t ns)
+{
+    return (double)ns / 1e6;
+}
 
 #endif

@@ -18,7 +18,10 @@ static int level_from_env(void)
     return HS_LOG_INFO;
 }
 
-void hs_log_set_level(enum hs_log_level level) { atomic_store(&current_level, (int)level); }
+void hs_log_set_level(enum hs_log_level level)
+{
+    atomic_store(&current_level, (int)level);
+}
 
 void hs_log(enum hs_log_level level, const char *fmt, ...)
 {

@@ -10,20 +10,20 @@
 
 #include <stddef.h>
 
-#define HS_STATUS_TABLE(X)                                                        \
-    X(OK, 0, "ok")                                                                \
-    X(INVALID_ARGUMENT, -1, "invalid argument")                                   \
-    X(INVALID_INPUT, -2, "invalid input")                                         \
-    X(NO_MEMORY, -3, "out of memory")                                             \
-    X(IO, -4, "i/o error")                                                        \
-    X(CORRUPT, -5, "corrupt or malformed file")                                   \
-    X(UNSUPPORTED, -6, "not supported")                                           \
-    X(NOT_FOUND, -7, "not found")                                                 \
-    X(TOO_LONG, -8, "input too long")                                             \
-    X(TIMEOUT, -9, "timed out")                                                   \
-    X(OVERLOADED, -10, "overloaded")                                              \
-    X(ENGINE, -11, "engine failure")                                              \
-    X(SHUTDOWN, -12, "shutting down")                                             \
+#define HS_STATUS_TABLE(X)                                                                         \
+    X(OK, 0, "ok")                                                                                 \
+    X(INVALID_ARGUMENT, -1, "invalid argument")                                                    \
+    X(INVALID_INPUT, -2, "invalid input")                                                          \
+    X(NO_MEMORY, -3, "out of memory")                                                              \
+    X(IO, -4, "i/o error")                                                                         \
+    X(CORRUPT, -5, "corrupt or malformed file")                                                    \
+    X(UNSUPPORTED, -6, "not supported")                                                            \
+    X(NOT_FOUND, -7, "not found")                                                                  \
+    X(TOO_LONG, -8, "input too long")                                                              \
+    X(TIMEOUT, -9, "timed out")                                                                    \
+    X(OVERLOADED, -10, "overloaded")                                                               \
+    X(ENGINE, -11, "engine failure")                                                               \
+    X(SHUTDOWN, -12, "shutting down")                                                              \
     X(INTERNAL, -13, "internal error")
 
 enum hs_status {
@@ -54,7 +54,8 @@ hs_status hs_error_set(struct hs_error *err, hs_status s, const char *fmt, ...)
 /* Clears err to HS_STATUS_OK with an empty message. */
 void hs_error_clear(struct hs_error *err);
 
-/* Always-on assertion for programmer errors only (never for bad input): prints file:line, aborts. */
+/* Always-on assertion for programmer errors only (never for bad input): prints file:line, aborts.
+ */
 #define HS_ASSERT(cond)                                                                            \
     do {                                                                                           \
         if (!(cond)) hs__assert_fail(#cond, __FILE__, __LINE__);                                   \

@@ -13,7 +13,7 @@ struct hs_engine {
     const struct hs_engine_iface *iface;
     void *ctx;
     char name[32];
-    pthread_mutex_t lock; /* guards stats and fault */
+    pthread_mutex_t lock;    /* guards stats and fault */
     pthread_cond_t fault_cv; /* a hung run_stage waits here; set_fault wakes it */
     uint64_t fault_gen;      /* bumped by every set_fault */
     struct hs_engine_stats stats;
@@ -54,8 +54,14 @@ void hs_engine_destroy(hs_engine_t e)
     hs_free(e);
 }
 
-const char *hs_engine_name(hs_engine_t e) { return e->name; }
-const char *hs_engine_kind(hs_engine_t e) { return e->iface->kind; }
+const char *hs_engine_name(hs_engine_t e)
+{
+    return e->name;
+}
+const char *hs_engine_kind(hs_engine_t e)
+{
+    return e->iface->kind;
+}
 
 void hs_engine_caps(hs_engine_t e, struct hs_engine_caps *out)
 {
@@ -290,5 +296,8 @@ hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *
     return hs_error_set(err, HS_STATUS_UNSUPPORTED, "this build has no CUDA engine");
 }
 
-int hs_engine_cuda_device_count(void) { return 0; }
+int hs_engine_cuda_device_count(void)
+{
+    return 0;
+}
 #endif

@@ -34,7 +34,7 @@
 #include "engine/stage.h"
 
 #define HS_ENGINE_API_VERSION 1
-#define HS_ENGINE_MAX_CORES 256
+#define HS_ENGINE_MAX_CORES   256
 
 /* What an engine is and can do; printed by `hetserve devices`. */
 struct hs_engine_caps {
@@ -105,21 +105,21 @@ struct hs_engine_iface {
 /* Faults a test (or an operator, through the server's admin endpoint) can inject through the
  * wrappers. */
 struct hs_engine_fault {
-    int fail_next;        /* the next N run_stage calls fail with HS_STATUS_ENGINE */
-    double slow_factor;   /* >1: run_stage takes this many times longer (busy-waits the extra) */
-    int hang_ms;          /* >0: every run_stage first blocks this long, as a hung device would;
-                             replacing or clearing the fault (hs_engine_set_fault) ends the wait */
+    int fail_next;      /* the next N run_stage calls fail with HS_STATUS_ENGINE */
+    double slow_factor; /* >1: run_stage takes this many times longer (busy-waits the extra) */
+    int hang_ms;        /* >0: every run_stage first blocks this long, as a hung device would;
+                           replacing or clearing the fault (hs_engine_set_fault) ends the wait */
 };
 
 typedef struct hs_engine *hs_engine_t;
 
 /* Engine options common to every kind. */
 struct hs_engine_opts {
-    const char *name;  /* instance name, e.g. "cpu0"; NULL = kind + index */
-    int threads;       /* CPU: compute threads (0 = all cores in the core set) */
-    int n_cores;       /* CPU: size of cores[]; 0 = no pinning */
+    const char *name; /* instance name, e.g. "cpu0"; NULL = kind + index */
+    int threads;      /* CPU: compute threads (0 = all cores in the core set) */
+    int n_cores;      /* CPU: size of cores[]; 0 = no pinning */
     int cores[HS_ENGINE_MAX_CORES];
-    int device;        /* GPU: device ordinal */
+    int device; /* GPU: device ordinal */
     /* CPU: batches of at most this many tokens use the packed small-M GEMM (AVX-512 machines);
      * 0 = HS_CPU_SMALL_GEMM_ROWS_DEFAULT, -1 = never */
     int cpu_small_gemm_rows;

@@ -430,8 +430,8 @@ hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, str
         if (!json_is_object(root))
             s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
         else
-            s = get_int(root, label, "max_seq_length", 1, positions, 2, INT32_MAX,
-                        &c.max_seq_len, err);
+            s = get_int(root, label, "max_seq_length", 1, positions, 2, INT32_MAX, &c.max_seq_len,
+                        err);
         json_decref(root);
         if (s) return s;
         if (c.max_seq_len > positions) c.max_seq_len = positions;

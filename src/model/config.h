@@ -21,13 +21,13 @@
 
 struct hs_model_config {
     struct hs_encoder_dims dims;
-    int max_seq_len;   /* sentence_bert_config max_seq_length, capped by the positions a
-                          sequence can use (max_positions - pos_offset) */
+    int max_seq_len; /* sentence_bert_config max_seq_length, capped by the positions a
+                        sequence can use (max_positions - pos_offset) */
     int pad_token_id;
     char model_type[32]; /* "bert" or "mpnet" */
     /* tokenizer options */
-    bool do_lower_case;       /* default true */
-    int strip_accents;        /* -1 = follow do_lower_case (HF null), 0 = no, 1 = yes */
+    bool do_lower_case;          /* default true */
+    int strip_accents;           /* -1 = follow do_lower_case (HF null), 0 = no, 1 = yes */
     bool tokenize_chinese_chars; /* default true */
     /* special tokens (tokenizer_config.json; BERT's [CLS] [SEP] [UNK] [PAD] [MASK] by default;
      * MPNet: <s> </s> [UNK] <pad> <mask>) */
@@ -35,8 +35,7 @@ struct hs_model_config {
 };
 
 /* Parses the folder's config files into *out. */
-hs_status hs_model_config_load(const char *dir, struct hs_model_config *out,
-                               struct hs_error *err);
+hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, struct hs_error *err);
 /* Parses a config.json text (for tests); fills dims and model_type only. */
 hs_status hs_model_config_parse_hf(const char *json_text, const char *label,
                                    struct hs_model_config *out, struct hs_error *err);

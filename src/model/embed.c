@@ -9,7 +9,8 @@ hs_status hs_executor_embed_texts(struct hs_executor *x, const char *const *text
 {
     const struct hs_model *m = hs_executor_model(x);
     const int seq_max = hs_executor_opts(x)->seq_max, hidden = m->config.dims.hidden;
-    const int cap_seqs = hs_executor_opts(x)->batch_max, cap_tokens = hs_executor_opts(x)->tokens_max;
+    const int cap_seqs = hs_executor_opts(x)->batch_max,
+              cap_tokens = hs_executor_opts(x)->tokens_max;
     int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)cap_tokens);
     int32_t *lengths = hs_malloc(sizeof(int32_t) * (size_t)cap_seqs);
     int32_t *offsets = hs_malloc(sizeof(int32_t) * (size_t)(cap_seqs + 1));
@@ -26,8 +27,8 @@ hs_status hs_executor_embed_texts(struct hs_executor *x, const char *const *text
         int first = done_seqs;
         while (done_seqs < n && b.n_seqs < cap_seqs) {
             int nt = 0;
-            st = hs_model_tokenize(m, texts[done_seqs], strlen(texts[done_seqs]), one, seq_max,
-                                   &nt, NULL, err);
+            st = hs_model_tokenize(m, texts[done_seqs], strlen(texts[done_seqs]), one, seq_max, &nt,
+                                   NULL, err);
             if (st != HS_STATUS_OK) goto done;
             if (b.n_tokens + nt > cap_tokens) break;
             memcpy(ids + b.n_tokens, one, sizeof(int32_t) * (size_t)nt);

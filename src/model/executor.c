@@ -16,8 +16,8 @@ struct hs_executor {
     const struct hs_model *model;
     struct hs_executor_opts opts;
     int n_stages;
-    void **prep;     /* [n_stages] */
-    int *stage_eng;  /* [n_stages] index into eng[] */
+    void **prep;    /* [n_stages] */
+    int *stage_eng; /* [n_stages] index into eng[] */
     int n_eng;
     struct exec_engine eng[HS_EXEC_MAX_ENGINES];
     float **xfer; /* [slots] host buffers for activations crossing engines */
@@ -43,16 +43,23 @@ void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, h
     }
 }
 
-const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x) { return &x->opts; }
+const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x)
+{
+    return &x->opts;
+}
 
-const struct hs_model *hs_executor_model(const struct hs_executor *x) { return x->model; }
+const struct hs_model *hs_executor_model(const struct hs_executor *x)
+{
+    return x->model;
+}
 
 void hs_executor_free(struct hs_executor *x)
 {
     if (!x) return;
     for (int i = 0; i < x->n_eng; i++) {
         if (!x->eng[i].ws) continue;
-        for (int s = 0; s < x->opts.slots; s++) hs_engine_ws_destroy(x->eng[i].engine, x->eng[i].ws[s]);
+        for (int s = 0; s < x->opts.slots; s++)
+            hs_engine_ws_destroy(x->eng[i].engine, x->eng[i].ws[s]);
         hs_free(x->eng[i].ws);
     }
     if (x->prep)
@@ -98,8 +105,8 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
         hs_engine_t e = plan->engine[i];
         if (!e) {
             hs_executor_free(x);
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "executor: stage %s has no engine", m->stages[i].name);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor: stage %s has no engine",
+                                m->stages[i].name);
         }
         int k = 0;
         while (k < x->n_eng && x->eng[k].engine != e) k++;
@@ -135,8 +142,8 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
     }
     enum hs_dtype dtype = o.dtype;
     for (int i = 0; i < m->n_stages; i++) {
-        hs_status st = hs_engine_stage_prepare(x->eng[x->stage_eng[i]].engine, &m->stages[i],
-                                               dtype, &x->prep[i], err);
+        hs_status st = hs_engine_stage_prepare(x->eng[x->stage_eng[i]].engine, &m->stages[i], dtype,
+                                               &x->prep[i], err);
         if (st != HS_STATUS_OK) {
             hs_executor_free(x);
             return st;
@@ -182,7 +189,8 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                     m->stages[i].kind == HS_STAGE_NORMALIZE ? HS_ACT_BUF_POOLED : HS_ACT_BUF_HIDDEN;
                 struct exec_engine *prev = &x->eng[cur];
                 st = hs_engine_act_read(prev->engine, prev->ws[slot], buf, x->xfer[slot], err);
-                if (st == HS_STATUS_OK) st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
+                if (st == HS_STATUS_OK)
+                    st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
                 if (st == HS_STATUS_OK)
                     st = hs_engine_act_write(ee->engine, ee->ws[slot], buf, x->xfer[slot], err);
                 t.transfer_ns += hs_now_ns() - t0;

@@ -34,10 +34,10 @@ void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, h
                          struct hs_placement *out);
 
 struct hs_executor_opts {
-    int batch_max;  /* sequences per batch (default 32) */
-    int tokens_max; /* tokens per batch (default batch_max * seq_max) */
-    int seq_max;    /* longest sequence (default the model's max_seq_len) */
-    int slots;      /* concurrent batches (default 1) */
+    int batch_max;       /* sequences per batch (default 32) */
+    int tokens_max;      /* tokens per batch (default batch_max * seq_max) */
+    int seq_max;         /* longest sequence (default the model's max_seq_len) */
+    int slots;           /* concurrent batches (default 1) */
     enum hs_dtype dtype; /* compute dtype requested from engines (default F32) */
 };
 

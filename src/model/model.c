@@ -150,19 +150,19 @@ static hs_status build_stages(struct loader *L)
                                  &a->w[HS_W_V_B])) ||
                 (s = find_linear(L, LAYER_STEM("attention.attn.o"), H, H, &a->w[HS_W_ATTN_OUT],
                                  &a->w[HS_W_ATTN_OUT_B])) ||
-                (s = find_layernorm(L, LAYER_STEM("attention.LayerNorm"), H,
-                                    &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])))
+                (s = find_layernorm(L, LAYER_STEM("attention.LayerNorm"), H, &a->w[HS_W_ATTN_LN_G],
+                                    &a->w[HS_W_ATTN_LN_B])))
                 return s;
         } else if ((s = find_linear(L, LAYER_STEM("attention.self.query"), H, H, &a->w[HS_W_Q],
-                             &a->w[HS_W_Q_B])) ||
-            (s = find_linear(L, LAYER_STEM("attention.self.key"), H, H, &a->w[HS_W_K],
-                             &a->w[HS_W_K_B])) ||
-            (s = find_linear(L, LAYER_STEM("attention.self.value"), H, H, &a->w[HS_W_V],
-                             &a->w[HS_W_V_B])) ||
-            (s = find_linear(L, LAYER_STEM("attention.output.dense"), H, H, &a->w[HS_W_ATTN_OUT],
-                             &a->w[HS_W_ATTN_OUT_B])) ||
-            (s = find_layernorm(L, LAYER_STEM("attention.output.LayerNorm"), H,
-                                &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])))
+                                    &a->w[HS_W_Q_B])) ||
+                   (s = find_linear(L, LAYER_STEM("attention.self.key"), H, H, &a->w[HS_W_K],
+                                    &a->w[HS_W_K_B])) ||
+                   (s = find_linear(L, LAYER_STEM("attention.self.value"), H, H, &a->w[HS_W_V],
+                                    &a->w[HS_W_V_B])) ||
+                   (s = find_linear(L, LAYER_STEM("attention.output.dense"), H, H,
+                                    &a->w[HS_W_ATTN_OUT], &a->w[HS_W_ATTN_OUT_B])) ||
+                   (s = find_layernorm(L, LAYER_STEM("attention.output.LayerNorm"), H,
+                                       &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])))
             return s;
         if ((s = find_linear(L, LAYER_STEM("intermediate.dense"), I, H, &f->w[HS_W_FFN_IN],
                              &f->w[HS_W_FFN_IN_B])) ||

@@ -18,7 +18,7 @@
 
 struct hs_model {
     char *dir;
-    char *name;  /* folder's base name, e.g. "all-MiniLM-L6-v2" */
+    char *name; /* folder's base name, e.g. "all-MiniLM-L6-v2" */
     struct hs_model_config config;
     struct hs_tokenizer *tokenizer;
     struct hs_safetensors *weights;

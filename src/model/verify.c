@@ -42,14 +42,12 @@ static hs_status read_ids(json_t *arr, const char *path, int i, int32_t **ids, i
 {
     size_t len = json_array_size(arr);
     if (len == 0 || len > 1 << 20)
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: sentence %d: %zu token ids", path, i,
-                            len);
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: sentence %d: %zu token ids", path, i, len);
     *ids = hs_malloc(len * sizeof(int32_t));
     if (!*ids) return hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: token ids", path);
     for (size_t t = 0; t < len; t++) {
         json_t *v = json_array_get(arr, t);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > INT32_MAX)
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
             return hs_error_set(err, HS_STATUS_CORRUPT, "%s: sentence %d: token %zu not an id",
                                 path, i, t);
         (*ids)[t] = (int32_t)json_integer_value(v);
@@ -87,7 +85,8 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
         goto done;
     }
     const int count = (int)json_array_size(sents);
-    if (count == 0 || (jcount && (!json_is_integer(jcount) || json_integer_value(jcount) != count))) {
+    if (count == 0 ||
+        (jcount && (!json_is_integer(jcount) || json_integer_value(jcount) != count))) {
         s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: \"count\" disagrees with %d sentences",
                          json_path, count);
         goto done;
@@ -127,14 +126,14 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
         }
     }
     if (with_ids != 0 && with_ids != count) {
-        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: token ids for %d of %d sentences",
-                         json_path, with_ids, count);
+        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: token ids for %d of %d sentences", json_path,
+                         with_ids, count);
         goto done;
     }
     if (with_ids == 0) {
         hs_free(g->ids);
         hs_free(g->n_ids);
-    hs_free(g->text_bytes);
+        hs_free(g->text_bytes);
         g->ids = NULL;
         g->n_ids = NULL;
     }
@@ -240,8 +239,10 @@ hs_status hs_verify_engine(const struct hs_model *m, hs_engine_t e, enum hs_dtyp
     snprintf(rep->engine, sizeof rep->engine, "%s", hs_engine_name(e));
     snprintf(rep->kind, sizeof rep->kind, "%s", hs_engine_kind(e));
     rep->dtype = dtype;
-    if (tol) rep->tol = *tol;
-    else hs_verify_default_tolerance(dtype, &rep->tol);
+    if (tol)
+        rep->tol = *tol;
+    else
+        hs_verify_default_tolerance(dtype, &rep->tol);
 
     int count = g->count;
     if (opts && opts->limit > 0 && opts->limit < count) count = opts->limit;
@@ -276,8 +277,8 @@ hs_status hs_verify_engine(const struct hs_model *m, hs_engine_t e, enum hs_dtyp
             lens[i] = g->n_ids[i];
         } else {
             int n = 0;
-            s = hs_model_tokenize(m, g->sentences[i], g->text_bytes[i], row, seq_max, &n,
-                                  NULL, err);
+            s = hs_model_tokenize(m, g->sentences[i], g->text_bytes[i], row, seq_max, &n, NULL,
+                                  err);
             if (s) goto done;
             lens[i] = n;
         }

@@ -30,11 +30,11 @@
 struct hs_golden {
     int count;
     int dim;
-    char **sentences; /* [count], NUL-terminated; may also contain NUL bytes */
+    char **sentences;   /* [count], NUL-terminated; may also contain NUL bytes */
     size_t *text_bytes; /* [count] byte length of each sentence */
-    int32_t **ids;    /* [count] token ids, or NULL when the json has none */
-    int *n_ids;       /* [count], or NULL */
-    float *emb;       /* [count * dim] */
+    int32_t **ids;      /* [count] token ids, or NULL when the json has none */
+    int *n_ids;         /* [count], or NULL */
+    float *emb;         /* [count * dim] */
 };
 
 /* Loads a golden set. HS_STATUS_IO when a file cannot be read, HS_STATUS_CORRUPT (message
@@ -60,13 +60,13 @@ struct hs_verify_report {
     char engine[64]; /* engine name, e.g. "cuda0" */
     char kind[16];   /* "cpu", "cuda" */
     enum hs_dtype dtype;
-    int count;       /* sentences compared */
+    int count; /* sentences compared */
     double cos_min;
     double cos_mean;
-    int worst;       /* index of the sentence with cos_min */
+    int worst; /* index of the sentence with cos_min */
     struct hs_verify_tolerance tol;
     bool pass;
-    double ms;       /* wall time of all batches (after preparation) */
+    double ms; /* wall time of all batches (after preparation) */
 };
 
 struct hs_verify_opts {

@@ -772,8 +772,8 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
         struct lane *L = s->lanes[i];
         for (int k = 0; st == HS_STATUS_OK && k < L->n_slots; k++) {
             if (pthread_create(&L->slots[k].thread, NULL, lane_main, &L->slots[k]) != 0)
-                st = hs_error_set(err, HS_STATUS_INTERNAL,
-                                  "scheduler: cannot start batcher thread");
+                st =
+                    hs_error_set(err, HS_STATUS_INTERNAL, "scheduler: cannot start batcher thread");
             else
                 L->slots[k].started = true;
         }

@@ -24,9 +24,10 @@
  *
  * Deadlines: a reaper thread wakes at the earliest deadline of a queued or running request and
  * fails the request (HS_STATUS_TIMEOUT) at once, removing all its queued sequences; sequences
- * already in a batch finish (a hung engine's too, eventually) and their rows are discarded. Overload: batch-class requests may fill only
- * shed_batch_ratio of the queue, and an interactive request that finds the queue full evicts
- * queued batch-class requests (answered HS_STATUS_OVERLOADED) to make room.
+ * already in a batch finish (a hung engine's too, eventually) and their rows are discarded.
+ * Overload: batch-class requests may fill only shed_batch_ratio of the queue, and an interactive
+ * request that finds the queue full evicts queued batch-class requests (answered
+ * HS_STATUS_OVERLOADED) to make room.
  *
  * Threads: hs_sched_submit and the stats calls are thread-safe. done / release callbacks run on
  * scheduler threads (or the submitting thread for an eviction), never while a scheduler lock
@@ -86,7 +87,7 @@ struct hs_lane_opts {
     double shed_batch_ratio;             /* share of queue_max that batch-class requests may fill */
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
     double throughput_ewma_alpha;        /* weight of the newest batch in the estimates */
-    int slots; /* batches in flight at once (quota); 0 = 1 */
+    int slots;                           /* batches in flight at once (quota); 0 = 1 */
     struct hs_runner runner;
 };
 

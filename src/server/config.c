@@ -60,7 +60,8 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     c->retry.budget_ratio = 0.1;
     c->retry.budget_max = 5;
     c->admin.enabled = 0;
-    c->cascade.threshold = 0.7; /* heads/REPORT.md: most of the big model's gain, a third escalated */
+    c->cascade.threshold =
+        0.7; /* heads/REPORT.md: most of the big model's gain, a third escalated */
     c->cascade.escalation_max_ratio = 1.0;
 }
 
@@ -400,8 +401,8 @@ static hs_status parse_routes(struct ctx *x, yaml_node_t *n, struct hs_config *c
             else if (!strcmp(key, "engines"))
                 st = get_names(x, v, r->engines, &r->n_engines);
             else if (!strcmp(key, "split"))
-                st = get_route_ref(x, v, "routes[].split", "ratio", r->split_route,
-                                   &r->split_ratio);
+                st =
+                    get_route_ref(x, v, "routes[].split", "ratio", r->split_route, &r->split_ratio);
             else if (!strcmp(key, "shadow"))
                 st = get_route_ref(x, v, "routes[].shadow", "ratio", r->shadow_route,
                                    &r->shadow_ratio);
@@ -768,8 +769,7 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
                                     "config: route '%s' names engine '%s', which is not "
                                     "configured",
                                     r->name, r->engines[k]);
-        const char *refs[] = {r->split_route, r->shadow_route, r->failover_route, r->small,
-                              r->big};
+        const char *refs[] = {r->split_route, r->shadow_route, r->failover_route, r->small, r->big};
         for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
             if (refs[k][0] && hs_config_route(c, refs[k]) < 0)
                 return hs_error_set(err, HS_STATUS_INVALID_INPUT,
@@ -947,8 +947,7 @@ void hs_config_print(const struct hs_config *c, FILE *f)
                        "\"model\"\n");
         if (m->n_engines > 1) {
             fprintf(f, "    engines: [");
-            for (int k = 0; k < m->n_engines; k++)
-                fprintf(f, "%s%s", k ? ", " : "", m->engines[k]);
+            for (int k = 0; k < m->n_engines; k++) fprintf(f, "%s%s", k ? ", " : "", m->engines[k]);
             fprintf(f, "]      # engines[].name it is resident on (one queue each)\n");
         } else {
             fprintf(f,
@@ -1022,15 +1021,23 @@ void hs_config_print(const struct hs_config *c, FILE *f)
         fprintf(f, "routes:\n");
     for (int i = 0; i < c->n_routes; i++) {
         const struct hs_route_cfg *r = &c->routes[i];
-        fprintf(f, "  - name: %s                   # used by rules, split, shadow, failover; "
-                   "X-Route and metrics\n", r->name);
-        fprintf(f, "    kind: %s                 # engines | cascade (small route, then big "
-                   "for the inputs /predict escalates; see cascade below)\n", r->kind);
+        fprintf(f,
+                "  - name: %s                   # used by rules, split, shadow, failover; "
+                "X-Route and metrics\n",
+                r->name);
+        fprintf(f,
+                "    kind: %s                 # engines | cascade (small route, then big "
+                "for the inputs /predict escalates; see cascade below)\n",
+                r->kind);
         if (!strcmp(r->kind, "cascade")) {
-            fprintf(f, "    small: %s                  # route of the small model (cascade.small)"
-                       "\n", r->small);
-            fprintf(f, "    big: %s                    # route of an escalation (cascade.big); "
-                       "threshold and cap: the cascade section\n", r->big);
+            fprintf(f,
+                    "    small: %s                  # route of the small model (cascade.small)"
+                    "\n",
+                    r->small);
+            fprintf(f,
+                    "    big: %s                    # route of an escalation (cascade.big); "
+                    "threshold and cap: the cascade section\n",
+                    r->big);
             continue;
         }
         fprintf(f, "    model: \"%s\"                 # model name; \"\" = the first model\n",
@@ -1039,14 +1046,19 @@ void hs_config_print(const struct hs_config *c, FILE *f)
         for (int k = 0; k < r->n_engines; k++) fprintf(f, "%s%s", k ? ", " : "", r->engines[k]);
         fprintf(f, "]            # engines of the route; [] = every engine the model is on\n");
         if (r->split_route[0])
-            fprintf(f, "    split: {route: %s, ratio: %g}   # A/B: this share goes to that "
-                       "route, sticky by X-Request-Id\n", r->split_route, r->split_ratio);
+            fprintf(f,
+                    "    split: {route: %s, ratio: %g}   # A/B: this share goes to that "
+                    "route, sticky by X-Request-Id\n",
+                    r->split_route, r->split_ratio);
         if (r->shadow_route[0])
-            fprintf(f, "    shadow: {route: %s, ratio: %g}  # copy this share there, discard the "
-                       "result, record the cosine\n", r->shadow_route, r->shadow_ratio);
+            fprintf(f,
+                    "    shadow: {route: %s, ratio: %g}  # copy this share there, discard the "
+                    "result, record the cosine\n",
+                    r->shadow_route, r->shadow_ratio);
         if (r->failover_route[0])
-            fprintf(f, "    failover: {route: %s, ratio_max: %g}  # when every engine's breaker "
-                       "is open: at most this share goes there, the rest gets 429\n",
+            fprintf(f,
+                    "    failover: {route: %s, ratio_max: %g}  # when every engine's breaker "
+                    "is open: at most this share goes there, the rest gets 429\n",
                     r->failover_route, r->failover_ratio_max);
     }
     fprintf(f, "\nrouter:\n");
@@ -1067,58 +1079,74 @@ void hs_config_print(const struct hs_config *c, FILE *f)
         if (r->value[0]) fprintf(f, ", value: \"%s\"", r->value);
         fprintf(f, "}   # rule %d\n", i);
     }
-    fprintf(f, "  default_route: \"%s\"          # route when no rule matches; \"\" = the first "
-               "route\n", c->router.default_route);
-    fprintf(f, "  fallback_engine: \"%s\"        # single-engine fallback when routing fails "
-               "(no route, nothing fits); \"\" = the model's first engine\n",
+    fprintf(f,
+            "  default_route: \"%s\"          # route when no rule matches; \"\" = the first "
+            "route\n",
+            c->router.default_route);
+    fprintf(f,
+            "  fallback_engine: \"%s\"        # single-engine fallback when routing fails "
+            "(no route, nothing fits); \"\" = the model's first engine\n",
             c->router.fallback_engine);
     fprintf(f, "\nbreaker:                       # one circuit breaker per engine\n");
     fprintf(f, "  window_requests: %d           # outcomes remembered while closed\n",
             c->breaker.window_requests);
     fprintf(f, "  min_requests: %d               # outcomes needed before it may open\n",
             c->breaker.min_requests);
-    fprintf(f, "  error_ratio_max: %g           # failure share of the window that opens it "
-               "(engine errors, timeouts in a batch, slow batches)\n",
+    fprintf(f,
+            "  error_ratio_max: %g           # failure share of the window that opens it "
+            "(engine errors, timeouts in a batch, slow batches)\n",
             c->breaker.error_ratio_max);
-    fprintf(f, "  latency_max_ms: %d             # a batch slower than this is a failure; 0 = "
-               "off\n", c->breaker.latency_max_ms);
+    fprintf(f,
+            "  latency_max_ms: %d             # a batch slower than this is a failure; 0 = "
+            "off\n",
+            c->breaker.latency_max_ms);
     fprintf(f, "  open_ms: %d                 # open -> half-open after this\n",
             c->breaker.open_ms);
-    fprintf(f, "  half_open_probes: %d           # probe requests let through half-open; all "
-               "succeed -> closed, one fails -> open\n", c->breaker.half_open_probes);
+    fprintf(f,
+            "  half_open_probes: %d           # probe requests let through half-open; all "
+            "succeed -> closed, one fails -> open\n",
+            c->breaker.half_open_probes);
     fprintf(f, "\nretry:                         # one more try elsewhere after an engine "
                "failure, from a budget\n");
-    fprintf(f, "  budget_ratio: %g              # tokens each routed request adds; a retry "
-               "takes one\n", c->retry.budget_ratio);
+    fprintf(f,
+            "  budget_ratio: %g              # tokens each routed request adds; a retry "
+            "takes one\n",
+            c->retry.budget_ratio);
     fprintf(f, "  budget_max: %g                  # most tokens saved (and the initial fill)\n",
             c->retry.budget_max);
     fprintf(f, "\nadmin:\n");
-    fprintf(f, "  enabled: %s                # POST /admin/fault {\"engine\", \"fail_next\", "
-               "\"slow_factor\", \"hang_ms\"} from loopback clients only\n",
+    fprintf(f,
+            "  enabled: %s                # POST /admin/fault {\"engine\", \"fail_next\", "
+            "\"slow_factor\", \"hang_ms\"} from loopback clients only\n",
             c->admin.enabled ? "true" : "false");
-    fprintf(f, "\n# The cascade of POST /predict, and the only cascade configuration: every input is "
-               "classified by\n# the small model's head; one whose top probability is below "
-               "threshold goes on to the big model,\n# unless escalating would lift the escalated "
-               "share above escalation_max_ratio (sched/cascade.h).\n# Both stages are routed "
-               "like any request (task \"predict\": rules, routes, breakers); a route of kind\n"
-               "# cascade (routes above) sends the small stage to its small route and the "
-               "escalations to its big\n# route, and reports them in X-Route and "
-               "hetserve_route_escalations_total. X-Cascade names who\n# answered each input "
-               "(small | big | capped).\n");
+    fprintf(f,
+            "\n# The cascade of POST /predict, and the only cascade configuration: every input is "
+            "classified by\n# the small model's head; one whose top probability is below "
+            "threshold goes on to the big model,\n# unless escalating would lift the escalated "
+            "share above escalation_max_ratio (sched/cascade.h).\n# Both stages are routed "
+            "like any request (task \"predict\": rules, routes, breakers); a route of kind\n"
+            "# cascade (routes above) sends the small stage to its small route and the "
+            "escalations to its big\n# route, and reports them in X-Route and "
+            "hetserve_route_escalations_total. X-Cascade names who\n# answered each input "
+            "(small | big | capped).\n");
     fprintf(f, "cascade:                          # POST /predict (off while small is empty)\n");
     fprintf(f, "  small: \"%s\"                       # served model that classifies first\n",
             c->cascade.small);
-    fprintf(f, "  small_head: \"%s\"                  # its head file, e.g. "
-               "heads/all-MiniLM-L6-v2-sentiment.json\n",
+    fprintf(f,
+            "  small_head: \"%s\"                  # its head file, e.g. "
+            "heads/all-MiniLM-L6-v2-sentiment.json\n",
             c->cascade.small_head);
-    fprintf(f, "  big: \"%s\"                         # model for low-confidence inputs (empty: "
-               "no cascade)\n",
+    fprintf(f,
+            "  big: \"%s\"                         # model for low-confidence inputs (empty: "
+            "no cascade)\n",
             c->cascade.big);
     fprintf(f, "  big_head: \"%s\"                    # its head file\n", c->cascade.big_head);
-    fprintf(f, "  threshold: %g                    # escalate when the small head's top "
-               "probability is below this\n",
+    fprintf(f,
+            "  threshold: %g                    # escalate when the small head's top "
+            "probability is below this\n",
             c->cascade.threshold);
-    fprintf(f, "  escalation_max_ratio: %g           # most inputs that may escalate, as a share "
-               "of all decided so far (1: no cap)\n",
+    fprintf(f,
+            "  escalation_max_ratio: %g           # most inputs that may escalate, as a share "
+            "of all decided so far (1: no cap)\n",
             c->cascade.escalation_max_ratio);
 }

@@ -68,10 +68,10 @@ struct conn {
     struct hs_request *reqs[CONN_MAX_REQS];
     int n_reqs;
     const char *task;
-    bool routed;                 /* dec holds a decision */
+    bool routed;                  /* dec holds a decision */
     struct hs_route_decision dec; /* of k->req */
-    struct hs_request *retry;    /* prepared before submitting, when a retry is possible */
-    struct hs_request *shadow;   /* the shadow copy, when one was sent */
+    struct hs_request *retry;     /* prepared before submitting, when a retry is possible */
+    struct hs_request *shadow;    /* the shadow copy, when one was sent */
     int shadow_route;
     bool shadow_finished, shadow_ok, primary_finished, primary_ok;
     bool base64;
@@ -486,8 +486,9 @@ static void shadow_done(struct hs_request *r, void *ctx)
 
 static int64_t batch_ns_of(const struct hs_request *r)
 {
-    return r->ts[HS_TS_COPY_OUT] && r->ts[HS_TS_BATCHED] ? r->ts[HS_TS_COPY_OUT] - r->ts[HS_TS_BATCHED]
-                                                         : 0;
+    return r->ts[HS_TS_COPY_OUT] && r->ts[HS_TS_BATCHED]
+               ? r->ts[HS_TS_COPY_OUT] - r->ts[HS_TS_BATCHED]
+               : 0;
 }
 
 /* A new scheduler request for the same inputs, in storage prepared beforehand. */
@@ -754,8 +755,8 @@ static enum MHD_Result embed_begin(struct conn *k)
     r->ts[HS_TS_ROUTED] = hs_now_ns();
     if (k->dec.status != HS_STATUS_OK) {
         memcpy(k->ts, r->ts, sizeof k->ts);
-        ret = send_error(k, status_to_http(k->dec.status), k->dec.retry_after_s, "%s",
-                         k->dec.reason);
+        ret =
+            send_error(k, status_to_http(k->dec.status), k->dec.retry_after_s, "%s", k->dec.reason);
         goto out;
     }
     /* Storage for what may follow, made now: later the arena is not ours alone. */
@@ -1223,12 +1224,30 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
  * the connection interface /predict (predict.c) uses: see server-impl.h
  */
 
-struct hs_arena *hs__conn_arena(struct conn *k) { return k->arena; }
-struct hs_server *hs__conn_server(struct conn *k) { return k->srv; }
-uint64_t hs__conn_id(struct conn *k) { return k->id; }
-int64_t *hs__conn_ts(struct conn *k) { return k->ts; }
-void **hs__conn_predict(struct conn *k) { return &k->predict; }
-json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret) { return parse_body(k, ret); }
+struct hs_arena *hs__conn_arena(struct conn *k)
+{
+    return k->arena;
+}
+struct hs_server *hs__conn_server(struct conn *k)
+{
+    return k->srv;
+}
+uint64_t hs__conn_id(struct conn *k)
+{
+    return k->id;
+}
+int64_t *hs__conn_ts(struct conn *k)
+{
+    return k->ts;
+}
+void **hs__conn_predict(struct conn *k)
+{
+    return &k->predict;
+}
+json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret)
+{
+    return parse_body(k, ret);
+}
 const char *hs__conn_header(struct conn *k, const char *name)
 {
     return MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, name);
@@ -1255,7 +1274,10 @@ int hs__conn_text_input(struct conn *k, struct hs_served_model *sm, json_t *text
     return text_input(k, text, idx, truncate, seq, msg, cap);
 }
 
-int hs__http_status(hs_status st) { return status_to_http(st); }
+int hs__http_status(hs_status st)
+{
+    return status_to_http(st);
+}
 
 void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
                     struct hs_route_query *q)

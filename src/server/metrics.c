@@ -178,8 +178,9 @@ static void render_router(struct hs_metrics *m, struct hs_buf *b, int64_t now)
             for (int p = 0; p < HS_ROUTE_POLICY_COUNT; p++) {
                 long long v = (long long)st[r].routed[l][p];
                 if (!v) continue; /* sparse: most (route, engine, policy) never happen */
-                hs_buf_printf(b, "hetserve_routed_total{route=\"%s\",engine=\"%s\",model=\"%s\","
-                                 "policy=\"%s\"} %lld\n",
+                hs_buf_printf(b,
+                              "hetserve_routed_total{route=\"%s\",engine=\"%s\",model=\"%s\","
+                              "policy=\"%s\"} %lld\n",
                               RNAME(r), m->lanes[l].engine, m->lanes[l].model,
                               hs_route_policy_name((enum hs_route_policy)p), v);
             }
@@ -214,8 +215,7 @@ static void render_router(struct hs_metrics *m, struct hs_buf *b, int64_t now)
                       "hetserve_route_escalations_total{route=\"%s\",outcome=\"escalated\"} "
                       "%lld\n",
                       RNAME(r), (long long)st[r].escalated);
-        hs_buf_printf(b,
-                      "hetserve_route_escalations_total{route=\"%s\",outcome=\"denied\"} %lld\n",
+        hs_buf_printf(b, "hetserve_route_escalations_total{route=\"%s\",outcome=\"denied\"} %lld\n",
                       RNAME(r), (long long)st[r].escalations_denied);
     }
     help(b, "hetserve_shadow_requests_total", "counter",
@@ -258,7 +258,8 @@ static void render_router(struct hs_metrics *m, struct hs_buf *b, int64_t now)
     for (int e = 0; e < ne; e++)
         hs_buf_printf(b, "hetserve_breaker_state{engine=\"%s\"} %d\n", bs[e].engine,
                       (int)bs[e].state);
-    help(b, "hetserve_breaker_transitions_total", "counter", "Breaker state changes, by new state.");
+    help(b, "hetserve_breaker_transitions_total", "counter",
+         "Breaker state changes, by new state.");
     for (int e = 0; e < ne; e++) {
         hs_buf_printf(b, "hetserve_breaker_transitions_total{engine=\"%s\",to=\"open\"} %lld\n",
                       bs[e].engine, (long long)bs[e].opened);

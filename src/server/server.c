@@ -125,8 +125,8 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
         snprintf(ru->value, sizeof ru->value, "%s", rc->value);
     }
     if (c->n_routes)
-        o->default_route = c->router.default_route[0] ? hs_config_route(c, c->router.default_route)
-                                                      : 0;
+        o->default_route =
+            c->router.default_route[0] ? hs_config_route(c, c->router.default_route) : 0;
     if (c->router.fallback_engine[0])
         o->fallback_lane = lane_of(s, &s->models[0], c->router.fallback_engine);
     o->breaker.window_requests = c->breaker.window_requests;
@@ -187,8 +187,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             const char *en = mc->n_engines ? mc->engines[j] : mc->engine;
             if (s->n_lanes >= HS_SCHED_MAX_LANES) {
                 st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                  "config: more than %d (model, engine) pairs",
-                                  HS_SCHED_MAX_LANES);
+                                  "config: more than %d (model, engine) pairs", HS_SCHED_MAX_LANES);
                 goto fail;
             }
             const struct hs_engine_cfg *ec = hs_config_engine(c, en);

@@ -3,13 +3,11 @@
  * hs_server_create builds everything a config describes: engines, models (weights resident on
  * their engines through one executor each, with the engine's quota of slots), one scheduler
  * lane per (model, engine), the router over them (routes, rules, breakers: sched/router.h),
- * metrics and the optional trace file. hs_server_start binds host:port and serves (libmicrohttpd: an internal polling
- * thread pool of server.threads; a request waiting for its batch is a suspended connection, not
- * a blocked thread). Endpoints:
- *   POST /v1/embeddings   OpenAI schema          POST /embed      TEI schema
- *   POST /tokenize        TEI schema             GET  /v1/models
- *   GET  /health          liveness               GET  /ready      models loaded, not draining
- *   GET  /metrics         Prometheus text
+ * metrics and the optional trace file. hs_server_start binds host:port and serves (libmicrohttpd:
+ * an internal polling thread pool of server.threads; a request waiting for its batch is a suspended
+ * connection, not a blocked thread). Endpoints: POST /v1/embeddings   OpenAI schema          POST
+ * /embed      TEI schema POST /tokenize        TEI schema             GET  /v1/models GET  /health
+ * liveness               GET  /ready      models loaded, not draining GET  /metrics Prometheus text
  *   POST /predict         TEI schema: classification heads with the small -> big cascade (only
  *                         with a cascade section; predict.c)
  *   POST /admin/fault     inject engine faults (only with admin.enabled, loopback clients only)

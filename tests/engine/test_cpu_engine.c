@@ -27,12 +27,12 @@ static float frand(void) /* uniform in [-1, 1) */
 struct rand_model {
     struct hs_model model;
     struct hs_encoder_dims dims;
-    float *f32[64 * HS_W_COUNT];  /* fp32 values per (stage, role), the reference reads these */
+    float *f32[64 * HS_W_COUNT];   /* fp32 values per (stage, role), the reference reads these */
     void *stored[64 * HS_W_COUNT]; /* what the tensor points to */
 };
 
-static void set_w(struct rand_model *rm, int si, int role, int64_t rows, int64_t cols,
-                  float scale, float offset, enum hs_dtype dt)
+static void set_w(struct rand_model *rm, int si, int role, int64_t rows, int64_t cols, float scale,
+                  float offset, enum hs_dtype dt)
 {
     int64_t n = rows * cols;
     float *f = malloc(sizeof(float) * (size_t)n);
@@ -69,10 +69,18 @@ static struct rand_model *rand_model_new(int hidden, int heads, int inter, int l
 {
     struct rand_model *rm = calloc(1, sizeof *rm);
     struct hs_encoder_dims *d = &rm->model.config.dims;
-    *d = (struct hs_encoder_dims){.hidden = hidden, .heads = heads, .head_dim = hidden / heads,
-                                  .intermediate = inter, .layers = layers, .vocab = 97,
-                                  .max_positions = 160, .type_vocab = 2, .ln_eps = 1e-12f,
-                                  .act = HS_ACT_GELU_ERF, .pool = pool, .normalize = true};
+    *d = (struct hs_encoder_dims){.hidden = hidden,
+                                  .heads = heads,
+                                  .head_dim = hidden / heads,
+                                  .intermediate = inter,
+                                  .layers = layers,
+                                  .vocab = 97,
+                                  .max_positions = 160,
+                                  .type_vocab = 2,
+                                  .ln_eps = 1e-12f,
+                                  .act = HS_ACT_GELU_ERF,
+                                  .pool = pool,
+                                  .normalize = true};
     rm->model.config.max_seq_len = 160;
     rm->model.name = "random";
     rm->model.n_stages = 1 + 2 * layers + 2;
@@ -147,10 +155,12 @@ static void ref_encode(struct rand_model *rm, const int32_t *ids, int len, doubl
 {
     const struct hs_encoder_dims *d = &rm->model.config.dims;
     const int H = d->hidden, I = d->intermediate, D = d->head_dim;
-#define W(si, role) rm->f32[(si) * HS_W_COUNT + (role)]
+#define W(si, role) rm->f32[(si)*HS_W_COUNT + (role)]
     double *x = calloc((size_t)len * H, sizeof(double));
-    double *q = calloc((size_t)len * H, sizeof(double)), *k = calloc((size_t)len * H, sizeof(double));
-    double *v = calloc((size_t)len * H, sizeof(double)), *c = calloc((size_t)len * H, sizeof(double));
+    double *q = calloc((size_t)len * H, sizeof(double)),
+           *k = calloc((size_t)len * H, sizeof(double));
+    double *v = calloc((size_t)len * H, sizeof(double)),
+           *c = calloc((size_t)len * H, sizeof(double));
     double *f = calloc((size_t)len * I, sizeof(double)), *s = calloc((size_t)len, sizeof(double));
     for (int t = 0; t < len; t++) {
         for (int j = 0; j < H; j++)
@@ -243,7 +253,8 @@ static void check_model(struct rand_model *rm, const int *lens, int n, int threa
     const int H = rm->model.config.dims.hidden;
     struct hs_error err = {0};
     hs_engine_t e = NULL;
-    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = threads}, &e, &err), 0);
+    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = threads}, &e, &err),
+                     0);
     struct hs_placement plan;
     hs_placement_single(&rm->model, e, &plan);
     struct hs_executor *x = NULL;
@@ -262,20 +273,30 @@ static void check_model(struct rand_model *rm, const int *lens, int n, int threa
     for (int t = 0; t < total; t++) ids[t] = (int32_t)(rng_state % 97), frand();
     float *batched = malloc(sizeof(float) * (size_t)n * H), *alone = malloc(sizeof(float) * H);
     double *ref = malloc(sizeof(double) * H);
-    struct hs_batch b = {.n_seqs = n, .seq_max = 160, .n_tokens = total, .ids = ids,
-                         .lengths = lengths, .offsets = offsets};
+    struct hs_batch b = {.n_seqs = n,
+                         .seq_max = 160,
+                         .n_tokens = total,
+                         .ids = ids,
+                         .lengths = lengths,
+                         .offsets = offsets};
     st = hs_executor_run(x, 0, &b, batched, NULL, &err);
     if (st) fail_msg("run: %s", err.msg);
     for (int i = 0; i < n; i++) {
         ref_encode(rm, ids + offsets[i], lens[i], ref);
         double cs = cosine_fd(batched + (size_t)i * H, ref, H);
         double maxdiff = 0;
-        for (int j = 0; j < H; j++) maxdiff = fmax(maxdiff, fabs(batched[(size_t)i * H + j] - ref[j]));
+        for (int j = 0; j < H; j++)
+            maxdiff = fmax(maxdiff, fabs(batched[(size_t)i * H + j] - ref[j]));
         if (cs < 0.99999 || maxdiff > 1e-4)
-            fail_msg("seq %d (len %d): cosine %.8f, max |diff| %.3g vs reference", i, lens[i], cs, maxdiff);
+            fail_msg("seq %d (len %d): cosine %.8f, max |diff| %.3g vs reference", i, lens[i], cs,
+                     maxdiff);
         int32_t off1[2] = {0, lens[i]}, len1[1] = {lens[i]};
-        struct hs_batch one = {.n_seqs = 1, .seq_max = 160, .n_tokens = lens[i],
-                               .ids = ids + offsets[i], .lengths = len1, .offsets = off1};
+        struct hs_batch one = {.n_seqs = 1,
+                               .seq_max = 160,
+                               .n_tokens = lens[i],
+                               .ids = ids + offsets[i],
+                               .lengths = len1,
+                               .offsets = off1};
         st = hs_executor_run(x, 0, &one, alone, NULL, &err);
         if (st) fail_msg("run alone: %s", err.msg);
         for (int j = 0; j < H; j++)
@@ -360,7 +381,8 @@ static void bad_batches_are_rejected(void **state)
     assert_int_equal(hs_executor_create(&rm->model, &plan, &xo, &x, &err), 0);
     int32_t ids[40] = {0}, off[3] = {0, 10, 20}, len[2] = {10, 10};
     float out[64];
-    struct hs_batch b = {.n_seqs = 2, .seq_max = 16, .n_tokens = 20, .ids = ids, .lengths = len, .offsets = off};
+    struct hs_batch b = {
+        .n_seqs = 2, .seq_max = 16, .n_tokens = 20, .ids = ids, .lengths = len, .offsets = off};
     assert_int_equal(hs_executor_run(x, 0, &b, out, NULL, &err), HS_STATUS_OK);
     ids[3] = 97; /* outside the vocabulary */
     assert_int_equal(hs_executor_run(x, 0, &b, out, NULL, &err), HS_STATUS_INVALID_INPUT);
@@ -391,8 +413,10 @@ static void layer_split_equals_single_engine(void **state)
     struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
     struct hs_error err = {0};
     hs_engine_t a = NULL, b = NULL;
-    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
-    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
     struct hs_placement single, split;
     hs_placement_single(&rm->model, a, &single);
     hs_placement_layers(&rm->model, a, 2, b, &split);
@@ -403,7 +427,8 @@ static void layer_split_equals_single_engine(void **state)
     assert_int_equal(hs_executor_create(&rm->model, &split, &xo, &x2, &err), 0);
     int32_t ids[60], off[4] = {0, 20, 45, 60}, len[3] = {20, 25, 15};
     for (int i = 0; i < 60; i++) ids[i] = (i * 7) % 97;
-    struct hs_batch bt = {.n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
+    struct hs_batch bt = {
+        .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
     float o1[3 * 64], o2[3 * 64];
     struct hs_exec_timing t;
     assert_int_equal(hs_executor_run(x1, 0, &bt, o1, &t, &err), 0);
@@ -440,10 +465,14 @@ static void core_set_pins_the_team(void **state)
     struct hs_placement plan;
     hs_placement_single(&rm->model, e, &plan);
     struct hs_executor *x = NULL;
-    assert_int_equal(hs_executor_create(&rm->model, &plan, &(struct hs_executor_opts){.batch_max = 1, .seq_max = 8}, &x, &err), 0);
+    assert_int_equal(hs_executor_create(&rm->model, &plan,
+                                        &(struct hs_executor_opts){.batch_max = 1, .seq_max = 8},
+                                        &x, &err),
+                     0);
     int32_t ids[4] = {1, 2, 3, 4}, off[2] = {0, 4}, len[1] = {4};
     float out[32];
-    struct hs_batch b = {.n_seqs = 1, .seq_max = 8, .n_tokens = 4, .ids = ids, .lengths = len, .offsets = off};
+    struct hs_batch b = {
+        .n_seqs = 1, .seq_max = 8, .n_tokens = 4, .ids = ids, .lengths = len, .offsets = off};
     assert_int_equal(hs_executor_run(x, 0, &b, out, NULL, &err), 0);
     cpu_set_t after; /* the calling thread now runs on the engine's core only */
     assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);

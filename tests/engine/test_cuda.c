@@ -22,9 +22,9 @@
 #include "engine/cuda/cuda.h"
 #endif
 
-#define STAGE_COS_MIN 0.999
-#define STAGE_ABS_MAX 0.05
-#define MODEL_COS_MIN 0.999
+#define STAGE_COS_MIN  0.999
+#define STAGE_ABS_MAX  0.05
+#define MODEL_COS_MIN  0.999
 #define MODEL_COS_MEAN 0.9999
 
 static bool have_gpu(void)
@@ -170,8 +170,13 @@ static void make_batch(struct tbatch *tb, const int *lens, int n, int bucket, in
         tb->lengths[i] = lens[i];
         tb->offsets[i + 1] = tok;
     }
-    tb->b = (struct hs_batch){.n_seqs = n, .seq_max = bucket, .n_tokens = tok, .ids = tb->ids,
-                              .type_ids = NULL, .lengths = tb->lengths, .offsets = tb->offsets};
+    tb->b = (struct hs_batch){.n_seqs = n,
+                              .seq_max = bucket,
+                              .n_tokens = tok,
+                              .ids = tb->ids,
+                              .type_ids = NULL,
+                              .lengths = tb->lengths,
+                              .offsets = tb->offsets};
 }
 
 static double cosine(const float *a, const float *b, int n)
@@ -307,7 +312,8 @@ static void run_per_stage(int hidden, int heads, enum hs_pool_mode pool)
         const enum hs_act_buf ib = reads_pooled ? HS_ACT_BUF_POOLED : HS_ACT_BUF_HIDDEN;
         const enum hs_act_buf ob = writes_pooled ? HS_ACT_BUF_POOLED : HS_ACT_BUF_HIDDEN;
         if (i > 0) assert_int_equal(hs_engine_act_read(cpu, wc, ib, in, &err), HS_STATUS_OK);
-        if (hs_engine_run_stage(cpu, wc, st, pc[i], &err)) fail_msg("cpu %s: %s", st->name, err.msg);
+        if (hs_engine_run_stage(cpu, wc, st, pc[i], &err))
+            fail_msg("cpu %s: %s", st->name, err.msg);
         assert_int_equal(hs_engine_act_read(cpu, wc, ob, ref, &err), HS_STATUS_OK);
 
         if (hs_engine_batch_begin(gpu, wg, &tb->b, &err)) fail_msg("cuda begin: %s", err.msg);
@@ -353,8 +359,11 @@ static struct hs_executor *make_exec(struct toy *t, hs_engine_t e, enum hs_dtype
 {
     struct hs_placement plan;
     hs_placement_single(&t->model, e, &plan);
-    struct hs_executor_opts o = {.batch_max = batch_max, .tokens_max = batch_max * 128,
-                                 .seq_max = 128, .slots = 1, .dtype = dt};
+    struct hs_executor_opts o = {.batch_max = batch_max,
+                                 .tokens_max = batch_max * 128,
+                                 .seq_max = 128,
+                                 .slots = 1,
+                                 .dtype = dt};
     struct hs_executor *x = NULL;
     struct hs_error err;
     if (hs_executor_create(&t->model, &plan, &o, &x, &err)) fail_msg("executor: %s", err.msg);
@@ -449,8 +458,8 @@ static void bad_input(void **state)
     REQUIRE_GPU();
     struct toy *t = toy_new(64, 2, 1, HS_POOL_MEAN);
     hs_engine_t gpu = make_engine("cuda");
-    struct hs_ws_spec spec = {.batch_max = 2, .tokens_max = 64, .seq_max = 32,
-                              .dims = &t->model.config.dims};
+    struct hs_ws_spec spec = {
+        .batch_max = 2, .tokens_max = 64, .seq_max = 32, .dims = &t->model.config.dims};
     void *ws = NULL;
     struct hs_error err;
     assert_int_equal(hs_engine_ws_create(gpu, &spec, &ws, &err), HS_STATUS_OK);

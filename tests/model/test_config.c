@@ -412,9 +412,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mpnet_config),
-        cmocka_unit_test(real_model_folder), cmocka_unit_test(hf_config_values),
-        cmocka_unit_test(hf_config_errors),  cmocka_unit_test(folder_defaults_and_options),
-        cmocka_unit_test(folder_errors),     cmocka_unit_test(alloc_failures),
+        cmocka_unit_test(real_model_folder),
+        cmocka_unit_test(hf_config_values),
+        cmocka_unit_test(hf_config_errors),
+        cmocka_unit_test(folder_defaults_and_options),
+        cmocka_unit_test(folder_errors),
+        cmocka_unit_test(alloc_failures),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -21,10 +21,12 @@ static void check_tokens(const struct hs_model *m, const struct hs_golden *g)
     int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)m->config.max_seq_len);
     for (int i = 0; i < g->count; i++) {
         int n = 0;
-        assert_int_equal(hs_model_tokenize(m, g->sentences[i], g->text_bytes[i], ids, 0, &n, NULL, NULL), 0);
+        assert_int_equal(
+            hs_model_tokenize(m, g->sentences[i], g->text_bytes[i], ids, 0, &n, NULL, NULL), 0);
         assert_non_null(g->ids);
         if (n != g->n_ids[i] || memcmp(ids, g->ids[i], sizeof(int32_t) * (size_t)n) != 0)
-            fail_msg("sentence %d: token ids differ from the reference (%d vs %d ids)", i, n, g->n_ids[i]);
+            fail_msg("sentence %d: token ids differ from the reference (%d vs %d ids)", i, n,
+                     g->n_ids[i]);
     }
     hs_free(ids);
 }
@@ -35,7 +37,8 @@ static void check_embeddings(const struct hs_model *m, const struct hs_golden *g
 {
     struct hs_error err = {0};
     hs_engine_t e = NULL;
-    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = threads}, &e, &err), 0);
+    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = threads}, &e, &err),
+                     0);
     struct hs_placement plan;
     hs_placement_single(m, e, &plan);
     struct hs_executor *x = NULL;

@@ -87,10 +87,11 @@ __attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x)
             for (int qi = 0; qi < qn; qi++) {                                                      \
                 float *row = s + (size_t)qi * lp;                                                  \
                 __m512 mx = _mm512_set1_ps(-INFINITY);                                             \
-                for (int j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(row + j)); \
+                for (int j = 0; j < full; j += 16)                                                 \
+                    mx = _mm512_max_ps(mx, _mm512_loadu_ps(row + j));                              \
                 if (tail)                                                                          \
-                    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail,   \
-                                                                row + full));                      \
+                    mx = _mm512_max_ps(                                                            \
+                        mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, row + full));    \
                 const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));                         \
                 __m512 sum = _mm512_setzero_ps();                                                  \
                 for (int j = 0; j < full; j += 16) {                                               \
@@ -108,8 +109,9 @@ __attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x)
                 for (int j = 0; j < full; j += 16)                                                 \
                     _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));       \
                 if (tail)                                                                          \
-                    _mm512_mask_storeu_ps(row + full, tail,                                        \
-                                          _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), inv)); \
+                    _mm512_mask_storeu_ps(                                                         \
+                        row + full, tail,                                                          \
+                        _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), inv));              \
             }                                                                                      \
             /* P.V: QB queries x D outputs in registers */                                         \
             __m512 o[QB][ND];                                                                      \

@@ -55,7 +55,10 @@ struct cpu_ws {
     int scratch_threads;
 };
 
-static void cpu_destroy(void *ctx) { hs_free(ctx); }
+static void cpu_destroy(void *ctx)
+{
+    hs_free(ctx);
+}
 
 static void cpu_isa(char *buf, size_t n)
 {
@@ -63,7 +66,9 @@ static void cpu_isa(char *buf, size_t n)
     __builtin_cpu_init();
     size_t used = 0;
 #define HS__FEAT(name)                                                                             \
-    if (__builtin_cpu_supports(name)) used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? " " : "", name);
+    if (__builtin_cpu_supports(name))                                                              \
+        used +=                                                                                    \
+            (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? " " : "", name);
     HS__FEAT("avx512f")
     HS__FEAT("avx512bw")
     HS__FEAT("avx512vl")
@@ -122,9 +127,9 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
     p->kind = st->kind;
     for (int r = 0; r < HS_W_COUNT; r++) {
         if (!st->w[r].data) continue;
-        if (st->kind == HS_STAGE_ATTN && (r == HS_W_Q || r == HS_W_K || r == HS_W_V ||
-                                          r == HS_W_Q_B || r == HS_W_K_B || r == HS_W_V_B ||
-                                          r == HS_W_REL_BIAS))
+        if (st->kind == HS_STAGE_ATTN &&
+            (r == HS_W_Q || r == HS_W_K || r == HS_W_V || r == HS_W_Q_B || r == HS_W_K_B ||
+             r == HS_W_V_B || r == HS_W_REL_BIAS))
             continue; /* stacked / expanded below */
         p->w[r] = as_f32(p, &st->w[r], err);
         if (!p->w[r]) {
@@ -166,8 +171,8 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
             }
             hs_to_fp32(rb->dtype, rb->data, table, (size_t)d->rel_buckets * (size_t)d->heads);
             for (int64_t k = 0; k < row; k++) {
-                int b = hs_rel_pos_bucket((int)(k - (span - 1)), d->rel_buckets,
-                                          d->rel_max_distance);
+                int b =
+                    hs_rel_pos_bucket((int)(k - (span - 1)), d->rel_buckets, d->rel_max_distance);
                 for (int hh = 0; hh < d->heads; hh++)
                     p->rel[hh * row + k] = table[b * d->heads + hh];
             }
@@ -250,12 +255,12 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     w->tmp2 = hs_malloc_aligned(T * H * sizeof(float), 64);
     w->pooled = hs_malloc_aligned(B * H * sizeof(float), 64);
     w->scratch = hs_malloc_aligned(
-        (size_t)c->threads *
-            (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) * sizeof(float),
+        (size_t)c->threads * (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) *
+            sizeof(float),
         64);
     w->pad = hs_malloc_aligned((size_t)c->threads * 8 * wide * sizeof(float), 64);
-    if (!w->ids || !w->type_ids || !w->pos_ids || !w->offsets || !w->hidden || !w->qkv ||
-        !w->tmp || !w->tmp2 || !w->pooled || !w->scratch || !w->pad) {
+    if (!w->ids || !w->type_ids || !w->pos_ids || !w->offsets || !w->hidden || !w->qkv || !w->tmp ||
+        !w->tmp2 || !w->pooled || !w->scratch || !w->pad) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -364,8 +369,7 @@ static int linear(const struct cpu_ctx *c, float *pad, const float *x, const flo
 /* Runs one stage on sequences [sb, se) of the batch with nt threads. pad and scratch are this
  * caller's share of the workspace's scratch buffers. */
 static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
-                       enum hs_stage_kind kind, int sb, int se, int nt, float *pad,
-                       float *scratch)
+                       enum hs_stage_kind kind, int sb, int se, int nt, float *pad, float *scratch)
 {
     const struct hs_encoder_dims *d = &w->dims;
     const int H = d->hidden, I = d->intermediate;
@@ -383,8 +387,8 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
         if (linear(c, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H, -1, nt))
             return -1;
         /* attention indexes tokens by the batch's absolute offsets */
-        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim,
-                          scratch, w->spec.seq_max, nt, p->rel, p->rel_span);
+        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim, scratch,
+                          w->spec.seq_max, nt, p->rel, p->rel_span);
         if (linear(c, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T, H, H, -1, nt))
             return -1;
         hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
@@ -393,11 +397,11 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
     }
     case HS_STAGE_FFN: {
         float *inter = w->tmp + (size_t)t0 * I;
-        if (linear(c, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], inter,
-                   T, I, H, (int)d->act, nt))
+        if (linear(c, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], inter, T,
+                   I, H, (int)d->act, nt))
             return -1;
-        if (linear(c, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, tmp2, T, H, I,
-                   -1, nt))
+        if (linear(c, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, tmp2, T, H, I, -1,
+                   nt))
             return -1;
         hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
                             p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
@@ -432,9 +436,9 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
     omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
     int failed = 0;
     if (nt > 1 && w->n_seqs >= nt && st->kind != HS_STAGE_NORMALIZE) {
-        const size_t pad_per = (size_t)8 * (size_t)(w->dims.intermediate > w->dims.hidden
-                                                        ? w->dims.intermediate
-                                                        : w->dims.hidden);
+        const size_t pad_per =
+            (size_t)8 *
+            (size_t)(w->dims.intermediate > w->dims.hidden ? w->dims.intermediate : w->dims.hidden);
         const int64_t attn_per = hs__cpu_attn_scratch_floats(w->dims.head_dim, w->spec.seq_max);
 #pragma omp parallel num_threads(nt) reduction(| : failed)
         {
@@ -519,7 +523,7 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
     c->n_cores = opts->n_cores;
     c->threads = opts->threads > 0 ? opts->threads : (c->n_cores > 0 ? c->n_cores : n_avail);
     read_cpu_name(c->device, sizeof c->device);
-    c->small_rows = opts->cpu_small_gemm_rows < 0 ? 0
+    c->small_rows = opts->cpu_small_gemm_rows < 0   ? 0
                     : opts->cpu_small_gemm_rows > 0 ? opts->cpu_small_gemm_rows
                                                     : HS_CPU_SMALL_GEMM_ROWS_DEFAULT;
     if (getenv("HS_CPU_SMALL_GEMM_ROWS")) c->small_rows = atoi(getenv("HS_CPU_SMALL_GEMM_ROWS"));

@@ -13,7 +13,7 @@
 #include "engine/cpu/kernels.h"
 
 #define PANEL 32
-#define MR 8
+#define MR    8
 
 int hs__cpu_small_gemm_available(void)
 {
@@ -38,8 +38,8 @@ float *hs__cpu_pack_weights(const float *w, int n, int k)
 }
 
 __attribute__((target("avx512f"))) static void ukernel(const float *x, int ldx, const float *wp,
-                                                       int k, float *y, int ldy, int rows,
-                                                       int cols, const float *bias)
+                                                       int k, float *y, int ldy, int rows, int cols,
+                                                       const float *bias)
 {
     __m512 a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51, a60, a61, a70, a71;
     a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = _mm512_setzero_ps();
@@ -94,6 +94,7 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
         float *ys = y + (size_t)r0 * n + c0;
         ukernel(xs, k, packed + (size_t)pi * PANEL * k, k, ys, n, nr, nc, bias ? bias + c0 : NULL);
         if (act >= 0)
-            for (int r = 0; r < nr; r++) hs__cpu_activation(ys + (size_t)r * n, nc, (enum hs_act_fn)act);
+            for (int r = 0; r < nr; r++)
+                hs__cpu_activation(ys + (size_t)r * n, nc, (enum hs_act_fn)act);
     }
 }

@@ -55,12 +55,14 @@ static void act_rows(float *x, int64_t n, enum hs_act_fn act)
 {
     switch (act) {
     case HS_ACT_GELU_ERF:
-        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
         break;
     case HS_ACT_GELU_TANH:
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            x[i] = 0.5f * v * (1.0f + fast_tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+            x[i] =
+                0.5f * v * (1.0f + fast_tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
         }
         break;
     case HS_ACT_RELU:
@@ -69,7 +71,10 @@ static void act_rows(float *x, int64_t n, enum hs_act_fn act)
     }
 }
 
-void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act) { act_rows(x, n, act); }
+void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act)
+{
+    act_rows(x, n, act);
+}
 
 HS_CLONES
 static void bias_act_row(float *y, const float *bias, int n, int act)
@@ -206,8 +211,8 @@ static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int 
     }
 }
 
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
-                       int heads, int head_dim, float *scratch, int seq_max, int threads,
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs, int heads,
+                       int head_dim, float *scratch, int seq_max, int threads,
                        const float *rel_bias, int rel_span)
 {
     const int64_t rel_row = 2 * (int64_t)rel_span - 1;

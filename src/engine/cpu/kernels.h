@@ -29,8 +29,8 @@ void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const 
  * inside each); ctx: [n_tokens, hidden]. scratch: threads * hs__cpu_attn_scratch_floats().
  * rel_bias (NULL: none): [heads, 2 * rel_span - 1], the score bias of key j seen from query i
  * at rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
-                       int heads, int head_dim, float *scratch, int seq_max, int threads,
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs, int heads,
+                       int head_dim, float *scratch, int seq_max, int threads,
                        const float *rel_bias, int rel_span);
 int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
 

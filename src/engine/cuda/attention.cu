@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(ATT_Q)
     const int qi = q0 + threadIdx.x;
     __half *out = ctx + ((long long)b * S + qi) * H + (long long)h * D;
 
-    if (q0 >= len) { /* the whole tile is padding; uniform over the block, so no barrier is skipped */
+    if (q0 >=
+        len) { /* the whole tile is padding; uniform over the block, so no barrier is skipped */
         if (qi < S) {
 #pragma unroll
             for (int d = 0; d < D; d += 2)
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(ATT_Q)
                     sc[j] = -INFINITY;
                 }
             }
-            const float mnew = fmaxf(m, tmax); /* finite: nk >= 1 */
+            const float mnew = fmaxf(m, tmax);  /* finite: nk >= 1 */
             const float corr = exp2f(m - mnew); /* 0 on the first tile (m = -inf) */
             l *= corr;
 #pragma unroll
@@ -133,24 +134,26 @@ __global__ void __launch_bounds__(ATT_Q)
     }
 }
 
-extern "C" int hs__cuda_attention_supports(int D) { return D == 32 || D == 64; }
+extern "C" int hs__cuda_attention_supports(int D)
+{
+    return D == 32 || D == 64;
+}
 
-extern "C" cudaError_t hs__cuda_attention(const uint16_t *qkv, const int32_t *lengths, int B,
-                                          int S, int heads, int D, float scale, uint16_t *ctx,
+extern "C" cudaError_t hs__cuda_attention(const uint16_t *qkv, const int32_t *lengths, int B, int S,
+                                          int heads, int D, float scale, uint16_t *ctx,
                                           cudaStream_t s)
 {
-    if (B <= 0 || S <= 0 || heads <= 0 || B > 65535 || heads > 65535)
-        return cudaErrorInvalidValue;
+    if (B <= 0 || S <= 0 || heads <= 0 || B > 65535 || heads > 65535) return cudaErrorInvalidValue;
     const dim3 grid((unsigned)((S + ATT_Q - 1) / ATT_Q), (unsigned)heads, (unsigned)B);
     const float qscale = scale * 1.4426950408889634f; /* log2(e) */
     switch (D) {
     case 32:
-        attention_kernel<32><<<grid, ATT_Q, 0, s>>>((const __half *)qkv, lengths, S, heads, qscale,
-                                                    (__half *)ctx);
+        attention_kernel<32>
+            <<<grid, ATT_Q, 0, s>>>((const __half *)qkv, lengths, S, heads, qscale, (__half *)ctx);
         break;
     case 64:
-        attention_kernel<64><<<grid, ATT_Q, 0, s>>>((const __half *)qkv, lengths, S, heads, qscale,
-                                                    (__half *)ctx);
+        attention_kernel<64>
+            <<<grid, ATT_Q, 0, s>>>((const __half *)qkv, lengths, S, heads, qscale, (__half *)ctx);
         break;
     default:
         return cudaErrorInvalidValue;

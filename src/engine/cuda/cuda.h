@@ -26,9 +26,9 @@ struct hs_cuda_counters {
     int64_t graph_launches;   /* cudaGraphLaunch calls */
     int64_t direct_runs;      /* stage runs launched without a graph (graphs off or cache full) */
     int64_t graph_capture_ns; /* host time spent capturing + instantiating */
-    int64_t graph_mem_bytes;  /* device memory taken by instantiated graphs (cudaMemGetInfo delta) */
-    int64_t weight_bytes;     /* device memory of prepared stages */
-    int64_t ws_bytes;         /* device memory of workspaces */
+    int64_t graph_mem_bytes; /* device memory taken by instantiated graphs (cudaMemGetInfo delta) */
+    int64_t weight_bytes;    /* device memory of prepared stages */
+    int64_t ws_bytes;        /* device memory of workspaces */
 };
 
 /* Snapshot of the process-wide counters. */

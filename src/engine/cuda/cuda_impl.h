@@ -53,8 +53,8 @@ cudaError_t hs__cuda_act_f16(uint16_t *y, int64_t n, int act, cudaStream_t s);
 /* Fused masked attention. qkv [B * S, 3 * heads * D] fp16; ctx [B * S, heads * D] fp16.
  * Keys at s >= lengths[b] are masked; padding query rows get zeros. D must be 32 or 64
  * (cudaErrorInvalidValue otherwise). scale = 1 / sqrt(D). */
-cudaError_t hs__cuda_attention(const uint16_t *qkv, const int32_t *lengths, int B, int S,
-                               int heads, int D, float scale, uint16_t *ctx, cudaStream_t s);
+cudaError_t hs__cuda_attention(const uint16_t *qkv, const int32_t *lengths, int B, int S, int heads,
+                               int D, float scale, uint16_t *ctx, cudaStream_t s);
 /* Whether hs__cuda_attention handles head size D. */
 int hs__cuda_attention_supports(int D);
 

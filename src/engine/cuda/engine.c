@@ -34,11 +34,11 @@
 #include "engine/cuda/cuda_impl.h"
 #include "engine/engine.h"
 
-#define WS_MAGIC 0x43554441u /* "CUDA" */
-#define PENDING_MAX 128
-#define GRAPH_CACHE 64
+#define WS_MAGIC             0x43554441u /* "CUDA" */
+#define PENDING_MAX          128
+#define GRAPH_CACHE          64
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
-#define ALIGN_BYTES 256
+#define ALIGN_BYTES          256
 
 /* ---------- process-wide counters (cuda.h) ---------- */
 
@@ -90,8 +90,8 @@ struct cuda_prep {
 struct graph_entry {
     int B, S, n;
     struct cuda_prep *preps[PENDING_MAX];
-    bool seen_once;        /* ran directly once; capture on the next run */
-    cudaGraphExec_t exec;  /* NULL until captured */
+    bool seen_once;       /* ran directly once; capture on the next run */
+    cudaGraphExec_t exec; /* NULL until captured */
 };
 
 struct cuda_ws {
@@ -140,7 +140,10 @@ static hs_status cuda_fail(struct hs_error *err, cudaError_t ce, const char *wha
         if (ce_ != cudaSuccess) return cuda_fail(err, ce_, what);                                  \
     } while (0)
 
-static size_t align_up(size_t n) { return (n + ALIGN_BYTES - 1) & ~(size_t)(ALIGN_BYTES - 1); }
+static size_t align_up(size_t n)
+{
+    return (n + ALIGN_BYTES - 1) & ~(size_t)(ALIGN_BYTES - 1);
+}
 
 static bool env_flag(const char *name, bool def)
 {
@@ -162,7 +165,10 @@ int hs_engine_cuda_device_count(void)
 
 /* ---------- caps ---------- */
 
-static void cuda_destroy(void *ctx) { hs_free(ctx); }
+static void cuda_destroy(void *ctx)
+{
+    hs_free(ctx);
+}
 
 static void cuda_caps(void *ctx, struct hs_engine_caps *out)
 {
@@ -302,9 +308,12 @@ static hs_status cuda_stage_prepare(void *ctx, const struct hs_stage *st, enum h
         if ((int64_t)d->max_positions * H > max_n) max_n = (int64_t)d->max_positions * H;
         break;
     case HS_STAGE_ATTN:
-        if ((s = check_weight(st, HS_W_Q, H * H, err)) || (s = check_weight(st, HS_W_Q_B, H, err)) ||
-            (s = check_weight(st, HS_W_K, H * H, err)) || (s = check_weight(st, HS_W_K_B, H, err)) ||
-            (s = check_weight(st, HS_W_V, H * H, err)) || (s = check_weight(st, HS_W_V_B, H, err)) ||
+        if ((s = check_weight(st, HS_W_Q, H * H, err)) ||
+            (s = check_weight(st, HS_W_Q_B, H, err)) ||
+            (s = check_weight(st, HS_W_K, H * H, err)) ||
+            (s = check_weight(st, HS_W_K_B, H, err)) ||
+            (s = check_weight(st, HS_W_V, H * H, err)) ||
+            (s = check_weight(st, HS_W_V_B, H, err)) ||
             (s = check_weight(st, HS_W_ATTN_OUT, H * H, err)) ||
             (s = check_weight(st, HS_W_ATTN_OUT_B, H, err)) ||
             (s = check_weight(st, HS_W_ATTN_LN_G, H, err)) ||
@@ -348,8 +357,7 @@ static hs_status cuda_stage_prepare(void *ctx, const struct hs_stage *st, enum h
         hs_free(u.host);
         hs_free(tmp);
         hs_free(p);
-        return hs_error_set(err, HS_STATUS_NO_MEMORY, "cuda: %s: staging %zu bytes", st->name,
-                            cap);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "cuda: %s: staging %zu bytes", st->name, cap);
     }
     size_t o_word = 0, o_pos = 0, o_type = 0, o_g = 0, o_b = 0, o_wqkv = 0, o_bqkv = 0, o_wo = 0,
            o_bo = 0, o_w1 = 0, o_b1 = 0, o_w2 = 0, o_b2 = 0;
@@ -523,8 +531,8 @@ static hs_status cuda_ws_create(void *ctx, const struct hs_ws_spec *spec, void *
     m += sz_mid;
     w->dints = (int32_t *)m;
 
-    w->hstage_floats = (size_t)(spec->tokens_max > spec->batch_max ? spec->tokens_max
-                                                                   : spec->batch_max) * H;
+    w->hstage_floats =
+        (size_t)(spec->tokens_max > spec->batch_max ? spec->tokens_max : spec->batch_max) * H;
     ce = cudaMallocHost((void **)&w->hints, sz_ints);
     if (ce == cudaSuccess) ce = cudaMallocHost((void **)&w->hstage, w->hstage_floats * 4);
     if (ce != cudaSuccess) {
@@ -593,8 +601,8 @@ static hs_status enqueue_stage(struct cuda_ws *w, const struct cuda_prep *p, str
                  "add+layernorm kernel");
         return HS_STATUS_OK;
     case HS_STAGE_FFN:
-        s = hs__cuda_linear(w->gemm, st, R, I, H, w->xh, p->w1, p->b1, HS_CUDA_EPI_BIAS_GELU,
-                            false, w->mid, err);
+        s = hs__cuda_linear(w->gemm, st, R, I, H, w->xh, p->w1, p->b1, HS_CUDA_EPI_BIAS_GELU, false,
+                            w->mid, err);
         if (s) return s;
         s = hs__cuda_linear(w->gemm, st, R, H, I, w->mid, p->w2, p->b2, HS_CUDA_EPI_BIAS, true,
                             w->y, err);
@@ -603,9 +611,9 @@ static hs_status enqueue_stage(struct cuda_ws *w, const struct cuda_prep *p, str
                  "add+layernorm kernel");
         return HS_STATUS_OK;
     case HS_STAGE_POOL:
-        CUDA_TRY(hs__cuda_pool(w->x, in.lengths, B, S, H, d->pool == HS_POOL_CLS ? 1 : 0,
-                               w->pooled, st),
-                 "pool kernel");
+        CUDA_TRY(
+            hs__cuda_pool(w->x, in.lengths, B, S, H, d->pool == HS_POOL_CLS ? 1 : 0, w->pooled, st),
+            "pool kernel");
         return HS_STATUS_OK;
     case HS_STAGE_NORMALIZE:
         if (!d->normalize) return HS_STATUS_OK; /* the model has no Normalize module */
@@ -694,8 +702,10 @@ static hs_status flush(struct cuda_ws *w, struct hs_error *err)
     if (g && !g->exec && g->seen_once) graph_capture(w, g);
     if (g && g->exec) {
         cudaError_t ce = cudaGraphLaunch(g->exec, w->stream);
-        if (ce != cudaSuccess) s = cuda_fail(err, ce, "cudaGraphLaunch");
-        else COUNTERS_UPDATE(g_counters.graph_launches++);
+        if (ce != cudaSuccess)
+            s = cuda_fail(err, ce, "cudaGraphLaunch");
+        else
+            COUNTERS_UPDATE(g_counters.graph_launches++);
     } else {
         s = run_direct(w, err);
         if (g) g->seen_once = true;
@@ -799,9 +809,9 @@ static hs_status cuda_act_write(void *ctx, void *ws, enum hs_act_buf buf, const 
     w->mark = w->ev_w1;
     if (buf == HS_ACT_BUF_HIDDEN) {
         const struct ints in = ints_at(w->dints, w->B, w->S);
-        CUDA_TRY(hs__cuda_unpack(w->y, in.lengths, in.offsets, w->B, w->S, H, w->x, w->xh,
-                                 w->stream),
-                 "unpack kernel");
+        CUDA_TRY(
+            hs__cuda_unpack(w->y, in.lengths, in.offsets, w->B, w->S, H, w->x, w->xh, w->stream),
+            "unpack kernel");
     }
     return HS_STATUS_OK;
 }

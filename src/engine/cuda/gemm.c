@@ -182,8 +182,7 @@ static struct plan *plan_get(struct hs__cuda_gemm *g, int T, int N, int K, enum 
 {
     for (int i = 0; i < g->n_plans; i++) {
         struct plan *p = &g->plans[i];
-        if (p->T == T && p->N == N && p->K == K && p->epi == epi && p->out_f32 == out_f32)
-            return p;
+        if (p->T == T && p->N == N && p->K == K && p->epi == epi && p->out_f32 == out_f32) return p;
     }
     struct plan *p;
     if (g->n_plans < PLAN_CACHE) {
@@ -211,8 +210,8 @@ hs_status hs__cuda_linear(struct hs__cuda_gemm *g, cudaStream_t s, int T, int N,
     struct plan *p = plan_get(g, T, N, K, epi, out_f32, bias, err);
     if (!p) return err ? err->status : HS_STATUS_UNSUPPORTED;
     if (!p->valid)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: no cuBLASLt plan for %dx%dx%d", T,
-                            N, K);
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: no cuBLASLt plan for %dx%dx%d", T, N,
+                            K);
     cublasStatus_t st;
     if (p->post != POST_BIAS_ACT) {
         st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -231,9 +230,9 @@ hs_status hs__cuda_linear(struct hs__cuda_gemm *g, cudaStream_t s, int T, int N,
     if (p->post == POST_ACT) {
         ce = hs__cuda_act_f16((uint16_t *)Y, (int64_t)T * N, p->act, s);
     } else if (p->post == POST_BIAS_ACT) {
-        ce = out_f32 ? hs__cuda_bias_f32((float *)Y, (const float *)bias, T, N, s)
-                     : hs__cuda_bias_act_f16((uint16_t *)Y, (const uint16_t *)bias, T, N, p->act,
-                                             s);
+        ce = out_f32
+                 ? hs__cuda_bias_f32((float *)Y, (const float *)bias, T, N, s)
+                 : hs__cuda_bias_act_f16((uint16_t *)Y, (const uint16_t *)bias, T, N, p->act, s);
     }
     if (ce != cudaSuccess)
         return hs_error_set(err, HS_STATUS_ENGINE, "cuda: epilogue kernel: %s",

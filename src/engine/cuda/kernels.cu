@@ -7,7 +7,7 @@
 #include "engine/cuda/cuda_impl.h"
 
 #define LN_PER_LANE (HS_CUDA_HIDDEN_MAX / 32)
-#define ROW_WARPS 4 /* rows (warps) per block of the row kernels */
+#define ROW_WARPS   4 /* rows (warps) per block of the row kernels */
 
 static __device__ __forceinline__ float warp_sum(float v)
 {
@@ -203,7 +203,10 @@ __global__ void l2norm_kernel(float *pooled, int H)
     for (int c = threadIdx.x; c < H; c += blockDim.x) row[c] *= inv;
 }
 
-static unsigned row_blocks(long long rows) { return (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS); }
+static unsigned row_blocks(long long rows)
+{
+    return (unsigned)((rows + ROW_WARPS - 1) / ROW_WARPS);
+}
 
 static unsigned flat_blocks(long long n)
 {
@@ -214,9 +217,9 @@ static unsigned flat_blocks(long long n)
 
 extern "C" cudaError_t hs__cuda_embed(const int32_t *ids, const int32_t *types,
                                       const int32_t *lengths, const uint16_t *word,
-                                      const uint16_t *pos, const uint16_t *type,
-                                      const float *gamma, const float *beta, float eps, int B,
-                                      int S, int H, float *x, uint16_t *xh, cudaStream_t s)
+                                      const uint16_t *pos, const uint16_t *type, const float *gamma,
+                                      const float *beta, float eps, int B, int S, int H, float *x,
+                                      uint16_t *xh, cudaStream_t s)
 {
     if (H > HS_CUDA_HIDDEN_MAX || B <= 0 || S <= 0) return cudaErrorInvalidValue;
     embed_kernel<<<row_blocks((long long)B * S), ROW_WARPS * 32, 0, s>>>(
@@ -231,7 +234,7 @@ extern "C" cudaError_t hs__cuda_add_ln(float *x, const float *y, const float *ga
 {
     if (H > HS_CUDA_HIDDEN_MAX || rows <= 0) return cudaErrorInvalidValue;
     add_ln_kernel<<<row_blocks(rows), ROW_WARPS * 32, 0, s>>>(x, y, gamma, beta, eps, rows, H,
-                                                                (__half *)xh);
+                                                              (__half *)xh);
     return cudaGetLastError();
 }
 
@@ -261,13 +264,12 @@ extern "C" cudaError_t hs__cuda_act_f16(uint16_t *y, int64_t n, int act, cudaStr
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t hs__cuda_pack(const float *x, const int32_t *lengths,
-                                     const int32_t *offsets, int B, int S, int H, float *packed,
-                                     cudaStream_t s)
+extern "C" cudaError_t hs__cuda_pack(const float *x, const int32_t *lengths, const int32_t *offsets,
+                                     int B, int S, int H, float *packed, cudaStream_t s)
 {
     if (B <= 0 || S <= 0 || H <= 0) return cudaErrorInvalidValue;
     pack_kernel<<<row_blocks((long long)B * S), ROW_WARPS * 32, 0, s>>>(x, lengths, offsets, B, S,
-                                                                         H, packed);
+                                                                        H, packed);
     return cudaGetLastError();
 }
 
@@ -276,8 +278,8 @@ extern "C" cudaError_t hs__cuda_unpack(const float *packed, const int32_t *lengt
                                        uint16_t *xh, cudaStream_t s)
 {
     if (B <= 0 || S <= 0 || H <= 0) return cudaErrorInvalidValue;
-    unpack_kernel<<<row_blocks((long long)B * S), ROW_WARPS * 32, 0, s>>>(
-        packed, lengths, offsets, B, S, H, x, (__half *)xh);
+    unpack_kernel<<<row_blocks((long long)B * S), ROW_WARPS * 32, 0, s>>>(packed, lengths, offsets,
+                                                                          B, S, H, x, (__half *)xh);
     return cudaGetLastError();
 }
 
