@@ -103,3 +103,18 @@ def check_against_hf(st_model, ids, emb, pooling, normalize, min_cos=0.99999):
     if worst < min_cos:
         sys.exit("independent HF recomputation disagrees: worst cosine %.7f" % worst)
     return worst
+
+
+def random_f16_weights(names_shapes, seed, scale_of):
+    """name -> float16 array of offset + scale * N(0, 1), (scale, offset) = scale_of(name), drawn
+    from one seeded PCG64 stream in names_shapes order (so the same inputs give the same bytes).
+    Shared by the tiny test-model generators."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    out = {}
+    for name, shape in names_shapes:
+        scale, offset = scale_of(name)
+        a = scale * rng.standard_normal(shape)
+        if offset:
+            a = offset + a
+        out[name] = a.astype(np.float16)
+    return out

@@ -60,36 +60,28 @@ def bert_config(vocab_size):
     }
 
 
-def random_weights(names_shapes, seed):
-    """name -> float16 array. Scales (std of a normal), picked so that after 12 post-LN layers
-    the token rows are still distinct (no rank collapse: CLS and mean pooling differ, cosine
-    about 0.5-0.8) and attention is clearly non-uniform (normalised entropy about 0.5):
-    word embeddings 0.5, position / type embeddings 0.3, query / key 0.3, value / attention
-    output 0.08, FFN 0.12, pooler 0.2, biases 0.05, LayerNorm weight 1 + N(0, 0.2), bias 0.1.
-    (With one scale of 0.2 for every matrix all rows collapse to one vector.)"""
-    rng = np.random.Generator(np.random.PCG64(seed))
-    out = {}
-    for name, shape in names_shapes:
-        if "LayerNorm.weight" in name:
-            a = 1.0 + 0.2 * rng.standard_normal(shape)
-        elif "LayerNorm.bias" in name:
-            a = 0.1 * rng.standard_normal(shape)
-        elif name.endswith("word_embeddings.weight"):
-            a = 0.5 * rng.standard_normal(shape)
-        elif name.endswith("embeddings.weight"):
-            a = 0.3 * rng.standard_normal(shape)
-        elif name.endswith(".bias"):
-            a = 0.05 * rng.standard_normal(shape)
-        elif ".query." in name or ".key." in name:
-            a = 0.3 * rng.standard_normal(shape)
-        elif ".value." in name or "attention.output.dense" in name:
-            a = 0.08 * rng.standard_normal(shape)
-        elif "intermediate.dense" in name or "output.dense" in name:
-            a = 0.12 * rng.standard_normal(shape)
-        else:  # pooler
-            a = 0.2 * rng.standard_normal(shape)
-        out[name] = a.astype(np.float16)
-    return out
+def weight_scale(name):
+    """(scale, offset) of each tensor's normal draw, picked so that after 12 post-LN layers the
+    token rows are still distinct (no rank collapse: CLS and mean pooling differ, cosine about
+    0.5-0.8) and attention is clearly non-uniform (normalised entropy about 0.5). With one scale
+    of 0.2 for every matrix all rows collapse to one vector."""
+    if "LayerNorm.weight" in name:
+        return 0.2, 1.0
+    if "LayerNorm.bias" in name:
+        return 0.1, 0.0
+    if name.endswith("word_embeddings.weight"):
+        return 0.5, 0.0
+    if name.endswith("embeddings.weight"):  # position, token type
+        return 0.3, 0.0
+    if name.endswith(".bias"):
+        return 0.05, 0.0
+    if ".query." in name or ".key." in name:
+        return 0.3, 0.0
+    if ".value." in name or "attention.output.dense" in name:
+        return 0.08, 0.0
+    if "intermediate.dense" in name or "output.dense" in name:
+        return 0.12, 0.0
+    return 0.2, 0.0  # pooler
 
 
 def write_folder(out, vocab_path):
@@ -104,7 +96,7 @@ def write_folder(out, vocab_path):
     skeleton = BertModel(BertConfig(**{k: v for k, v in cfg.items() if k != "torch_dtype"}))
     names_shapes = [(n, tuple(p.shape)) for n, p in skeleton.named_parameters()]
     del skeleton
-    weights = random_weights(names_shapes, SEED)
+    weights = common.random_f16_weights(names_shapes, SEED, weight_scale)
 
     if os.path.isdir(out):
         shutil.rmtree(out)

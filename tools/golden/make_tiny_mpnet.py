@@ -59,32 +59,28 @@ def mpnet_config(vocab_size):
     }
 
 
-def random_weights(names_shapes, seed):
-    rng = np.random.Generator(np.random.PCG64(seed))
-    out = {}
-    for name, shape in names_shapes:
-        if "LayerNorm.weight" in name:
-            a = 1.0 + 0.2 * rng.standard_normal(shape)
-        elif "LayerNorm.bias" in name:
-            a = 0.1 * rng.standard_normal(shape)
-        elif name.endswith("relative_attention_bias.weight"):
-            a = 3.0 * rng.standard_normal(shape)
-        elif name.endswith("word_embeddings.weight"):
-            a = 0.5 * rng.standard_normal(shape)
-        elif name.endswith("embeddings.weight"):
-            a = 0.3 * rng.standard_normal(shape)
-        elif name.endswith(".bias"):
-            a = 0.05 * rng.standard_normal(shape)
-        elif ".attn.q." in name or ".attn.k." in name:
-            a = 0.3 * rng.standard_normal(shape)
-        elif ".attn.v." in name or ".attn.o." in name:
-            a = 0.08 * rng.standard_normal(shape)
-        elif "intermediate.dense" in name or "output.dense" in name:
-            a = 0.12 * rng.standard_normal(shape)
-        else:  # pooler
-            a = 0.2 * rng.standard_normal(shape)
-        out[name] = a.astype(np.float16)
-    return out
+def weight_scale(name):
+    """(scale, offset) of each tensor's normal draw: make_tiny_bert's scales under MPNet's names,
+    plus a large relative-attention bias so that the bias visibly shapes attention."""
+    if "LayerNorm.weight" in name:
+        return 0.2, 1.0
+    if "LayerNorm.bias" in name:
+        return 0.1, 0.0
+    if name.endswith("relative_attention_bias.weight"):
+        return 3.0, 0.0
+    if name.endswith("word_embeddings.weight"):
+        return 0.5, 0.0
+    if name.endswith("embeddings.weight"):
+        return 0.3, 0.0
+    if name.endswith(".bias"):
+        return 0.05, 0.0
+    if ".attn.q." in name or ".attn.k." in name:
+        return 0.3, 0.0
+    if ".attn.v." in name or ".attn.o." in name:
+        return 0.08, 0.0
+    if "intermediate.dense" in name or "output.dense" in name:
+        return 0.12, 0.0
+    return 0.2, 0.0  # pooler
 
 
 def write_folder(out, vocab_path):
@@ -98,7 +94,7 @@ def write_folder(out, vocab_path):
     skeleton = MPNetModel(MPNetConfig(**{k: v for k, v in cfg.items() if k != "torch_dtype"}))
     names_shapes = [(n, tuple(p.shape)) for n, p in skeleton.named_parameters()]
     del skeleton
-    weights = random_weights(names_shapes, SEED)
+    weights = common.random_f16_weights(names_shapes, SEED, weight_scale)
 
     if os.path.isdir(out):
         shutil.rmtree(out)
