@@ -8,30 +8,29 @@ MODEL ?= models/all-MiniLM-L6-v2
 
 all: build
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
-
-build: $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
-
+# Every verb that builds runs scripts/setup first: on a fresh machine nothing (not even CMake or
+# jansson) is installed yet, so setup must come before CMake configures. Setup is idempotent and
+# takes about a second when everything is there.
 setup:
 	bash scripts/setup
 
+$(BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
 run: build
-	@test -d $(MODEL) || bash scripts/setup
 	$(BUILD)/hetserve serve --model $(MODEL)
 
 test: build
-	@test -d $(MODEL) || bash scripts/setup
 	cd $(BUILD) && ctest --output-on-failure
 
 bench: build
-	@test -d $(MODEL) || bash scripts/setup
 	bash bench/run.sh $(BUILD)
 
 # The serving benchmarks alone (batching on/off and overhead; hybrid engines), each ~5-10 min.
 bench-serving: build
-	@test -d $(MODEL) || bash scripts/setup
 	bash bench/serving.sh $(BUILD)
 	bash bench/hybrid/run.sh $(BUILD)
 
@@ -41,7 +40,7 @@ asan:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
-format-check:
+format-check: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
