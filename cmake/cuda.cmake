@@ -51,6 +51,7 @@ if(HS_CUDA_ENABLED)
   endif()
 
   file(GLOB HS_CUDA_SRC CONFIGURE_DEPENDS src/engine/cuda/*.c src/engine/cuda/*.cu)
+  list(FILTER HS_CUDA_SRC EXCLUDE REGEX "/kind\\.c$") # the registry entry is always built
   target_sources(hetserve_lib PRIVATE ${HS_CUDA_SRC})
   # hetserve_lib existed before CUDA was enabled, so it did not pick up the default
   set_target_properties(hetserve_lib PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")

@@ -4,6 +4,8 @@
 #ifndef HS_CLI_CLI_H
 #define HS_CLI_CLI_H
 
+#include <stddef.h>
+
 int hs_cmd_embed(int argc, char **argv);
 int hs_cmd_tokenize(int argc, char **argv);
 int hs_cmd_devices(int argc, char **argv);
@@ -13,5 +15,11 @@ int hs_cmd_config(int argc, char **argv);
 
 /* Default model folder: $HS_MODEL_DIR, else models/all-MiniLM-L6-v2 under the current directory. */
 const char *hs_cli_default_model(void);
+
+#include "core/status.h"
+/* Splits "KIND" or "KIND:DEVICE" (e.g. "cuda:1") into kind and device (0 when absent).
+ * HS_STATUS_INVALID_ARGUMENT with a message for an unknown kind or a bad device number. */
+hs_status hs_cli_parse_engine(const char *spec, char *kind, size_t kind_size, int *device,
+                              struct hs_error *err);
 
 #endif

@@ -11,7 +11,8 @@
 
 struct common_opts {
     const char *model;
-    const char *engine;
+    const char *engine; /* KIND or KIND:DEVICE */
+    const char *dtype;  /* NULL: the kind's native dtype */
     int threads;
     int n_texts;
     char **texts;
@@ -23,6 +24,7 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
 {
     o->model = hs_cli_default_model();
     o->engine = "cpu";
+    o->dtype = NULL;
     o->threads = 0;
     o->n_texts = 0;
     o->texts = hs_calloc((size_t)argc + 1, sizeof(char *));
@@ -34,6 +36,8 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
             o->model = argv[++i];
         } else if (strcmp(argv[i], "--engine") == 0 && i + 1 < argc) {
             o->engine = argv[++i];
+        } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+            o->dtype = argv[++i];
         } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             o->threads = atoi(argv[++i]);
         } else if (strncmp(argv[i], "--", 2) == 0 && strcmp(argv[i], "--") != 0) {
@@ -87,8 +91,8 @@ int hs_cmd_embed(int argc, char **argv)
 {
     struct common_opts o;
     int rc = parse_common(argc, argv, &o,
-                          "usage: hetserve embed [--model DIR] [--engine cpu|cuda] [--threads N] "
-                          "TEXT... | -");
+                          "usage: hetserve embed [--model DIR] [--engine KIND[:DEVICE]] "
+                          "[--dtype f32|f16|bf16|int8] [--threads N] TEXT... | -");
     if (rc) return rc == 1 ? 0 : rc;
     struct hs_error err = {0};
     struct hs_model *m = NULL;
@@ -98,11 +102,20 @@ int hs_cmd_embed(int argc, char **argv)
     int *tokens = NULL;
     rc = 1;
     if (hs_model_load(o.model, &m, &err) != HS_STATUS_OK) goto fail;
+    char kind[32];
     struct hs_engine_opts eo = {.threads = o.threads};
-    if (hs_engine_create(o.engine, &eo, &e, &err) != HS_STATUS_OK) goto fail;
+    if (hs_cli_parse_engine(o.engine, kind, sizeof kind, &eo.device, &err)) goto fail;
+    const struct hs_engine_kind *ek = hs_engine_kind_find(kind);
+    int dtype = o.dtype ? hs_compute_dtype_parse(o.dtype) : (ek ? (int)ek->native : -1);
+    if (o.dtype && dtype < 0) {
+        hs_error_set(&err, HS_STATUS_INVALID_ARGUMENT, "unknown dtype '%s' (f32, f16, bf16, int8)",
+                     o.dtype);
+        goto fail;
+    }
+    if (hs_engine_create(kind, &eo, &e, &err) != HS_STATUS_OK) goto fail;
     struct hs_placement plan;
     hs_placement_single(m, e, &plan);
-    struct hs_executor_opts xo = {.batch_max = 32};
+    struct hs_executor_opts xo = {.batch_max = 32, .dtype = (enum hs_dtype)dtype};
     if (hs_executor_create(m, &plan, &xo, &x, &err) != HS_STATUS_OK) goto fail;
     const int dim = m->config.dims.hidden;
     out = hs_malloc(sizeof(float) * (size_t)dim * (size_t)o.n_texts);
@@ -191,7 +204,7 @@ static void print_caps(hs_engine_t e, int first)
     int k = 0;
     for (int d = 0; d < HS_DTYPE_COUNT; d++)
         if (c.dtypes & (1u << d))
-            printf("%s\"%s\"", k++ ? "," : "", hs_dtype_name((enum hs_dtype)d));
+            printf("%s\"%s\"", k++ ? "," : "", hs_compute_dtype_name((enum hs_dtype)d));
     printf("],\"stages\":[");
     k = 0;
     for (int s = 0; s < HS_STAGE_COUNT; s++)
@@ -204,33 +217,38 @@ int hs_cmd_devices(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    int n_kinds = 0;
-    const char *const *kinds = hs_engine_kinds_built(&n_kinds);
-    printf("{\"built\":[");
-    for (int i = 0; i < n_kinds; i++) printf("%s\"%s\"", i ? "," : "", kinds[i]);
-    printf("],\"engines\":[");
-    struct hs_error err = {0};
-    hs_engine_t e = NULL;
-    int first = 1;
-    if (hs_engine_cpu_create(&(struct hs_engine_opts){.name = "cpu0"}, &e, &err) == HS_STATUS_OK) {
-        print_caps(e, first);
-        first = 0;
-        hs_engine_destroy(e);
+    printf("{\"kinds\":[");
+    for (int i = 0; i < hs_engine_kind_count(); i++) {
+        const struct hs_engine_kind *k = hs_engine_kind_at(i);
+        printf("%s{\"kind\":\"%s\",\"built\":%s,\"devices\":%d,\"native\":\"%s\",\"dtypes\":[",
+               i ? "," : "", k->name, hs_engine_kind_built(k) ? "true" : "false",
+               hs_engine_kind_devices(k), hs_compute_dtype_name(k->native));
+        int n = 0;
+        for (int d = 0; d < HS_DTYPE_COUNT; d++)
+            if (k->dtypes & (1u << d))
+                printf("%s\"%s\"", n++ ? "," : "", hs_compute_dtype_name((enum hs_dtype)d));
+        printf("],\"summary\":");
+        print_json_string(stdout, k->summary);
+        printf("}");
     }
-    int ngpu = hs_engine_cuda_device_count();
-    for (int d = 0; d < ngpu; d++) {
-        char name[16];
-        snprintf(name, sizeof name, "cuda%d", d);
-        e = NULL;
-        if (hs_engine_cuda_create(&(struct hs_engine_opts){.name = name, .device = d}, &e, &err) ==
-            HS_STATUS_OK) {
-            print_caps(e, first);
-            first = 0;
-            hs_engine_destroy(e);
+    printf("],\"engines\":[");
+    int first = 1;
+    for (int i = 0; i < hs_engine_kind_count(); i++) {
+        const struct hs_engine_kind *k = hs_engine_kind_at(i);
+        const int n = hs_engine_kind_devices(k);
+        for (int d = 0; d < n; d++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s%d", k->name, d);
+            struct hs_error err = {0};
+            hs_engine_t e = NULL;
+            if (hs_engine_create(k->name, &(struct hs_engine_opts){.name = name, .device = d}, &e,
+                                 &err) == HS_STATUS_OK) {
+                print_caps(e, first);
+                first = 0;
+                hs_engine_destroy(e);
+            }
         }
     }
-    printf("],\"gpus\":%d", ngpu);
-    if (ngpu == 0) printf(",\"note\":\"no GPU found\"");
-    printf("}\n");
+    printf("]}\n");
     return 0;
 }

@@ -91,7 +91,6 @@ int hs_cmd_serve(int argc, char **argv)
         memset(&cfg->models[0], 0, sizeof cfg->models[0]);
         snprintf(cfg->models[0].path, sizeof cfg->models[0].path, "%s", model);
         snprintf(cfg->models[0].engine, sizeof cfg->models[0].engine, "%s", cfg->engines[0].name);
-        snprintf(cfg->models[0].dtype, sizeof cfg->models[0].dtype, "f32");
     }
     if (host) snprintf(cfg->server.host, sizeof cfg->server.host, "%s", host);
     if (port >= 0) cfg->server.port = port;

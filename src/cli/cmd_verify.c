@@ -1,6 +1,7 @@
 /* hetserve verify — every available engine against the golden embeddings.
  *
- *   hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]] [--dtype f32|f16|bf16]
+ *   hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]] [--dtype
+ * f32|f16|bf16|int8]
  *                   [--batch N] [--limit N] [--min X] [--mean Y]
  *
  * For each engine kind built in (or named), each device of that kind, and each dtype the engine
@@ -22,7 +23,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]]\n"
-               "                       [--dtype f32|f16|bf16] [--batch N] [--limit N]\n"
+               "                       [--dtype f32|f16|bf16|int8] [--batch N] [--limit N]\n"
                "                       [--min X] [--mean Y]\n"
                "  --golden DIR   folder with embeddings.json + embeddings.f32 "
                "(default $HS_GOLDEN_DIR, else tests/golden)\n"
@@ -31,12 +32,7 @@ static void usage(FILE *f)
 
 static int parse_dtype(const char *s)
 {
-    if (strcmp(s, "f32") == 0 || strcmp(s, "F32") == 0 || strcmp(s, "fp32") == 0)
-        return HS_DTYPE_F32;
-    if (strcmp(s, "f16") == 0 || strcmp(s, "F16") == 0 || strcmp(s, "fp16") == 0)
-        return HS_DTYPE_F16;
-    if (strcmp(s, "bf16") == 0 || strcmp(s, "BF16") == 0) return HS_DTYPE_BF16;
-    return -1;
+    return hs_compute_dtype_parse(s);
 }
 
 static bool kind_wanted(const char *list, const char *kind)
@@ -140,33 +136,30 @@ int hs_cmd_verify(int argc, char **argv)
     print_header();
 
     int ran = 0, failed = 0;
-    int n_kinds = 0;
-    const char *const *built = hs_engine_kinds_built(&n_kinds);
-    if (kinds) { /* a named kind that is not built is reported, not silently skipped */
+    if (kinds) { /* a named kind that is unknown or not built is reported, not skipped */
         for (const char *p = kinds; *p;) {
             const char *comma = strchr(p, ',');
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
-            bool found = false;
-            for (int k = 0; k < n_kinds; k++)
-                if (strlen(built[k]) == len && strncmp(built[k], p, len) == 0) found = true;
-            if (!found) {
-                printf("%.*s: skipped: not built into this binary\n", (int)len, p);
+            char name[32];
+            snprintf(name, sizeof name, "%.*s", (int)(len < 31 ? len : 31), p);
+            const struct hs_engine_kind *k = hs_engine_kind_find(name);
+            if (!k || !hs_engine_kind_built(k)) {
+                printf("%s: skipped: %s\n", name,
+                       k ? "not built into this binary" : "no such engine kind");
                 failed++;
             }
             if (!comma) break;
             p = comma + 1;
         }
     }
-    for (int k = 0; k < n_kinds; k++) {
-        const char *kind = built[k];
-        if (!kind_wanted(kinds, kind)) continue;
-        int devices = 1;
-        if (strcmp(kind, "cuda") == 0) {
-            devices = hs_engine_cuda_device_count();
-            if (devices == 0) {
-                printf("%s: skipped: no GPU\n", kind);
-                continue;
-            }
+    for (int ki = 0; ki < hs_engine_kind_count(); ki++) {
+        const struct hs_engine_kind *k = hs_engine_kind_at(ki);
+        const char *kind = k->name;
+        if (!kind_wanted(kinds, kind) || !hs_engine_kind_built(k)) continue;
+        int devices = hs_engine_kind_devices(k);
+        if (devices == 0) {
+            printf("%s: skipped: no device\n", kind);
+            continue;
         }
         for (int dev = 0; dev < devices; dev++) {
             struct hs_engine_opts eo;
@@ -183,22 +176,18 @@ int hs_cmd_verify(int argc, char **argv)
                 failed++;
                 continue;
             }
-            struct hs_engine_caps caps;
-            hs_engine_caps(e, &caps);
-            static const enum hs_dtype order[] = {HS_DTYPE_F32, HS_DTYPE_F16, HS_DTYPE_BF16};
-            for (size_t d = 0; d < sizeof order / sizeof order[0]; d++) {
-                const enum hs_dtype dt = order[d];
-                if (!(caps.dtypes & (1u << dt))) continue;
-                if (dtype_only >= 0 && (int)dt != dtype_only) continue;
+            for (int dt = 0; dt < HS_DTYPE_COUNT; dt++) {
+                if (!(k->dtypes & (1u << dt))) continue;
+                if (dtype_only >= 0 && dt != dtype_only) continue;
                 struct hs_verify_tolerance tol;
-                hs_verify_default_tolerance(dt, &tol);
+                hs_verify_default_tolerance((enum hs_dtype)dt, &tol);
                 if (tol_min >= -1.0) tol.cos_min = tol_min; /* given on the command line */
                 if (tol_mean >= -1.0) tol.cos_mean = tol_mean;
                 struct hs_verify_report rep;
-                s = hs_verify_engine(m, e, dt, g, &tol, &vo, &rep, &err);
+                s = hs_verify_engine(m, e, (enum hs_dtype)dt, g, &tol, &vo, &rep, &err);
+                const char *dn = hs_compute_dtype_name((enum hs_dtype)dt);
                 if (s) {
-                    printf("%-10s %-6s %-5s ERROR: %s\n", hs_engine_name(e), kind,
-                           hs_dtype_name(dt), err.msg);
+                    printf("%-10s %-6s %-5s ERROR: %s\n", hs_engine_name(e), kind, dn, err.msg);
                     failed++;
                     continue;
                 }
@@ -207,7 +196,7 @@ int hs_cmd_verify(int argc, char **argv)
                 char tolbuf[32];
                 snprintf(tolbuf, sizeof tolbuf, "%.5f/%.5f", rep.tol.cos_min, rep.tol.cos_mean);
                 printf("%-10s %-6s %-5s %5d %12.7f %12.7f %17s %10.1f  %s", rep.engine, rep.kind,
-                       hs_dtype_name(dt), rep.count, rep.cos_min, rep.cos_mean, tolbuf, rep.ms,
+                       dn, rep.count, rep.cos_min, rep.cos_mean, tolbuf, rep.ms,
                        rep.pass ? "PASS" : "FAIL");
                 if (!rep.pass) printf(" (worst: sentence %d)", rep.worst);
                 printf("\n");

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/engine.h"
 
 struct command {
     const char *name;
@@ -24,6 +25,37 @@ const char *hs_cli_default_model(void)
 {
     const char *m = getenv("HS_MODEL_DIR");
     return m && *m ? m : "models/all-MiniLM-L6-v2";
+}
+
+hs_status hs_cli_parse_engine(const char *spec, char *kind, size_t kind_size, int *device,
+                              struct hs_error *err)
+{
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (n == 0 || n >= kind_size)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "bad engine '%s' (KIND[:DEVICE])",
+                            spec);
+    memcpy(kind, spec, n);
+    kind[n] = '\0';
+    *device = 0;
+    if (colon) {
+        char *end = NULL;
+        long d = strtol(colon + 1, &end, 10);
+        if (!colon[1] || *end || d < 0 || d > 1024)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "bad device in engine '%s' (KIND[:DEVICE], DEVICE >= 0)", spec);
+        *device = (int)d;
+    }
+    if (!hs_engine_kind_find(kind)) {
+        char known[256] = "";
+        size_t used = 0;
+        for (int i = 0; i < hs_engine_kind_count() && used < sizeof known; i++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                                     hs_engine_kind_at(i)->name);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "unknown engine kind '%s' (known: %s)",
+                            kind, known);
+    }
+    return HS_STATUS_OK;
 }
 
 static void usage(FILE *f)

@@ -37,6 +37,30 @@ int hs_dtype_parse(const char *name)
     return -1;
 }
 
+static const struct {
+    enum hs_dtype dtype;
+    const char *name;
+} compute_dtypes[] = {
+    {HS_DTYPE_F32, "f32"},
+    {HS_DTYPE_F16, "f16"},
+    {HS_DTYPE_BF16, "bf16"},
+    {HS_DTYPE_I8, "int8"},
+};
+
+int hs_compute_dtype_parse(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof compute_dtypes / sizeof compute_dtypes[0]; i++)
+        if (!strcmp(name, compute_dtypes[i].name)) return (int)compute_dtypes[i].dtype;
+    return -1;
+}
+
+const char *hs_compute_dtype_name(enum hs_dtype t)
+{
+    for (size_t i = 0; i < sizeof compute_dtypes / sizeof compute_dtypes[0]; i++)
+        if (compute_dtypes[i].dtype == t) return compute_dtypes[i].name;
+    return "?";
+}
+
 int64_t hs_tensor_numel(const struct hs_tensor *t)
 {
     int64_t n = 1;

@@ -42,6 +42,12 @@ const char *hs_dtype_name(enum hs_dtype t);
 /* Parses a safetensors dtype name; returns -1 when unknown. */
 int hs_dtype_parse(const char *name);
 
+/* Compute dtypes as configs and the CLI spell them: "f32", "f16", "bf16", "int8" (HS_DTYPE_I8).
+ * hs_compute_dtype_parse returns -1 for any other name; hs_compute_dtype_name returns "?" for a
+ * dtype that is not a compute dtype. */
+int hs_compute_dtype_parse(const char *name);
+const char *hs_compute_dtype_name(enum hs_dtype t);
+
 /* Number of elements (product of the shape; 1 for ndim 0). */
 int64_t hs_tensor_numel(const struct hs_tensor *t);
 

@@ -264,40 +264,17 @@ void hs_engine_get_fault(hs_engine_t e, struct hs_engine_fault *out)
     pthread_mutex_unlock(&e->lock);
 }
 
-const char *const *hs_engine_kinds_built(int *n)
-{
-    static const char *const kinds[] = {
-        "cpu",
-#ifdef HS_HAVE_CUDA
-        "cuda",
-#endif
-    };
-    *n = (int)(sizeof kinds / sizeof kinds[0]);
-    return kinds;
-}
-
 hs_status hs_engine_create(const char *kind, const struct hs_engine_opts *opts, hs_engine_t *out,
                            struct hs_error *err)
 {
     struct hs_engine_opts defaults = {0};
     if (!opts) opts = &defaults;
     if (!kind || !out) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "engine_create: null");
-    if (strcmp(kind, "cpu") == 0) return hs_engine_cpu_create(opts, out, err);
-    if (strcmp(kind, "cuda") == 0) return hs_engine_cuda_create(opts, out, err);
-    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "unknown engine kind '%s'", kind);
+    const struct hs_engine_kind *k = hs_engine_kind_find(kind);
+    if (!k) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "unknown engine kind '%s'", kind);
+    if (!hs_engine_kind_built(k))
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "this build has no %s engine", kind);
+    if (opts->device < 0)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "%s: device %d", kind, opts->device);
+    return k->create(opts, out, err);
 }
-
-#ifndef HS_HAVE_CUDA
-hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
-                                struct hs_error *err)
-{
-    (void)opts;
-    (void)out;
-    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "this build has no CUDA engine");
-}
-
-int hs_engine_cuda_device_count(void)
-{
-    return 0;
-}
-#endif

@@ -119,7 +119,7 @@ struct hs_engine_opts {
     int threads;      /* CPU: compute threads (0 = all cores in the core set) */
     int n_cores;      /* CPU: size of cores[]; 0 = no pinning */
     int cores[HS_ENGINE_MAX_CORES];
-    int device; /* GPU: device ordinal */
+    int device; /* device ordinal of the kind (GPU number); CPU: 0 */
     /* CPU: batches of at most this many tokens use the packed small-M GEMM (AVX-512 machines);
      * 0 = HS_CPU_SMALL_GEMM_ROWS_DEFAULT, -1 = never */
     int cpu_small_gemm_rows;
@@ -129,8 +129,36 @@ struct hs_engine_opts {
  * oneDNN's sgemm, which packs the weights on every call. */
 #define HS_CPU_SMALL_GEMM_ROWS_DEFAULT 64
 
-/* Creates an engine of `kind` ("cpu", "cuda", "opencl"). HS_STATUS_UNSUPPORTED when that kind
- * was not built in or no device is present. The engine is freed with hs_engine_destroy. */
+/* ---- The registry of engine kinds ----
+ * Every kind this source tree knows has one entry, whether or not this build has it: a config
+ * naming a kind that is known but not built (cuda on a machine without nvcc) still passes
+ * `config --check`, and fails at load with a clear message. A kind's entry lives in its own
+ * folder (engine/<kind>/kind.c, always compiled) and is listed once in engine/registry.c; the
+ * CLI, the config and the tests iterate the registry, never a chain of names. */
+struct hs_engine_kind {
+    const char *name;     /* "cpu", "cuda": engines[].kind in the config */
+    const char *summary;  /* one line for `hetserve devices` */
+    uint32_t dtypes;      /* compute dtypes a lane of this kind may ask for (1u << HS_DTYPE_x) */
+    enum hs_dtype native; /* a lane's dtype when neither engine nor model names one */
+    /* Devices present at run time (0: none). NULL when the kind is not built in. */
+    int (*device_count)(void);
+    /* Creates an engine on opts->device. NULL when the kind is not built in. */
+    hs_status (*create)(const struct hs_engine_opts *opts, hs_engine_t *out, struct hs_error *err);
+};
+
+/* Number of registered kinds; hs_engine_kind_at(i) for i in [0, n) returns them in order. */
+int hs_engine_kind_count(void);
+const struct hs_engine_kind *hs_engine_kind_at(int i);
+/* The kind named name, NULL when no such kind is registered. */
+const struct hs_engine_kind *hs_engine_kind_find(const char *name);
+/* True when this binary has the kind's implementation. */
+bool hs_engine_kind_built(const struct hs_engine_kind *k);
+/* Devices of the kind present now (0 when not built or none). */
+int hs_engine_kind_devices(const struct hs_engine_kind *k);
+
+/* Creates an engine of `kind` (a registry name) on opts->device. HS_STATUS_UNSUPPORTED when
+ * that kind was not built in or its device is not present; HS_STATUS_INVALID_ARGUMENT for an
+ * unknown kind. The engine is freed with hs_engine_destroy. */
 hs_status hs_engine_create(const char *kind, const struct hs_engine_opts *opts, hs_engine_t *out,
                            struct hs_error *err);
 /* Wraps an implementation (used by the create functions of each kind). Takes ownership of ctx. */
@@ -166,15 +194,13 @@ void hs_engine_set_fault(hs_engine_t e, const struct hs_engine_fault *fault);
 /* Snapshot of the injected faults (thread-safe). */
 void hs_engine_get_fault(hs_engine_t e, struct hs_engine_fault *out);
 
-/* Kinds compiled into this build, e.g. {"cpu", "cuda"}; *n receives the count. */
-const char *const *hs_engine_kinds_built(int *n);
-
-/* Per-kind constructors (engine/<kind>/). Each returns HS_STATUS_UNSUPPORTED when unavailable. */
+/* Per-kind constructors (engine/<kind>/), also reached through the registry. */
 hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                struct hs_error *err);
+#ifdef HS_HAVE_CUDA
 hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                 struct hs_error *err);
-/* Number of CUDA devices visible at run time; 0 when none or not built. */
 int hs_engine_cuda_device_count(void);
+#endif
 
 #endif

@@ -29,7 +29,6 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     snprintf(c->models[0].path, sizeof c->models[0].path, "%s",
              model_path ? model_path : DEFAULT_MODEL_PATH);
     snprintf(c->models[0].engine, sizeof c->models[0].engine, "cpu0");
-    snprintf(c->models[0].dtype, sizeof c->models[0].dtype, "f32");
 
     c->batching.batch_window_us = 2000;
     c->batching.batch_max = 32;
@@ -270,6 +269,10 @@ static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *
                 st = get_str(x, v, e->name, sizeof e->name);
             else if (!strcmp(key, "kind"))
                 st = get_str(x, v, e->kind, sizeof e->kind);
+            else if (!strcmp(key, "device"))
+                st = get_int(x, v, 0, 1024, &e->device);
+            else if (!strcmp(key, "dtype"))
+                st = get_str(x, v, e->dtype, sizeof e->dtype);
             else if (!strcmp(key, "threads"))
                 st = get_int(x, v, 0, 4096, &e->threads);
             else if (!strcmp(key, "cores"))
@@ -311,7 +314,6 @@ static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c
         char first[sizeof m->engine] = {0};
         snprintf(first, sizeof first, "%s", c->n_engines ? c->engines[0].name : "cpu0");
         memcpy(m->engine, first, sizeof first);
-        snprintf(m->dtype, sizeof m->dtype, "f32");
         FOR_PAIRS(x, mn, key, v)
         {
             set_path(x, "models[]", key);
@@ -715,15 +717,42 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
     return st;
 }
 
+int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cfg *e)
+{
+    if (m && m->dtype[0]) return hs_compute_dtype_parse(m->dtype);
+    if (e->dtype[0]) return hs_compute_dtype_parse(e->dtype);
+    const struct hs_engine_kind *k = hs_engine_kind_find(e->kind);
+    return k ? (int)k->native : -1;
+}
+
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
 {
     if (c->n_engines < 1) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: no engines");
     if (c->n_models < 1) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: no models");
-    for (int i = 0; i < c->n_engines; i++)
+    for (int i = 0; i < c->n_engines; i++) {
+        const struct hs_engine_cfg *e = &c->engines[i];
         for (int k = 0; k < i; k++)
-            if (!strcmp(c->engines[i].name, c->engines[k].name))
+            if (!strcmp(e->name, c->engines[k].name))
                 return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: engine name '%s' used twice", c->engines[i].name);
+                                    "config: engine name '%s' used twice", e->name);
+        const struct hs_engine_kind *k = hs_engine_kind_find(e->kind);
+        if (!k) {
+            char known[256] = "";
+            size_t used = 0;
+            for (int j = 0; j < hs_engine_kind_count() && used < sizeof known; j++)
+                used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", j ? ", " : "",
+                                         hs_engine_kind_at(j)->name);
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: engine '%s': unknown kind '%s' (known: %s)", e->name,
+                                e->kind, known);
+        }
+        int dt = e->dtype[0] ? hs_compute_dtype_parse(e->dtype) : (int)k->native;
+        if (dt < 0 || !(k->dtypes & (1u << dt)))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: engine '%s': dtype '%s' is not one a %s engine computes "
+                                "in (hetserve devices lists them)",
+                                e->name, e->dtype, k->name);
+    }
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *m = &c->models[i];
         int n = m->n_engines ? m->n_engines : 1;
@@ -740,10 +769,22 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
                                         "config: model '%s' names engine '%s' twice",
                                         m->name[0] ? m->name : m->path, en);
         }
-        if (strcmp(m->dtype, "f32") && strcmp(m->dtype, "f16") && strcmp(m->dtype, "bf16"))
+        if (m->dtype[0] && hs_compute_dtype_parse(m->dtype) < 0)
             return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: model '%s': dtype '%s' (f32, f16 or bf16)",
+                                "config: model '%s': dtype '%s' (f32, f16, bf16 or int8)",
                                 m->name[0] ? m->name : m->path, m->dtype);
+        for (int j = 0; j < n; j++) {
+            const struct hs_engine_cfg *e =
+                hs_config_engine(c, m->n_engines ? m->engines[j] : m->engine);
+            const struct hs_engine_kind *k = hs_engine_kind_find(e->kind);
+            int dt = hs_config_lane_dtype(m, e);
+            if (k && dt >= 0 && !(k->dtypes & (1u << dt)))
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "config: model '%s' on engine '%s': a %s engine does not "
+                                    "compute in %s",
+                                    m->name[0] ? m->name : m->path, e->name, k->name,
+                                    hs_compute_dtype_name((enum hs_dtype)dt));
+        }
     }
     for (int i = 1; i < c->batching.n_buckets; i++)
         if (c->batching.buckets[i] <= c->batching.buckets[i - 1])
@@ -895,9 +936,15 @@ void hs_config_print(const struct hs_config *c, FILE *f)
                 "in metrics\n",
                 e->name);
         fprintf(f,
-                "    kind: %s                  # cpu | cuda | opencl (what this build has: "
-                "hetserve devices)\n",
+                "    kind: %s                  # a registered engine kind: cpu | cuda (what "
+                "this build has: hetserve devices)\n",
                 e->kind);
+        fprintf(f, "    device: %d                   # device ordinal of the kind (GPU number)\n",
+                e->device);
+        fprintf(f,
+                "    dtype: \"%s\"                 # compute dtype of its lanes: \"\" = the kind's "
+                "native (cpu f32, cuda f16) | f32 | f16 | bf16 | int8\n",
+                e->dtype);
         fprintf(f,
                 "    threads: %d                  # compute threads; 0 = every core of the "
                 "core set (or of the machine)\n",
@@ -955,7 +1002,11 @@ void hs_config_print(const struct hs_config *c, FILE *f)
                     "[a, b] to be resident on several)\n",
                     m->engine);
         }
-        fprintf(f, "    dtype: %s                  # compute dtype: f32 | f16 | bf16\n", m->dtype);
+        fprintf(
+            f,
+            "    dtype: \"%s\"                 # \"\" = each engine's dtype; f32 | f16 | bf16 | "
+            "int8 forces one on every engine it is on\n",
+            m->dtype);
     }
     fprintf(f, "\nbatching:\n");
     fprintf(f,

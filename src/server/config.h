@@ -31,9 +31,12 @@
 
 struct hs_engine_cfg {
     char name[32];
-    char kind[16];
-    int threads; /* 0 = all cores of the core set */
-    int n_cores; /* 0 = no pinning */
+    char kind[16]; /* a registered engine kind (engine.h registry) */
+    int device;    /* device ordinal of the kind (cuda:1 is kind cuda, device 1) */
+    char dtype[8]; /* compute dtype of this engine's lanes: "" = the kind's native (cpu f32,
+                      cuda f16) | f32 | f16 | bf16 | int8 */
+    int threads;   /* 0 = all cores of the core set */
+    int n_cores;   /* 0 = no pinning */
     int cores[HS_ENGINE_MAX_CORES];
     int n_shapes; /* 0 = any (batch, seq) */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
@@ -50,7 +53,7 @@ struct hs_model_cfg {
     char engine[32]; /* the first (or only) engine it is resident on */
     int n_engines;   /* engines it is resident on: engines[0..n); 0 = just `engine` */
     char engines[HS_CONFIG_MAX_ENGINES][32];
-    char dtype[8]; /* f32 | f16 | bf16 */
+    char dtype[8]; /* "" = each engine's dtype; else this dtype on every engine it is on */
 };
 
 struct hs_route_cfg {
@@ -158,6 +161,10 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
 hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err);
 /* Cross-checks: every model's engine exists, names unique, ranges sane. */
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
+
+/* Compute dtype of model m's lane on engine e: the model's dtype when it names one, else the
+ * engine's, else the engine kind's native dtype; -1 when the names are not valid. */
+int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cfg *e);
 
 /* The engine named name, NULL when none. */
 const struct hs_engine_cfg *hs_config_engine(const struct hs_config *c, const char *name);

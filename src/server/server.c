@@ -29,13 +29,6 @@ static void on_batch(void *ctx, const struct hs_batch_report *r)
     hs_trace_batch(s->trace, r);
 }
 
-static enum hs_dtype dtype_of(const char *name)
-{
-    if (!strcmp(name, "f16")) return HS_DTYPE_F16;
-    if (!strcmp(name, "bf16")) return HS_DTYPE_BF16;
-    return HS_DTYPE_F32;
-}
-
 hs_engine_t hs__server_engine(struct hs_server *s, const char *name)
 {
     for (int i = 0; i < s->n_engines; i++)
@@ -158,7 +151,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *ec = &c->engines[i];
         struct hs_engine_opts eo = {
-            .name = ec->name, .threads = ec->threads, .n_cores = ec->n_cores};
+            .name = ec->name, .threads = ec->threads, .n_cores = ec->n_cores, .device = ec->device};
         memcpy(eo.cores, ec->cores, sizeof eo.cores);
         st = hs_engine_create(ec->kind, &eo, &s->engines[i], err);
         if (st) goto fail;
@@ -211,7 +204,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                                           .tokens_max = tokens_max,
                                           .seq_max = seq_max,
                                           .slots = ec->slots > 0 ? ec->slots : 1,
-                                          .dtype = dtype_of(mc->dtype)};
+                                          .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec)};
             st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
             if (st) goto fail;
             s->n_lanes++;

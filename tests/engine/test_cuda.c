@@ -31,7 +31,7 @@ static bool have_gpu(void)
 {
     static int cached = -1;
     if (cached < 0) {
-        cached = hs_engine_cuda_device_count() > 0;
+        cached = hs_engine_kind_devices(hs_engine_kind_find("cuda")) > 0;
         if (!cached) printf("test_cuda: skipped: no GPU\n");
     }
     return cached;
@@ -225,12 +225,11 @@ static hs_engine_t make_engine(const char *kind)
 static void no_device_behaviour(void **state)
 {
     (void)state;
-    int n = hs_engine_cuda_device_count();
+    const struct hs_engine_kind *k = hs_engine_kind_find("cuda");
+    assert_non_null(k);
+    int n = hs_engine_kind_devices(k);
     assert_true(n >= 0);
-    int nk = 0;
-    const char *const *kinds = hs_engine_kinds_built(&nk);
-    bool built = false;
-    for (int i = 0; i < nk; i++) built |= strcmp(kinds[i], "cuda") == 0;
+    bool built = hs_engine_kind_built(k);
 #ifdef HS_HAVE_CUDA
     assert_true(built);
 #else

@@ -1,0 +1,16 @@
+/* Registry entry of the CPU engine (always built). */
+#include "engine/engine.h"
+
+static int cpu_devices(void)
+{
+    return 1; /* the host; core sets divide it among engines */
+}
+
+const struct hs_engine_kind hs__engine_kind_cpu = {
+    .name = "cpu",
+    .summary = "host CPU cores: oneDNN GEMMs + AVX-512 kernels; f32, int8 (VNNI)",
+    .dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_I8,
+    .native = HS_DTYPE_F32,
+    .device_count = cpu_devices,
+    .create = hs_engine_cpu_create,
+};
