@@ -17,6 +17,7 @@ static const struct command commands[] = {
     {"tokenize", hs_cmd_tokenize, "print token ids of texts as JSON"},
     {"devices", hs_cmd_devices, "print the engines found and their capabilities"},
     {"verify", hs_cmd_verify, "check every engine against the golden embeddings"},
+    {"quantize", hs_cmd_quantize, "find the stages an int8 lane keeps in f32; write the plan"},
     {"serve", hs_cmd_serve, "run the HTTP inference server"},
     {"config", hs_cmd_config, "print the documented default configuration, or check a file"},
 };

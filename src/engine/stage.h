@@ -90,6 +90,11 @@ enum hs_weight_role {
     HS_W_FFN_LN_G,
     HS_W_FFN_LN_B,
     HS_W_REL_BIAS, /* attn: [rel_buckets, heads], relative-position attention bias (MPNet) */
+    /* attn / ffn, optional, F32 [hidden]: per-channel divisor of the stage's input before its
+     * first linear layer is quantized (SmoothQuant: x / s times s * W is the same product, with
+     * the input's outlier channels tamed). From a quantized model folder (model/quant.h); only
+     * int8 lanes use it, f32 ignores it. */
+    HS_W_SMOOTH,
     HS_W_COUNT
 };
 

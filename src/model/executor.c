@@ -43,6 +43,25 @@ void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, h
     }
 }
 
+hs_status hs_placement_keep_f32(const struct hs_model *m, const char *stages,
+                                struct hs_placement *plan, struct hs_error *err)
+{
+    for (const char *p = stages; p && *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        size_t len = strcspn(p, ", ");
+        int found = -1;
+        for (int i = 0; i < m->n_stages && found < 0; i++)
+            if (strlen(m->stages[i].name) == len && !strncmp(m->stages[i].name, p, len)) found = i;
+        if (found < 0)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT, "model %s has no stage '%.*s'",
+                                m->name, (int)(len > 64 ? 64 : len), p);
+        plan->keep_f32[found] = true;
+        p += len;
+    }
+    return HS_STATUS_OK;
+}
+
 const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x)
 {
     return &x->opts;
@@ -140,8 +159,11 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
             }
         }
     }
-    enum hs_dtype dtype = o.dtype;
     for (int i = 0; i < m->n_stages; i++) {
+        bool keep =
+            plan->keep_f32[i] || (!o.no_quant_plan && m->quant && m->quant->dtype == o.dtype &&
+                                  i < HS_QUANT_MAX_STAGES && m->quant->keep_f32[i]);
+        enum hs_dtype dtype = keep ? HS_DTYPE_F32 : o.dtype;
         hs_status st = hs_engine_stage_prepare(x->eng[x->stage_eng[i]].engine, &m->stages[i], dtype,
                                                &x->prep[i], err);
         if (st != HS_STATUS_OK) {

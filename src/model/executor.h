@@ -14,6 +14,7 @@
 #ifndef HS_MODEL_EXECUTOR_H
 #define HS_MODEL_EXECUTOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -25,10 +26,17 @@
 struct hs_placement {
     int n_stages;                           /* must equal the model's n_stages */
     hs_engine_t engine[HS_PLAN_MAX_STAGES]; /* engine of each stage */
+    /* Per-stage precision fallback: a stage marked here computes in f32 whatever the lane's
+     * dtype (the sensitive layers of an int8 lane, chosen by `hetserve quantize`). */
+    bool keep_f32[HS_PLAN_MAX_STAGES];
 };
 
 /* Fills a plan that runs every stage on e. */
 void hs_placement_single(const struct hs_model *m, hs_engine_t e, struct hs_placement *out);
+/* Marks the stages named in a comma-separated list ("layer0.ffn,layer5.attn") to compute in
+ * f32. HS_STATUS_INVALID_INPUT naming the first unknown stage. */
+hs_status hs_placement_keep_f32(const struct hs_model *m, const char *stages,
+                                struct hs_placement *plan, struct hs_error *err);
 /* Layer split: embed and layers [0, n_first) on a, the rest (and pool/normalize) on b. */
 void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, hs_engine_t b,
                          struct hs_placement *out);
@@ -39,6 +47,9 @@ struct hs_executor_opts {
     int seq_max;         /* longest sequence (default the model's max_seq_len) */
     int slots;           /* concurrent batches (default 1) */
     enum hs_dtype dtype; /* compute dtype requested from engines (default F32) */
+    /* false (default): when the model has a quantization plan for dtype (model/quant.h), its
+     * stages marked keep_f32 compute in f32; true: only the placement's keep_f32 counts */
+    bool no_quant_plan;
 };
 
 /* Timings of one batch, nanoseconds. */

@@ -248,6 +248,22 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
 
     if ((s = hs_safetensors_open(L.st_path, &m->weights, err))) goto fail;
     if ((s = build_stages(&L))) goto fail;
+    {
+        struct hs_quant_plan plan;
+        hs_status qs = hs_quant_load(m, dir, &plan, err);
+        if (qs == HS_STATUS_OK) {
+            m->quant = hs_malloc(sizeof *m->quant);
+            if (!m->quant) {
+                s = hs_error_set(err, HS_STATUS_NO_MEMORY, "model: out of memory");
+                goto fail;
+            }
+            *m->quant = plan;
+        } else if (qs != HS_STATUS_NOT_FOUND) {
+            s = qs;
+            goto fail;
+        }
+        if ((s = hs_quant_attach_smoothing(m, dir, err))) goto fail;
+    }
 
     *out = m;
     return HS_STATUS_OK;
@@ -260,6 +276,8 @@ void hs_model_free(struct hs_model *m)
 {
     if (!m) return;
     hs_free(m->stages);
+    hs_free(m->quant);
+    hs_safetensors_close(m->quant_weights);
     hs_safetensors_close(m->weights);
     if (m->tokenizer) hs_tokenizer_free(m->tokenizer);
     hs_free(m->name);

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "engine/stage.h"
 #include "model/config.h"
+#include "model/quant.h"
 #include "model/tokenizer.h"
 
 struct hs_model {
@@ -22,8 +23,10 @@ struct hs_model {
     struct hs_model_config config;
     struct hs_tokenizer *tokenizer;
     struct hs_safetensors *weights;
-    int n_stages;            /* 1 + 2 * layers + 2 */
-    struct hs_stage *stages; /* embed, layer0.attn, layer0.ffn, ..., pool, normalize */
+    int n_stages;                         /* 1 + 2 * layers + 2 */
+    struct hs_stage *stages;              /* embed, layer0.attn, layer0.ffn, ..., pool, normalize */
+    struct hs_quant_plan *quant;          /* the folder's quant.json (model/quant.h), or NULL */
+    struct hs_safetensors *quant_weights; /* its quant.safetensors (smoothing), or NULL */
 };
 
 hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err);

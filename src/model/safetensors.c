@@ -378,3 +378,43 @@ hs_status hs_safetensors_get(const struct hs_safetensors *st, const char *name,
     }
     return hs_error_set(err, HS_STATUS_NOT_FOUND, "%s: no tensor named '%s'", st->label, name);
 }
+
+hs_status hs_safetensors_write(const char *path, const char *const *names,
+                               const struct hs_tensor *tensors, int n, struct hs_error *err)
+{
+    json_t *hdr = json_object();
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const struct hs_tensor *t = &tensors[i];
+        json_t *shape = json_array();
+        for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+        const uint64_t bytes = (uint64_t)hs_tensor_numel(t) * hs_dtype_size(t->dtype);
+        json_object_set_new(hdr, names[i],
+                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", hs_dtype_name(t->dtype),
+                                      "shape", shape, "data_offsets", (json_int_t)off,
+                                      (json_int_t)(off + bytes)));
+        off += bytes;
+    }
+    char *text = json_dumps(hdr, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(hdr);
+    if (!text) return hs_error_set(err, HS_STATUS_NO_MEMORY, "safetensors: header");
+    size_t len = strlen(text), padded = (len + 7) & ~(size_t)7;
+    FILE *f = fopen(path, "wb");
+    hs_status s = HS_STATUS_OK;
+    if (!f) {
+        free(text);
+        return hs_error_set(err, HS_STATUS_IO, "cannot write %s", path);
+    }
+    unsigned char le[8];
+    for (int b = 0; b < 8; b++) le[b] = (unsigned char)((uint64_t)padded >> (8 * b));
+    int ok = fwrite(le, 1, 8, f) == 8 && fwrite(text, 1, len, f) == len;
+    for (size_t p = len; ok && p < padded; p++) ok = fputc(' ', f) != EOF;
+    for (int i = 0; ok && i < n; i++) {
+        size_t bytes = (size_t)hs_tensor_numel(&tensors[i]) * hs_dtype_size(tensors[i].dtype);
+        ok = fwrite(tensors[i].data, 1, bytes, f) == bytes;
+    }
+    if (fclose(f) != 0) ok = 0;
+    free(text);
+    if (!ok) s = hs_error_set(err, HS_STATUS_IO, "cannot write %s", path);
+    return s;
+}

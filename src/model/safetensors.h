@@ -36,4 +36,9 @@ const char *hs_safetensors_name(const struct hs_safetensors *st, int i);
 hs_status hs_safetensors_get(const struct hs_safetensors *st, const char *name,
                              struct hs_tensor *out, struct hs_error *err);
 
+/* Writes n tensors (names[i], tensors[i]: dtype, shape and data) to path as a safetensors file,
+ * data in the given order, 8-byte aligned header. HS_STATUS_IO when it cannot be written. */
+hs_status hs_safetensors_write(const char *path, const char *const *names,
+                               const struct hs_tensor *tensors, int n, struct hs_error *err);
+
 #endif

@@ -53,6 +53,7 @@ struct hs_verify_tolerance {
 };
 
 /* Declared defaults: F32 min and mean >= 0.99999; F16 mean >= 0.9999, min >= 0.999;
+ * I8 mean >= 0.998, min >= 0.99;
  * BF16 mean >= 0.999, min >= 0.99; anything else mean >= 0.99, min >= 0.95. */
 void hs_verify_default_tolerance(enum hs_dtype dtype, struct hs_verify_tolerance *out);
 

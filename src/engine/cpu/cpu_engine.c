@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/qlinear.h"
 #include "engine/engine.h"
 
 struct cpu_ctx {
@@ -25,10 +26,17 @@ struct cpu_ctx {
     char device[128];
 };
 
-/* Weights of one stage, fp32, resident for the engine's lifetime. Tensors already in fp32 are
- * used in place (they live in the model's read-only mapping); others are converted once. */
+/* The linear layers of attention and FFN stages, in the order stage_slice runs them. */
+enum { QL_QKV, QL_ATTN_OUT, QL_FFN_IN, QL_FFN_OUT, QL_COUNT };
+
+/* Weights of one stage, resident for the engine's lifetime. fp32 tensors are used in place
+ * (they live in the model's read-only mapping); others are converted once. A stage prepared in
+ * int8 or bf16 also holds its linear layers packed in that dtype (qlinear.h); everything else
+ * in the stage still computes in fp32. */
 struct cpu_prep {
     enum hs_stage_kind kind;
+    enum hs_dtype dtype;               /* F32, I8 or BF16 */
+    struct hs_ql_weights ql[QL_COUNT]; /* dtype I8 / BF16 attention and FFN stages */
     float *w[HS_W_COUNT];
     float *qkv_w; /* [3H, H]: q, k, v stacked so one GEMM computes all three */
     float *qkv_b; /* [3H] */
@@ -53,6 +61,12 @@ struct cpu_ws {
     float *scratch;
     float *pad; /* threads * 8 * max(H, I): tail rows of the small-M GEMM */
     int scratch_threads;
+    /* int8 / bf16 linear layers: the primitive cache (one slot per thread) and the quantized
+     * source, per-row scales and accumulators, each with HS_QL_ROW_PAD spare rows per thread */
+    struct hs_ql_cache *ql;
+    void *ql_src;
+    float *ql_sx;
+    int32_t *ql_acc;
 };
 
 static void cpu_destroy(void *ctx)
@@ -90,6 +104,8 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
     out->mem_bytes = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
     out->dtypes = 1u << HS_DTYPE_F32;
+    if (hs__ql_dtype_fast(HS_DTYPE_I8)) out->dtypes |= 1u << HS_DTYPE_I8;
+    if (hs__ql_dtype_fast(HS_DTYPE_BF16)) out->dtypes |= 1u << HS_DTYPE_BF16;
     out->stages = (1u << HS_STAGE_COUNT) - 1;
     const dnnl_version_t *v = dnnl_version();
     snprintf(out->gemm, sizeof out->gemm, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
@@ -116,6 +132,7 @@ static void cpu_stage_release(void *ctx, void *vprep)
     struct cpu_prep *p = vprep;
     if (!p) return;
     for (int i = 0; i < p->n_owned; i++) hs_free_aligned(p->owned[i]);
+    for (int i = 0; i < QL_COUNT; i++) hs__ql_weights_free(&p->ql[i]);
     hs_free(p);
 }
 
@@ -125,6 +142,7 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
     struct cpu_prep *p = hs_calloc(1, sizeof *p);
     if (!p) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
     p->kind = st->kind;
+    p->dtype = dtype;
     for (int r = 0; r < HS_W_COUNT; r++) {
         if (!st->w[r].data) continue;
         if (st->kind == HS_STAGE_ATTN &&
@@ -189,7 +207,42 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         }
     }
     struct cpu_ctx *c = ctx;
-    if (c->small_rows > 0 && (st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN)) {
+    const bool linear_stage = st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN;
+    if (linear_stage && (dtype == HS_DTYPE_I8 || dtype == HS_DTYPE_BF16)) {
+        const int h = st->dims->hidden, inter = st->dims->intermediate;
+        const float *src[2];
+        int n[2], k[2], first;
+        if (st->kind == HS_STAGE_ATTN) {
+            first = QL_QKV;
+            src[0] = p->qkv_w, n[0] = 3 * h, k[0] = h;
+            src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
+        } else {
+            first = QL_FFN_IN;
+            src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
+        }
+        for (int i = 0; i < 2; i++) {
+            /* the smoothing divisors tame the stage input, which only the first layer reads */
+            const float *smooth = i == 0 && dtype == HS_DTYPE_I8 ? p->w[HS_W_SMOOTH] : NULL;
+            if (smooth && hs_tensor_numel(&st->w[HS_W_SMOOTH]) != k[0]) {
+                cpu_stage_release(ctx, p);
+                return hs_error_set(err, HS_STATUS_CORRUPT,
+                                    "cpu: %s: smoothing of %lld values, "
+                                    "expected %d",
+                                    st->name, (long long)hs_tensor_numel(&st->w[HS_W_SMOOTH]),
+                                    k[0]);
+            }
+            hs_status qs =
+                hs__ql_weights_make(dtype, src[i], n[i], k[i], smooth, &p->ql[first + i], err);
+            if (qs) {
+                cpu_stage_release(ctx, p);
+                return qs;
+            }
+        }
+        *out = p;
+        return HS_STATUS_OK;
+    }
+    if (c->small_rows > 0 && linear_stage) {
         const int h = st->dims->hidden, inter = st->dims->intermediate;
         float **dst[2];
         const float *src[2];
@@ -229,6 +282,10 @@ static void cpu_ws_destroy(void *ctx, void *vws)
     hs_free_aligned(w->pooled);
     hs_free_aligned(w->scratch);
     hs_free_aligned(w->pad);
+    hs__ql_cache_free(w->ql);
+    hs_free_aligned(w->ql_src);
+    hs_free_aligned(w->ql_sx);
+    hs_free_aligned(w->ql_acc);
     hs_free(w);
 }
 
@@ -259,8 +316,23 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
             sizeof(float),
         64);
     w->pad = hs_malloc_aligned((size_t)c->threads * 8 * wide * sizeof(float), 64);
-    if (!w->ids || !w->type_ids || !w->pos_ids || !w->offsets || !w->hidden || !w->qkv || !w->tmp ||
-        !w->tmp2 || !w->pooled || !w->scratch || !w->pad) {
+    {
+        /* int8 / bf16 layers: made for every workspace (a workspace does not know its stages'
+         * dtypes); the cache itself stays empty until a reduced-precision stage runs */
+        const int rows = spec->tokens_max + c->threads * HS_QL_ROW_PAD;
+        const size_t widest = 3 * H > I ? 3 * H : I;
+        hs_status qs = hs__ql_cache_create(c->threads, &w->ql, err);
+        if (qs) {
+            cpu_ws_destroy(vctx, w);
+            return qs;
+        }
+        w->ql_src = hs_malloc_aligned((size_t)hs__ql_src_bytes(rows, (int)wide), 64);
+        w->ql_sx = hs_malloc_aligned(sizeof(float) * (size_t)rows, 64);
+        w->ql_acc = hs_malloc_aligned(sizeof(int32_t) * (size_t)rows * widest, 64);
+    }
+    if (!w->ql_src || !w->ql_sx || !w->ql_acc || !w->ids || !w->type_ids || !w->pos_ids ||
+        !w->offsets || !w->hidden || !w->qkv || !w->tmp || !w->tmp2 || !w->pooled || !w->scratch ||
+        !w->pad) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -354,11 +426,35 @@ static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *
     return HS_STATUS_OK;
 }
 
-/* Few tokens: the packed small-M kernel; otherwise oneDNN's sgemm. Same math either way. */
-static int linear(const struct cpu_ctx *c, float *pad, const float *x, const float *wt,
-                  const float *packed, const float *bias, float *y, int rows, int n, int k, int act,
-                  int nt)
+/* Where a stage slice's linear layers run: its thread slot and the first row of its share of
+ * the reduced-precision buffers. */
+struct slice_ctx {
+    struct cpu_ws *w;
+    const struct cpu_prep *p;
+    int slot;
+    int row_base;
+    struct hs_error *err;
+};
+
+/* int8 / bf16: the quantized layer (qlinear.h). fp32: few tokens take the packed small-M
+ * kernel, otherwise oneDNN's sgemm; same math either way. */
+static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which, float *pad,
+                  const float *x, const float *wt, const float *packed, const float *bias, float *y,
+                  int rows, int n, int k, int act, int nt)
 {
+    if (sc->p->dtype == HS_DTYPE_I8 || sc->p->dtype == HS_DTYPE_BF16) {
+        struct cpu_ws *w = sc->w;
+        const struct hs_ql_weights *q = &sc->p->ql[which];
+        const size_t widest =
+            (size_t)(3 * w->dims.hidden > w->dims.intermediate ? 3 * w->dims.hidden
+                                                               : w->dims.intermediate);
+        const size_t wide =
+            (size_t)(w->dims.intermediate > w->dims.hidden ? w->dims.intermediate : w->dims.hidden);
+        const size_t r0 = (size_t)sc->row_base;
+        return hs__ql_run(w->ql, sc->slot, q, x, bias, y, rows, act, nt,
+                          (char *)w->ql_src + r0 * wide * 2, w->ql_sx + r0, w->ql_acc + r0 * widest,
+                          sc->err);
+    }
     if (packed && rows <= c->small_rows) {
         hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, nt, pad);
         return 0;
@@ -369,11 +465,13 @@ static int linear(const struct cpu_ctx *c, float *pad, const float *x, const flo
 /* Runs one stage on sequences [sb, se) of the batch with nt threads. pad and scratch are this
  * caller's share of the workspace's scratch buffers. */
 static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
-                       enum hs_stage_kind kind, int sb, int se, int nt, float *pad, float *scratch)
+                       enum hs_stage_kind kind, int sb, int se, int nt, int slot, float *pad,
+                       float *scratch, struct hs_error *err)
 {
     const struct hs_encoder_dims *d = &w->dims;
     const int H = d->hidden, I = d->intermediate;
     const int t0 = w->offsets[sb], T = w->offsets[se] - t0;
+    const struct slice_ctx sc = {w, p, slot, t0 + slot * HS_QL_ROW_PAD, err};
     const size_t ro = (size_t)t0 * H; /* row offset of the slice in [tokens, H] buffers */
     float *hidden = w->hidden + ro, *tmp2 = w->tmp2 + ro;
     switch (kind) {
@@ -384,12 +482,14 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
         return 0;
     case HS_STAGE_ATTN: {
         float *qkv = w->qkv + (size_t)t0 * 3 * H, *ctx = w->tmp + ro;
-        if (linear(c, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H, -1, nt))
+        if (linear(c, &sc, QL_QKV, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H,
+                   -1, nt))
             return -1;
         /* attention indexes tokens by the batch's absolute offsets */
         hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim, scratch,
                           w->spec.seq_max, nt, p->rel, p->rel_span);
-        if (linear(c, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T, H, H, -1, nt))
+        if (linear(c, &sc, QL_ATTN_OUT, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T,
+                   H, H, -1, nt))
             return -1;
         hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
                             p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
@@ -397,11 +497,11 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
     }
     case HS_STAGE_FFN: {
         float *inter = w->tmp + (size_t)t0 * I;
-        if (linear(c, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in, p->w[HS_W_FFN_IN_B], inter, T,
-                   I, H, (int)d->act, nt))
+        if (linear(c, &sc, QL_FFN_IN, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in,
+                   p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt))
             return -1;
-        if (linear(c, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL, tmp2, T, H, I, -1,
-                   nt))
+        if (linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL,
+                   tmp2, T, H, I, -1, nt))
             return -1;
         hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
                             p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
@@ -450,11 +550,12 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
             while (se < w->n_seqs && (int64_t)w->offsets[se] * n < T * (tid + 1)) se++;
             if (tid == n - 1) se = w->n_seqs;
             if (se > sb)
-                failed |= stage_slice(c, w, p, st->kind, sb, se, 1, w->pad + pad_per * tid,
-                                      w->scratch + attn_per * tid) != 0;
+                failed |= stage_slice(c, w, p, st->kind, sb, se, 1, tid, w->pad + pad_per * tid,
+                                      w->scratch + attn_per * tid, NULL) != 0;
         }
     } else {
-        failed = stage_slice(c, w, p, st->kind, 0, w->n_seqs, nt, w->pad, w->scratch) != 0;
+        failed = stage_slice(c, w, p, st->kind, 0, w->n_seqs, nt, 0, w->pad, w->scratch, err) != 0;
+        if (failed && err && err->status) return err->status;
     }
     if (failed) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
     return HS_STATUS_OK;

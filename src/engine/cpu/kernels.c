@@ -84,6 +84,11 @@ static void bias_act_row(float *y, const float *bias, int n, int act)
     if (act >= 0) act_rows(y, n, (enum hs_act_fn)act);
 }
 
+void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act)
+{
+    bias_act_row(y, bias, n, act);
+}
+
 int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, int rows, int n,
                    int k, int act, int threads)
 {

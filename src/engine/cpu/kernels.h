@@ -15,6 +15,9 @@
 int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, int rows, int n,
                    int k, int act, int threads);
 
+/* y[j] += bias[j] (bias may be NULL), then the activation when act >= 0, over one row. */
+void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
+
 /* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias may be NULL. */
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);

@@ -8,8 +8,9 @@ static int cpu_devices(void)
 
 const struct hs_engine_kind hs__engine_kind_cpu = {
     .name = "cpu",
-    .summary = "host CPU cores: oneDNN GEMMs + AVX-512 kernels; f32, int8 (VNNI)",
-    .dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_I8,
+    .summary = "host CPU cores: oneDNN GEMMs + AVX-512 kernels; f32, int8 and bf16 (AMX / AVX-512 "
+               "VNNI, BF16)",
+    .dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_I8 | 1u << HS_DTYPE_BF16,
     .native = HS_DTYPE_F32,
     .device_count = cpu_devices,
     .create = hs_engine_cpu_create,

@@ -1,0 +1,438 @@
+/* Reduced-precision linear layers (int8, bf16) on oneDNN's matmul primitive: see qlinear.h. */
+#include "engine/cpu/qlinear.h"
+
+#include <dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/cpu/kernels.h"
+
+#define HS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* One oneDNN CPU engine for the process: it carries no state beyond the device. */
+static dnnl_engine_t g_engine;
+static dnnl_status_t g_engine_status = dnnl_runtime_error;
+static pthread_once_t g_engine_once = PTHREAD_ONCE_INIT;
+
+static void engine_init(void)
+{
+    g_engine_status = dnnl_engine_create(&g_engine, dnnl_cpu, 0);
+}
+
+static dnnl_engine_t cpu_engine(void)
+{
+    pthread_once(&g_engine_once, engine_init);
+    return g_engine_status == dnnl_success ? g_engine : NULL;
+}
+
+int hs__ql_dtype_fast(enum hs_dtype dtype)
+{
+    __builtin_cpu_init();
+    /* AMX implies the AVX-512 paths below; the checks name what oneDNN's kernels need. */
+    if (dtype == HS_DTYPE_I8) return __builtin_cpu_supports("avx512vnni");
+    if (dtype == HS_DTYPE_BF16) return __builtin_cpu_supports("avx512bf16");
+    return 0;
+}
+
+static dnnl_data_type_t src_type(enum hs_dtype d)
+{
+    return d == HS_DTYPE_I8 ? dnnl_s8 : dnnl_bf16;
+}
+
+static dnnl_data_type_t acc_type(enum hs_dtype d)
+{
+    return d == HS_DTYPE_I8 ? dnnl_s32 : dnnl_f32;
+}
+
+/* Rows a primitive is made for: few buckets, each at most HS_QL_ROW_PAD - 1 rows too many. */
+static int row_bucket(int rows)
+{
+    if (rows <= 16) return 16;
+    if (rows <= 256) return (rows + 15) & ~15;
+    if (rows <= 2048) return (rows + 63) & ~63;
+    return (rows + 255) & ~255;
+}
+
+int64_t hs__ql_src_bytes(int rows, int k)
+{
+    return ((int64_t)rows + HS_QL_ROW_PAD) * k * 2; /* bf16 is the wider of the two */
+}
+
+/* The matmul's descriptor for mb rows; weights_md NULL = let oneDNN choose the layout. */
+static dnnl_status_t make_pd(enum hs_dtype dtype, int mb, int n, int k,
+                             const dnnl_memory_desc_t *weights_md, dnnl_primitive_desc_t *pd)
+{
+    dnnl_memory_desc_t smd, wmd, dmd;
+    dnnl_dims_t sd = {mb, k}, wd = {k, n}, dd = {mb, n};
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&smd, 2, sd, src_type(dtype), dnnl_ab);
+    if (s == dnnl_success) {
+        if (weights_md)
+            wmd = *weights_md;
+        else
+            s = dnnl_memory_desc_init_by_tag(&wmd, 2, wd, src_type(dtype), dnnl_format_tag_any);
+    }
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, acc_type(dtype), dnnl_ab);
+    dnnl_matmul_desc_t md;
+    if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &smd, &wmd, NULL, &dmd);
+    dnnl_primitive_attr_t attr = NULL;
+    if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
+    /* each (primitive, thread slot) gets its own scratchpad: concurrent use stays safe */
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &md, attr, cpu_engine(), NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return s;
+}
+
+static inline uint16_t to_bf16(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    b += 0x7fffu + ((b >> 16) & 1u); /* round to nearest even (inputs are finite) */
+    return (uint16_t)(b >> 16);
+}
+
+hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
+                              const float *smooth, struct hs_ql_weights *out,
+                              struct hs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (dtype != HS_DTYPE_I8 && dtype != HS_DTYPE_BF16)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cpu: no %s linear layers",
+                            hs_compute_dtype_name(dtype));
+    if (!cpu_engine()) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN engine unavailable");
+    out->dtype = dtype;
+    out->n = n;
+    out->k = k;
+    const size_t esz = dtype == HS_DTYPE_I8 ? 1 : 2;
+    void *plain = hs_malloc_aligned((size_t)n * (size_t)k * esz, 64);
+    if (!plain) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
+    if (dtype == HS_DTYPE_I8) {
+        out->scale = hs_malloc_aligned(sizeof(float) * (size_t)n, 64);
+        if (!out->scale) {
+            hs_free_aligned(plain);
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (scales)");
+        }
+        if (smooth) {
+            out->inv_smooth = hs_malloc_aligned(sizeof(float) * (size_t)k, 64);
+            if (!out->inv_smooth) {
+                hs_free_aligned(plain);
+                hs__ql_weights_free(out);
+                return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (smoothing)");
+            }
+            for (int i = 0; i < k; i++) {
+                if (!(smooth[i] > 0.0f) || smooth[i] > 1e30f) {
+                    hs_free_aligned(plain);
+                    hs__ql_weights_free(out);
+                    return hs_error_set(err, HS_STATUS_CORRUPT,
+                                        "cpu: smoothing factor %d is %g (must be > 0)", i,
+                                        (double)smooth[i]);
+                }
+                out->inv_smooth[i] = 1.0f / smooth[i];
+            }
+        }
+        float *row = hs_malloc(sizeof(float) * (size_t)k);
+        if (!row) {
+            hs_free_aligned(plain);
+            hs__ql_weights_free(out);
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
+        }
+        int8_t *q = plain;
+        for (int j = 0; j < n; j++) {
+            for (int i = 0; i < k; i++) row[i] = w[(size_t)j * k + i] * (smooth ? smooth[i] : 1.0f);
+            float amax = 0.0f;
+            for (int i = 0; i < k; i++) amax = row[i] > amax ? row[i] : (-row[i] > amax ? -row[i] : amax);
+            const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+            out->scale[j] = s;
+            for (int i = 0; i < k; i++) {
+                float v = row[i] / s;
+                int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+                q[(size_t)j * k + i] = (int8_t)(r > 127 ? 127 : (r < -127 ? -127 : r));
+            }
+        }
+        hs_free(row);
+    } else {
+        uint16_t *b = plain;
+        for (size_t i = 0; i < (size_t)n * (size_t)k; i++) b[i] = to_bf16(w[i]);
+    }
+    /* Learn the packed layout from a representative primitive, then reorder into it. */
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_memory_desc_t user_md;
+    dnnl_dims_t wd = {k, n};
+    dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &pd);
+    const dnnl_memory_desc_t *packed_md = s == dnnl_success
+                                              ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0)
+                                              : NULL;
+    if (s == dnnl_success && !packed_md) s = dnnl_runtime_error;
+    if (s == dnnl_success) {
+        out->md = hs_malloc(sizeof(dnnl_memory_desc_t));
+        out->packed = hs_malloc_aligned(dnnl_memory_desc_get_size(packed_md) + 64, 64);
+        if (!out->md || !out->packed) s = dnnl_out_of_memory;
+        else memcpy(out->md, packed_md, sizeof(dnnl_memory_desc_t));
+    }
+    /* [n, k] row-major is the {k, n} matrix in "ba" order */
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, src_type(dtype), dnnl_ba);
+    if (s == dnnl_success) s = dnnl_memory_create(&from, &user_md, cpu_engine(), plain);
+    if (s == dnnl_success) s = dnnl_memory_create(&to, out->md, cpu_engine(), out->packed);
+    if (s == dnnl_success)
+        s = dnnl_reorder_primitive_desc_create(&rpd, &user_md, cpu_engine(), out->md, cpu_engine(), NULL);
+    if (s == dnnl_success) s = dnnl_primitive_create(&reorder, rpd);
+    if (s == dnnl_success) s = dnnl_stream_create(&stream, cpu_engine(), dnnl_stream_default_flags);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        s = dnnl_primitive_execute(reorder, stream, 2, args);
+        if (s == dnnl_success) s = dnnl_stream_wait(stream);
+    }
+    if (stream) dnnl_stream_destroy(stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    hs_free_aligned(plain);
+    if (s != dnnl_success) {
+        hs__ql_weights_free(out);
+        return hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot pack %s weights %dx%d (%d)",
+                            hs_compute_dtype_name(dtype), n, k, (int)s);
+    }
+    return HS_STATUS_OK;
+}
+
+void hs__ql_weights_free(struct hs_ql_weights *w)
+{
+    if (!w) return;
+    hs_free_aligned(w->packed);
+    hs_free_aligned(w->scale);
+    hs_free_aligned(w->inv_smooth);
+    hs_free(w->md);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- the per-workspace primitive cache ---- */
+
+struct ql_slot {
+    dnnl_memory_t src, wei, dst, scratch;
+    void *scratch_buf;
+};
+
+struct ql_entry {
+    enum hs_dtype dtype;
+    int n, k, mb;
+    dnnl_primitive_t prim;
+    struct ql_slot *slot; /* [slots] */
+};
+
+struct hs_ql_cache {
+    pthread_mutex_t lock; /* guards the entry list; a slot's resources are its thread's alone */
+    int slots;
+    dnnl_stream_t *stream; /* [slots] */
+    int n, cap;
+    struct ql_entry **entries;
+};
+
+hs_status hs__ql_cache_create(int slots, struct hs_ql_cache **out, struct hs_error *err)
+{
+    *out = NULL;
+    if (!cpu_engine()) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN engine unavailable");
+    struct hs_ql_cache *c = hs_calloc(1, sizeof *c);
+    if (!c) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    c->slots = slots < 1 ? 1 : slots;
+    c->stream = hs_calloc((size_t)c->slots, sizeof *c->stream);
+    if (!c->stream) {
+        hs__ql_cache_free(c);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+    }
+    for (int i = 0; i < c->slots; i++)
+        if (dnnl_stream_create(&c->stream[i], cpu_engine(), dnnl_stream_default_flags)) {
+            hs__ql_cache_free(c);
+            return hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN stream");
+        }
+    *out = c;
+    return HS_STATUS_OK;
+}
+
+static void entry_free(struct ql_entry *e, int slots)
+{
+    if (!e) return;
+    for (int i = 0; e->slot && i < slots; i++) {
+        struct ql_slot *s = &e->slot[i];
+        if (s->src) dnnl_memory_destroy(s->src);
+        if (s->wei) dnnl_memory_destroy(s->wei);
+        if (s->dst) dnnl_memory_destroy(s->dst);
+        if (s->scratch) dnnl_memory_destroy(s->scratch);
+        hs_free_aligned(s->scratch_buf);
+    }
+    hs_free(e->slot);
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    hs_free(e);
+}
+
+void hs__ql_cache_free(struct hs_ql_cache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) entry_free(c->entries[i], c->slots);
+    hs_free(c->entries);
+    for (int i = 0; c->stream && i < c->slots; i++)
+        if (c->stream[i]) dnnl_stream_destroy(c->stream[i]);
+    hs_free(c->stream);
+    pthread_mutex_destroy(&c->lock);
+    hs_free(c);
+}
+
+/* Makes the primitive for (w's dtype and shape, mb rows) with memory objects for every slot. */
+static struct ql_entry *entry_make(const struct hs_ql_cache *c, const struct hs_ql_weights *w,
+                                   int mb)
+{
+    struct ql_entry *e = hs_calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->dtype = w->dtype;
+    e->n = w->n;
+    e->k = w->k;
+    e->mb = mb;
+    e->slot = hs_calloc((size_t)c->slots, sizeof *e->slot);
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = e->slot ? make_pd(w->dtype, mb, w->n, w->k, w->md, &pd) : dnnl_out_of_memory;
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    for (int i = 0; s == dnnl_success && i < c->slots; i++) {
+        struct ql_slot *sl = &e->slot[i];
+        const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        const dnnl_memory_desc_t *dmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        const dnnl_memory_desc_t *pmd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        s = dnnl_memory_create(&sl->src, smd, cpu_engine(), DNNL_MEMORY_NONE);
+        if (s == dnnl_success) s = dnnl_memory_create(&sl->wei, w->md, cpu_engine(), DNNL_MEMORY_NONE);
+        if (s == dnnl_success) s = dnnl_memory_create(&sl->dst, dmd, cpu_engine(), DNNL_MEMORY_NONE);
+        const size_t sp = pmd ? dnnl_memory_desc_get_size(pmd) : 0;
+        if (s == dnnl_success && sp > 0) {
+            sl->scratch_buf = hs_malloc_aligned(sp, 64);
+            if (!sl->scratch_buf) s = dnnl_out_of_memory;
+            if (s == dnnl_success) s = dnnl_memory_create(&sl->scratch, pmd, cpu_engine(), sl->scratch_buf);
+        }
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) {
+        entry_free(e, c->slots);
+        return NULL;
+    }
+    return e;
+}
+
+static struct ql_entry *lookup(struct hs_ql_cache *c, const struct hs_ql_weights *w, int mb)
+{
+    pthread_mutex_lock(&c->lock);
+    struct ql_entry *found = NULL;
+    for (int i = 0; i < c->n && !found; i++) {
+        struct ql_entry *e = c->entries[i];
+        if (e->mb == mb && e->n == w->n && e->k == w->k && e->dtype == w->dtype) found = e;
+    }
+    if (!found && (c->n < c->cap || (c->entries = hs_realloc(c->entries, sizeof *c->entries *
+                                                                      (size_t)(c->cap = c->cap * 2 + 16))))) {
+        found = entry_make(c, w, mb);
+        if (found) c->entries[c->n++] = found;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return found;
+}
+
+/* x row (times mul, when given) -> int8 with a per-row scale; returns the scale (0 for an
+ * all-zero row). */
+HS_CLONES
+static float quant_row(const float *x, const float *mul, int8_t *q, int k, float *tmp)
+{
+    if (mul) {
+        for (int i = 0; i < k; i++) tmp[i] = x[i] * mul[i];
+        x = tmp;
+    }
+    float amax = 0.0f;
+    for (int i = 0; i < k; i++) {
+        float a = x[i] < 0.0f ? -x[i] : x[i];
+        amax = a > amax ? a : amax;
+    }
+    if (amax == 0.0f) {
+        memset(q, 0, (size_t)k);
+        return 0.0f;
+    }
+    const float inv = 127.0f / amax;
+    for (int i = 0; i < k; i++) {
+        float v = x[i] * inv;
+        q[i] = (int8_t)(int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+    }
+    return amax / 127.0f;
+}
+
+HS_CLONES
+static void bf16_row(const float *x, uint16_t *b, int k)
+{
+    for (int i = 0; i < k; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        b[i] = (uint16_t)(u >> 16);
+    }
+}
+
+HS_CLONES
+static void dequant_row(const int32_t *acc, const float *sw, float sx, float *y, int n)
+{
+    for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sx * sw[j]);
+}
+
+int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
+               const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
+               int32_t *acc, struct hs_error *err)
+{
+    const int n = w->n, k = w->k, mb = row_bucket(rows);
+    if (slot < 0 || slot >= c->slots) {
+        hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear slot %d of %d", slot, c->slots);
+        return -1;
+    }
+    struct ql_entry *e = lookup(c, w, mb);
+    if (!e) {
+        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot make a %s %dx%dx%d matmul",
+                     hs_compute_dtype_name(w->dtype), mb, n, k);
+        return -1;
+    }
+    const int i8 = w->dtype == HS_DTYPE_I8;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int r = 0; r < rows; r++) {
+        if (i8) {
+            float tmp[k > 0 && w->inv_smooth ? k : 1];
+            sx[r] = quant_row(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k,
+                              tmp);
+        }
+        else
+            bf16_row(x + (size_t)r * k, (uint16_t *)qsrc + (size_t)r * k, k);
+    }
+    struct ql_slot *sl = &e->slot[slot];
+    dnnl_stream_t st = c->stream[slot];
+    dnnl_status_t s = dnnl_memory_set_data_handle_v2(sl->src, qsrc, st);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle_v2(sl->wei, w->packed, st);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle_v2(sl->dst, acc, st);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->src},
+                                   {DNNL_ARG_WEIGHTS, sl->wei},
+                                   {DNNL_ARG_DST, sl->dst},
+                                   {DNNL_ARG_SCRATCHPAD, sl->scratch}};
+        s = dnnl_primitive_execute(e->prim, st, sl->scratch ? 4 : 3, args);
+        if (s == dnnl_success) s = dnnl_stream_wait(st);
+    }
+    if (s != dnnl_success) {
+        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN %s matmul failed (%d)",
+                     hs_compute_dtype_name(w->dtype), (int)s);
+        return -1;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * n;
+        if (i8)
+            dequant_row(acc + (size_t)r * n, w->scale, sx[r], yr, n);
+        else
+            memcpy(yr, (const float *)acc + (size_t)r * n, sizeof(float) * (size_t)n);
+        hs__cpu_bias_act_row(yr, bias, n, act);
+    }
+    return 0;
+}

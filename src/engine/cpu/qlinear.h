@@ -1,0 +1,70 @@
+/* hetserve — reduced-precision linear layers of the CPU engine (int8, bf16). Internal to
+ * engine/cpu.
+ *
+ * y[rows, n] = x[rows, k] * W[n, k]^T + bias, then an activation, with the GEMM in int8 or bf16
+ * through oneDNN's matmul primitive (AMX tiles where the CPU has them, AVX-512 VNNI / BF16
+ * otherwise) and everything around it in fp32:
+ *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127); each
+ *         row of x is quantized when the layer runs, symmetric per token (sx[i] = max|x[i,:]| /
+ *         127), so a sequence's result never depends on the rest of its batch; the s32
+ *         accumulator is scaled back by sx[i] * sw[j] in the epilogue, fused with bias and
+ *         activation.
+ *   bf16: W is rounded to bf16 once; x is rounded per call; fp32 accumulation and output.
+ *
+ * Weights are packed once, at stage prepare, into the blocked layout the primitive wants
+ * (the layout does not depend on the number of rows). Primitives depend on the row count: each
+ * workspace keeps a cache of them keyed by (dtype, n, k, rows rounded up to a bucket), made
+ * on first use of a bucket and kept for the workspace's life. Rows past `rows` inside a bucket
+ * are computed and ignored: callers give source and accumulator buffers with HS_QL_ROW_PAD
+ * spare rows.
+ */
+#ifndef HS_ENGINE_CPU_QLINEAR_H
+#define HS_ENGINE_CPU_QLINEAR_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+/* Spare rows a caller's buffers need past the rows it computes (the largest bucket rounding). */
+#define HS_QL_ROW_PAD 256
+
+/* Packed weights of one linear layer; read-only after hs__ql_weights_make. */
+struct hs_ql_weights {
+    enum hs_dtype dtype; /* HS_DTYPE_I8 or HS_DTYPE_BF16 */
+    int n, k;
+    void *packed;  /* blocked layout chosen by oneDNN */
+    float *scale;  /* int8: [n] per-channel weight scales; bf16: NULL */
+    float *inv_smooth; /* int8 with smoothing: [k] multipliers of the input before quantizing */
+    void *md;      /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
+};
+
+/* True when this CPU runs dtype's GEMMs on a fast path (int8: AVX-512 VNNI or AMX; bf16:
+ * AVX-512 BF16 or AMX). */
+int hs__ql_dtype_fast(enum hs_dtype dtype);
+
+/* Quantizes / rounds and packs w [n, k] (fp32). smooth (int8 only, may be NULL): [k] divisors
+ * of the input channels; the weights' columns are multiplied by them before quantizing. */
+hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
+                              const float *smooth, struct hs_ql_weights *out,
+                              struct hs_error *err);
+void hs__ql_weights_free(struct hs_ql_weights *w);
+
+/* A workspace's primitive cache, for up to `slots` threads running layers at once (slot =
+ * thread index inside the engine's team). */
+struct hs_ql_cache;
+hs_status hs__ql_cache_create(int slots, struct hs_ql_cache **out, struct hs_error *err);
+void hs__ql_cache_free(struct hs_ql_cache *c);
+
+/* Bytes of quantized-source scratch a layer of width k needs for `rows` rows (+ pad). */
+int64_t hs__ql_src_bytes(int rows, int k);
+
+/* Runs the layer on `rows` rows of x with nt threads, on cache slot `slot`.
+ * qsrc: >= hs__ql_src_bytes(rows, k) bytes; sx: >= rows + HS_QL_ROW_PAD floats; acc: int8:
+ * (rows + HS_QL_ROW_PAD) * n int32; bf16: unused (the primitive writes y, which must then have
+ * rows + HS_QL_ROW_PAD rows). Returns 0, or -1 when oneDNN fails (message in err). */
+int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
+               const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
+               int32_t *acc, struct hs_error *err);
+
+#endif

@@ -1,0 +1,558 @@
+/* Quantization plans: search, write, load (quant.h). */
+#include "model/quant.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "model/executor.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+double hs_cosine(const float *a, const float *b, int n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
+}
+
+static bool linear_stage(const struct hs_stage *st)
+{
+    return st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN;
+}
+
+/* Embeds texts[idx[i]] for i < n with the given per-stage f32 set (NULL: none kept). */
+static hs_status embed(const struct hs_model *m, hs_engine_t e, enum hs_dtype dtype,
+                       const bool *keep_f32, const char *const *texts, const int *idx, int n,
+                       float *out, struct hs_error *err)
+{
+    struct hs_placement plan;
+    hs_placement_single(m, e, &plan);
+    if (keep_f32) memcpy(plan.keep_f32, keep_f32, sizeof(bool) * (size_t)m->n_stages);
+    struct hs_executor_opts xo = {.batch_max = 32, .dtype = dtype, .no_quant_plan = true};
+    struct hs_executor *x = NULL;
+    hs_status s = hs_executor_create(m, &plan, &xo, &x, err);
+    if (s) return s;
+    const char **sel = hs_malloc(sizeof(char *) * (size_t)n);
+    if (!sel) {
+        hs_executor_free(x);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+    }
+    for (int i = 0; i < n; i++) sel[i] = texts[idx[i]];
+    s = hs_executor_embed_texts(x, sel, n, out, NULL, err);
+    hs_free(sel);
+    hs_executor_free(x);
+    return s;
+}
+
+/* min and mean cosine of rows of a against rows of b */
+static void compare(const float *a, const float *b, int n, int dim, double *cmin, double *cmean)
+{
+    double mn = 1.0, sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        double c = hs_cosine(a + (size_t)i * dim, b + (size_t)i * dim, dim);
+        mn = c < mn ? c : mn;
+        sum += c;
+    }
+    *cmin = mn;
+    *cmean = n ? sum / n : 1.0;
+}
+
+static void progress(const struct hs_quant_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void progress(const struct hs_quant_opts *o, const char *fmt, ...)
+{
+    if (!o->progress) return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    o->progress(o->progress_ctx, line);
+}
+
+/* ---- smoothing (SmoothQuant): per-channel input divisors from calibration ---- */
+
+static hs_status smooth_name(const struct hs_stage *st, char *buf, size_t n)
+{
+    snprintf(buf, n, "layer%d.%s.smooth", st->layer, st->kind == HS_STAGE_ATTN ? "attn" : "ffn");
+    return HS_STATUS_OK;
+}
+
+hs_status hs_quant_attach_smoothing(struct hs_model *m, const char *dir, struct hs_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/quant.safetensors", dir);
+    if (access(path, F_OK) != 0) return HS_STATUS_OK;
+    hs_status s = hs_safetensors_open(path, &m->quant_weights, err);
+    if (s) return s;
+    const int64_t H = m->config.dims.hidden;
+    for (int i = 0; i < m->n_stages; i++) {
+        struct hs_stage *st = &m->stages[i];
+        if (!linear_stage(st)) continue;
+        char name[64];
+        smooth_name(st, name, sizeof name);
+        struct hs_tensor t;
+        struct hs_error e2;
+        if (hs_safetensors_get(m->quant_weights, name, &t, &e2) != HS_STATUS_OK) continue;
+        if (t.dtype != HS_DTYPE_F32 || t.ndim != 1 || t.shape[0] != H)
+            return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s must be F32 [%lld]", path, name,
+                                (long long)H);
+        const float *v = t.data;
+        for (int64_t c = 0; c < H; c++)
+            if (!(v[c] > 0.0f) || v[c] > 1e30f)
+                return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s[%lld] is %g (must be > 0)",
+                                    path, name, (long long)c, (double)v[c]);
+        st->w[HS_W_SMOOTH] = t;
+    }
+    return HS_STATUS_OK;
+}
+
+/* amax[i * H + c]: the largest |input| of channel c seen by stage i (its input is stage i-1's
+ * hidden output), over texts[idx[0..n)], computed in f32 stage by stage on e. */
+static hs_status channel_max(const struct hs_model *m, hs_engine_t e, const char *const *texts,
+                             const int *idx, int n, float *amax, struct hs_error *err)
+{
+    const int H = m->config.dims.hidden, seq_max = m->config.max_seq_len, B = 16;
+    struct hs_ws_spec spec = {.batch_max = B, .tokens_max = B * seq_max, .seq_max = seq_max,
+                              .dims = &m->config.dims};
+    void **prep = hs_calloc((size_t)m->n_stages, sizeof(void *));
+    void *ws = NULL;
+    int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)B * seq_max);
+    int32_t lengths[16], offsets[17];
+    float *hidden = hs_malloc(sizeof(float) * (size_t)B * seq_max * H);
+    hs_status s = prep && ids && hidden ? HS_STATUS_OK
+                                        : hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: memory");
+    for (int i = 0; !s && i < m->n_stages; i++)
+        s = hs_engine_stage_prepare(e, &m->stages[i], HS_DTYPE_F32, &prep[i], err);
+    if (!s) s = hs_engine_ws_create(e, &spec, &ws, err);
+    memset(amax, 0, sizeof(float) * (size_t)m->n_stages * H);
+    for (int b0 = 0; !s && b0 < n; b0 += B) {
+        const int nb = n - b0 < B ? n - b0 : B;
+        offsets[0] = 0;
+        for (int j = 0; !s && j < nb; j++) {
+            const char *t = texts[idx[b0 + j]];
+            int got = 0, full = 0;
+            s = hs_model_tokenize(m, t, strlen(t), ids + offsets[j], seq_max, &got, &full, err);
+            lengths[j] = got;
+            offsets[j + 1] = offsets[j] + got;
+        }
+        if (s) break;
+        struct hs_batch batch = {.n_seqs = nb, .seq_max = seq_max, .n_tokens = offsets[nb],
+                                 .ids = ids, .lengths = lengths, .offsets = offsets};
+        s = hs_engine_batch_begin(e, ws, &batch, err);
+        for (int i = 0; !s && i + 1 < m->n_stages; i++) {
+            s = hs_engine_run_stage(e, ws, &m->stages[i], prep[i], err);
+            if (s || !linear_stage(&m->stages[i + 1])) continue;
+            s = hs_engine_act_read(e, ws, HS_ACT_BUF_HIDDEN, hidden, err);
+            float *am = amax + (size_t)(i + 1) * H;
+            for (int t = 0; !s && t < batch.n_tokens; t++)
+                for (int c = 0; c < H; c++) {
+                    float a = fabsf(hidden[(size_t)t * H + c]);
+                    am[c] = a > am[c] ? a : am[c];
+                }
+        }
+    }
+    hs_engine_ws_destroy(e, ws);
+    for (int i = 0; prep && i < m->n_stages; i++) hs_engine_stage_release(e, prep[i]);
+    hs_free(prep);
+    hs_free(ids);
+    hs_free(hidden);
+    return s;
+}
+
+/* s[c] = amax[c]^alpha / wmax[c]^(1 - alpha), wmax over the rows of the stage's first linear
+ * layer(s) (attention: q, k and v), clamped to [1e-3, 1e3]. */
+static void smoothing(const struct hs_stage *st, const float *amax, double alpha, float *s,
+                      float *row)
+{
+    const int H = st->dims->hidden;
+    const int roles_attn[3] = {HS_W_Q, HS_W_K, HS_W_V}, roles_ffn[1] = {HS_W_FFN_IN};
+    const int *roles = st->kind == HS_STAGE_ATTN ? roles_attn : roles_ffn;
+    const int nr = st->kind == HS_STAGE_ATTN ? 3 : 1;
+    float *wmax = s; /* computed in place, then turned into the factors */
+    for (int c = 0; c < H; c++) wmax[c] = 0.0f;
+    for (int r = 0; r < nr; r++) {
+        const struct hs_tensor *w = &st->w[roles[r]];
+        const int64_t rows = w->shape[0];
+        const size_t esz = hs_dtype_size(w->dtype);
+        for (int64_t j = 0; j < rows; j++) {
+            hs_to_fp32(w->dtype, (const char *)w->data + (size_t)j * H * esz, row, (size_t)H);
+            for (int c = 0; c < H; c++) wmax[c] = fabsf(row[c]) > wmax[c] ? fabsf(row[c]) : wmax[c];
+        }
+    }
+    for (int c = 0; c < H; c++) {
+        double a = amax[c], w = wmax[c];
+        double f = a > 0 && w > 0 ? pow(a, alpha) / pow(w, 1.0 - alpha) : 1.0;
+        s[c] = (float)(f < 1e-3 ? 1e-3 : (f > 1e3 ? 1e3 : f));
+    }
+}
+
+hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *texts, int n,
+                          const struct hs_quant_opts *opts, struct hs_quant_report *out,
+                          struct hs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct hs_quant_opts o = opts ? *opts : (struct hs_quant_opts){0};
+    if (o.dtype == HS_DTYPE_F32) o.dtype = HS_DTYPE_I8;
+    if (o.cos_min <= 0) o.cos_min = 0.99;
+    if (o.cos_mean <= 0) o.cos_mean = 0.998;
+    if (o.heldout_every < 2) o.heldout_every = 3;
+    out->opts = o;
+    out->plan.dtype = o.dtype;
+    if (m->n_stages > HS_QUANT_MAX_STAGES)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "quantize: %d stages (max %d)",
+                            m->n_stages, HS_QUANT_MAX_STAGES);
+    if (n < 2 * o.heldout_every)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "quantize: %d calibration texts; at least %d needed", n,
+                            2 * o.heldout_every);
+    const int dim = m->config.dims.hidden;
+    float *amax = NULL, *smooth = NULL;
+    int *cal = hs_malloc(sizeof(int) * (size_t)n), *held = hs_malloc(sizeof(int) * (size_t)n);
+    float *ref_c = hs_malloc(sizeof(float) * (size_t)n * dim);
+    float *ref_h = hs_malloc(sizeof(float) * (size_t)n * dim);
+    float *got = hs_malloc(sizeof(float) * (size_t)n * dim);
+    hs_status s = HS_STATUS_OK;
+    if (!cal || !held || !ref_c || !ref_h || !got) {
+        s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+        goto done;
+    }
+    int nc = 0, nh = 0;
+    for (int i = 0; i < n; i++) {
+        if (i % o.heldout_every == o.heldout_every - 1)
+            held[nh++] = i;
+        else
+            cal[nc++] = i;
+    }
+    out->n_calib = nc;
+    out->n_heldout = nh;
+    progress(&o, "reference: %d calibration + %d held-out texts in f32", nc, nh);
+    if ((s = embed(m, e, HS_DTYPE_F32, NULL, texts, cal, nc, ref_c, err))) goto done;
+    if ((s = embed(m, e, HS_DTYPE_F32, NULL, texts, held, nh, ref_h, err))) goto done;
+
+    /* 1b. int8: input smoothing, its strength chosen on the held-out texts (0 = none) */
+    if (o.dtype == HS_DTYPE_I8) {
+        const int H = dim;
+        amax = hs_malloc(sizeof(float) * (size_t)m->n_stages * H);
+        smooth = hs_calloc((size_t)m->n_stages * H, sizeof(float));
+        float *row = hs_malloc(sizeof(float) * (size_t)H);
+        if (!amax || !smooth || !row) {
+            hs_free(row);
+            s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+            goto done;
+        }
+        for (int i = 0; i < m->n_stages; i++) m->stages[i].w[HS_W_SMOOTH] = (struct hs_tensor){0};
+        if ((s = channel_max(m, e, texts, cal, nc, amax, err))) {
+            hs_free(row);
+            goto done;
+        }
+        static const double alphas[] = {0.0, 0.5, 0.65, 0.8};
+        double best_score = -1.0, best_alpha = 0.0;
+        for (size_t a = 0; a < sizeof alphas / sizeof alphas[0]; a++) {
+            for (int i = 0; i < m->n_stages; i++) {
+                struct hs_stage *st = &m->stages[i];
+                if (!linear_stage(st) || alphas[a] == 0.0) {
+                    st->w[HS_W_SMOOTH] = (struct hs_tensor){0};
+                    continue;
+                }
+                float *sv = smooth + (size_t)i * H;
+                smoothing(st, amax + (size_t)i * H, alphas[a], sv, row);
+                st->w[HS_W_SMOOTH] = (struct hs_tensor){
+                    .dtype = HS_DTYPE_F32, .ndim = 1, .shape = {H}, .data = sv,
+                    .bytes = sizeof(float) * (size_t)H};
+            }
+            if ((s = embed(m, e, o.dtype, NULL, texts, held, nh, got, err))) break;
+            double mn, mean;
+            compare(got, ref_h, nh, dim, &mn, &mean);
+            double score = mn + 10.0 * mean; /* the worst text counts, the mean more */
+            progress(&o, "smoothing alpha %.2f: held-out mean cos %.6f, min %.6f", alphas[a], mean,
+                     mn);
+            if (score > best_score) {
+                best_score = score;
+                best_alpha = alphas[a];
+            }
+        }
+        hs_free(row);
+        if (s) goto done;
+        out->smooth_alpha = best_alpha;
+        row = hs_malloc(sizeof(float) * (size_t)H);
+        for (int i = 0; row && i < m->n_stages; i++) {
+            struct hs_stage *st = &m->stages[i];
+            st->w[HS_W_SMOOTH] = (struct hs_tensor){0};
+            if (!linear_stage(st) || best_alpha == 0.0) continue;
+            float *sv = smooth + (size_t)i * H;
+            smoothing(st, amax + (size_t)i * H, best_alpha, sv, row);
+            st->w[HS_W_SMOOTH] = (struct hs_tensor){.dtype = HS_DTYPE_F32, .ndim = 1, .shape = {H},
+                                                    .data = sv, .bytes = sizeof(float) * (size_t)H};
+        }
+        hs_free(row);
+        out->smooth = best_alpha > 0.0 ? smooth : NULL;
+        progress(&o, "smoothing alpha %.2f chosen", best_alpha);
+    }
+
+    /* 2. each linear stage quantized alone */
+    bool keep[HS_QUANT_MAX_STAGES];
+    int n_lin = 0;
+    for (int i = 0; i < m->n_stages; i++) {
+        if (!linear_stage(&m->stages[i])) continue;
+        for (int j = 0; j < m->n_stages; j++) keep[j] = linear_stage(&m->stages[j]) && j != i;
+        if ((s = embed(m, e, o.dtype, keep, texts, cal, nc, got, err))) goto done;
+        struct hs_quant_stage *qs = &out->stages[n_lin++];
+        qs->index = i;
+        snprintf(qs->name, sizeof qs->name, "%s", m->stages[i].name);
+        double mn, mean;
+        compare(got, ref_c, nc, dim, &mn, &mean);
+        qs->damage_mean = 1.0 - mean;
+        qs->cos_min = mn;
+        progress(&o, "stage %2d/%d %-14s alone: mean cos %.6f, min %.6f", n_lin,
+                 2 * m->config.dims.layers, qs->name, mean, mn);
+    }
+    out->n_stages = n_lin;
+
+    /* 3. all quantized, then the most damaging back to f32 until the held-out target holds */
+    int order[HS_QUANT_MAX_STAGES];
+    for (int i = 0; i < n_lin; i++) order[i] = i;
+    for (int i = 0; i < n_lin; i++) /* by damage, worst first (mean, then worst case) */
+        for (int j = i + 1; j < n_lin; j++) {
+            const struct hs_quant_stage *a = &out->stages[order[i]], *b = &out->stages[order[j]];
+            double da = a->damage_mean + (1.0 - a->cos_min) * 0.1;
+            double db = b->damage_mean + (1.0 - b->cos_min) * 0.1;
+            if (db > da) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+        }
+    memset(keep, 0, sizeof keep);
+    for (int step = 0; step <= n_lin; step++) {
+        if (step > 0) {
+            struct hs_quant_stage *qs = &out->stages[order[step - 1]];
+            qs->keep_f32 = true;
+            keep[qs->index] = true;
+        }
+        if ((s = embed(m, e, o.dtype, keep, texts, held, nh, got, err))) goto done;
+        double mn, mean;
+        compare(got, ref_h, nh, dim, &mn, &mean);
+        if (step == 0) {
+            out->all_cos_min = mn;
+            out->all_cos_mean = mean;
+        }
+        out->final_cos_min = mn;
+        out->final_cos_mean = mean;
+        progress(&o, "held-out with %d stage(s) in f32%s%s: mean cos %.6f, min %.6f", step,
+                 step ? ", last " : "", step ? out->stages[order[step - 1]].name : "", mean, mn);
+        if (mn >= o.cos_min && mean >= o.cos_mean) {
+            out->target_met = true;
+            break;
+        }
+    }
+    memcpy(out->plan.keep_f32, keep, sizeof keep);
+done:
+    if (s || !out->smooth) hs_free(smooth);
+    hs_free(amax);
+    hs_free(cal);
+    hs_free(held);
+    hs_free(ref_c);
+    hs_free(ref_h);
+    hs_free(got);
+    return s;
+}
+
+/* ---- writing a quantized model folder ---- */
+
+static hs_status copy_file(const char *from, const char *to, struct hs_error *err)
+{
+    if (link(from, to) == 0) return HS_STATUS_OK;
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return hs_error_set(err, HS_STATUS_IO, "%s: %s", from, strerror(errno));
+    int outfd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (outfd < 0) {
+        close(in);
+        return hs_error_set(err, HS_STATUS_IO, "%s: %s", to, strerror(errno));
+    }
+    char buf[1 << 16];
+    ssize_t r;
+    hs_status s = HS_STATUS_OK;
+    while ((r = read(in, buf, sizeof buf)) > 0) {
+        for (ssize_t off = 0; off < r;) {
+            ssize_t w = write(outfd, buf + off, (size_t)(r - off));
+            if (w < 0) {
+                s = hs_error_set(err, HS_STATUS_IO, "%s: %s", to, strerror(errno));
+                break;
+            }
+            off += w;
+        }
+        if (s) break;
+    }
+    if (r < 0 && !s) s = hs_error_set(err, HS_STATUS_IO, "%s: %s", from, strerror(errno));
+    close(in);
+    if (close(outfd) != 0 && !s) s = hs_error_set(err, HS_STATUS_IO, "%s: %s", to, strerror(errno));
+    return s;
+}
+
+/* Copies (links) a folder tree, skipping an existing quant.json at the top. */
+static hs_status copy_tree(const char *from, const char *to, int depth, struct hs_error *err)
+{
+    if (depth > 4) return HS_STATUS_OK;
+    if (mkdir(to, 0755) != 0 && errno != EEXIST)
+        return hs_error_set(err, HS_STATUS_IO, "%s: %s", to, strerror(errno));
+    DIR *d = opendir(from);
+    if (!d) return hs_error_set(err, HS_STATUS_IO, "%s: %s", from, strerror(errno));
+    hs_status s = HS_STATUS_OK;
+    struct dirent *de;
+    while (!s && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        if (depth == 0 &&
+            (!strcmp(de->d_name, "quant.json") || !strcmp(de->d_name, "quant.safetensors")))
+            continue;
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s/%s", from, de->d_name);
+        snprintf(b, sizeof b, "%s/%s", to, de->d_name);
+        struct stat st;
+        if (stat(a, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode))
+            s = copy_tree(a, b, depth + 1, err);
+        else if (S_ISREG(st.st_mode))
+            s = copy_file(a, b, err);
+    }
+    closedir(d);
+    return s;
+}
+
+hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report *r,
+                         const char *out_dir, struct hs_error *err)
+{
+    DIR *d = opendir(out_dir);
+    if (d) {
+        struct dirent *de;
+        int entries = 0;
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) entries++;
+        closedir(d);
+        if (entries)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "quantize: %s exists and is not empty", out_dir);
+    }
+    hs_status s = copy_tree(m->dir, out_dir, 0, err);
+    if (s) return s;
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("hetserve-quant"));
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "dtype", json_string(hs_compute_dtype_name(r->plan.dtype)));
+    json_object_set_new(root, "weights", json_string("per-channel symmetric"));
+    json_object_set_new(root, "activations", json_string("per-token dynamic"));
+    json_t *keep = json_array();
+    for (int i = 0; i < m->n_stages; i++)
+        if (r->plan.keep_f32[i]) json_array_append_new(keep, json_string(m->stages[i].name));
+    json_object_set_new(root, "keep_f32", keep);
+    json_object_set_new(root, "target",
+                        json_pack("{s:f, s:f}", "cos_min", r->opts.cos_min, "cos_mean",
+                                  r->opts.cos_mean));
+    json_object_set_new(root, "target_met", json_boolean(r->target_met));
+    json_object_set_new(root, "calibration", json_pack("{s:i}", "count", r->n_calib));
+    json_object_set_new(root, "heldout",
+                        json_pack("{s:i, s:f, s:f, s:f, s:f}", "count", r->n_heldout, "cos_min",
+                                  r->final_cos_min, "cos_mean", r->final_cos_mean,
+                                  "all_quantized_cos_min", r->all_cos_min,
+                                  "all_quantized_cos_mean", r->all_cos_mean));
+    json_t *stages = json_array();
+    for (int i = 0; i < r->n_stages; i++) {
+        const struct hs_quant_stage *q = &r->stages[i];
+        json_array_append_new(stages, json_pack("{s:s, s:f, s:f, s:b}", "name", q->name,
+                                                "damage_mean", q->damage_mean, "cos_min",
+                                                q->cos_min, "keep_f32", q->keep_f32));
+    }
+    json_object_set_new(root, "stages", stages);
+    json_object_set_new(root, "smoothing",
+                        json_pack("{s:f, s:s}", "alpha", r->smooth_alpha, "file",
+                                  r->smooth ? "quant.safetensors" : ""));
+    char path[4096];
+    if (r->smooth) {
+        const char *names[HS_QUANT_MAX_STAGES];
+        char namebuf[HS_QUANT_MAX_STAGES][64];
+        struct hs_tensor ts[HS_QUANT_MAX_STAGES];
+        int nt = 0;
+        const int64_t H = m->config.dims.hidden;
+        for (int i = 0; i < m->n_stages && i < HS_QUANT_MAX_STAGES; i++) {
+            if (!linear_stage(&m->stages[i])) continue;
+            smooth_name(&m->stages[i], namebuf[nt], sizeof namebuf[nt]);
+            names[nt] = namebuf[nt];
+            ts[nt] = (struct hs_tensor){.dtype = HS_DTYPE_F32, .ndim = 1, .shape = {H},
+                                        .data = r->smooth + (size_t)i * H,
+                                        .bytes = sizeof(float) * (size_t)H};
+            nt++;
+        }
+        snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
+        s = hs_safetensors_write(path, names, ts, nt, err);
+        if (s) {
+            json_decref(root);
+            return s;
+        }
+    }
+    snprintf(path, sizeof path, "%s/quant.json", out_dir);
+    if (json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(8)) != 0)
+        s = hs_error_set(err, HS_STATUS_IO, "cannot write %s", path);
+    json_decref(root);
+    return s;
+}
+
+hs_status hs_quant_load(const struct hs_model *m, const char *dir, struct hs_quant_plan *out,
+                        struct hs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/quant.json", dir);
+    if (access(path, F_OK) != 0) return HS_STATUS_NOT_FOUND;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s:%d: %s", path, je.line, je.text);
+    hs_status s = HS_STATUS_OK;
+    const json_t *fmt = json_object_get(root, "format"), *ver = json_object_get(root, "version");
+    const json_t *dt = json_object_get(root, "dtype"), *keep = json_object_get(root, "keep_f32");
+    int dtype = json_is_string(dt) ? hs_compute_dtype_parse(json_string_value(dt)) : -1;
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "hetserve-quant") ||
+        !json_is_integer(ver) || json_integer_value(ver) != 1)
+        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: not a hetserve-quant version 1 plan", path);
+    else if (dtype < 0 || dtype == HS_DTYPE_F32)
+        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: dtype must be a reduced one (int8, bf16)",
+                         path);
+    else if (!json_is_array(keep))
+        s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: keep_f32 must be a list of stage names",
+                         path);
+    out->dtype = (enum hs_dtype)dtype;
+    for (size_t i = 0; !s && i < json_array_size(keep); i++) {
+        const json_t *v = json_array_get(keep, i);
+        const char *name = json_is_string(v) ? json_string_value(v) : NULL;
+        int found = -1;
+        for (int k = 0; name && k < m->n_stages && k < HS_QUANT_MAX_STAGES && found < 0; k++)
+            if (!strcmp(m->stages[k].name, name)) found = k;
+        if (found < 0)
+            s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: keep_f32[%zu] is not a stage of %s",
+                             path, i, m->name);
+        else
+            out->keep_f32[found] = true;
+    }
+    json_decref(root);
+    return s;
+}
+
+void hs_quant_report_clear(struct hs_quant_report *r)
+{
+    if (!r) return;
+    hs_free(r->smooth);
+    r->smooth = NULL;
+}
