@@ -4,6 +4,7 @@
  * (names, references, kinds, dtypes) stay as code in hs_config_validate. */
 #include "server/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #include "core/alloc.h"
@@ -190,7 +192,8 @@ static const struct key keys[] = {
      .doc =
          "A route: a model on a set of engines; a request on it goes to the engine with the\n"
          "earliest predicted completion, or is refused with 429 when none can finish before its\n"
-         "deadline. [] = one route per model over every engine it is on, named after the model."},
+         "deadline.\n"
+         "[] = one route per model over every engine it is on, named after the model"},
     {R("name", name), K_STR, 0, 0, "route%d", "used by rules, split, shadow, failover; X-Route"},
     {R("kind", kind), K_STR, 0, 0, "engines",
      "engines | cascade (small route, then big for what /predict escalates: see cascade)",
@@ -754,8 +757,17 @@ int hs_config_route(const struct hs_config *c, const char *name)
  * printing
  */
 
+/* A name or a path as it is (YAML would read it as text), anything else double-quoted. */
 static void put_str(struct line *l, const char *s)
 {
+    static const char *const typed[] = {"true", "false", "yes", "no", "on", "off", "null"};
+    bool plain = isalpha((unsigned char)*s) || *s == '/';
+    for (const char *p = s; *p; p++) plain &= isalnum((unsigned char)*p) || strchr("_./-", *p);
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) plain &= !!strcasecmp(s, typed[i]);
+    if (plain) {
+        app(l, "%s", s);
+        return;
+    }
     app(l, "\"");
     for (; *s; s++)
         if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
@@ -817,13 +829,12 @@ static bool same(const struct key *k, const char *sec, const char *a, const char
            (!k->n_off || !memcmp(a + k->n_off, b + k->n_off, sizeof(int)));
 }
 
-static void put_doc(FILE *f, int indent, const char *com, const char *doc)
+/* Writes doc as comment lines but its last, which it returns (to go beside a key). */
+static const char *put_doc(FILE *f, int indent, const char *com, const char *doc)
 {
-    for (const char *s = doc; *s;) {
-        int len = (int)strcspn(s, "\n");
-        fprintf(f, "%*s%s# %.*s\n", indent, "", com, len, s);
-        s += len + (s[len] == '\n');
-    }
+    for (int len; doc[len = (int)strcspn(doc, "\n")]; doc += len + 1)
+        fprintf(f, "%*s%s# %.*s\n", indent, "", com, len, doc);
+    return doc;
 }
 
 /* Writes the keys of section sec in base at indent; an item's first key gets the "- ", com
@@ -841,15 +852,16 @@ static void print_keys(FILE *f, const char *sec, const char *base, int indent, b
         child(sub, sec, k);
         if (k->type == K_MAP && !*sec) {
             fputc('\n', f);
-            put_doc(f, 0, com, k->doc);
-            fprintf(f, "%s%s:\n", com, k->name);
+            fprintf(f, "%s# %s\n%s%s:\n", com, put_doc(f, 0, com, k->doc), com, k->name);
             print_keys(f, sub, base, 2, false, com, NULL);
         } else if (k->type == K_LIST) {
             int n = *(const int *)(base + k->n_off);
             union any_item d;
             if (!*sec) fputc('\n', f);
-            put_doc(f, indent, com, k->doc);
-            fprintf(f, "%*s%s%s%s:%s\n", pad, "", com, lead, k->name, n ? "" : " []");
+            const char *doc = put_doc(f, indent, com, k->doc);
+            struct line l = {.n = 0};
+            app(&l, "%*s%s%s%s:%s", pad, "", com, lead, k->name, n ? "" : " []");
+            fprintf(f, "%-40s # %s\n", l.s, doc);
             for (int i = 0; i < n; i++) {
                 item_init(k, sub, (char *)&d, i);
                 print_keys(f, sub, base + k->off + (size_t)i * k->item, indent + 4, true, com,

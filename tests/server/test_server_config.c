@@ -261,6 +261,8 @@ static void every_key_round_trips(void **state)
         "  - {name: b, kind: cpu, cores: [2, 5]}\n"
         "models:\n"
         "  - {path: some/model, name: m1, engines: [a, b], dtype: f32}\n"
+        "  - {path: \"with space\", name: \"8080\", engine: a}\n"
+        "  - {path: /abs/p-1.0_x, name: \"True\", engine: a}\n"
         "  - {path: other, engine: b}\n"
         "batching: {batch_window_us: 0, batch_max: 1, batch_max_tokens: 99, buckets: [8, 64]}\n"
         "limits: {queue_max: 7, timeout_ms: 250, timeout_max_ms: 1000,\n"
