@@ -528,8 +528,6 @@ static hs_status parse_map(struct ctx *x, yaml_node_t *n, const char *sec, const
         char kp[PATH_BYTES], sub[64];
         if (!name) return fault(x, kn, path, "expected a key, not a mapping or list");
         subpath(kp, path, name, 0);
-        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++)
-            if (!strcmp(name, scalar(node(x, q->key)))) return fault(x, kn, kp, "given twice");
         const struct key *k = keys;
         while (k < KEYS_END && (strcmp(k->section, sec) || strcmp(k->name, name))) k++;
         if (k == KEYS_END) {
@@ -539,6 +537,9 @@ static hs_status parse_map(struct ctx *x, yaml_node_t *n, const char *sec, const
                     app(&known, "%s%s", known.n ? ", " : "", k->name);
             return fault(x, kn, kp, "unknown %s (known: %s)", *sec ? "key" : "section", known.s);
         }
+        /* after the lookup: a mapping has at most as many pairs as its section has keys */
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++)
+            if (!strcmp(name, scalar(node(x, q->key)))) return fault(x, kn, kp, "given twice");
         st = k->type == K_GONE   ? fault(x, v, kp, "%s", k->doc)
              : k->type == K_MAP  ? parse_map(x, v, child(sub, sec, k), kp, base)
              : k->type == K_LIST ? parse_list(x, k, v, child(sub, sec, k), kp, base)
