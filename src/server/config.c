@@ -1,85 +1,444 @@
+/* The configuration as one table of keys (redis standardConfig): every key's section, name, type,
+ * field, range, default and doc live in `keys` below, and that table alone drives the defaults,
+ * the YAML parser, the range checks of hs_config_validate and the printer. Cross-field checks
+ * (names, references, kinds, dtypes) stay as code in hs_config_validate. */
 #include "server/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #include "core/alloc.h"
 #include "sched/router.h"
 
 #define DEFAULT_MODEL_PATH "models/all-MiniLM-L6-v2"
+#define NAME_BYTES         32 /* one name of a K_NAMES list */
+#define PATH_BYTES         160
 
-void hs_config_defaults(struct hs_config *c, const char *model_path)
-{
-    memset(c, 0, sizeof *c);
-    snprintf(c->server.host, sizeof c->server.host, "127.0.0.1");
-    c->server.port = 8080;
-    c->server.threads = 4;
-    c->server.connection_timeout_s = 60;
+/* K_STR: a char array, with optional choices "a | b" (`""` = the empty string); K_BOOL: an int
+ * written true / false; K_INTS: an int array, [16, 32] or a string of numbers and ranges "0-3,6";
+ * K_SHAPES: [[batch, seq], ...]; K_NAMES: char [][NAME_BYTES], min = fewest names; K_MAP: the
+ * keys of section "<section>.<name>" on the same base; K_LIST: a list of mappings, each an item
+ * with the keys of section "<section>.<name>[]"; K_GONE: a key that moved (doc says where). */
+enum ktype {
+    K_INT,
+    K_I64,
+    K_DOUBLE,
+    K_STR,
+    K_BOOL,
+    K_INTS,
+    K_SHAPES,
+    K_NAMES,
+    K_MAP,
+    K_LIST,
+    K_GONE
+};
+#define F_OMIT 1u /* in list items: printed only when it differs from the default */
+#define F_REQ  2u /* in list items: must be given (a non-empty string) */
 
-    c->n_engines = 1;
-    snprintf(c->engines[0].name, sizeof c->engines[0].name, "cpu0");
-    snprintf(c->engines[0].kind, sizeof c->engines[0].kind, "cpu");
-    c->engines[0].slots = 1;
-    c->engines[0].batch_window_us = -1;
+struct key {
+    const char *section, *name; /* section "" holds the sections; items: "engines[]" */
+    size_t off, size;           /* the field in hs_config (items: in the item), its bytes */
+    enum ktype type;
+    double min, max; /* numbers and the numbers of lists; K_NAMES: min = fewest names */
+    const char *def; /* default, as text ("%d" = the item's index); K_LIST: default items */
+    const char *doc;
+    unsigned flags;
+    size_t n_off;        /* lists: their count (an int) */
+    const char *choices; /* K_STR (optional) */
+    size_t item;         /* K_LIST: bytes of one item */
+};
 
-    c->n_models = 1;
-    snprintf(c->models[0].path, sizeof c->models[0].path, "%s",
-             model_path ? model_path : DEFAULT_MODEL_PATH);
-    snprintf(c->models[0].engine, sizeof c->models[0].engine, "cpu0");
-
-    c->batching.batch_window_us = 2000;
-    c->batching.batch_max = 32;
-    c->batching.batch_max_tokens = 8192;
-    static const int buckets[] = {16, 32, 64, 128, 256};
-    c->batching.n_buckets = 5;
-    memcpy(c->batching.buckets, buckets, sizeof buckets);
-
-    c->limits.queue_max = 1024;
-    c->limits.timeout_ms = 10000;
-    c->limits.timeout_max_ms = 600000;
-    c->limits.body_bytes_max = 4 << 20;
-    c->limits.items_max = 512;
-    c->limits.chars_max = 32768;
-    c->limits.drain_timeout_ms = 30000;
-
-    c->scheduler.shed_batch_ratio = 0.75;
-    c->scheduler.throughput_init_tokens_per_s = 20000;
-    c->scheduler.throughput_ewma_alpha = 0.2;
-    c->scheduler.retry_after_min_s = 1;
-
-    c->breaker.window_requests = 20;
-    c->breaker.min_requests = 5;
-    c->breaker.error_ratio_max = 0.5;
-    c->breaker.latency_max_ms = 0;
-    c->breaker.open_ms = 5000;
-    c->breaker.half_open_probes = 3;
-    c->retry.budget_ratio = 0.1;
-    c->retry.budget_max = 5;
-    c->admin.enabled = 0;
-    c->cascade.threshold =
-        0.7; /* heads/REPORT.md: most of the big model's gain, a third escalated */
-    c->cascade.escalation_max_ratio = 1.0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * parsing
- */
+union any_item {
+    struct hs_engine_cfg e;
+    struct hs_model_cfg m;
+    struct hs_route_cfg r;
+    struct hs_rule_cfg u;
+};
 
 struct ctx {
     yaml_document_t *doc;
     const char *label;
     struct hs_error *err;
-    char path[128]; /* dotted key being parsed, for messages */
 };
 
-static hs_status fault(struct ctx *x, const yaml_node_t *n, const char *what)
+static __attribute__((format(printf, 4, 5))) hs_status fault(struct ctx *x, const yaml_node_t *n,
+                                                             const char *path, const char *fmt, ...)
 {
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return hs_error_set(x->err, HS_STATUS_INVALID_INPUT, "%s:%zu: %s: %s", x->label,
-                        n ? (size_t)n->start_mark.line + 1 : (size_t)0, x->path, what);
+                        n ? (size_t)n->start_mark.line + 1 : (size_t)0, path, msg);
 }
+
+struct line {
+    char s[8192];
+    size_t n;
+};
+
+static __attribute__((format(printf, 2, 3))) void app(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(l->s + l->n, sizeof l->s - l->n, fmt, ap);
+    va_end(ap);
+    l->n = r < 0 || (size_t)r >= sizeof l->s - l->n ? sizeof l->s - 1 : l->n + (size_t)r;
+}
+
+#define F(T, f)     .off = offsetof(struct hs_##T, f), .size = sizeof(((struct hs_##T *)0)->f)
+#define N(T, f)     .n_off = offsetof(struct hs_##T, f)
+#define C(sec, key) .section = #sec, .name = #key, F(config, sec.key)        /* a section's key */
+#define E(key, f)   .section = "engines[]", .name = key, F(engine_cfg, f)    /* engines[] */
+#define M(key, f)   .section = "models[]", .name = key, F(model_cfg, f)      /* models[] */
+#define R(key, f)   .section = "routes[]", .name = key, F(route_cfg, f)      /* routes[] */
+#define U(key, f)   .section = "router.rules[]", .name = key, F(rule_cfg, f) /* router.rules[] */
+#define SEC(key)    .section = "", .name = key, .type = K_MAP                /* a section */
+#define REF(key)    .section = "routes[]", .name = key, .type = K_MAP, .flags = F_OMIT
+#define LIST(sec, key, f, n, T)                                                                    \
+    .section = sec, .name = key, F(config, f), .type = K_LIST, N(config, n),                       \
+    .item = sizeof(struct hs_##T)
+
+/* One row per key, in the order printed: {key, type, min, max, default, doc[, flags[, count]]}. */
+static const struct key keys[] = {
+    {SEC("server"), .doc = "the HTTP server"},
+    {C(server, host), K_STR, 0, 0, "127.0.0.1", "address to bind (--host)"},
+    {C(server, port), K_INT, 0, 65535, "8080", "TCP port; 0 = any free port (--port)"},
+    {C(server, threads), K_INT, 1, 1024, "4",
+     "HTTP worker threads (connections wait for batches suspended, not on a thread)"},
+    {C(server, connection_timeout_s), K_INT, 0, 86400, "60",
+     "idle keep-alive connections are closed after this"},
+    {C(server, trace_file), K_STR, 0, 0, "",
+     "Chrome/Perfetto trace-event JSON of every batch and request stage; \"\" = off"},
+
+    {LIST("", "engines", engines, n_engines, engine_cfg), .def = "1",
+     .doc = "compute devices; each gets its own queue and batcher"},
+    {E("name", name), K_STR, 0, 0, "cpu%d", "instance name, used by models[].engine and metrics"},
+    {E("kind", kind), K_STR, 0, 0, "cpu", "a registered engine kind (hetserve devices lists them)"},
+    {E("device", device), K_INT, 0, 1024, "0", "device ordinal of the kind (GPU number)"},
+    {E("dtype", dtype), K_STR, 0, 0, "",
+     "compute dtype of its lanes: \"\" = the kind's native (cpu f32, cuda f16) | f32 | f16 | bf16 "
+     "| int8"},
+    {E("threads", threads), K_INT, 0, 4096, "0",
+     "compute threads; 0 = every core of the core set (or of the machine)"},
+    {E("cores", cores), K_INTS, 0, 4095, "", "cores to pin to, e.g. [0, 1] or \"0-3\"; [] = none",
+     N(engine_cfg, n_cores)},
+    {E("whitelist", shapes), K_SHAPES, 1, 1 << 20, "",
+     "allowed [batch, seq] shapes, e.g. [[1, 16], [8, 64]]; [] = any. Its seq lengths are then "
+     "the buckets",
+     N(engine_cfg, n_shapes)},
+    {E("slots", slots), K_INT, 1, HS_SCHED_MAX_SLOTS, "1", "quota: batches in flight at once"},
+    {E("batch_window_us", batch_window_us), K_INT, -1, 60e6, "-1",
+     "this engine's batching.batch_window_us; -1 = the batching section's"},
+    {E("batch_max", batch_max), K_INT, 0, 65536, "0", "this engine's batch_max; 0 = batching's"},
+    {E("batch_max_tokens", batch_max_tokens), K_INT, 0, 1 << 24, "0",
+     "this engine's batch_max_tokens; 0 = batching's"},
+    {E("queue_max", queue_max), K_INT, 0, 1 << 24, "0",
+     "this engine's queue size; 0 = limits.queue_max"},
+
+    {LIST("", "models", models, n_models, model_cfg), .def = "1",
+     .doc = "model instances; weights stay resident on their engines"},
+    {M("path", path), K_STR, 0, 0, "", "model folder (config.json, vocab.txt, model.safetensors)",
+     F_REQ},
+    {M("name", name), K_STR, 0, 0, "", "\"\" = the folder's base name; clients send it as model"},
+    {M("engine", engine), K_STR, 0, 0, "", "engines[].name that runs it (default: the first)"},
+    {M("engines", engines), K_NAMES, 1, 0, "",
+     "engines[].name it is resident on, one queue each (instead of engine)", F_OMIT,
+     N(model_cfg, n_engines)},
+    {M("dtype", dtype), K_STR, 0, 0, "",
+     "\"\" = each engine's dtype; f32 | f16 | bf16 | int8 forces one on every engine it is on"},
+
+    {SEC("batching"), .doc = "how requests of one length bucket are batched"},
+    {C(batching, batch_window_us), K_INT, 0, 60e6, "2000",
+     "a batch forms when its bucket's oldest request has waited this long ..."},
+    {C(batching, batch_max), K_INT, 1, 65536, "32", "... or holds this many sequences ..."},
+    {C(batching, batch_max_tokens), K_INT, 1, 1 << 24, "8192",
+     "... or this many padded tokens (batch x bucket length)"},
+    {C(batching, buckets), K_INTS, 1, 1 << 16, "16,32,64,128,256",
+     "length buckets (tokens); sequences pad to their bucket; the model's max length is the last",
+     N(config, batching.n_buckets)},
+
+    {SEC("limits"), .doc = "what one request and one queue may hold"},
+    {C(limits, queue_max), K_INT, 1, 1 << 24, "1024",
+     "sequences queued per engine; beyond: 429 with Retry-After"},
+    {C(limits, timeout_ms), K_INT, 1, 86400000, "10000",
+     "default deadline per request (field timeout_ms or header X-Timeout-Ms)"},
+    {C(limits, timeout_max_ms), K_INT, 1, 86400000, "600000", "largest deadline a client may ask"},
+    {C(limits, body_bytes_max), K_I64, 64, 17179869184.0, "4194304", "body limit; beyond: 413"},
+    {C(limits, items_max), K_INT, 1, 1 << 20, "512", "inputs per request; beyond: 413"},
+    {C(limits, chars_max), K_INT, 1, 1 << 28, "32768", "characters per input; beyond: 413"},
+    {C(limits, drain_timeout_ms), K_INT, 0, 86400000, "30000",
+     "on SIGTERM/SIGINT: longest wait for queued requests before exit"},
+
+    {SEC("scheduler"), .doc = "admission: overload and predicted waits"},
+    {C(scheduler, shed_batch_ratio), K_DOUBLE, 0.01, 1, "0.75",
+     "share of queue_max that priority batch may fill; interactive requests evict batch ones"},
+    {C(scheduler, throughput_init_tokens_per_s), K_DOUBLE, 1e-3, 1e12, "20000",
+     "engine speed assumed until the first batch is measured (predicts waits for 429)"},
+    {C(scheduler, throughput_ewma_alpha), K_DOUBLE, 0.001, 1, "0.2",
+     "weight of the newest batch in the measured throughput"},
+    {C(scheduler, retry_after_min_s), K_INT, 0, 86400, "1", "smallest Retry-After sent with 429"},
+
+    {LIST("", "routes", routes, n_routes, route_cfg), .def = "0",
+     .doc =
+         "A route: a model on a set of engines; a request on it goes to the engine with the\n"
+         "earliest predicted completion, or is refused with 429 when none can finish before its\n"
+         "deadline.\n"
+         "[] = one route per model over every engine it is on, named after the model"},
+    {R("name", name), K_STR, 0, 0, "route%d", "used by rules, split, shadow, failover; X-Route"},
+    {R("kind", kind), K_STR, 0, 0, "engines",
+     "engines | cascade (small route, then big for what /predict escalates: see cascade)",
+     .choices = "engines | cascade"},
+    {R("model", model), K_STR, 0, 0, "", "model name; \"\" = the first model"},
+    {R("engines", engines), K_NAMES, 0, 0, "", "engines of the route; [] = every engine it is on",
+     N(route_cfg, n_engines)},
+    {REF("split"), .doc = "A/B: this share goes to that route, sticky by X-Request-Id"},
+    {.section = "routes[].split", .name = "route", F(route_cfg, split_route), K_STR},
+    {.section = "routes[].split", .name = "ratio", F(route_cfg, split_ratio), K_DOUBLE, 0, 1, "0"},
+    {REF("shadow"), .doc = "copy this share there, discard the result, record the cosine"},
+    {.section = "routes[].shadow", .name = "route", F(route_cfg, shadow_route), K_STR},
+    {.section = "routes[].shadow",
+     .name = "ratio",
+     F(route_cfg, shadow_ratio),
+     K_DOUBLE,
+     0,
+     1,
+     "0"},
+    {REF("failover"), .doc = "when every engine's breaker is open: at most this share goes there"},
+    {.section = "routes[].failover", .name = "route", F(route_cfg, failover_route), K_STR},
+    {.section = "routes[].failover",
+     .name = "ratio_max",
+     F(route_cfg, failover_ratio_max),
+     K_DOUBLE,
+     0,
+     1,
+     "0.3"},
+    {R("small", small), K_STR, 0, 0, "", "kind cascade: route of the small model", F_OMIT},
+    {R("big", big), K_STR, 0, 0, "", "kind cascade: route of the escalations", F_OMIT},
+    {.section = "routes[]",
+     .name = "threshold",
+     .type = K_GONE,
+     .doc = "a cascade's threshold and escalation cap are set in the cascade section "
+            "(cascade.threshold, cascade.escalation_max_ratio)"},
+    {.section = "routes[]",
+     .name = "escalate_ratio_max",
+     .type = K_GONE,
+     .doc = "a cascade's escalation cap is set in the cascade section "
+            "(cascade.escalation_max_ratio)"},
+
+    {SEC("router"), .doc = "which route a request takes"},
+    {LIST("router", "rules", router.rules, router.n_rules, rule_cfg), .def = "0",
+     .doc = "first match wins, e.g. {tokens_max: 32, route: short}"},
+    {U("route", route), K_STR, 0, 0, "", "the route of a matching request", F_REQ},
+    {U("tokens_min", tokens_min), K_INT, 0, 1 << 20, "0", "longest sequence at least", F_OMIT},
+    {U("tokens_max", tokens_max), K_INT, 0, 1 << 20, "0", "longest sequence at most; 0 = any",
+     F_OMIT},
+    {U("task", task), K_STR, 0, 0, "", "\"\" any | embeddings | embed | predict", F_OMIT,
+     .choices = "\"\" | embeddings | embed | predict"},
+    {U("priority", priority), K_STR, 0, 0, "", "\"\" any | interactive | batch", F_OMIT,
+     .choices = "\"\" | interactive | batch"},
+    {U("header", header), K_STR, 0, 0, "", "request header ...", F_OMIT},
+    {U("value", value), K_STR, 0, 0, "", "... and the value it must have", F_OMIT},
+    {C(router, default_route), K_STR, 0, 0, "", "route when no rule matches; \"\" = the first"},
+    {C(router, fallback_engine), K_STR, 0, 0, "",
+     "single-engine fallback when routing fails; \"\" = the model's first engine"},
+
+    {SEC("breaker"), .doc = "one circuit breaker per engine"},
+    {C(breaker, window_requests), K_INT, 1, HS_BREAKER_MAX_WINDOW, "20",
+     "outcomes remembered while closed"},
+    {C(breaker, min_requests), K_INT, 1, HS_BREAKER_MAX_WINDOW, "5",
+     "outcomes needed before it may open"},
+    {C(breaker, error_ratio_max), K_DOUBLE, 0.001, 1, "0.5",
+     "failure share of the window that opens it (errors, timeouts, slow batches)"},
+    {C(breaker, latency_max_ms), K_INT, 0, 86400000, "0", "a slower batch fails; 0 = off"},
+    {C(breaker, open_ms), K_INT, 0, 86400000, "5000", "open -> half-open after this"},
+    {C(breaker, half_open_probes), K_INT, 1, 1 << 20, "3",
+     "requests let through half-open; all succeed -> closed, one fails -> open"},
+
+    {SEC("retry"), .doc = "one more try elsewhere after an engine failure, from a budget"},
+    {C(retry, budget_ratio), K_DOUBLE, 0, 1, "0.1",
+     "tokens each routed request adds; a retry "
+     "takes one"},
+    {C(retry, budget_max), K_DOUBLE, 0, 1e6, "5", "most tokens saved (and the initial fill)"},
+
+    {SEC("admin"),
+     .doc = "POST /admin/fault {engine, fail_next, slow_factor, hang_ms}: fault injection"},
+    {C(admin, enabled), K_BOOL, 0, 0, "false", "serve it (to loopback clients only)"},
+    {C(admin, token), K_STR, 0, 0, "",
+     "\"\" = none; else it needs Authorization: Bearer <token> (env HS_ADMIN_TOKEN overrides)"},
+
+    {SEC("cascade"),
+     .doc =
+         "POST /predict (off while small is empty): every input is classified by the small "
+         "model's\n"
+         "head; one whose top probability is below threshold goes on to the big model, unless "
+         "that\n"
+         "lifts the escalated share above escalation_max_ratio. Both stages are routed like any\n"
+         "request (task predict); a route of kind cascade places them. X-Cascade names who\n"
+         "answered each input (small | big | capped)."},
+    {C(cascade, small), K_STR, 0, 0, "", "served model that classifies first"},
+    {C(cascade, small_head), K_STR, 0, 0, "", "its head file, e.g. heads/x-sentiment.json"},
+    {C(cascade, big), K_STR, 0, 0, "", "model for low-confidence inputs; \"\" = no cascade"},
+    {C(cascade, big_head), K_STR, 0, 0, "", "its head file"},
+    {C(cascade, threshold), K_DOUBLE, 1e-6, 1, "0.7",
+     "escalate when the small head's top probability is below this"},
+    {C(cascade, escalation_max_ratio), K_DOUBLE, 0, 1, "1",
+     "most inputs that may escalate, as a share of all decided so far (1: no cap)"},
+};
+#define KEYS_END (keys + sizeof keys / sizeof keys[0])
+
+/* The section of k's keys (K_MAP, K_LIST) */
+static const char *child(char *buf, const char *sec, const struct key *k)
+{
+    snprintf(buf, 64, "%s%s%s%s", sec, *sec ? "." : "", k->name, k->type == K_LIST ? "[]" : "");
+    return buf;
+}
+
+/* path.name, or path[index] when name is NULL: a key's path in messages */
+static const char *subpath(char buf[PATH_BYTES], const char *path, const char *name, int index)
+{
+    int r = name ? snprintf(buf, PATH_BYTES, "%s%s%s", path, *path ? "." : "", name)
+                 : snprintf(buf, PATH_BYTES, "%s[%d]", path, index);
+    if (r >= PATH_BYTES) memcpy(buf + PATH_BYTES - 4, "...", 4); /* cut short */
+    return buf;
+}
+
+static bool in_choices(const char *choices, const char *s)
+{
+    for (const char *p = choices; *p; p += strspn(p, " |")) {
+        size_t len = strcspn(p, " |");
+        if (len == 2 && !strncmp(p, "\"\"", 2) ? !*s : len == strlen(s) && !strncmp(p, s, len))
+            return true;
+        p += len;
+    }
+    return false;
+}
+
+#define NO(...) (snprintf(msg, cap, __VA_ARGS__), false)
+
+/* "16,32" or "0-3,6" into an int list, each number in [min, max]. */
+static bool set_ints(const struct key *k, char *base, const char *s, char *msg, size_t cap)
+{
+    int *v = (int *)(base + k->off), *n = (int *)(base + k->n_off);
+    int most = (int)(k->size / sizeof *v);
+    *n = 0;
+    for (const char *s0 = s; *s; s = *s ? s + 1 : s) {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end != s && *end == '-' && (b = strtol(s = end + 1, &end, 10)) < a) end = (char *)s;
+        if (end == s || (*end && *end != ','))
+            return NO("expected numbers and ranges like \"0-3,6\", not '%s'", s0);
+        if (a < k->min || b > k->max)
+            return NO("%ld-%ld is out of range [%g, %g]", a, b, k->min, k->max);
+        for (long i = a; i <= b; i++) {
+            if (*n >= most) return NO("more than %d numbers", most);
+            v[(*n)++] = (int)i;
+        }
+        s = end;
+    }
+    return true;
+}
+
+/* Sets the value of key k in base from text s; false with a message in msg. */
+static bool set_text(const struct key *k, char *base, const char *s, char *msg, size_t cap)
+{
+    char *p = base + k->off, *end;
+    errno = 0;
+    if (k->type == K_INT || k->type == K_I64) {
+        long long v = strtoll(s, &end, 10);
+        if (!*s || *end || errno) return NO("expected an integer, not '%s'", s);
+        if (v < k->min || v > k->max)
+            return NO("%lld is out of range [%.0f, %.0f]", v, k->min, k->max);
+        if (k->type == K_INT) *(int *)p = (int)v;
+        if (k->type == K_I64) *(int64_t *)p = v;
+    } else if (k->type == K_DOUBLE) {
+        double v = strtod(s, &end);
+        if (!*s || *end || !isfinite(v)) return NO("expected a number, not '%s'", s);
+        if (v < k->min || v > k->max) return NO("%g is out of range [%g, %g]", v, k->min, k->max);
+        *(double *)p = v;
+    } else if (k->type == K_STR) {
+        if (strlen(s) >= k->size) return NO("longer than %zu characters", k->size - 1);
+        if (k->choices && !in_choices(k->choices, s))
+            return NO("'%s' is not one of %s", s, k->choices);
+        memset(p, 0, k->size);
+        memcpy(p, s, strlen(s));
+    } else if (k->type == K_BOOL) {
+        if (strcmp(s, "true") && strcmp(s, "false"))
+            return NO("expected true or false, not '%s'", s);
+        *(int *)p = !strcmp(s, "true");
+    } else if (k->type == K_INTS) {
+        return set_ints(k, base, s, msg, cap);
+    } else { /* shapes and names: only their empty default comes as text */
+        *(int *)(base + k->n_off) = 0;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * defaults
+ */
+
+/* Sets the keys of section sec in base (item index of a list) to their defaults. */
+static void set_defaults(const char *sec, char *base, int index)
+{
+    for (const struct key *k = keys; k < KEYS_END; k++) {
+        char sub[64], txt[64], msg[128];
+        const char *d = k->def ? k->def : "";
+        if (strcmp(k->section, sec) || k->type == K_GONE) continue;
+        if (k->type == K_MAP) set_defaults(child(sub, sec, k), base, index);
+        if (k->type == K_LIST) *(int *)(base + k->n_off) = atoi(d);
+        for (int i = 0; k->type == K_LIST && i < atoi(d); i++) {
+            memset(base + k->off + (size_t)i * k->item, 0, k->item);
+            set_defaults(child(sub, sec, k), base + k->off + (size_t)i * k->item, i);
+        }
+        if (k->type == K_MAP || k->type == K_LIST) continue;
+        if (strstr(d, "%d")) {
+            snprintf(txt, sizeof txt, d, index);
+            d = txt;
+        }
+        bool ok = set_text(k, base, d, msg, sizeof msg);
+        HS_ASSERT(ok);
+    }
+}
+
+/* A list item with its defaults. */
+static void item_init(const struct key *list, const char *sec, char *item, int index)
+{
+    memset(item, 0, list->item);
+    set_defaults(sec, item, index);
+}
+
+/* models[].engine: the first of its engines when it names several, else the first engine. */
+static void fill_model_engines(struct hs_config *c)
+{
+    for (struct hs_model_cfg *m = c->models; m < c->models + c->n_models; m++) {
+        if (m->n_engines) memcpy(m->engine, m->engines[0], sizeof m->engine);
+        if (!m->engine[0])
+            snprintf(m->engine, sizeof m->engine, "%s", c->n_engines ? c->engines[0].name : "");
+    }
+}
+
+void hs_config_defaults(struct hs_config *c, const char *model_path)
+{
+    memset(c, 0, sizeof *c);
+    set_defaults("", (char *)c, 0);
+    snprintf(c->models[0].path, sizeof c->models[0].path, "%s",
+             model_path ? model_path : DEFAULT_MODEL_PATH);
+    fill_model_engines(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * parsing
+ */
 
 static yaml_node_t *node(struct ctx *x, int i)
 {
@@ -91,568 +450,101 @@ static const char *scalar(const yaml_node_t *n)
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-static hs_status get_i64(struct ctx *x, const yaml_node_t *n, int64_t lo, int64_t hi, int64_t *out)
+static hs_status parse_scalar(struct ctx *x, const struct key *k, yaml_node_t *v, const char *path,
+                              char *base)
 {
-    const char *s = scalar(n);
-    if (!s || !*s) return fault(x, n, "expected an integer");
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end) return fault(x, n, "expected an integer");
-    if (v < lo || v > hi) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%lld is out of range [%lld, %lld]", v, (long long)lo,
-                 (long long)hi);
-        return fault(x, n, msg);
-    }
-    *out = v;
-    return HS_STATUS_OK;
+    static const char *const want[] = {"an integer", "an integer",    "a number",
+                                       "a string",   "true or false", "a list of numbers"};
+    const char *s = scalar(v);
+    char msg[256];
+    if (!s)
+        return fault(x, v, path, "expected %s, not a %s", want[k->type],
+                     v->type == YAML_MAPPING_NODE ? "mapping" : "list");
+    return set_text(k, base, s, msg, sizeof msg) ? HS_STATUS_OK : fault(x, v, path, "%s", msg);
 }
 
-static hs_status get_int(struct ctx *x, const yaml_node_t *n, int lo, int hi, int *out)
+/* [16, 32], [[1, 16], [8, 64]], ["a", "b"] */
+static hs_status parse_seq(struct ctx *x, const struct key *k, yaml_node_t *v, const char *path,
+                           char *base)
 {
-    int64_t v;
-    hs_status st = get_i64(x, n, lo, hi, &v);
-    if (st == HS_STATUS_OK) *out = (int)v;
-    return st;
-}
-
-static hs_status get_double(struct ctx *x, const yaml_node_t *n, double lo, double hi, double *out)
-{
-    const char *s = scalar(n);
-    if (!s || !*s) return fault(x, n, "expected a number");
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || !isfinite(v)) return fault(x, n, "expected a number");
-    if (v < lo || v > hi) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%g is out of range [%g, %g]", v, lo, hi);
-        return fault(x, n, msg);
-    }
-    *out = v;
-    return HS_STATUS_OK;
-}
-
-static hs_status get_str(struct ctx *x, const yaml_node_t *n, char *buf, size_t cap)
-{
-    const char *s = scalar(n);
-    if (!s) return fault(x, n, "expected a string");
-    if (strlen(s) >= cap) return fault(x, n, "string too long");
-    snprintf(buf, cap, "%s", s);
-    return HS_STATUS_OK;
-}
-
-static hs_status get_int_list(struct ctx *x, const yaml_node_t *n, int lo, int hi, int cap,
-                              int *vals, int *count)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of integers");
-    int k = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        if (k >= cap) return fault(x, n, "too many items");
-        hs_status st = get_int(x, node(x, *it), lo, hi, &vals[k]);
+    if (k->type == K_INTS && v->type == YAML_SCALAR_NODE) return parse_scalar(x, k, v, path, base);
+    if (v->type != YAML_SEQUENCE_NODE) return fault(x, v, path, "expected a list");
+    bool shapes = k->type == K_SHAPES;
+    size_t each = shapes ? sizeof(struct hs_shape) : k->type == K_NAMES ? NAME_BYTES : sizeof(int);
+    struct key e = {.type = k->type == K_NAMES ? K_STR : K_INT,
+                    .size = NAME_BYTES,
+                    .min = k->min,
+                    .max = k->max};
+    int *n = (int *)(base + k->n_off), most = (int)(k->size / each);
+    yaml_node_item_t *it = v->data.sequence.items.start;
+    for (*n = 0; it < v->data.sequence.items.top; it++, (*n)++) {
+        yaml_node_t *in = node(x, *it);
+        yaml_node_item_t *pair = in->data.sequence.items.start;
+        char *p = base + k->off + (size_t)*n * each;
+        if (*n >= most) return fault(x, in, path, "more than %d items", most);
+        if (shapes && (in->type != YAML_SEQUENCE_NODE || in->data.sequence.items.top - pair != 2))
+            return fault(x, in, path, "expected [batch, seq]");
+        hs_status st = parse_scalar(x, &e, shapes ? node(x, pair[0]) : in, path, p);
+        if (!st && shapes)
+            st = parse_scalar(x, &e, node(x, pair[1]), path, p + offsetof(struct hs_shape, seq));
         if (st) return st;
-        k++;
     }
-    *count = k;
+    if (k->type == K_NAMES && *n < k->min)
+        return fault(x, v, path, "expected at least %g name(s)", k->min);
     return HS_STATUS_OK;
 }
 
-/* cores: a list of integers or a string like "0-3,6". */
-static hs_status get_cores(struct ctx *x, const yaml_node_t *n, struct hs_engine_cfg *e)
+static hs_status parse_map(struct ctx *x, yaml_node_t *n, const char *sec, const char *path,
+                           char *base);
+
+static hs_status parse_list(struct ctx *x, const struct key *k, yaml_node_t *v, const char *sec,
+                            const char *path, char *base)
 {
-    if (n && n->type == YAML_SEQUENCE_NODE)
-        return get_int_list(x, n, 0, 4095, HS_ENGINE_MAX_CORES, e->cores, &e->n_cores);
-    const char *s = scalar(n);
-    if (!s) return fault(x, n, "expected a list of core numbers or a string like \"0-3,6\"");
-    e->n_cores = 0;
-    while (*s) {
-        char *end;
-        long a = strtol(s, &end, 10), b = a;
-        if (end == s || a < 0) return fault(x, n, "bad core set");
-        s = end;
-        if (*s == '-') {
-            b = strtol(s + 1, &end, 10);
-            if (end == s + 1 || b < a) return fault(x, n, "bad core range");
-            s = end;
+    if (v->type != YAML_SEQUENCE_NODE) return fault(x, v, path, "expected a list of mappings");
+    int *n = (int *)(base + k->n_off), most = (int)(k->size / k->item);
+    yaml_node_item_t *it = v->data.sequence.items.start;
+    for (*n = 0; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *in = node(x, *it);
+        char ip[PATH_BYTES], *item = base + k->off + (size_t)*n * k->item;
+        if (*n >= most) return fault(x, in, path, "more than %d items", most);
+        item_init(k, sec, item, *n);
+        hs_status st = parse_map(x, in, sec, subpath(ip, path, NULL, (*n)++), item);
+        for (const struct key *r = keys; !st && r < KEYS_END; r++)
+            if ((r->flags & F_REQ) && !strcmp(r->section, sec) && !item[r->off])
+                st = fault(x, in, ip, "%s is required", r->name);
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_map(struct ctx *x, yaml_node_t *n, const char *sec, const char *path,
+                           char *base)
+{
+    if (n->type != YAML_MAPPING_NODE) return fault(x, n, path, "expected a mapping");
+    yaml_node_pair_t *p = n->data.mapping.pairs.start;
+    for (hs_status st = HS_STATUS_OK; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = node(x, p->key), *v = node(x, p->value);
+        const char *name = scalar(kn);
+        char kp[PATH_BYTES], sub[64];
+        if (!name) return fault(x, kn, path, "expected a key, not a mapping or list");
+        subpath(kp, path, name, 0);
+        const struct key *k = keys;
+        while (k < KEYS_END && (strcmp(k->section, sec) || strcmp(k->name, name))) k++;
+        if (k == KEYS_END) {
+            struct line known = {.n = 0};
+            for (k = keys; k < KEYS_END; k++)
+                if (!strcmp(k->section, sec) && k->type != K_GONE)
+                    app(&known, "%s%s", known.n ? ", " : "", k->name);
+            return fault(x, kn, kp, "unknown %s (known: %s)", *sec ? "key" : "section", known.s);
         }
-        for (long c = a; c <= b; c++) {
-            if (e->n_cores >= HS_ENGINE_MAX_CORES || c > 4095) return fault(x, n, "too many cores");
-            e->cores[e->n_cores++] = (int)c;
-        }
-        if (*s == ',')
-            s++;
-        else if (*s)
-            return fault(x, n, "bad core set");
-    }
-    return HS_STATUS_OK;
-}
-
-/* whitelist: [[batch, seq], ...] */
-static hs_status get_shapes(struct ctx *x, const yaml_node_t *n, struct hs_engine_cfg *e)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE)
-        return fault(x, n, "expected a list of [batch, seq] pairs");
-    e->n_shapes = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        int pair[2], k = 0;
-        if (e->n_shapes >= HS_SCHED_MAX_SHAPES) return fault(x, n, "too many shapes");
-        hs_status st = get_int_list(x, node(x, *it), 1, 1 << 20, 2, pair, &k);
-        if (st) return st;
-        if (k != 2) return fault(x, node(x, *it), "expected [batch, seq]");
-        e->shapes[e->n_shapes++] = (struct hs_shape){pair[0], pair[1]};
-    }
-    return HS_STATUS_OK;
-}
-
-#define FOR_PAIRS(x, n, key, val)                                                                  \
-    for (yaml_node_pair_t *p_ = (n)->data.mapping.pairs.start; p_ < (n)->data.mapping.pairs.top;   \
-         p_++)                                                                                     \
-        for (const char *key = scalar(node(x, p_->key)); key; key = NULL)                          \
-            for (yaml_node_t *val = node(x, p_->value); val; val = NULL)
-
-static void set_path(struct ctx *x, const char *section, const char *key)
-{
-    snprintf(x->path, sizeof x->path, "%s%s%s", section, *section ? "." : "", key ? key : "?");
-}
-
-static hs_status need_map(struct ctx *x, const yaml_node_t *n)
-{
-    return n && n->type == YAML_MAPPING_NODE ? HS_STATUS_OK : fault(x, n, "expected a mapping");
-}
-
-static hs_status parse_server(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "server", key);
-        if (!strcmp(key, "host"))
-            st = get_str(x, v, c->server.host, sizeof c->server.host);
-        else if (!strcmp(key, "port"))
-            st = get_int(x, v, 0, 65535, &c->server.port);
-        else if (!strcmp(key, "threads"))
-            st = get_int(x, v, 1, 1024, &c->server.threads);
-        else if (!strcmp(key, "connection_timeout_s"))
-            st = get_int(x, v, 0, 86400, &c->server.connection_timeout_s);
-        else if (!strcmp(key, "trace_file"))
-            st = get_str(x, v, c->server.trace_file, sizeof c->server.trace_file);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_engines(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of engines");
-    c->n_engines = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *en = node(x, *it);
-        hs_status st = need_map(x, en);
-        if (st) return st;
-        if (c->n_engines >= HS_CONFIG_MAX_ENGINES) return fault(x, en, "too many engines");
-        struct hs_engine_cfg *e = &c->engines[c->n_engines++];
-        memset(e, 0, sizeof *e);
-        snprintf(e->kind, sizeof e->kind, "cpu");
-        snprintf(e->name, sizeof e->name, "cpu%d", c->n_engines - 1);
-        e->slots = 1;
-        e->batch_window_us = -1;
-        FOR_PAIRS(x, en, key, v)
-        {
-            set_path(x, "engines[]", key);
-            if (!strcmp(key, "name"))
-                st = get_str(x, v, e->name, sizeof e->name);
-            else if (!strcmp(key, "kind"))
-                st = get_str(x, v, e->kind, sizeof e->kind);
-            else if (!strcmp(key, "device"))
-                st = get_int(x, v, 0, 1024, &e->device);
-            else if (!strcmp(key, "dtype"))
-                st = get_str(x, v, e->dtype, sizeof e->dtype);
-            else if (!strcmp(key, "threads"))
-                st = get_int(x, v, 0, 4096, &e->threads);
-            else if (!strcmp(key, "cores"))
-                st = get_cores(x, v, e);
-            else if (!strcmp(key, "whitelist"))
-                st = get_shapes(x, v, e);
-            else if (!strcmp(key, "slots"))
-                st = get_int(x, v, 1, HS_SCHED_MAX_SLOTS, &e->slots);
-            else if (!strcmp(key, "batch_window_us"))
-                st = get_int(x, v, -1, 60 * 1000 * 1000, &e->batch_window_us);
-            else if (!strcmp(key, "batch_max"))
-                st = get_int(x, v, 0, 65536, &e->batch_max);
-            else if (!strcmp(key, "batch_max_tokens"))
-                st = get_int(x, v, 0, 1 << 24, &e->batch_max_tokens);
-            else if (!strcmp(key, "queue_max"))
-                st = get_int(x, v, 0, 1 << 24, &e->queue_max);
-            else
-                st = fault(x, v, "unknown key");
-            if (st) return st;
-        }
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status get_names(struct ctx *x, const yaml_node_t *n, char (*names)[32], int *count);
-
-static hs_status parse_models(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of models");
-    c->n_models = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *mn = node(x, *it);
-        hs_status st = need_map(x, mn);
-        if (st) return st;
-        if (c->n_models >= HS_CONFIG_MAX_MODELS) return fault(x, mn, "too many models");
-        struct hs_model_cfg *m = &c->models[c->n_models++];
-        memset(m, 0, sizeof *m);
-        char first[sizeof m->engine] = {0};
-        snprintf(first, sizeof first, "%s", c->n_engines ? c->engines[0].name : "cpu0");
-        memcpy(m->engine, first, sizeof first);
-        FOR_PAIRS(x, mn, key, v)
-        {
-            set_path(x, "models[]", key);
-            if (!strcmp(key, "name"))
-                st = get_str(x, v, m->name, sizeof m->name);
-            else if (!strcmp(key, "path"))
-                st = get_str(x, v, m->path, sizeof m->path);
-            else if (!strcmp(key, "engine")) {
-                st = get_str(x, v, m->engine, sizeof m->engine);
-                m->n_engines = 0;
-            } else if (!strcmp(key, "engines")) {
-                st = get_names(x, v, m->engines, &m->n_engines);
-                if (!st && m->n_engines == 0) st = fault(x, v, "expected at least one engine");
-                if (!st) memcpy(m->engine, m->engines[0], sizeof m->engine);
-            } else if (!strcmp(key, "dtype"))
-                st = get_str(x, v, m->dtype, sizeof m->dtype);
-            else
-                st = fault(x, v, "unknown key");
-            if (st) return st;
-        }
-        set_path(x, "models[]", "path");
-        if (!m->path[0]) return fault(x, mn, "every model needs a path");
-    }
-    return HS_STATUS_OK;
-}
-
-/* A list of engine names. */
-static hs_status get_names(struct ctx *x, const yaml_node_t *n, char (*names)[32], int *count)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of names");
-    int k = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        if (k >= HS_CONFIG_MAX_ENGINES) return fault(x, n, "too many names");
-        hs_status st = get_str(x, node(x, *it), names[k], 32);
-        if (st) return st;
-        k++;
-    }
-    *count = k;
-    return HS_STATUS_OK;
-}
-
-/* {route: NAME, ratio: R} (split, shadow) or {route: NAME, ratio_max: R} (failover). */
-static hs_status get_route_ref(struct ctx *x, const yaml_node_t *n, const char *section,
-                               const char *ratio_key, char *route, double *ratio)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, section, key);
-        if (!strcmp(key, "route"))
-            st = get_str(x, v, route, 32);
-        else if (!strcmp(key, ratio_key))
-            st = get_double(x, v, 0, 1, ratio);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_routes(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of routes");
-    c->n_routes = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *rn = node(x, *it);
-        hs_status st = need_map(x, rn);
-        if (st) return st;
-        if (c->n_routes >= HS_CONFIG_MAX_ROUTES) return fault(x, rn, "too many routes");
-        struct hs_route_cfg *r = &c->routes[c->n_routes++];
-        memset(r, 0, sizeof *r);
-        snprintf(r->kind, sizeof r->kind, "engines");
-        snprintf(r->name, sizeof r->name, "route%d", c->n_routes - 1);
-        r->failover_ratio_max = 0.3;
-        FOR_PAIRS(x, rn, key, v)
-        {
-            set_path(x, "routes[]", key);
-            if (!strcmp(key, "name"))
-                st = get_str(x, v, r->name, sizeof r->name);
-            else if (!strcmp(key, "kind"))
-                st = get_str(x, v, r->kind, sizeof r->kind);
-            else if (!strcmp(key, "model"))
-                st = get_str(x, v, r->model, sizeof r->model);
-            else if (!strcmp(key, "engines"))
-                st = get_names(x, v, r->engines, &r->n_engines);
-            else if (!strcmp(key, "split"))
-                st =
-                    get_route_ref(x, v, "routes[].split", "ratio", r->split_route, &r->split_ratio);
-            else if (!strcmp(key, "shadow"))
-                st = get_route_ref(x, v, "routes[].shadow", "ratio", r->shadow_route,
-                                   &r->shadow_ratio);
-            else if (!strcmp(key, "failover"))
-                st = get_route_ref(x, v, "routes[].failover", "ratio_max", r->failover_route,
-                                   &r->failover_ratio_max);
-            else if (!strcmp(key, "small"))
-                st = get_str(x, v, r->small, sizeof r->small);
-            else if (!strcmp(key, "big"))
-                st = get_str(x, v, r->big, sizeof r->big);
-            else if (!strcmp(key, "threshold") || !strcmp(key, "escalate_ratio_max"))
-                st = fault(x, v,
-                           "a cascade's threshold and escalation cap are set in the cascade "
-                           "section (cascade.threshold, cascade.escalation_max_ratio)");
-            else
-                st = fault(x, v, "unknown key");
-            if (st) return st;
-        }
-        set_path(x, "routes[]", "kind");
-        if (strcmp(r->kind, "engines") && strcmp(r->kind, "cascade"))
-            return fault(x, rn, "kind must be engines or cascade");
-        if (!strcmp(r->kind, "cascade") && (!r->small[0] || !r->big[0]))
-            return fault(x, rn, "a cascade needs small and big routes");
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_rules(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    if (!n || n->type != YAML_SEQUENCE_NODE) return fault(x, n, "expected a list of rules");
-    c->router.n_rules = 0;
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-         it++) {
-        yaml_node_t *rn = node(x, *it);
-        hs_status st = need_map(x, rn);
-        if (st) return st;
-        if (c->router.n_rules >= HS_CONFIG_MAX_RULES) return fault(x, rn, "too many rules");
-        struct hs_rule_cfg *r = &c->router.rules[c->router.n_rules++];
-        memset(r, 0, sizeof *r);
-        FOR_PAIRS(x, rn, key, v)
-        {
-            set_path(x, "router.rules[]", key);
-            if (!strcmp(key, "route"))
-                st = get_str(x, v, r->route, sizeof r->route);
-            else if (!strcmp(key, "tokens_min"))
-                st = get_int(x, v, 0, 1 << 20, &r->tokens_min);
-            else if (!strcmp(key, "tokens_max"))
-                st = get_int(x, v, 0, 1 << 20, &r->tokens_max);
-            else if (!strcmp(key, "task"))
-                st = get_str(x, v, r->task, sizeof r->task);
-            else if (!strcmp(key, "priority")) {
-                st = get_str(x, v, r->priority, sizeof r->priority);
-                if (!st && r->priority[0] && strcmp(r->priority, "interactive") &&
-                    strcmp(r->priority, "batch"))
-                    st = fault(x, v, "priority must be interactive or batch");
-            } else if (!strcmp(key, "header"))
-                st = get_str(x, v, r->header, sizeof r->header);
-            else if (!strcmp(key, "value"))
-                st = get_str(x, v, r->value, sizeof r->value);
-            else
-                st = fault(x, v, "unknown key");
-            if (st) return st;
-        }
-        set_path(x, "router.rules[]", "route");
-        if (!r->route[0]) return fault(x, rn, "every rule needs a route");
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_router(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "router", key);
-        if (!strcmp(key, "rules"))
-            st = parse_rules(x, v, c);
-        else if (!strcmp(key, "default_route"))
-            st = get_str(x, v, c->router.default_route, sizeof c->router.default_route);
-        else if (!strcmp(key, "fallback_engine"))
-            st = get_str(x, v, c->router.fallback_engine, sizeof c->router.fallback_engine);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_breaker(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "breaker", key);
-        if (!strcmp(key, "window_requests"))
-            st = get_int(x, v, 1, HS_BREAKER_MAX_WINDOW, &c->breaker.window_requests);
-        else if (!strcmp(key, "min_requests"))
-            st = get_int(x, v, 1, HS_BREAKER_MAX_WINDOW, &c->breaker.min_requests);
-        else if (!strcmp(key, "error_ratio_max"))
-            st = get_double(x, v, 0.001, 1.0, &c->breaker.error_ratio_max);
-        else if (!strcmp(key, "latency_max_ms"))
-            st = get_int(x, v, 0, 86400000, &c->breaker.latency_max_ms);
-        else if (!strcmp(key, "open_ms"))
-            st = get_int(x, v, 0, 86400000, &c->breaker.open_ms);
-        else if (!strcmp(key, "half_open_probes"))
-            st = get_int(x, v, 1, 1 << 20, &c->breaker.half_open_probes);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_retry(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "retry", key);
-        if (!strcmp(key, "budget_ratio"))
-            st = get_double(x, v, 0, 1, &c->retry.budget_ratio);
-        else if (!strcmp(key, "budget_max"))
-            st = get_double(x, v, 0, 1e6, &c->retry.budget_max);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_admin(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "admin", key);
-        if (!strcmp(key, "enabled")) {
-            const char *b = scalar(v);
-            if (b && (!strcmp(b, "true") || !strcmp(b, "false")))
-                c->admin.enabled = !strcmp(b, "true");
-            else
-                st = fault(x, v, "expected true or false");
-        } else {
-            st = fault(x, v, "unknown key");
-        }
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_batching(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "batching", key);
-        if (!strcmp(key, "batch_window_us"))
-            st = get_int(x, v, 0, 60 * 1000 * 1000, &c->batching.batch_window_us);
-        else if (!strcmp(key, "batch_max"))
-            st = get_int(x, v, 1, 65536, &c->batching.batch_max);
-        else if (!strcmp(key, "batch_max_tokens"))
-            st = get_int(x, v, 1, 1 << 24, &c->batching.batch_max_tokens);
-        else if (!strcmp(key, "buckets"))
-            st = get_int_list(x, v, 1, 1 << 16, HS_SCHED_MAX_BUCKETS - 1, c->batching.buckets,
-                              &c->batching.n_buckets);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_limits(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "limits", key);
-        if (!strcmp(key, "queue_max"))
-            st = get_int(x, v, 1, 1 << 24, &c->limits.queue_max);
-        else if (!strcmp(key, "timeout_ms"))
-            st = get_int(x, v, 1, 86400000, &c->limits.timeout_ms);
-        else if (!strcmp(key, "timeout_max_ms"))
-            st = get_int(x, v, 1, 86400000, &c->limits.timeout_max_ms);
-        else if (!strcmp(key, "body_bytes_max"))
-            st = get_i64(x, v, 64, (int64_t)1 << 34, &c->limits.body_bytes_max);
-        else if (!strcmp(key, "items_max"))
-            st = get_int(x, v, 1, 1 << 20, &c->limits.items_max);
-        else if (!strcmp(key, "chars_max"))
-            st = get_int(x, v, 1, 1 << 28, &c->limits.chars_max);
-        else if (!strcmp(key, "drain_timeout_ms"))
-            st = get_int(x, v, 0, 86400000, &c->limits.drain_timeout_ms);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_scheduler(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "scheduler", key);
-        if (!strcmp(key, "shed_batch_ratio"))
-            st = get_double(x, v, 0.01, 1.0, &c->scheduler.shed_batch_ratio);
-        else if (!strcmp(key, "throughput_init_tokens_per_s"))
-            st = get_double(x, v, 1e-3, 1e12, &c->scheduler.throughput_init_tokens_per_s);
-        else if (!strcmp(key, "throughput_ewma_alpha"))
-            st = get_double(x, v, 0.001, 1.0, &c->scheduler.throughput_ewma_alpha);
-        else if (!strcmp(key, "retry_after_min_s"))
-            st = get_int(x, v, 0, 86400, &c->scheduler.retry_after_min_s);
-        else
-            st = fault(x, v, "unknown key");
-        if (st) return st;
-    }
-    return HS_STATUS_OK;
-}
-
-static hs_status parse_cascade(struct ctx *x, yaml_node_t *n, struct hs_config *c)
-{
-    hs_status st = need_map(x, n);
-    if (st) return st;
-    FOR_PAIRS(x, n, key, v)
-    {
-        set_path(x, "cascade", key);
-        if (!strcmp(key, "small"))
-            st = get_str(x, v, c->cascade.small, sizeof c->cascade.small);
-        else if (!strcmp(key, "small_head"))
-            st = get_str(x, v, c->cascade.small_head, sizeof c->cascade.small_head);
-        else if (!strcmp(key, "big"))
-            st = get_str(x, v, c->cascade.big, sizeof c->cascade.big);
-        else if (!strcmp(key, "big_head"))
-            st = get_str(x, v, c->cascade.big_head, sizeof c->cascade.big_head);
-        else if (!strcmp(key, "threshold"))
-            st = get_double(x, v, 1e-6, 1.0, &c->cascade.threshold);
-        else if (!strcmp(key, "escalation_max_ratio"))
-            st = get_double(x, v, 0.0, 1.0, &c->cascade.escalation_max_ratio);
-        else
-            st = fault(x, v, "unknown key");
+        /* after the lookup: a mapping has at most as many pairs as its section has keys */
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++)
+            if (!strcmp(name, scalar(node(x, q->key)))) return fault(x, kn, kp, "given twice");
+        st = k->type == K_GONE   ? fault(x, v, kp, "%s", k->doc)
+             : k->type == K_MAP  ? parse_map(x, v, child(sub, sec, k), kp, base)
+             : k->type == K_LIST ? parse_list(x, k, v, child(sub, sec, k), kp, base)
+             : k->type >= K_INTS ? parse_seq(x, k, v, kp, base)
+                                 : parse_scalar(x, k, v, kp, base);
         if (st) return st;
     }
     return HS_STATUS_OK;
@@ -675,46 +567,68 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
     struct ctx x = {.doc = &doc, .label = label, .err = err};
     hs_status st = HS_STATUS_OK;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root && !(root->type == YAML_SCALAR_NODE && !*scalar(root))) {
-        snprintf(x.path, sizeof x.path, "(top level)");
-        st = need_map(&x, root);
-        if (!st) {
-            FOR_PAIRS(&x, root, key, v)
-            {
-                set_path(&x, "", key);
-                if (!strcmp(key, "server"))
-                    st = parse_server(&x, v, c);
-                else if (!strcmp(key, "engines"))
-                    st = parse_engines(&x, v, c);
-                else if (!strcmp(key, "models"))
-                    st = parse_models(&x, v, c);
-                else if (!strcmp(key, "batching"))
-                    st = parse_batching(&x, v, c);
-                else if (!strcmp(key, "limits"))
-                    st = parse_limits(&x, v, c);
-                else if (!strcmp(key, "scheduler"))
-                    st = parse_scheduler(&x, v, c);
-                else if (!strcmp(key, "routes"))
-                    st = parse_routes(&x, v, c);
-                else if (!strcmp(key, "router"))
-                    st = parse_router(&x, v, c);
-                else if (!strcmp(key, "breaker"))
-                    st = parse_breaker(&x, v, c);
-                else if (!strcmp(key, "retry"))
-                    st = parse_retry(&x, v, c);
-                else if (!strcmp(key, "admin"))
-                    st = parse_admin(&x, v, c);
-                else if (!strcmp(key, "cascade"))
-                    st = parse_cascade(&x, v, c);
-                else
-                    st = fault(&x, v, "unknown section");
-                if (st) break;
-            }
-        }
-    }
+    if (root && !(scalar(root) && !*scalar(root))) /* an empty file is no error */
+        st = parse_map(&x, root, "", root->type == YAML_MAPPING_NODE ? "" : "(top level)",
+                       (char *)c);
+    fill_model_engines(c);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     return st;
+}
+
+hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open config file %s", path);
+    size_t cap = 4096, len = 0;
+    char *buf = hs_malloc(cap), *nb;
+    while (buf && (len += fread(buf + len, 1, cap - len, f)) == cap) {
+        if (!(nb = hs_realloc(buf, cap *= 2))) hs_free(buf);
+        buf = nb;
+    }
+    fclose(f);
+    if (!buf) return hs_error_set(err, HS_STATUS_NO_MEMORY, "reading %s", path);
+    hs_status st = hs_config_parse(buf, len, path, c, err);
+    hs_free(buf);
+    return st ? st : hs_config_validate(c, err);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * validation
+ */
+
+#define BAD(...) hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: " __VA_ARGS__)
+
+/* The table's ranges and choices, for values set in code (command-line overrides) as well. */
+static hs_status check_keys(const char *sec, const char *base, const char *path,
+                            struct hs_error *err)
+{
+    for (const struct key *k = keys; k < KEYS_END; k++) {
+        if (strcmp(k->section, sec)) continue;
+        char sub[64], kp[PATH_BYTES], ip[PATH_BYTES];
+        const char *p = base + k->off;
+        int n = k->n_off ? *(const int *)(base + k->n_off) : 0;
+        double v = k->type == K_INT      ? *(const int *)p
+                   : k->type == K_I64    ? (double)*(const int64_t *)p
+                   : k->type == K_DOUBLE ? *(const double *)p
+                                         : 0;
+        hs_status st = HS_STATUS_OK;
+        subpath(kp, path, k->name, 0);
+        if (k->type <= K_DOUBLE && !(v >= k->min && v <= k->max))
+            st = BAD("%s: %g is out of range [%g, %g]", kp, v, k->min, k->max);
+        else if (k->type == K_STR && k->choices && !in_choices(k->choices, p))
+            st = BAD("%s: '%s' is not one of %s", kp, p, k->choices);
+        else if (k->type == K_MAP)
+            st = check_keys(child(sub, sec, k), base, kp, err);
+        else if (k->type == K_LIST && n > (int)(k->size / k->item))
+            st = BAD("%s: more than %zu items", kp, k->size / k->item);
+        for (int i = 0; k->type == K_LIST && !st && i < n; i++) {
+            subpath(ip, kp, NULL, i);
+            st = check_keys(child(sub, sec, k), p + (size_t)i * k->item, ip, err);
+        }
+        if (st) return st;
+    }
+    return HS_STATUS_OK;
 }
 
 int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cfg *e)
@@ -727,14 +641,15 @@ int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cf
 
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
 {
-    if (c->n_engines < 1) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: no engines");
-    if (c->n_models < 1) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "config: no models");
+    hs_status st = check_keys("", (const char *)c, "", err);
+    if (st) return st;
+    if (c->n_engines < 1) return BAD("no engines");
+    if (c->n_models < 1) return BAD("no models");
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *e = &c->engines[i];
         for (int k = 0; k < i; k++)
             if (!strcmp(e->name, c->engines[k].name))
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: engine name '%s' used twice", e->name);
+                return BAD("engine name '%s' used twice", e->name);
         const struct hs_engine_kind *k = hs_engine_kind_find(e->kind);
         if (!k) {
             char known[256] = "";
@@ -742,113 +657,86 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
             for (int j = 0; j < hs_engine_kind_count() && used < sizeof known; j++)
                 used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", j ? ", " : "",
                                          hs_engine_kind_at(j)->name);
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: engine '%s': unknown kind '%s' (known: %s)", e->name,
-                                e->kind, known);
+            return BAD("engine '%s': unknown kind '%s' (known: %s)", e->name, e->kind, known);
         }
         int dt = e->dtype[0] ? hs_compute_dtype_parse(e->dtype) : (int)k->native;
         if (dt < 0 || !(k->dtypes & (1u << dt)))
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: engine '%s': dtype '%s' is not one a %s engine computes "
-                                "in (hetserve devices lists them)",
-                                e->name, e->dtype, k->name);
+            return BAD("engine '%s': dtype '%s' is not one a %s engine computes in (hetserve "
+                       "devices lists them)",
+                       e->name, e->dtype, k->name);
     }
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *m = &c->models[i];
+        const char *mn = m->name[0] ? m->name : m->path;
         int n = m->n_engines ? m->n_engines : 1;
         for (int j = 0; j < n; j++) {
             const char *en = m->n_engines ? m->engines[j] : m->engine;
             if (!hs_config_engine(c, en))
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: model '%s' names engine '%s', which is not "
-                                    "configured",
-                                    m->name[0] ? m->name : m->path, en);
+                return BAD("model '%s' names engine '%s', which is not configured", mn, en);
             for (int k = 0; k < j; k++)
                 if (!strcmp(m->engines[k], en))
-                    return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                        "config: model '%s' names engine '%s' twice",
-                                        m->name[0] ? m->name : m->path, en);
+                    return BAD("model '%s' names engine '%s' twice", mn, en);
         }
         if (m->dtype[0] && hs_compute_dtype_parse(m->dtype) < 0)
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: model '%s': dtype '%s' (f32, f16, bf16 or int8)",
-                                m->name[0] ? m->name : m->path, m->dtype);
+            return BAD("model '%s': dtype '%s' (f32, f16, bf16 or int8)", mn, m->dtype);
         for (int j = 0; j < n; j++) {
             const struct hs_engine_cfg *e =
                 hs_config_engine(c, m->n_engines ? m->engines[j] : m->engine);
             const struct hs_engine_kind *k = hs_engine_kind_find(e->kind);
             int dt = hs_config_lane_dtype(m, e);
             if (k && dt >= 0 && !(k->dtypes & (1u << dt)))
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: model '%s' on engine '%s': a %s engine does not "
-                                    "compute in %s",
-                                    m->name[0] ? m->name : m->path, e->name, k->name,
-                                    hs_compute_dtype_name((enum hs_dtype)dt));
+                return BAD("model '%s' on engine '%s': a %s engine does not compute in %s", mn,
+                           e->name, k->name, hs_compute_dtype_name((enum hs_dtype)dt));
         }
     }
     for (int i = 1; i < c->batching.n_buckets; i++)
         if (c->batching.buckets[i] <= c->batching.buckets[i - 1])
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: batching.buckets must be ascending");
+            return BAD("batching.buckets must be ascending");
     if (c->limits.timeout_ms > c->limits.timeout_max_ms)
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "config: limits.timeout_ms exceeds limits.timeout_max_ms");
+        return BAD("limits.timeout_ms exceeds limits.timeout_max_ms");
     /* Routes: names unique, references resolvable. Which model a route's name means is
      * checked when the server knows the models' names. */
     for (int i = 0; i < c->n_routes; i++) {
         const struct hs_route_cfg *r = &c->routes[i];
         for (int k = 0; k < i; k++)
             if (!strcmp(r->name, c->routes[k].name))
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: route name '%s' used twice", r->name);
+                return BAD("route name '%s' used twice", r->name);
         if (!strcmp(r->name, "fallback"))
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: 'fallback' is reserved for the fallback route");
+            return BAD("'fallback' is reserved for the fallback route");
         for (int k = 0; k < r->n_engines; k++)
             if (!hs_config_engine(c, r->engines[k]))
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: route '%s' names engine '%s', which is not "
-                                    "configured",
-                                    r->name, r->engines[k]);
+                return BAD("route '%s' names engine '%s', which is not configured", r->name,
+                           r->engines[k]);
         const char *refs[] = {r->split_route, r->shadow_route, r->failover_route, r->small, r->big};
         for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
             if (refs[k][0] && hs_config_route(c, refs[k]) < 0)
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: route '%s' refers to route '%s', which is not "
-                                    "configured",
-                                    r->name, refs[k]);
+                return BAD("route '%s' refers to route '%s', which is not configured", r->name,
+                           refs[k]);
     }
     for (int i = 0; i < c->router.n_rules; i++)
         if (hs_config_route(c, c->router.rules[i].route) < 0)
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: router.rules[%d] names route '%s', which is not "
-                                "configured",
-                                i, c->router.rules[i].route);
+            return BAD("router.rules[%d] names route '%s', which is not configured", i,
+                       c->router.rules[i].route);
     if (c->router.default_route[0] && hs_config_route(c, c->router.default_route) < 0)
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "config: router.default_route '%s' is not configured",
-                            c->router.default_route);
+        return BAD("router.default_route '%s' is not configured", c->router.default_route);
     if (c->router.fallback_engine[0] && !hs_config_engine(c, c->router.fallback_engine))
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "config: router.fallback_engine '%s' is not configured",
-                            c->router.fallback_engine);
+        return BAD("router.fallback_engine '%s' is not configured", c->router.fallback_engine);
     if (c->breaker.min_requests > c->breaker.window_requests)
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "config: breaker.min_requests exceeds breaker.window_requests");
+        return BAD("breaker.min_requests exceeds breaker.window_requests");
     if (c->cascade.small[0] && !c->cascade.small_head[0])
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "config: cascade.small needs cascade.small_head");
+        return BAD("cascade.small needs cascade.small_head");
     if (c->cascade.big[0] && (!c->cascade.big_head[0] || !c->cascade.small[0]))
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "config: cascade.big needs cascade.big_head and cascade.small");
+        return BAD("cascade.big needs cascade.big_head and cascade.small");
+    for (int i = 0; i < c->n_routes; i++)
+        if (!strcmp(c->routes[i].kind, "cascade") &&
+            (!c->routes[i].small[0] || !c->routes[i].big[0]))
+            return BAD("route '%s': a cascade needs small and big routes", c->routes[i].name);
     /* One cascade: a route of kind cascade places the stages of the cascade section's. */
     for (int i = 0; i < c->n_routes; i++)
         if (!strcmp(c->routes[i].kind, "cascade") && !c->cascade.big[0])
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: route '%s' is a cascade, but the cascade section names "
-                                "no big model (cascade.small, cascade.big and their heads "
-                                "configure it)",
-                                c->routes[i].name);
+            return BAD("route '%s' is a cascade, but the cascade section names no big model "
+                       "(cascade.small, cascade.big and their heads configure it)",
+                       c->routes[i].name);
     return HS_STATUS_OK;
 }
 
@@ -866,338 +754,138 @@ int hs_config_route(const struct hs_config *c, const char *name)
     return -1;
 }
 
-hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open config file %s", path);
-    size_t cap = 4096, len = 0;
-    char *buf = hs_malloc(cap);
-    hs_status st = HS_STATUS_OK;
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len < cap) break;
-        char *nb = hs_realloc(buf, cap * 2);
-        if (!nb) {
-            hs_free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (!buf) return hs_error_set(err, HS_STATUS_NO_MEMORY, "reading %s", path);
-    st = hs_config_parse(buf, len, path, c, err);
-    hs_free(buf);
-    if (st == HS_STATUS_OK) st = hs_config_validate(c, err);
-    return st;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * printing
  */
 
-static void print_int_list(FILE *f, const int *v, int n)
+/* A name or a path as it is (YAML would read it as text), anything else double-quoted. */
+static void put_str(struct line *l, const char *s)
 {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", v[i]);
-    fputc(']', f);
+    static const char *const typed[] = {"true", "false", "yes", "no", "on", "off", "null"};
+    bool plain = isalpha((unsigned char)*s) || *s == '/';
+    for (const char *p = s; *p; p++) plain &= isalnum((unsigned char)*p) || strchr("_./-", *p);
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) plain &= !!strcasecmp(s, typed[i]);
+    if (plain) {
+        app(l, "%s", s);
+        return;
+    }
+    app(l, "\"");
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+            app(l, "\\x%02x", (unsigned char)*s);
+        else
+            app(l, "%c", *s);
+    app(l, "\"");
+}
+
+static void put_value(struct line *l, const struct key *k, const char *sec, const char *base)
+{
+    const char *p = base + k->off;
+    char sub[64];
+    if (k->type == K_INT) app(l, "%d", *(const int *)p);
+    if (k->type == K_I64) app(l, "%lld", (long long)*(const int64_t *)p);
+    if (k->type == K_BOOL) app(l, "%s", *(const int *)p ? "true" : "false");
+    if (k->type == K_STR) put_str(l, p);
+    if (k->type == K_DOUBLE) /* the shortest text that reads back as the same double */
+        for (int digits = 6; digits <= 17; digits++) {
+            char b[40];
+            snprintf(b, sizeof b, "%.*g", digits, *(const double *)p);
+            if (strtod(b, NULL) == *(const double *)p || digits == 17) {
+                app(l, "%s", b);
+                break;
+            }
+        }
+    if (k->type == K_MAP) {
+        const char *sep = "{";
+        for (const struct key *s = keys; s < KEYS_END; s++)
+            if (!strcmp(s->section, child(sub, sec, k))) {
+                app(l, "%s%s: ", sep, s->name);
+                put_value(l, s, sub, base);
+                sep = ", ";
+            }
+        app(l, "}");
+    }
+    if (k->type != K_INTS && k->type != K_SHAPES && k->type != K_NAMES) return;
+    app(l, "[");
+    for (int i = 0; i < *(const int *)(base + k->n_off); i++) {
+        const struct hs_shape *sh = (const struct hs_shape *)p + i;
+        if (i) app(l, ", ");
+        if (k->type == K_INTS) app(l, "%d", ((const int *)p)[i]);
+        if (k->type == K_SHAPES) app(l, "[%d, %d]", sh->batch, sh->seq);
+        if (k->type == K_NAMES) put_str(l, p + (size_t)i * NAME_BYTES);
+    }
+    app(l, "]");
+}
+
+/* Is key k the same in items a and b? */
+static bool same(const struct key *k, const char *sec, const char *a, const char *b)
+{
+    char sub[64];
+    if (k->type == K_MAP) {
+        for (const struct key *s = keys; s < KEYS_END; s++)
+            if (!strcmp(s->section, child(sub, sec, k)) && !same(s, sub, a, b)) return false;
+        return true;
+    }
+    return !memcmp(a + k->off, b + k->off, k->size) &&
+           (!k->n_off || !memcmp(a + k->n_off, b + k->n_off, sizeof(int)));
+}
+
+/* Writes doc as comment lines but its last, which it returns (to go beside a key). */
+static const char *put_doc(FILE *f, int indent, const char *com, const char *doc)
+{
+    for (int len; doc[len = (int)strcspn(doc, "\n")]; doc += len + 1)
+        fprintf(f, "%*s%s# %.*s\n", indent, "", com, len, doc);
+    return doc;
+}
+
+/* Writes the keys of section sec in base at indent; an item's first key gets the "- ", com
+ * comments lines out, keys marked F_OMIT are left out when they equal those of dflt. */
+static void print_keys(FILE *f, const char *sec, const char *base, int indent, bool item,
+                       const char *com, const char *dflt)
+{
+    for (const struct key *k = keys; k < KEYS_END; k++) {
+        if (strcmp(k->section, sec) || k->type == K_GONE) continue;
+        if (dflt && (k->flags & F_OMIT) && same(k, sec, base, dflt)) continue;
+        char sub[64];
+        const char *lead = item ? "- " : "";
+        int pad = indent - (int)strlen(lead);
+        item = false;
+        child(sub, sec, k);
+        if (k->type == K_MAP && !*sec) {
+            fputc('\n', f);
+            fprintf(f, "%s# %s\n%s%s:\n", com, put_doc(f, 0, com, k->doc), com, k->name);
+            print_keys(f, sub, base, 2, false, com, NULL);
+        } else if (k->type == K_LIST) {
+            int n = *(const int *)(base + k->n_off);
+            union any_item d;
+            if (!*sec) fputc('\n', f);
+            const char *doc = put_doc(f, indent, com, k->doc);
+            struct line l = {.n = 0};
+            app(&l, "%*s%s%s%s:%s", pad, "", com, lead, k->name, n ? "" : " []");
+            fprintf(f, "%-40s # %s\n", l.s, doc);
+            for (int i = 0; i < n; i++) {
+                item_init(k, sub, (char *)&d, i);
+                print_keys(f, sub, base + k->off + (size_t)i * k->item, indent + 4, true, com,
+                           (const char *)&d);
+            }
+            if (n) continue;
+            fprintf(f, "%*s%s# for example, every key with its default:\n", indent + 2, "", com);
+            item_init(k, sub, (char *)&d, 0);
+            print_keys(f, sub, (const char *)&d, indent + 4, true, "# ", NULL);
+        } else {
+            struct line l = {.n = 0};
+            int at = *com ? indent - 2 : 0; /* where an example's "# " goes */
+            app(&l, "%*s%s%*s%s%s: ", at, "", com, pad - at, "", lead, k->name);
+            put_value(&l, k, sec, base);
+            fprintf(f, "%-40s # %s\n", l.s, k->doc);
+        }
+    }
 }
 
 void hs_config_print(const struct hs_config *c, FILE *f)
 {
     fprintf(f, "# hetserve configuration. Every key is optional: what a file leaves out keeps the\n"
                "# default shown here; a list given (engines, models, buckets) replaces the "
-               "default list.\n\n");
-    fprintf(f, "server:\n");
-    fprintf(f, "  host: \"%s\"              # address to bind (--host)\n", c->server.host);
-    fprintf(f, "  port: %d                   # TCP port; 0 = any free port (--port)\n",
-            c->server.port);
-    fprintf(f,
-            "  threads: %d                   # HTTP worker threads (connections wait for "
-            "batches suspended, not on a thread)\n",
-            c->server.threads);
-    fprintf(f,
-            "  connection_timeout_s: %d     # idle keep-alive connections are closed after "
-            "this\n",
-            c->server.connection_timeout_s);
-    fprintf(f,
-            "  trace_file: \"%s\"               # Chrome/Perfetto trace-event JSON of every "
-            "batch and request stage; \"\" = off (--trace-file)\n\n",
-            c->server.trace_file);
-
-    fprintf(f, "engines:                       # compute devices; each gets its own queue and "
-               "batcher\n");
-    for (int i = 0; i < c->n_engines; i++) {
-        const struct hs_engine_cfg *e = &c->engines[i];
-        fprintf(f,
-                "  - name: %s                 # instance name, used by models[].engine and "
-                "in metrics\n",
-                e->name);
-        fprintf(f,
-                "    kind: %s                  # a registered engine kind: cpu | cuda (what "
-                "this build has: hetserve devices)\n",
-                e->kind);
-        fprintf(f, "    device: %d                   # device ordinal of the kind (GPU number)\n",
-                e->device);
-        fprintf(f,
-                "    dtype: \"%s\"                 # compute dtype of its lanes: \"\" = the kind's "
-                "native (cpu f32, cuda f16) | f32 | f16 | bf16 | int8\n",
-                e->dtype);
-        fprintf(f,
-                "    threads: %d                  # compute threads; 0 = every core of the "
-                "core set (or of the machine)\n",
-                e->threads);
-        fprintf(f, "    cores: ");
-        print_int_list(f, e->cores, e->n_cores);
-        fprintf(f, "                  # cores to pin to, e.g. [0, 1] or \"0-3\"; [] = no "
-                   "pinning\n");
-        fprintf(f, "    whitelist: [");
-        for (int k = 0; k < e->n_shapes; k++)
-            fprintf(f, "%s[%d, %d]", k ? ", " : "", e->shapes[k].batch, e->shapes[k].seq);
-        fprintf(f, "]              # allowed [batch, seq] shapes, e.g. [[1, 16], [8, 64]]; [] = "
-                   "any. With a whitelist its seq lengths are the buckets\n");
-        fprintf(f,
-                "    slots: %d                    # quota: batches in flight at once on this "
-                "engine (executor slots)\n",
-                e->slots);
-        fprintf(f,
-                "    batch_window_us: %d          # this engine's batching.batch_window_us; -1 = "
-                "the batching section's\n",
-                e->batch_window_us);
-        fprintf(f,
-                "    batch_max: %d                # this engine's batching.batch_max; 0 = the "
-                "batching section's\n",
-                e->batch_max);
-        fprintf(f,
-                "    batch_max_tokens: %d         # this engine's batching.batch_max_tokens; 0 = "
-                "the batching section's\n",
-                e->batch_max_tokens);
-        fprintf(f,
-                "    queue_max: %d                # this engine's queue size; 0 = "
-                "limits.queue_max\n",
-                e->queue_max);
-    }
-    fprintf(f, "\nmodels:                        # model instances; weights stay resident on "
-               "their engine\n");
-    for (int i = 0; i < c->n_models; i++) {
-        const struct hs_model_cfg *m = &c->models[i];
-        fprintf(f,
-                "  - path: \"%s\"   # model folder (config.json, vocab.txt, "
-                "model.safetensors)\n",
-                m->path);
-        if (m->name[0])
-            fprintf(f, "    name: \"%s\"\n", m->name);
-        else
-            fprintf(f, "    # name: the folder's base name unless given; clients send it as "
-                       "\"model\"\n");
-        if (m->n_engines > 1) {
-            fprintf(f, "    engines: [");
-            for (int k = 0; k < m->n_engines; k++) fprintf(f, "%s%s", k ? ", " : "", m->engines[k]);
-            fprintf(f, "]      # engines[].name it is resident on (one queue each)\n");
-        } else {
-            fprintf(f,
-                    "    engine: %s                # engines[].name that runs it (or engines: "
-                    "[a, b] to be resident on several)\n",
-                    m->engine);
-        }
-        fprintf(
-            f,
-            "    dtype: \"%s\"                 # \"\" = each engine's dtype; f32 | f16 | bf16 | "
-            "int8 forces one on every engine it is on\n",
-            m->dtype);
-    }
-    fprintf(f, "\nbatching:\n");
-    fprintf(f,
-            "  batch_window_us: %d          # a batch forms when its bucket's oldest request "
-            "has waited this long ...\n",
-            c->batching.batch_window_us);
-    fprintf(f, "  batch_max: %d                  # ... or holds this many sequences ...\n",
-            c->batching.batch_max);
-    fprintf(f,
-            "  batch_max_tokens: %d         # ... or this many padded tokens (batch x "
-            "bucket length)\n",
-            c->batching.batch_max_tokens);
-    fprintf(f, "  buckets: ");
-    print_int_list(f, c->batching.buckets, c->batching.n_buckets);
-    fprintf(f, "  # length buckets (tokens); sequences pad to their bucket only; the model's "
-               "max length is always the last\n\n");
-    fprintf(f, "limits:\n");
-    fprintf(f,
-            "  queue_max: %d                # sequences queued per engine; beyond: 429 with "
-            "Retry-After\n",
-            c->limits.queue_max);
-    fprintf(f,
-            "  timeout_ms: %d               # default deadline per request (field "
-            "timeout_ms or header X-Timeout-Ms)\n",
-            c->limits.timeout_ms);
-    fprintf(f, "  timeout_max_ms: %d          # largest deadline a client may ask for\n",
-            c->limits.timeout_max_ms);
-    fprintf(f, "  body_bytes_max: %lld          # request body limit; beyond: 413\n",
-            (long long)c->limits.body_bytes_max);
-    fprintf(f, "  items_max: %d                  # inputs per request; beyond: 413\n",
-            c->limits.items_max);
-    fprintf(f, "  chars_max: %d                # characters per input; beyond: 413\n",
-            c->limits.chars_max);
-    fprintf(f,
-            "  drain_timeout_ms: %d         # on SIGTERM/SIGINT: longest wait for queued "
-            "requests before exit\n\n",
-            c->limits.drain_timeout_ms);
-    fprintf(f, "scheduler:\n");
-    fprintf(f,
-            "  shed_batch_ratio: %g            # share of queue_max that priority \"batch\" "
-            "may fill; interactive requests evict batch ones when full\n",
-            c->scheduler.shed_batch_ratio);
-    fprintf(f,
-            "  throughput_init_tokens_per_s: %g # engine speed assumed until the first batch "
-            "is measured (predicts waits for 429)\n",
-            c->scheduler.throughput_init_tokens_per_s);
-    fprintf(f,
-            "  throughput_ewma_alpha: %g       # weight of the newest batch in the measured "
-            "throughput\n",
-            c->scheduler.throughput_ewma_alpha);
-    fprintf(f, "  retry_after_min_s: %d           # smallest Retry-After sent with 429\n",
-            c->scheduler.retry_after_min_s);
-
-    fprintf(f, "\n# A route: a model on a set of engines; a request on it goes to the engine with "
-               "the earliest\n# predicted completion (queued work + its own, from service times "
-               "learned per bucket), or is\n# refused with 429 when none can finish before its "
-               "deadline.\n# A route of kind cascade, {name, kind: cascade, small: <route>, "
-               "big: <route>}, places the two stages of the cascade section's cascade (below).\n");
-    if (!c->n_routes)
-        fprintf(f, "routes: []                     # [] = one route per model over every engine "
-                   "it is on, named after the model\n");
-    else
-        fprintf(f, "routes:\n");
-    for (int i = 0; i < c->n_routes; i++) {
-        const struct hs_route_cfg *r = &c->routes[i];
-        fprintf(f,
-                "  - name: %s                   # used by rules, split, shadow, failover; "
-                "X-Route and metrics\n",
-                r->name);
-        fprintf(f,
-                "    kind: %s                 # engines | cascade (small route, then big "
-                "for the inputs /predict escalates; see cascade below)\n",
-                r->kind);
-        if (!strcmp(r->kind, "cascade")) {
-            fprintf(f,
-                    "    small: %s                  # route of the small model (cascade.small)"
-                    "\n",
-                    r->small);
-            fprintf(f,
-                    "    big: %s                    # route of an escalation (cascade.big); "
-                    "threshold and cap: the cascade section\n",
-                    r->big);
-            continue;
-        }
-        fprintf(f, "    model: \"%s\"                 # model name; \"\" = the first model\n",
-                r->model);
-        fprintf(f, "    engines: [");
-        for (int k = 0; k < r->n_engines; k++) fprintf(f, "%s%s", k ? ", " : "", r->engines[k]);
-        fprintf(f, "]            # engines of the route; [] = every engine the model is on\n");
-        if (r->split_route[0])
-            fprintf(f,
-                    "    split: {route: %s, ratio: %g}   # A/B: this share goes to that "
-                    "route, sticky by X-Request-Id\n",
-                    r->split_route, r->split_ratio);
-        if (r->shadow_route[0])
-            fprintf(f,
-                    "    shadow: {route: %s, ratio: %g}  # copy this share there, discard the "
-                    "result, record the cosine\n",
-                    r->shadow_route, r->shadow_ratio);
-        if (r->failover_route[0])
-            fprintf(f,
-                    "    failover: {route: %s, ratio_max: %g}  # when every engine's breaker "
-                    "is open: at most this share goes there, the rest gets 429\n",
-                    r->failover_route, r->failover_ratio_max);
-    }
-    fprintf(f, "\nrouter:\n");
-    if (!c->router.n_rules)
-        fprintf(f, "  rules: []                    # first match wins, e.g. {tokens_max: 32, "
-                   "route: short}; keys: route, tokens_min, tokens_max (longest sequence), task "
-                   "(embeddings | embed | predict), priority, header + value\n");
-    else
-        fprintf(f, "  rules:                       # first match wins\n");
-    for (int i = 0; i < c->router.n_rules; i++) {
-        const struct hs_rule_cfg *r = &c->router.rules[i];
-        fprintf(f, "    - {route: %s", r->route);
-        if (r->tokens_min) fprintf(f, ", tokens_min: %d", r->tokens_min);
-        if (r->tokens_max) fprintf(f, ", tokens_max: %d", r->tokens_max);
-        if (r->task[0]) fprintf(f, ", task: %s", r->task);
-        if (r->priority[0]) fprintf(f, ", priority: %s", r->priority);
-        if (r->header[0]) fprintf(f, ", header: \"%s\"", r->header);
-        if (r->value[0]) fprintf(f, ", value: \"%s\"", r->value);
-        fprintf(f, "}   # rule %d\n", i);
-    }
-    fprintf(f,
-            "  default_route: \"%s\"          # route when no rule matches; \"\" = the first "
-            "route\n",
-            c->router.default_route);
-    fprintf(f,
-            "  fallback_engine: \"%s\"        # single-engine fallback when routing fails "
-            "(no route, nothing fits); \"\" = the model's first engine\n",
-            c->router.fallback_engine);
-    fprintf(f, "\nbreaker:                       # one circuit breaker per engine\n");
-    fprintf(f, "  window_requests: %d           # outcomes remembered while closed\n",
-            c->breaker.window_requests);
-    fprintf(f, "  min_requests: %d               # outcomes needed before it may open\n",
-            c->breaker.min_requests);
-    fprintf(f,
-            "  error_ratio_max: %g           # failure share of the window that opens it "
-            "(engine errors, timeouts in a batch, slow batches)\n",
-            c->breaker.error_ratio_max);
-    fprintf(f,
-            "  latency_max_ms: %d             # a batch slower than this is a failure; 0 = "
-            "off\n",
-            c->breaker.latency_max_ms);
-    fprintf(f, "  open_ms: %d                 # open -> half-open after this\n",
-            c->breaker.open_ms);
-    fprintf(f,
-            "  half_open_probes: %d           # probe requests let through half-open; all "
-            "succeed -> closed, one fails -> open\n",
-            c->breaker.half_open_probes);
-    fprintf(f, "\nretry:                         # one more try elsewhere after an engine "
-               "failure, from a budget\n");
-    fprintf(f,
-            "  budget_ratio: %g              # tokens each routed request adds; a retry "
-            "takes one\n",
-            c->retry.budget_ratio);
-    fprintf(f, "  budget_max: %g                  # most tokens saved (and the initial fill)\n",
-            c->retry.budget_max);
-    fprintf(f, "\nadmin:\n");
-    fprintf(f,
-            "  enabled: %s                # POST /admin/fault {\"engine\", \"fail_next\", "
-            "\"slow_factor\", \"hang_ms\"} from loopback clients only\n",
-            c->admin.enabled ? "true" : "false");
-    fprintf(f,
-            "\n# The cascade of POST /predict, and the only cascade configuration: every input is "
-            "classified by\n# the small model's head; one whose top probability is below "
-            "threshold goes on to the big model,\n# unless escalating would lift the escalated "
-            "share above escalation_max_ratio (sched/cascade.h).\n# Both stages are routed "
-            "like any request (task \"predict\": rules, routes, breakers); a route of kind\n"
-            "# cascade (routes above) sends the small stage to its small route and the "
-            "escalations to its big\n# route, and reports them in X-Route and "
-            "hetserve_route_escalations_total. X-Cascade names who\n# answered each input "
-            "(small | big | capped).\n");
-    fprintf(f, "cascade:                          # POST /predict (off while small is empty)\n");
-    fprintf(f, "  small: \"%s\"                       # served model that classifies first\n",
-            c->cascade.small);
-    fprintf(f,
-            "  small_head: \"%s\"                  # its head file, e.g. "
-            "heads/all-MiniLM-L6-v2-sentiment.json\n",
-            c->cascade.small_head);
-    fprintf(f,
-            "  big: \"%s\"                         # model for low-confidence inputs (empty: "
-            "no cascade)\n",
-            c->cascade.big);
-    fprintf(f, "  big_head: \"%s\"                    # its head file\n", c->cascade.big_head);
-    fprintf(f,
-            "  threshold: %g                    # escalate when the small head's top "
-            "probability is below this\n",
-            c->cascade.threshold);
-    fprintf(f,
-            "  escalation_max_ratio: %g           # most inputs that may escalate, as a share "
-            "of all decided so far (1: no cap)\n",
-            c->cascade.escalation_max_ratio);
+               "default list.\n");
+    print_keys(f, "", (const char *)c, 0, false, "", NULL);
 }

@@ -8,11 +8,14 @@
  * engine), breaker (per-engine circuit breakers), retry (budget), admin (fault endpoint),
  * cascade (POST /predict: heads, small and big model, threshold, escalation cap — the one
  * cascade configuration: routes of kind cascade only place its two stages).
- * Every number that tunes behaviour lives here; hs_config_defaults gives the documented default
- * of each, and hs_config_print_defaults writes them as a commented YAML file that parses back to
- * the same values. A file may give any subset: what it leaves out keeps its default; a list it
- * gives (engines, models, buckets) replaces the default list. Unknown keys, wrong types and
- * out-of-range values are errors naming the file, line and key.
+ * Every number that tunes behaviour lives here, in one table of keys in config.c (section, key,
+ * type, field, range, default, doc) that drives hs_config_defaults, hs_config_parse, the range
+ * checks of hs_config_validate and hs_config_print (`hetserve config --print-defaults` writes the
+ * defaults as a commented YAML file that parses back to the same values). A file may give any
+ * subset: what it leaves out keeps its default; a list it gives (engines, models, buckets)
+ * replaces the default list. Unknown keys, keys given twice, wrong types (a mapping or list where
+ * a value belongs, text where a number belongs) and out-of-range values are errors naming the
+ * file, line and key path (e.g. `f.yaml:7: engines[1].threads: ...`).
  */
 #ifndef HS_SERVER_CONFIG_H
 #define HS_SERVER_CONFIG_H
@@ -136,7 +139,10 @@ struct hs_config {
         double budget_max;
     } retry;
     struct {
-        int enabled; /* POST /admin/fault, loopback clients only */
+        int enabled;     /* POST /admin/fault, loopback clients only */
+        char token[128]; /* "" = none; else the endpoint needs `Authorization: Bearer <token>`.
+                            The environment variable HS_ADMIN_TOKEN, when set and not empty,
+                            replaces it (hs_server_create). */
     } admin;
     /* POST /predict: classification heads and the small -> big cascade (sched/cascade.h) */
     struct {

@@ -18,9 +18,11 @@
  * the same routing and submission (hs__conn_submit), one stage after the other.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -138,6 +140,8 @@ static const char *error_type(int status)
     switch (status) {
     case 404:
         return "not_found_error";
+    case 401:
+        return "authentication_error";
     case 403:
         return "forbidden";
     case 405:
@@ -211,6 +215,7 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         snprintf(tmp, sizeof tmp, "%d", secs);
         MHD_add_response_header(r, "Retry-After", tmp);
     }
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == 405) {
         const char *allow = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED ||
                                     k->ep == EP_TOKENIZE || k->ep == EP_ADMIN_FAULT ||
@@ -1017,7 +1022,7 @@ static enum MHD_Result simple(struct conn *k)
 
 /* POST /admin/fault {"engine", "fail_next", "slow_factor", "hang_ms"}: replaces the engine's
  * injected faults (absent fields are 0 / no fault). Only when admin.enabled, only from
- * loopback. */
+ * loopback, and with admin.token set only with `Authorization: Bearer <token>`. */
 static bool client_is_loopback(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci =
@@ -1035,32 +1040,73 @@ static bool client_is_loopback(struct MHD_Connection *c)
     return false;
 }
 
+/* Does the request carry `Authorization: Bearer <token>`? The comparison takes the same time
+ * wherever the first difference is, so timing does not reveal the token. */
+static bool has_bearer_token(struct MHD_Connection *c, const char *token)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7 + strspn(h + 7, " ");
+    size_t n = strlen(h), want = strlen(token);
+    unsigned char diff = n != want;
+    for (size_t i = 0; i < want; i++) diff |= (unsigned char)(h[i < n ? i : 0] ^ token[i]);
+    return diff == 0;
+}
+
+/* The body's field `name` into *out: an integer (integer false: any number) in [0, hi]; absent
+ * leaves *out as it is. False when it has another type or is out of range. */
+static bool admin_field(json_t *root, const char *name, bool integer, double hi, double *out)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v) return true;
+    if (integer ? !json_is_integer(v) : !json_is_number(v)) return false;
+    *out = json_number_value(v);
+    return *out >= 0 && *out <= hi;
+}
+
 static enum MHD_Result admin_fault(struct conn *k)
 {
     struct hs_server *s = k->srv;
     if (!s->cfg.admin.enabled) return send_error(k, 404, 0, "no endpoint /admin/fault");
     if (!client_is_loopback(k->mhd))
         return send_error(k, 403, 0, "the admin endpoint answers loopback clients only");
+    if (s->cfg.admin.token[0] && !has_bearer_token(k->mhd, s->cfg.admin.token))
+        return send_error(k, 401, 0,
+                          "the admin endpoint needs the header 'Authorization: Bearer <token>' "
+                          "with the token of admin.token (or HS_ADMIN_TOKEN)");
     enum MHD_Result ret = MHD_YES;
     json_t *root = parse_body(k, &ret);
     if (!root) return ret;
-    json_t *je = json_object_get(root, "engine");
-    hs_engine_t e = json_is_string(je) ? hs__server_engine(s, json_string_value(je)) : NULL;
-    if (!e) {
-        json_decref(root);
-        return send_error(k, 404, 0, "'engine' must name a configured engine");
-    }
-    struct hs_engine_fault f = {0};
+    const char *key;
     json_t *v;
-    if ((v = json_object_get(root, "fail_next")) && json_is_integer(v))
-        f.fail_next = (int)json_integer_value(v);
-    if ((v = json_object_get(root, "slow_factor")) && json_is_number(v))
-        f.slow_factor = json_number_value(v);
-    if ((v = json_object_get(root, "hang_ms")) && json_is_integer(v))
-        f.hang_ms = (int)json_integer_value(v);
+    json_object_foreach(root, key, v)
+    {
+        if (strcmp(key, "engine") && strcmp(key, "fail_next") && strcmp(key, "slow_factor") &&
+            strcmp(key, "hang_ms")) {
+            ret = send_error(k, 400, 0,
+                             "unknown field '%s' (known: engine, fail_next, "
+                             "slow_factor, hang_ms)",
+                             key);
+            json_decref(root);
+            return ret;
+        }
+    }
+    double fail_next = 0, slow_factor = 0, hang_ms = 0;
+    json_t *je = json_object_get(root, "engine");
+    bool ok = admin_field(root, "fail_next", true, INT_MAX, &fail_next) &&
+              admin_field(root, "slow_factor", false, 1000, &slow_factor) &&
+              admin_field(root, "hang_ms", true, INT_MAX, &hang_ms);
+    bool engine_ok = !je || json_is_string(je);
+    hs_engine_t e = json_is_string(je) ? hs__server_engine(s, json_string_value(je)) : NULL;
     json_decref(root);
-    if (f.fail_next < 0 || f.hang_ms < 0 || f.slow_factor < 0 || f.slow_factor > 1000)
-        return send_error(k, 400, 0, "fail_next, hang_ms >= 0 and slow_factor in [0, 1000]");
+    if (!ok)
+        return send_error(k, 400, 0,
+                          "fail_next and hang_ms must be integers >= 0, slow_factor a number "
+                          "in [0, 1000]");
+    if (!engine_ok) return send_error(k, 400, 0, "'engine' must be a string");
+    if (!e) return send_error(k, 404, 0, "'engine' must name a configured engine");
+    struct hs_engine_fault f = {
+        .fail_next = (int)fail_next, .slow_factor = slow_factor, .hang_ms = (int)hang_ms};
     hs_engine_set_fault(e, &f);
     hs_log_warn("admin: engine %s faults set: fail_next %d, slow_factor %g, hang_ms %d",
                 hs_engine_name(e), f.fail_next, f.slow_factor, f.hang_ms);

@@ -1,6 +1,7 @@
 /* Server lifecycle: engines, models, executors, scheduler lanes, daemon start and drain. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -139,9 +140,15 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     *out = NULL;
     hs_status st = hs_config_validate(cfg, err);
     if (st) return st;
+    /* The environment's admin token wins over the file's, so that a secret need not be in it. */
+    const char *token = getenv("HS_ADMIN_TOKEN");
+    if (token && strlen(token) >= sizeof cfg->admin.token)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "HS_ADMIN_TOKEN: longer than %zu bytes",
+                            sizeof cfg->admin.token - 1);
     struct hs_server *s = hs_calloc(1, sizeof *s);
     if (!s) return hs_error_set(err, HS_STATUS_NO_MEMORY, "server");
     s->cfg = *cfg;
+    if (token && *token) snprintf(s->cfg.admin.token, sizeof s->cfg.admin.token, "%s", token);
     atomic_init(&s->draining, false);
     atomic_init(&s->next_id, 0);
     pthread_mutex_init(&s->inflight_mu, NULL);

@@ -10,7 +10,8 @@
  * liveness               GET  /ready      models loaded, not draining GET  /metrics Prometheus text
  *   POST /predict         TEI schema: classification heads with the small -> big cascade (only
  *                         with a cascade section; predict.c)
- *   POST /admin/fault     inject engine faults (only with admin.enabled, loopback clients only)
+ *   POST /admin/fault     inject engine faults (only with admin.enabled, loopback clients only;
+ *                         with admin.token or HS_ADMIN_TOKEN: Authorization: Bearer <token>)
  * Every response to a model request carries a Server-Timing header with its stage durations,
  * X-Engine (the engine that served it), X-Route ("<route>;policy=<rule|default|split|failover|
  * probe|retry|escalate|fallback>", and for /predict ";cascade=small|big|capped") and

@@ -1,6 +1,7 @@
 /* YAML config: defaults, printed defaults parse back to the same values, overrides, errors. */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,6 +227,195 @@ static void cascade_section(void **state)
     hs_free(c);
 }
 
+/* Prints c, parses the text over defaults made from another model path, and checks that every
+ * byte came back. */
+static void assert_round_trip(const struct hs_config *a)
+{
+    struct hs_config *b = hs_malloc(sizeof *b);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    hs_config_print(a, f);
+    fclose(f);
+    hs_config_defaults(b, "other/path");
+    struct hs_error err = {0};
+    if (hs_config_parse(text, len, "printed", b, &err) != HS_STATUS_OK)
+        fail_msg("%s\n%s", err.msg, text);
+    if (memcmp(a, b, sizeof *a)) fail_msg("printed and parsed back differs:\n%s", text);
+    free(text);
+    hs_free(b);
+}
+
+/* Every key set away from its default, and list items holding only their defaults: printed,
+ * parsed back, the same bytes. */
+static void every_key_round_trips(void **state)
+{
+    (void)state;
+    static const char every[] =
+        "server: {host: 0.0.0.0, port: 0, threads: 7, connection_timeout_s: 5,\n"
+        "         trace_file: \"t \\\"q\\\".json\"}\n"
+        "engines:\n"
+        "  - {name: a, kind: cpu, device: 0, dtype: int8, threads: 1, cores: \"0-1,3\",\n"
+        "     whitelist: [[1, 16], [8, 64]], slots: 2, batch_window_us: 500, batch_max: 4,\n"
+        "     batch_max_tokens: 512, queue_max: 9}\n"
+        "  - {name: b, kind: cpu, cores: [2, 5]}\n"
+        "models:\n"
+        "  - {path: some/model, name: m1, engines: [a, b], dtype: f32}\n"
+        "  - {path: \"with space\", name: \"8080\", engine: a}\n"
+        "  - {path: /abs/p-1.0_x, name: \"True\", engine: a}\n"
+        "  - {path: other, engine: b}\n"
+        "batching: {batch_window_us: 0, batch_max: 1, batch_max_tokens: 99, buckets: [8, 64]}\n"
+        "limits: {queue_max: 7, timeout_ms: 250, timeout_max_ms: 1000,\n"
+        "         body_bytes_max: 17179869184, items_max: 3, chars_max: 9, drain_timeout_ms: 0}\n"
+        "scheduler: {shed_batch_ratio: 0.5, throughput_init_tokens_per_s: 1e9,\n"
+        "            throughput_ewma_alpha: 0.123456789, retry_after_min_s: 3}\n"
+        "routes:\n"
+        "  - {name: s, model: m1, engines: [a], split: {route: l, ratio: 0.1},\n"
+        "     shadow: {route: l, ratio: 0.05}, failover: {route: l, ratio_max: 0.25}}\n"
+        "  - {name: l, engines: [b]}\n"
+        "  - {name: c, kind: cascade, small: s, big: l}\n"
+        "router:\n"
+        "  rules:\n"
+        "    - {route: s, tokens_min: 1, tokens_max: 32, task: predict, priority: interactive,\n"
+        "       header: X-T, value: gold}\n"
+        "  default_route: l\n"
+        "  fallback_engine: b\n"
+        "breaker: {window_requests: 8, min_requests: 3, error_ratio_max: 0.4, latency_max_ms: 9,\n"
+        "          open_ms: 100, half_open_probes: 1}\n"
+        "retry: {budget_ratio: 0.2, budget_max: 3}\n"
+        "admin: {enabled: true, token: s3cret}\n"
+        "cascade: {small: m1, small_head: s.json, big: m1, big_head: b.json, threshold: 0.6,\n"
+        "          escalation_max_ratio: 0.3}\n";
+    static const char defaults_only[] = "routes: [{}, {}]\nrouter: {rules: [{route: route0}]}\n";
+    const char *cases[] = {every, defaults_only};
+    struct hs_config *a = hs_malloc(sizeof *a);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct hs_error err = {0};
+        hs_config_defaults(a, NULL);
+        if (hs_config_parse(cases[i], strlen(cases[i]), "t", a, &err) ||
+            hs_config_validate(a, &err))
+            fail_msg("case %zu: %s", i, err.msg);
+        assert_round_trip(a);
+    }
+    assert_string_equal(a->routes[1].name, "route1"); /* an item's default name */
+    assert_true(a->routes[1].failover_ratio_max == 0.3);
+    hs_free(a);
+}
+
+/* Faults name the file, the line and the key path, lists by index. */
+static void errors_name_file_line_and_path(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *yaml, *msg;
+    } cases[] = {
+        /* unknown keys */
+        {"server:\n  host: x\n  prot: 80\n", "f.yaml:3: server.prot: unknown key (known: host,"},
+        {"engines:\n  - name: a\n  - name: b\n    colour: red\n",
+         "f.yaml:4: engines[1].colour: unknown key"},
+        {"routes:\n  - {name: r, split: {route: r, share: 1}}\n",
+         "f.yaml:2: routes[0].split.share: unknown key"},
+        {"router:\n  rules:\n    - {route: r, tokens: 3}\n",
+         "f.yaml:3: router.rules[0].tokens: unknown key"},
+        /* a mapping or list where a value belongs, and a key that is not a value */
+        {"server:\n  port: [1]\n", "f.yaml:2: server.port: expected an integer, not a list"},
+        {"server:\n  host: {a: b}\n", "f.yaml:2: server.host: expected a string, not a mapping"},
+        {"admin: {enabled: [true]}\n", "admin.enabled: expected true or false, not a list"},
+        {"engines:\n  - {cores: [[0]]}\n", "engines[0].cores: expected an integer, not a list"},
+        {"models:\n  - {path: {p: 1}}\n", "models[0].path: expected a string, not a mapping"},
+        {"server:\n  ? [a]\n  : 1\n", "f.yaml:2: server: expected a key"},
+        {"engines:\n  - cpu0\n", "f.yaml:2: engines[0]: expected a mapping"},
+        {"engines: {name: a}\n", "engines: expected a list of mappings"},
+        /* ranges */
+        {"engines:\n  - {threads: 5000}\n", "engines[0].threads: 5000 is out of range [0, 4096]"},
+        {"engines:\n  - {device: -1}\n", "engines[0].device: -1 is out of range"},
+        {"limits: {body_bytes_max: 63}\n", "limits.body_bytes_max: 63 is out of range"},
+        {"engines:\n  - {cores: \"0-5000\"}\n", "engines[0].cores: 0-5000 is out of range"},
+        /* wrong types */
+        {"server: {port: eighty}\n", "server.port: expected an integer, not 'eighty'"},
+        {"server: {threads: 2.5}\n", "server.threads: expected an integer, not '2.5'"},
+        {"retry: {budget_max: lots}\n", "retry.budget_max: expected a number, not 'lots'"},
+        {"retry: {budget_max: nan}\n", "retry.budget_max: expected a number, not 'nan'"},
+        {"admin: {enabled: yes}\n", "admin.enabled: expected true or false, not 'yes'"},
+        {"engines:\n  - {cores: \"0-x\"}\n", "engines[0].cores: expected numbers and ranges"},
+        {"engines:\n  - {name: \"a-name-longer-than-thirty-one-characters\"}\n",
+         "engines[0].name: longer than 31 characters"},
+        /* choices, required keys, keys given twice */
+        {"router:\n  rules:\n    - {route: r, task: Embed}\n", "task: 'Embed' is not one of"},
+        {"router:\n  rules:\n    - {tokens_max: 3}\n",
+         "f.yaml:3: router.rules[0]: route is required"},
+        {"models:\n  - {name: x}\n", "f.yaml:2: models[0]: path is required"},
+        {"server:\n  port: 1\n  port: 2\n", "f.yaml:3: server.port: given twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct hs_config c;
+        hs_config_defaults(&c, NULL);
+        struct hs_error err = {0};
+        hs_status st = hs_config_parse(cases[i].yaml, strlen(cases[i].yaml), "f.yaml", &c, &err);
+        if (st != HS_STATUS_INVALID_INPUT || !strstr(err.msg, cases[i].msg))
+            fail_msg("case %zu: status %d, message '%s' lacks '%s'", i, st, err.msg, cases[i].msg);
+    }
+}
+
+/* engines[].device and engines[].dtype; models[].dtype; kinds from the registry. */
+static void engine_kind_device_dtype(void **state)
+{
+    (void)state;
+    struct hs_config c;
+    struct hs_error err = {0};
+    hs_config_defaults(&c, NULL);
+    assert_int_equal(c.engines[0].device, 0);
+    assert_string_equal(c.engines[0].dtype, "");
+    assert_string_equal(c.models[0].dtype, "");
+    assert_int_equal(hs_config_lane_dtype(&c.models[0], &c.engines[0]), HS_DTYPE_F32);
+    static const char yaml[] = "engines:\n  - {name: q, kind: cpu, device: 3, dtype: int8}\n"
+                               "models:\n  - {path: p}\n  - {path: r, dtype: f32}\n";
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", &c, &err) || hs_config_validate(&c, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.engines[0].device, 3);
+    assert_string_equal(c.engines[0].dtype, "int8");
+    assert_string_equal(c.models[0].engine, "q");
+    assert_int_equal(hs_config_lane_dtype(&c.models[0], &c.engines[0]), HS_DTYPE_I8);
+    assert_int_equal(hs_config_lane_dtype(&c.models[1], &c.engines[0]), HS_DTYPE_F32);
+    static const char *const bad[][2] = {
+        {"engines:\n  - {name: e, kind: nosuch}\n", "unknown kind 'nosuch' (known: cpu"},
+        {"engines:\n  - {name: e, dtype: f99}\n", "dtype 'f99'"},
+        {"engines:\n  - {name: e, dtype: f16}\n", "dtype 'f16' is not one a cpu engine"},
+        {"models:\n  - {path: p, dtype: f12}\n", "dtype 'f12'"},
+        {"models:\n  - {path: p, dtype: f16}\n", "does not compute in f16"},
+        {"engines:\n  - {name: e}\n  - {name: e}\n", "engine name 'e' used twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hs_config_defaults(&c, NULL);
+        hs_status st = hs_config_parse(bad[i][0], strlen(bad[i][0]), "f", &c, &err);
+        if (!st) st = hs_config_validate(&c, &err);
+        assert_int_equal(st, HS_STATUS_INVALID_INPUT);
+        if (!strstr(err.msg, bad[i][1])) fail_msg("'%s' not in '%s'", bad[i][1], err.msg);
+    }
+}
+
+/* Values set in code (command-line overrides) are held to the table's ranges and choices too. */
+static void validate_checks_the_table(void **state)
+{
+    (void)state;
+    struct hs_config c;
+    struct hs_error err = {0};
+    hs_config_defaults(&c, NULL);
+    c.engines[0].threads = -5;
+    assert_int_equal(hs_config_validate(&c, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "engines[0].threads: -5 is out of range"));
+    hs_config_defaults(&c, NULL);
+    c.scheduler.throughput_ewma_alpha = NAN;
+    assert_int_equal(hs_config_validate(&c, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "scheduler.throughput_ewma_alpha"));
+    hs_config_defaults(&c, NULL);
+    c.n_routes = 1;
+    snprintf(c.routes[0].name, sizeof c.routes[0].name, "r");
+    snprintf(c.routes[0].kind, sizeof c.routes[0].kind, "fancy");
+    assert_int_equal(hs_config_validate(&c, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "routes[0].kind: 'fancy'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +424,10 @@ int main(void)
         cmocka_unit_test(errors_name_the_key),
         cmocka_unit_test(routing_sections),
         cmocka_unit_test(cascade_section),
+        cmocka_unit_test(every_key_round_trips),
+        cmocka_unit_test(errors_name_file_line_and_path),
+        cmocka_unit_test(engine_kind_device_dtype),
+        cmocka_unit_test(validate_checks_the_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
