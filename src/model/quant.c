@@ -16,17 +16,7 @@
 #include "model/executor.h"
 #include "model/model.h"
 #include "model/safetensors.h"
-
-double hs_cosine(const float *a, const float *b, int n)
-{
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
-}
+#include "model/verify.h"
 
 static bool linear_stage(const struct hs_stage *st)
 {
@@ -62,7 +52,7 @@ static void compare(const float *a, const float *b, int n, int dim, double *cmin
 {
     double mn = 1.0, sum = 0.0;
     for (int i = 0; i < n; i++) {
-        double c = hs_cosine(a + (size_t)i * dim, b + (size_t)i * dim, dim);
+        double c = hs_verify_cosine(a + (size_t)i * dim, b + (size_t)i * dim, dim);
         mn = c < mn ? c : mn;
         sum += c;
     }
@@ -126,15 +116,16 @@ static hs_status channel_max(const struct hs_model *m, hs_engine_t e, const char
                              const int *idx, int n, float *amax, struct hs_error *err)
 {
     const int H = m->config.dims.hidden, seq_max = m->config.max_seq_len, B = 16;
-    struct hs_ws_spec spec = {.batch_max = B, .tokens_max = B * seq_max, .seq_max = seq_max,
-                              .dims = &m->config.dims};
+    struct hs_ws_spec spec = {
+        .batch_max = B, .tokens_max = B * seq_max, .seq_max = seq_max, .dims = &m->config.dims};
     void **prep = hs_calloc((size_t)m->n_stages, sizeof(void *));
     void *ws = NULL;
     int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)B * seq_max);
     int32_t lengths[16], offsets[17];
     float *hidden = hs_malloc(sizeof(float) * (size_t)B * seq_max * H);
-    hs_status s = prep && ids && hidden ? HS_STATUS_OK
-                                        : hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: memory");
+    hs_status s = prep && ids && hidden
+                      ? HS_STATUS_OK
+                      : hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: memory");
     for (int i = 0; !s && i < m->n_stages; i++)
         s = hs_engine_stage_prepare(e, &m->stages[i], HS_DTYPE_F32, &prep[i], err);
     if (!s) s = hs_engine_ws_create(e, &spec, &ws, err);
@@ -150,8 +141,12 @@ static hs_status channel_max(const struct hs_model *m, hs_engine_t e, const char
             offsets[j + 1] = offsets[j] + got;
         }
         if (s) break;
-        struct hs_batch batch = {.n_seqs = nb, .seq_max = seq_max, .n_tokens = offsets[nb],
-                                 .ids = ids, .lengths = lengths, .offsets = offsets};
+        struct hs_batch batch = {.n_seqs = nb,
+                                 .seq_max = seq_max,
+                                 .n_tokens = offsets[nb],
+                                 .ids = ids,
+                                 .lengths = lengths,
+                                 .offsets = offsets};
         s = hs_engine_batch_begin(e, ws, &batch, err);
         for (int i = 0; !s && i + 1 < m->n_stages; i++) {
             s = hs_engine_run_stage(e, ws, &m->stages[i], prep[i], err);
@@ -213,8 +208,8 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
     out->opts = o;
     out->plan.dtype = o.dtype;
     if (m->n_stages > HS_QUANT_MAX_STAGES)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "quantize: %d stages (max %d)",
-                            m->n_stages, HS_QUANT_MAX_STAGES);
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "quantize: %d stages (max %d)", m->n_stages,
+                            HS_QUANT_MAX_STAGES);
     if (n < 2 * o.heldout_every)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "quantize: %d calibration texts; at least %d needed", n,
@@ -270,9 +265,11 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
                 }
                 float *sv = smooth + (size_t)i * H;
                 smoothing(st, amax + (size_t)i * H, alphas[a], sv, row);
-                st->w[HS_W_SMOOTH] = (struct hs_tensor){
-                    .dtype = HS_DTYPE_F32, .ndim = 1, .shape = {H}, .data = sv,
-                    .bytes = sizeof(float) * (size_t)H};
+                st->w[HS_W_SMOOTH] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                                        .ndim = 1,
+                                                        .shape = {H},
+                                                        .data = sv,
+                                                        .bytes = sizeof(float) * (size_t)H};
             }
             if ((s = embed(m, e, o.dtype, NULL, texts, held, nh, got, err))) break;
             double mn, mean;
@@ -295,8 +292,11 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
             if (!linear_stage(st) || best_alpha == 0.0) continue;
             float *sv = smooth + (size_t)i * H;
             smoothing(st, amax + (size_t)i * H, best_alpha, sv, row);
-            st->w[HS_W_SMOOTH] = (struct hs_tensor){.dtype = HS_DTYPE_F32, .ndim = 1, .shape = {H},
-                                                    .data = sv, .bytes = sizeof(float) * (size_t)H};
+            st->w[HS_W_SMOOTH] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                                    .ndim = 1,
+                                                    .shape = {H},
+                                                    .data = sv,
+                                                    .bytes = sizeof(float) * (size_t)H};
         }
         hs_free(row);
         out->smooth = best_alpha > 0.0 ? smooth : NULL;
@@ -458,16 +458,16 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
     for (int i = 0; i < m->n_stages; i++)
         if (r->plan.keep_f32[i]) json_array_append_new(keep, json_string(m->stages[i].name));
     json_object_set_new(root, "keep_f32", keep);
-    json_object_set_new(root, "target",
-                        json_pack("{s:f, s:f}", "cos_min", r->opts.cos_min, "cos_mean",
-                                  r->opts.cos_mean));
+    json_object_set_new(
+        root, "target",
+        json_pack("{s:f, s:f}", "cos_min", r->opts.cos_min, "cos_mean", r->opts.cos_mean));
     json_object_set_new(root, "target_met", json_boolean(r->target_met));
     json_object_set_new(root, "calibration", json_pack("{s:i}", "count", r->n_calib));
     json_object_set_new(root, "heldout",
                         json_pack("{s:i, s:f, s:f, s:f, s:f}", "count", r->n_heldout, "cos_min",
                                   r->final_cos_min, "cos_mean", r->final_cos_mean,
-                                  "all_quantized_cos_min", r->all_cos_min,
-                                  "all_quantized_cos_mean", r->all_cos_mean));
+                                  "all_quantized_cos_min", r->all_cos_min, "all_quantized_cos_mean",
+                                  r->all_cos_mean));
     json_t *stages = json_array();
     for (int i = 0; i < r->n_stages; i++) {
         const struct hs_quant_stage *q = &r->stages[i];
@@ -490,7 +490,9 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
             if (!linear_stage(&m->stages[i])) continue;
             smooth_name(&m->stages[i], namebuf[nt], sizeof namebuf[nt]);
             names[nt] = namebuf[nt];
-            ts[nt] = (struct hs_tensor){.dtype = HS_DTYPE_F32, .ndim = 1, .shape = {H},
+            ts[nt] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                        .ndim = 1,
+                                        .shape = {H},
                                         .data = r->smooth + (size_t)i * H,
                                         .bytes = sizeof(float) * (size_t)H};
             nt++;
@@ -518,8 +520,7 @@ hs_status hs_quant_load(const struct hs_model *m, const char *dir, struct hs_qua
     if (access(path, F_OK) != 0) return HS_STATUS_NOT_FOUND;
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root)
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s:%d: %s", path, je.line, je.text);
+    if (!root) return hs_error_set(err, HS_STATUS_CORRUPT, "%s:%d: %s", path, je.line, je.text);
     hs_status s = HS_STATUS_OK;
     const json_t *fmt = json_object_get(root, "format"), *ver = json_object_get(root, "version");
     const json_t *dt = json_object_get(root, "dtype"), *keep = json_object_get(root, "keep_f32");
@@ -541,8 +542,8 @@ hs_status hs_quant_load(const struct hs_model *m, const char *dir, struct hs_qua
         for (int k = 0; name && k < m->n_stages && k < HS_QUANT_MAX_STAGES && found < 0; k++)
             if (!strcmp(m->stages[k].name, name)) found = k;
         if (found < 0)
-            s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: keep_f32[%zu] is not a stage of %s",
-                             path, i, m->name);
+            s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: keep_f32[%zu] is not a stage of %s", path,
+                             i, m->name);
         else
             out->keep_f32[found] = true;
     }

@@ -31,8 +31,8 @@ struct hs_model;
 
 /* A plan as the executor uses it (also the part of quant.json that loading reads). */
 struct hs_quant_plan {
-    enum hs_dtype dtype;                  /* the lanes it applies to */
-    bool keep_f32[HS_QUANT_MAX_STAGES];   /* by stage index of the model */
+    enum hs_dtype dtype;                /* the lanes it applies to */
+    bool keep_f32[HS_QUANT_MAX_STAGES]; /* by stage index of the model */
 };
 
 struct hs_quant_opts {
@@ -46,7 +46,7 @@ struct hs_quant_opts {
 };
 
 struct hs_quant_stage {
-    int index;          /* stage index in the model */
+    int index; /* stage index in the model */
     char name[32];
     double damage_mean; /* 1 - mean cosine with only this stage quantized (calibration part) */
     double cos_min;     /* worst cosine with only this stage quantized */
@@ -95,8 +95,5 @@ hs_status hs_quant_load(const struct hs_model *m, const char *dir, struct hs_qua
  * "layer<i>.ffn.smooth" become the stages' HS_W_SMOOTH weights (m->quant_weights keeps the
  * mapping). HS_STATUS_CORRUPT naming the tensor when one has the wrong dtype or shape. */
 hs_status hs_quant_attach_smoothing(struct hs_model *m, const char *dir, struct hs_error *err);
-
-/* Cosine similarity of two vectors of n floats (0 when either is zero). */
-double hs_cosine(const float *a, const float *b, int n);
 
 #endif

@@ -86,6 +86,18 @@ hs_status hs_verify_engine(const struct hs_model *m, hs_engine_t e, enum hs_dtyp
                            const struct hs_verify_opts *opts, struct hs_verify_report *rep,
                            struct hs_error *err);
 
+/* The lane check at load: a fixed set of texts (short queries, sentences, a paragraph over 128
+ * tokens, CJK, emoji, digits, code) embedded by a lane's executor and by a reference executor
+ * of the same model (cpu f32), compared by cosine. Both executors' slot 0 must be free (the
+ * server checks before it starts its scheduler). rep->engine names the lane's first engine,
+ * rep->pass says whether tol (NULL: the dtype's default) was met. */
+struct hs_executor;
+hs_status hs_verify_lane(struct hs_executor *lane, struct hs_executor *ref, enum hs_dtype dtype,
+                         const struct hs_verify_tolerance *tol, struct hs_verify_report *rep,
+                         struct hs_error *err);
+/* The texts it uses; *n receives the count. */
+const char *const *hs_verify_check_texts(int *n);
+
 /* Cosine similarity of two vectors (0 when either is all zeros; NaN inputs give NaN). */
 double hs_verify_cosine(const float *a, const float *b, int n);
 

@@ -156,6 +156,17 @@ static const struct key keys[] = {
      N(model_cfg, n_engines)},
     {M("dtype", dtype), K_STR, 0, 0, "",
      "\"\" = each engine's dtype; f32 | f16 | bf16 | int8 forces one on every engine it is on"},
+    {M("check", check), K_STR, 0, 0, "refuse",
+     "at load every lane but cpu f32 is compared with the model's cpu f32 reference on built-in "
+     "texts; below tolerance: refuse (the server does not start) | exclude (the lane takes no "
+     "traffic; /ready and /metrics say so) | off",
+     .choices = "refuse | exclude | off"},
+    {M("check_cos_min", check_cos_min), K_DOUBLE, 0, 1, "0",
+     "tolerance of that check, worst text's cosine; 0 = the lane dtype's (int8 0.99, bf16 0.99, "
+     "f16 0.999)"},
+    {M("check_cos_mean", check_cos_mean), K_DOUBLE, 0, 1, "0",
+     "tolerance of that check, mean cosine; 0 = the lane dtype's (int8 0.998, bf16 0.999, f16 "
+     "0.9999)"},
 
     {SEC("batching"), .doc = "how requests of one length bucket are batched"},
     {C(batching, batch_window_us), K_INT, 0, 60e6, "2000",

@@ -57,6 +57,8 @@ struct hs_model_cfg {
     int n_engines;   /* engines it is resident on: engines[0..n); 0 = just `engine` */
     char engines[HS_CONFIG_MAX_ENGINES][32];
     char dtype[8]; /* "" = each engine's dtype; else this dtype on every engine it is on */
+    char check[8]; /* lane check at load: refuse | exclude | off */
+    double check_cos_min, check_cos_mean; /* its tolerance; 0 = the lane dtype's */
 };
 
 struct hs_route_cfg {

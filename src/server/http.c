@@ -994,7 +994,18 @@ static enum MHD_Result ready(struct conn *k)
     }
     struct hs_buf b;
     hs_buf_init(&b, k->arena, 256);
-    hs_buf_printf(&b, "{\"status\":\"ready\",\"models\":%d}", s->n_models);
+    hs_buf_printf(&b, "{\"status\":\"ready\",\"models\":%d,\"lanes\":%d", s->n_models, s->n_lanes);
+    int excluded = 0;
+    for (int i = 0; i < s->n_checks; i++) {
+        const struct hs_lane_check *c = &s->checks[i];
+        if (!c->excluded) continue;
+        hs_buf_printf(&b,
+                      "%s{\"model\":\"%s\",\"engine\":\"%s\",\"dtype\":\"%s\",\"cos_min\":%.6f,"
+                      "\"cos_mean\":%.6f,\"reason\":\"failed its check against f32\"}",
+                      excluded++ ? "," : ",\"lanes_excluded\":[", c->model, c->engine,
+                      hs_compute_dtype_name(c->dtype), c->cos_min, c->cos_mean);
+    }
+    hs_buf_puts(&b, excluded ? "]}" : "}");
     return send_buf(k, 200, &b, "application/json", 0);
 }
 
@@ -1014,6 +1025,7 @@ static enum MHD_Result simple(struct conn *k)
         hs_buf_init(&b, k->arena, 65536);
         hs_metrics_render(k->srv->metrics, &b);
         hs__predict_metrics(k->srv, &b);
+        hs__server_checks_metrics(k->srv, &b);
         return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
     default:
         return send_error(k, 404, 0, "not found");

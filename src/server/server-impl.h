@@ -29,12 +29,25 @@ struct hs_served_model {
     int lane;           /* the first lane serving it */
 };
 
+/* Renders the lane checks as Prometheus series (hetserve_lane_check_*). */
+struct hs_buf;
+void hs__server_checks_metrics(const struct hs_server *s, struct hs_buf *b);
+
 /* One scheduler lane: a model resident on one engine, with its executor (slots = the engine's
  * quota). */
 struct hs_served_lane {
     struct hs_served_model *sm;
     hs_engine_t engine;
     struct hs_executor *exec;
+};
+
+/* The check of one lane against its model's cpu f32 reference, made at load (verify.h). */
+struct hs_lane_check {
+    char model[128], engine[32];
+    enum hs_dtype dtype;
+    double cos_min, cos_mean, tol_min, tol_mean;
+    bool pass;
+    bool excluded; /* failed with models[].check: exclude: the lane takes no traffic */
 };
 
 struct hs_predict; /* POST /predict: heads and cascade (predict.c) */
@@ -47,6 +60,8 @@ struct hs_server {
     struct hs_served_model models[HS_CONFIG_MAX_MODELS];
     int n_lanes;
     struct hs_served_lane lanes[HS_SCHED_MAX_LANES];
+    int n_checks;
+    struct hs_lane_check checks[HS_SCHED_MAX_LANES];
     struct hs_sched *sched;
     struct hs_router *router;
     struct hs_metrics *metrics;

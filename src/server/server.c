@@ -8,6 +8,8 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "model/verify.h"
+#include "server/json.h"
 #include "server/server-impl.h"
 
 /* The executor-facing adapter the scheduler's batcher calls: one slot per lane. */
@@ -35,6 +37,111 @@ hs_engine_t hs__server_engine(struct hs_server *s, const char *name)
     for (int i = 0; i < s->n_engines; i++)
         if (!strcmp(hs_engine_name(s->engines[i]), name)) return s->engines[i];
     return NULL;
+}
+
+/* Was model sm's lane on engine `engine` left out by a failed check (check: exclude)? */
+static bool lane_excluded(const struct hs_server *s, const struct hs_served_model *sm,
+                          const char *engine)
+{
+    for (int i = 0; i < s->n_checks; i++)
+        if (s->checks[i].excluded && !strcmp(s->checks[i].model, sm->name) &&
+            !strcmp(s->checks[i].engine, engine))
+            return true;
+    return false;
+}
+
+/* Checks a new lane against the model's cpu f32 reference (made on first need, on its own
+ * engine, freed when loading ends). Returns an error only for a refused lane; *keep says
+ * whether the lane serves. */
+static hs_status check_lane(struct hs_server *s, const struct hs_model_cfg *mc,
+                            struct hs_served_model *sm, struct hs_served_lane *sl,
+                            enum hs_dtype dtype, hs_engine_t *ref_engine,
+                            struct hs_executor **ref_exec, bool *keep, struct hs_error *err)
+{
+    *keep = true;
+    if (!strcmp(mc->check, "off")) return HS_STATUS_OK;
+    if (!strcmp(hs_engine_kind(sl->engine), "cpu") && dtype == HS_DTYPE_F32)
+        return HS_STATUS_OK; /* the reference itself */
+    hs_status st = HS_STATUS_OK;
+    if (!*ref_engine)
+        st =
+            hs_engine_create("cpu", &(struct hs_engine_opts){.name = "reference"}, ref_engine, err);
+    if (!st && !*ref_exec) {
+        struct hs_placement plan;
+        hs_placement_single(sm->model, *ref_engine, &plan);
+        struct hs_executor_opts xo = {.batch_max = 16, .dtype = HS_DTYPE_F32};
+        st = hs_executor_create(sm->model, &plan, &xo, ref_exec, err);
+    }
+    if (st) return st;
+    struct hs_verify_tolerance tol;
+    hs_verify_default_tolerance(dtype, &tol);
+    if (mc->check_cos_min > 0) tol.cos_min = mc->check_cos_min;
+    if (mc->check_cos_mean > 0) tol.cos_mean = mc->check_cos_mean;
+    struct hs_verify_report rep;
+    st = hs_verify_lane(sl->exec, *ref_exec, dtype, &tol, &rep, err);
+    if (st) return st;
+    struct hs_lane_check *c = &s->checks[s->n_checks++];
+    snprintf(c->model, sizeof c->model, "%s", sm->name);
+    snprintf(c->engine, sizeof c->engine, "%s", hs_engine_name(sl->engine));
+    c->dtype = dtype;
+    c->cos_min = rep.cos_min;
+    c->cos_mean = rep.cos_mean;
+    c->tol_min = tol.cos_min;
+    c->tol_mean = tol.cos_mean;
+    c->pass = rep.pass;
+    hs_log_info("lane check: model %s on %s (%s): min cos %.6f, mean %.6f (tolerance %.4f / "
+                "%.4f): %s",
+                c->model, c->engine, hs_compute_dtype_name(dtype), rep.cos_min, rep.cos_mean,
+                tol.cos_min, tol.cos_mean, rep.pass ? "pass" : "FAIL");
+    if (rep.pass) return HS_STATUS_OK;
+    const char *hint =
+        dtype == HS_DTYPE_I8 && !(sm->model->quant && sm->model->quant->dtype == dtype)
+            ? "; an int8 lane wants a quantized model folder: hetserve quantize "
+              "--model DIR --out DIR2"
+            : "";
+    if (!strcmp(mc->check, "exclude")) {
+        c->excluded = true;
+        *keep = false;
+        hs_log_warn("lane model %s on engine %s (%s) is kept out of routing: it failed its check%s",
+                    c->model, c->engine, hs_compute_dtype_name(dtype), hint);
+        return HS_STATUS_OK;
+    }
+    return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                        "lane model %s on engine %s (%s) fails its check against f32: min cos "
+                        "%.6f (tolerance %.4f), mean %.6f (%.4f), worst text %d%s; models[].check: "
+                        "exclude keeps the server up without it",
+                        c->model, c->engine, hs_compute_dtype_name(dtype), rep.cos_min, tol.cos_min,
+                        rep.cos_mean, tol.cos_mean, rep.worst, hint);
+}
+
+void hs__server_checks_metrics(const struct hs_server *s, struct hs_buf *b)
+{
+    if (s->n_checks == 0) return;
+    hs_buf_puts(b, "# HELP hetserve_lane_check_cos_min Worst cosine of a lane to its model's f32 "
+                   "reference at load\n# TYPE hetserve_lane_check_cos_min gauge\n");
+    for (int i = 0; i < s->n_checks; i++) {
+        const struct hs_lane_check *c = &s->checks[i];
+        hs_buf_printf(b,
+                      "hetserve_lane_check_cos_min{model=\"%s\",engine=\"%s\",dtype=\"%s\"} "
+                      "%.7f\n",
+                      c->model, c->engine, hs_compute_dtype_name(c->dtype), c->cos_min);
+    }
+    hs_buf_puts(b, "# HELP hetserve_lane_check_cos_mean Mean cosine of a lane to its model's f32 "
+                   "reference at load\n# TYPE hetserve_lane_check_cos_mean gauge\n");
+    for (int i = 0; i < s->n_checks; i++) {
+        const struct hs_lane_check *c = &s->checks[i];
+        hs_buf_printf(b,
+                      "hetserve_lane_check_cos_mean{model=\"%s\",engine=\"%s\",dtype=\"%s\"} "
+                      "%.7f\n",
+                      c->model, c->engine, hs_compute_dtype_name(c->dtype), c->cos_mean);
+    }
+    hs_buf_puts(b, "# HELP hetserve_lane_check_pass 1 when the lane met its tolerance at load (0: "
+                   "it serves no traffic)\n# TYPE hetserve_lane_check_pass gauge\n");
+    for (int i = 0; i < s->n_checks; i++) {
+        const struct hs_lane_check *c = &s->checks[i];
+        hs_buf_printf(b, "hetserve_lane_check_pass{model=\"%s\",engine=\"%s\",dtype=\"%s\"} %d\n",
+                      c->model, c->engine, hs_compute_dtype_name(c->dtype), c->pass ? 1 : 0);
+    }
 }
 
 /* Lane of model m on engine e; -1 when the model is not resident there. */
@@ -100,11 +207,21 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
         }
         for (int k = 0; k < rc->n_engines; k++) {
             int l = lane_of(s, sm, rc->engines[k]);
+            if (l < 0 && lane_excluded(s, sm, rc->engines[k])) continue;
             if (l < 0)
                 return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                     "config: route '%s': model %s is not resident on engine %s",
                                     rc->name, sm->name, rc->engines[k]);
             r->lanes[r->n_lanes++] = l;
+        }
+        if (r->n_lanes == 0) {
+            /* every lane it names failed its check (check: exclude): it degrades to the
+             * model's remaining lanes rather than refusing what its rules send it */
+            for (int l = 0; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
+                if (s->lanes[l].sm == sm) r->lanes[r->n_lanes++] = l;
+            hs_log_warn("route '%s': every lane it names failed its check; it uses the model's "
+                        "other lanes",
+                        rc->name);
         }
     }
     for (int i = 0; i < c->router.n_rules; i++) {
@@ -167,7 +284,9 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
 
     struct hs_lane_opts lanes[HS_SCHED_MAX_LANES];
     memset(lanes, 0, sizeof lanes);
+    hs_engine_t ref_engine = NULL;
     for (int i = 0; i < c->n_models; i++) {
+        struct hs_executor *ref_exec = NULL; /* this model's f32 reference, for lane checks */
         const struct hs_model_cfg *mc = &c->models[i];
         struct hs_served_model *sm = &s->models[i];
         st = hs_model_load(mc->path, &sm->model, err);
@@ -213,7 +332,21 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                                           .slots = ec->slots > 0 ? ec->slots : 1,
                                           .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec)};
             st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
-            if (st) goto fail;
+            if (st) {
+                hs_executor_free(ref_exec);
+                goto fail;
+            }
+            bool keep = true;
+            st = check_lane(s, mc, sm, sl, xo.dtype, &ref_engine, &ref_exec, &keep, err);
+            if (st || !keep) {
+                hs_executor_free(sl->exec);
+                memset(sl, 0, sizeof *sl);
+            }
+            if (st) {
+                hs_executor_free(ref_exec);
+                goto fail;
+            }
+            if (!keep) continue;
             s->n_lanes++;
 
             struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
@@ -236,10 +369,19 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
             o->slots = xo.slots;
             o->runner = (struct hs_runner){exec_run, sl};
-            hs_log_info("model %s (%s) on engine %s: dim %d, max %d tokens, %d slot(s)", sm->name,
-                        mc->path, en, o->dim, seq_max, o->slots);
+            hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)",
+                        sm->name, mc->path, en, hs_compute_dtype_name(xo.dtype), o->dim, seq_max,
+                        o->slots);
+        }
+        hs_executor_free(ref_exec);
+        if (sm->lane == s->n_lanes) {
+            st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                              "model %s has no lane left: every one failed its check", sm->name);
+            goto fail;
         }
     }
+    hs_engine_destroy(ref_engine);
+    ref_engine = NULL;
     struct hs_sched_observer obs = {on_batch, s};
     st = hs_sched_create(lanes, s->n_lanes, &obs, &s->sched, err);
     if (st) goto fail;
@@ -266,6 +408,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     *out = s;
     return HS_STATUS_OK;
 fail:
+    hs_engine_destroy(ref_engine);
     hs_server_destroy(s);
     return st;
 }

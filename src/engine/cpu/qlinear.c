@@ -79,7 +79,8 @@ static dnnl_status_t make_pd(enum hs_dtype dtype, int mb, int n, int k,
     dnnl_primitive_attr_t attr = NULL;
     if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
     /* each (primitive, thread slot) gets its own scratchpad: concurrent use stays safe */
-    if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (s == dnnl_success)
+        s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &md, attr, cpu_engine(), NULL);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return s;
@@ -94,8 +95,7 @@ static inline uint16_t to_bf16(float f)
 }
 
 hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
-                              const float *smooth, struct hs_ql_weights *out,
-                              struct hs_error *err)
+                              const float *smooth, struct hs_ql_weights *out, struct hs_error *err)
 {
     memset(out, 0, sizeof *out);
     if (dtype != HS_DTYPE_I8 && dtype != HS_DTYPE_BF16)
@@ -142,7 +142,8 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
         for (int j = 0; j < n; j++) {
             for (int i = 0; i < k; i++) row[i] = w[(size_t)j * k + i] * (smooth ? smooth[i] : 1.0f);
             float amax = 0.0f;
-            for (int i = 0; i < k; i++) amax = row[i] > amax ? row[i] : (-row[i] > amax ? -row[i] : amax);
+            for (int i = 0; i < k; i++)
+                amax = row[i] > amax ? row[i] : (-row[i] > amax ? -row[i] : amax);
             const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
             out->scale[j] = s;
             for (int i = 0; i < k; i++) {
@@ -164,22 +165,25 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     dnnl_memory_desc_t user_md;
     dnnl_dims_t wd = {k, n};
     dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &pd);
-    const dnnl_memory_desc_t *packed_md = s == dnnl_success
-                                              ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0)
-                                              : NULL;
+    const dnnl_memory_desc_t *packed_md =
+        s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
     if (s == dnnl_success && !packed_md) s = dnnl_runtime_error;
     if (s == dnnl_success) {
         out->md = hs_malloc(sizeof(dnnl_memory_desc_t));
         out->packed = hs_malloc_aligned(dnnl_memory_desc_get_size(packed_md) + 64, 64);
-        if (!out->md || !out->packed) s = dnnl_out_of_memory;
-        else memcpy(out->md, packed_md, sizeof(dnnl_memory_desc_t));
+        if (!out->md || !out->packed)
+            s = dnnl_out_of_memory;
+        else
+            memcpy(out->md, packed_md, sizeof(dnnl_memory_desc_t));
     }
     /* [n, k] row-major is the {k, n} matrix in "ba" order */
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, src_type(dtype), dnnl_ba);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, src_type(dtype), dnnl_ba);
     if (s == dnnl_success) s = dnnl_memory_create(&from, &user_md, cpu_engine(), plain);
     if (s == dnnl_success) s = dnnl_memory_create(&to, out->md, cpu_engine(), out->packed);
     if (s == dnnl_success)
-        s = dnnl_reorder_primitive_desc_create(&rpd, &user_md, cpu_engine(), out->md, cpu_engine(), NULL);
+        s = dnnl_reorder_primitive_desc_create(&rpd, &user_md, cpu_engine(), out->md, cpu_engine(),
+                                               NULL);
     if (s == dnnl_success) s = dnnl_primitive_create(&reorder, rpd);
     if (s == dnnl_success) s = dnnl_stream_create(&stream, cpu_engine(), dnnl_stream_default_flags);
     if (s == dnnl_success) {
@@ -302,15 +306,19 @@ static struct ql_entry *entry_make(const struct hs_ql_cache *c, const struct hs_
         struct ql_slot *sl = &e->slot[i];
         const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         const dnnl_memory_desc_t *dmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        const dnnl_memory_desc_t *pmd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        const dnnl_memory_desc_t *pmd =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         s = dnnl_memory_create(&sl->src, smd, cpu_engine(), DNNL_MEMORY_NONE);
-        if (s == dnnl_success) s = dnnl_memory_create(&sl->wei, w->md, cpu_engine(), DNNL_MEMORY_NONE);
-        if (s == dnnl_success) s = dnnl_memory_create(&sl->dst, dmd, cpu_engine(), DNNL_MEMORY_NONE);
+        if (s == dnnl_success)
+            s = dnnl_memory_create(&sl->wei, w->md, cpu_engine(), DNNL_MEMORY_NONE);
+        if (s == dnnl_success)
+            s = dnnl_memory_create(&sl->dst, dmd, cpu_engine(), DNNL_MEMORY_NONE);
         const size_t sp = pmd ? dnnl_memory_desc_get_size(pmd) : 0;
         if (s == dnnl_success && sp > 0) {
             sl->scratch_buf = hs_malloc_aligned(sp, 64);
             if (!sl->scratch_buf) s = dnnl_out_of_memory;
-            if (s == dnnl_success) s = dnnl_memory_create(&sl->scratch, pmd, cpu_engine(), sl->scratch_buf);
+            if (s == dnnl_success)
+                s = dnnl_memory_create(&sl->scratch, pmd, cpu_engine(), sl->scratch_buf);
         }
     }
     if (pd) dnnl_primitive_desc_destroy(pd);
@@ -329,8 +337,9 @@ static struct ql_entry *lookup(struct hs_ql_cache *c, const struct hs_ql_weights
         struct ql_entry *e = c->entries[i];
         if (e->mb == mb && e->n == w->n && e->k == w->k && e->dtype == w->dtype) found = e;
     }
-    if (!found && (c->n < c->cap || (c->entries = hs_realloc(c->entries, sizeof *c->entries *
-                                                                      (size_t)(c->cap = c->cap * 2 + 16))))) {
+    if (!found && (c->n < c->cap ||
+                   (c->entries = hs_realloc(c->entries, sizeof *c->entries *
+                                                            (size_t)(c->cap = c->cap * 2 + 16))))) {
         found = entry_make(c, w, mb);
         if (found) c->entries[c->n++] = found;
     }
@@ -401,10 +410,9 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
     for (int r = 0; r < rows; r++) {
         if (i8) {
             float tmp[k > 0 && w->inv_smooth ? k : 1];
-            sx[r] = quant_row(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k,
-                              tmp);
-        }
-        else
+            sx[r] =
+                quant_row(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k, tmp);
+        } else
             bf16_row(x + (size_t)r * k, (uint16_t *)qsrc + (size_t)r * k, k);
     }
     struct ql_slot *sl = &e->slot[slot];

@@ -33,10 +33,10 @@
 struct hs_ql_weights {
     enum hs_dtype dtype; /* HS_DTYPE_I8 or HS_DTYPE_BF16 */
     int n, k;
-    void *packed;  /* blocked layout chosen by oneDNN */
-    float *scale;  /* int8: [n] per-channel weight scales; bf16: NULL */
+    void *packed;      /* blocked layout chosen by oneDNN */
+    float *scale;      /* int8: [n] per-channel weight scales; bf16: NULL */
     float *inv_smooth; /* int8 with smoothing: [k] multipliers of the input before quantizing */
-    void *md;      /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
+    void *md;          /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
 };
 
 /* True when this CPU runs dtype's GEMMs on a fast path (int8: AVX-512 VNNI or AMX; bf16:
@@ -46,8 +46,7 @@ int hs__ql_dtype_fast(enum hs_dtype dtype);
 /* Quantizes / rounds and packs w [n, k] (fp32). smooth (int8 only, may be NULL): [k] divisors
  * of the input channels; the weights' columns are multiplied by them before quantizing. */
 hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
-                              const float *smooth, struct hs_ql_weights *out,
-                              struct hs_error *err);
+                              const float *smooth, struct hs_ql_weights *out, struct hs_error *err);
 void hs__ql_weights_free(struct hs_ql_weights *w);
 
 /* A workspace's primitive cache, for up to `slots` threads running layers at once (slot =
