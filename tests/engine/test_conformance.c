@@ -1,0 +1,325 @@
+/* Engine conformance: one suite for every registered engine kind x compute dtype present on this
+ * machine (engine.h registry). For each it checks, on random encoders against the naive
+ * double-precision reference (refmodel.h):
+ *   - the capability claims: every stage kind is supported in each claimed dtype, an unclaimed
+ *     dtype is refused at prepare (never run wrongly);
+ *   - every stage: the hidden state after embed and after each attention and FFN stage, run
+ *     stage by stage through the engine interface, within the dtype's declared tolerance;
+ *   - the whole model: pooled, normalized embeddings within the dtype's tolerance;
+ *   - batch invariance: a sequence's result alone equals its result inside a batch;
+ *   - bucket-padding invariance: the same batch shaped to a longer bucket gives the same result;
+ *   - fault injection: an injected failure fails that batch with HS_STATUS_ENGINE, counts an
+ *     error, and the next batch succeeds;
+ *   - statistics: batches, sequences and tokens counted exactly, busy time > 0.
+ * A kind whose device is absent (cuda without a GPU) prints one line and skips. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "model/executor.h"
+#include "refmodel.h"
+
+/* What a dtype promises against the fp64 reference. Stage: worst cosine of a token's hidden
+ * state; model: worst cosine of a pooled embedding; invariance: largest |difference| allowed
+ * between the same sequence computed in two batches. */
+struct tolerance {
+    double stage_cos, model_cos, invariance;
+};
+
+static struct tolerance tolerance_of(enum hs_dtype dt)
+{
+    switch (dt) {
+    case HS_DTYPE_F32: return (struct tolerance){0.99999, 0.99999, 1e-5};
+    case HS_DTYPE_F16: return (struct tolerance){0.999, 0.999, 2e-3};
+    case HS_DTYPE_BF16: return (struct tolerance){0.9999, 0.9999, 1e-5};
+    /* int8 GEMMs accumulate in integers: per-token scales keep a sequence's result independent
+     * of its batch, so invariance stays tight while agreement is that of 8-bit products */
+    case HS_DTYPE_I8: return (struct tolerance){0.999, 0.9995, 1e-5};
+    default: return (struct tolerance){0.99, 0.99, 1e-3};
+    }
+}
+
+struct lane {
+    const struct hs_engine_kind *kind;
+    enum hs_dtype dtype;
+    char label[48];
+};
+
+#define MAX_LANES 16
+static struct lane lanes[MAX_LANES];
+static int n_lanes;
+
+/* Every (kind, dtype) with a device here; prints a line for each kind skipped. */
+static void find_lanes(void)
+{
+    if (n_lanes) return;
+    for (int i = 0; i < hs_engine_kind_count(); i++) {
+        const struct hs_engine_kind *k = hs_engine_kind_at(i);
+        if (!hs_engine_kind_built(k)) {
+            printf("conformance %s: skipped: not built into this binary\n", k->name);
+            continue;
+        }
+        if (hs_engine_kind_devices(k) == 0) {
+            printf("conformance %s: skipped: no device\n", k->name);
+            continue;
+        }
+        hs_engine_t e = NULL;
+        struct hs_error err = {0};
+        if (hs_engine_create(k->name, NULL, &e, &err)) {
+            printf("conformance %s: skipped: %s\n", k->name, err.msg);
+            continue;
+        }
+        struct hs_engine_caps caps;
+        hs_engine_caps(e, &caps);
+        hs_engine_destroy(e);
+        for (int d = 0; d < HS_DTYPE_COUNT && n_lanes < MAX_LANES; d++) {
+            if (!(k->dtypes & (1u << d))) continue;
+            if (!(caps.dtypes & (1u << d))) {
+                printf("conformance %s %s: skipped: this device has no fast path for it\n",
+                       k->name, hs_compute_dtype_name((enum hs_dtype)d));
+                continue;
+            }
+            struct lane *l = &lanes[n_lanes++];
+            l->kind = k;
+            l->dtype = (enum hs_dtype)d;
+            snprintf(l->label, sizeof l->label, "%s %s", k->name,
+                     hs_compute_dtype_name((enum hs_dtype)d));
+        }
+    }
+}
+
+static hs_engine_t make(const struct lane *l)
+{
+    hs_engine_t e = NULL;
+    struct hs_error err = {0};
+    if (hs_engine_create(l->kind->name, &(struct hs_engine_opts){.threads = 2}, &e, &err))
+        fail_msg("%s: create: %s", l->label, err.msg);
+    return e;
+}
+
+struct batch {
+    int32_t ids[4096], lengths[64], offsets[65];
+    struct hs_batch b;
+};
+
+static void make_batch(struct batch *bt, const int *lens, int n, int seq_max, int vocab)
+{
+    bt->offsets[0] = 0;
+    for (int i = 0; i < n; i++) {
+        bt->lengths[i] = lens[i];
+        bt->offsets[i + 1] = bt->offsets[i] + lens[i];
+    }
+    for (int t = 0; t < bt->offsets[n]; t++) bt->ids[t] = rand_id(vocab);
+    bt->b = (struct hs_batch){.n_seqs = n,
+                              .seq_max = seq_max,
+                              .n_tokens = bt->offsets[n],
+                              .ids = bt->ids,
+                              .lengths = bt->lengths,
+                              .offsets = bt->offsets};
+}
+
+/* ---- the checks ---- */
+
+static void capability_claims(void **state)
+{
+    (void)state;
+    find_lanes();
+    struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F32);
+    for (int i = 0; i < n_lanes; i++) {
+        hs_engine_t e = make(&lanes[i]);
+        struct hs_engine_caps caps;
+        hs_engine_caps(e, &caps);
+        assert_true(caps.dtypes & (1u << lanes[i].dtype));
+        for (int s = 0; s < rm->model.n_stages; s++) {
+            const struct hs_stage *st = &rm->model.stages[s];
+            assert_true(hs_engine_supports(e, st->kind, lanes[i].dtype, 1, 16));
+            void *prep = NULL;
+            struct hs_error err = {0};
+            if (hs_engine_stage_prepare(e, st, lanes[i].dtype, &prep, &err))
+                fail_msg("%s: prepare %s: %s", lanes[i].label, st->name, err.msg);
+            hs_engine_stage_release(e, prep);
+        }
+        /* a dtype the engine does not claim is refused, not run */
+        for (int d = 0; d < HS_DTYPE_COUNT; d++) {
+            if (caps.dtypes & (1u << d)) continue;
+            void *prep = NULL;
+            struct hs_error err = {0};
+            assert_int_equal(hs_engine_stage_prepare(e, &rm->model.stages[1], (enum hs_dtype)d,
+                                                     &prep, &err),
+                             HS_STATUS_UNSUPPORTED);
+            assert_null(prep);
+        }
+        hs_engine_destroy(e);
+    }
+    rand_model_free(rm);
+}
+
+/* Runs the model stage by stage through the engine interface and compares the hidden state
+ * after each stage with the reference. */
+static void check_stages(const struct lane *l, struct rand_model *rm, const int *lens, int n)
+{
+    const struct tolerance tol = tolerance_of(l->dtype);
+    const int H = rm->model.config.dims.hidden, S = rm->model.n_stages;
+    hs_engine_t e = make(l);
+    struct hs_error err = {0};
+    void **prep = calloc((size_t)S, sizeof(void *));
+    for (int s = 0; s < S; s++)
+        if (hs_engine_stage_prepare(e, &rm->model.stages[s], l->dtype, &prep[s], &err))
+            fail_msg("%s: prepare: %s", l->label, err.msg);
+    struct batch *bt = calloc(1, sizeof *bt);
+    make_batch(bt, lens, n, 160, rm->model.config.dims.vocab);
+    struct hs_ws_spec spec = {
+        .batch_max = n, .tokens_max = bt->b.n_tokens, .seq_max = 160, .dims = &rm->model.config.dims};
+    void *ws = NULL;
+    if (hs_engine_ws_create(e, &spec, &ws, &err)) fail_msg("%s: ws: %s", l->label, err.msg);
+    float *hidden = malloc(sizeof(float) * (size_t)bt->b.n_tokens * H);
+    double *ref = malloc(sizeof(double) * (size_t)S * 160 * H), out[1024];
+    assert_int_equal(hs_engine_batch_begin(e, ws, &bt->b, &err), 0);
+    for (int s = 0; s + 2 < S; s++) { /* embed .. last FFN */
+        if (hs_engine_run_stage(e, ws, &rm->model.stages[s], prep[s], &err))
+            fail_msg("%s: %s: %s", l->label, rm->model.stages[s].name, err.msg);
+        assert_int_equal(hs_engine_act_read(e, ws, HS_ACT_BUF_HIDDEN, hidden, &err), 0);
+        for (int q = 0; q < n; q++) {
+            ref_encode(rm, bt->ids + bt->offsets[q], lens[q], out, ref);
+            for (int t = 0; t < lens[q]; t++) {
+                double c = cosine_fd(hidden + (size_t)(bt->offsets[q] + t) * H,
+                                     ref + ((size_t)s * lens[q] + t) * H, H);
+                if (!(c >= tol.stage_cos))
+                    fail_msg("%s: after %s, sequence %d token %d: cosine %.6f < %.6f", l->label,
+                             rm->model.stages[s].name, q, t, c, tol.stage_cos);
+            }
+        }
+    }
+    hs_engine_ws_destroy(e, ws);
+    for (int s = 0; s < S; s++) hs_engine_stage_release(e, prep[s]);
+    free(prep), free(bt), free(hidden), free(ref);
+    hs_engine_destroy(e);
+}
+
+static void every_stage_matches_reference(void **state)
+{
+    (void)state;
+    find_lanes();
+    for (int i = 0; i < n_lanes; i++) {
+        struct rand_model *rm = rand_model_new(64, 4, 128, 2, HS_POOL_MEAN, HS_DTYPE_F32);
+        const int lens[] = {1, 9, 40, 3};
+        check_stages(&lanes[i], rm, lens, 4);
+        rand_model_free(rm);
+    }
+}
+
+/* Whole model through the executor: reference agreement, batch and bucket invariance, stats,
+ * and an injected fault. */
+static void check_model(const struct lane *l, struct rand_model *rm, const int *lens, int n)
+{
+    const struct tolerance tol = tolerance_of(l->dtype);
+    const int H = rm->model.config.dims.hidden;
+    hs_engine_t e = make(l);
+    struct hs_error err = {0};
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    struct hs_executor *x = NULL;
+    struct hs_executor_opts xo = {.batch_max = n, .seq_max = 160, .dtype = l->dtype};
+    if (hs_executor_create(&rm->model, &plan, &xo, &x, &err))
+        fail_msg("%s: executor: %s", l->label, err.msg);
+    struct batch *bt = calloc(1, sizeof *bt), *one = calloc(1, sizeof *one);
+    int longest = 0;
+    for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
+    make_batch(bt, lens, n, 160, rm->model.config.dims.vocab);
+    float *batched = malloc(sizeof(float) * (size_t)n * H), *again = malloc(sizeof(float) * n * H);
+    float alone[1024];
+    double ref[1024];
+    struct hs_engine_stats s0, s1;
+    hs_engine_stats(e, &s0);
+    if (hs_executor_run(x, 0, &bt->b, batched, NULL, &err)) fail_msg("%s: run: %s", l->label, err.msg);
+    hs_engine_stats(e, &s1);
+    assert_int_equal(s1.batches - s0.batches, 1);
+    assert_int_equal(s1.sequences - s0.sequences, n);
+    assert_int_equal(s1.tokens - s0.tokens, bt->b.n_tokens);
+    assert_true(s1.busy_ns > s0.busy_ns);
+    assert_int_equal(s1.errors, s0.errors);
+
+    for (int i = 0; i < n; i++) {
+        ref_encode(rm, bt->ids + bt->offsets[i], lens[i], ref, NULL);
+        double c = cosine_fd(batched + (size_t)i * H, ref, H);
+        if (!(c >= tol.model_cos))
+            fail_msg("%s: sequence %d (%d tokens): cosine to reference %.6f < %.6f", l->label, i,
+                     lens[i], c, tol.model_cos);
+        /* the same sequence alone */
+        memcpy(one->ids, bt->ids + bt->offsets[i], sizeof(int32_t) * (size_t)lens[i]);
+        one->lengths[0] = lens[i];
+        one->offsets[0] = 0;
+        one->offsets[1] = lens[i];
+        one->b = (struct hs_batch){.n_seqs = 1, .seq_max = 160, .n_tokens = lens[i],
+                                   .ids = one->ids, .lengths = one->lengths, .offsets = one->offsets};
+        if (hs_executor_run(x, 0, &one->b, alone, NULL, &err))
+            fail_msg("%s: run alone: %s", l->label, err.msg);
+        for (int j = 0; j < H; j++)
+            if (!(fabsf(alone[j] - batched[(size_t)i * H + j]) <= tol.invariance))
+                fail_msg("%s: batch invariance, sequence %d dim %d: %g alone, %g batched",
+                         l->label, i, j, alone[j], batched[(size_t)i * H + j]);
+    }
+    /* the same batch shaped to its exact longest length instead of the 160 bucket */
+    bt->b.seq_max = longest;
+    if (hs_executor_run(x, 0, &bt->b, again, NULL, &err))
+        fail_msg("%s: run at bucket %d: %s", l->label, longest, err.msg);
+    for (int j = 0; j < n * H; j++)
+        if (!(fabsf(again[j] - batched[j]) <= tol.invariance))
+            fail_msg("%s: bucket invariance at %d: %g vs %g", l->label, j, again[j], batched[j]);
+    bt->b.seq_max = 160;
+
+    /* an injected fault fails exactly one batch */
+    hs_engine_set_fault(e, &(struct hs_engine_fault){.fail_next = 1});
+    hs_engine_stats(e, &s0);
+    assert_int_equal(hs_executor_run(x, 0, &bt->b, again, NULL, &err), HS_STATUS_ENGINE);
+    hs_engine_stats(e, &s1);
+    assert_int_equal(s1.errors - s0.errors, 1);
+    if (hs_executor_run(x, 0, &bt->b, again, NULL, &err))
+        fail_msg("%s: run after the fault: %s", l->label, err.msg);
+    for (int j = 0; j < n * H; j++) assert_true(fabsf(again[j] - batched[j]) <= tol.invariance);
+
+    free(bt), free(one), free(batched), free(again);
+    hs_executor_free(x);
+    hs_engine_destroy(e);
+}
+
+static void whole_model_mean_pooling(void **state)
+{
+    (void)state;
+    find_lanes();
+    for (int i = 0; i < n_lanes; i++) {
+        struct rand_model *rm = rand_model_new(64, 4, 128, 2, HS_POOL_MEAN, HS_DTYPE_F32);
+        const int lens[] = {1, 7, 16, 33, 128, 3};
+        check_model(&lanes[i], rm, lens, 6);
+        rand_model_free(rm);
+    }
+}
+
+static void whole_model_cls_f16_weights_head64(void **state)
+{
+    (void)state;
+    find_lanes();
+    for (int i = 0; i < n_lanes; i++) {
+        struct rand_model *rm = rand_model_new(128, 2, 256, 2, HS_POOL_CLS, HS_DTYPE_F16);
+        const int lens[] = {5, 150, 2, 64};
+        check_model(&lanes[i], rm, lens, 4);
+        rand_model_free(rm);
+    }
+}
+
+int main(void)
+{
+    find_lanes();
+    for (int i = 0; i < n_lanes; i++) printf("conformance: %s\n", lanes[i].label);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(capability_claims),
+        cmocka_unit_test(every_stage_matches_reference),
+        cmocka_unit_test(whole_model_mean_pooling),
+        cmocka_unit_test(whole_model_cls_f16_weights_head64),
+    };
+    return cmocka_run_group_tests_name("engine_conformance", tests, NULL, NULL);
+}
