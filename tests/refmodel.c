@@ -51,7 +51,7 @@ static void set_w(struct rand_model *rm, int si, int role, int64_t rows, int64_t
 }
 
 struct rand_model *rand_model_new(int hidden, int heads, int inter, int layers,
-                                         enum hs_pool_mode pool, enum hs_dtype dt)
+                                  enum hs_pool_mode pool, enum hs_dtype dt)
 {
     struct rand_model *rm = calloc(1, sizeof *rm);
     struct hs_encoder_dims *d = &rm->model.config.dims;
@@ -237,7 +237,6 @@ double cosine_fd(const float *a, const double *b, int n)
     for (int i = 0; i < n; i++) ab += a[i] * b[i], aa += (double)a[i] * a[i], bb += b[i] * b[i];
     return ab / sqrt(aa * bb);
 }
-
 
 int32_t rand_id(int n)
 {

@@ -88,7 +88,7 @@ int hs_cmd_serve(int argc, char **argv)
     if (model && config) {
         /* --model replaces the config's models with this one on the first engine. */
         cfg->n_models = 1;
-        memset(&cfg->models[0], 0, sizeof cfg->models[0]);
+        hs_config_model_init(&cfg->models[0], 0);
         snprintf(cfg->models[0].path, sizeof cfg->models[0].path, "%s", model);
         snprintf(cfg->models[0].engine, sizeof cfg->models[0].engine, "%s", cfg->engines[0].name);
     }

@@ -438,6 +438,12 @@ static void fill_model_engines(struct hs_config *c)
     }
 }
 
+void hs_config_model_init(struct hs_model_cfg *m, int index)
+{
+    memset(m, 0, sizeof *m);
+    set_defaults("models[]", (char *)m, index);
+}
+
 void hs_config_defaults(struct hs_config *c, const char *model_path)
 {
     memset(c, 0, sizeof *c);

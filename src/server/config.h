@@ -161,6 +161,9 @@ struct hs_config {
  * model_path (NULL: "models/all-MiniLM-L6-v2"). */
 void hs_config_defaults(struct hs_config *c, const char *model_path);
 
+/* Fills one models[] item with its documented defaults (for code that builds a config). */
+void hs_config_model_init(struct hs_model_cfg *m, int index);
+
 /* Parses YAML text over the values already in c (normally the defaults). label names the
  * source in messages. HS_STATUS_INVALID_INPUT with file:line and key on any fault. */
 hs_status hs_config_parse(const char *text, size_t len, const char *label, struct hs_config *c,

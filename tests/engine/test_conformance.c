@@ -33,13 +33,18 @@ struct tolerance {
 static struct tolerance tolerance_of(enum hs_dtype dt)
 {
     switch (dt) {
-    case HS_DTYPE_F32: return (struct tolerance){0.99999, 0.99999, 1e-5};
-    case HS_DTYPE_F16: return (struct tolerance){0.999, 0.999, 2e-3};
-    case HS_DTYPE_BF16: return (struct tolerance){0.9999, 0.9999, 1e-5};
+    case HS_DTYPE_F32:
+        return (struct tolerance){0.99999, 0.99999, 1e-5};
+    case HS_DTYPE_F16:
+        return (struct tolerance){0.999, 0.999, 2e-3};
+    case HS_DTYPE_BF16:
+        return (struct tolerance){0.9999, 0.9999, 1e-5};
     /* int8 GEMMs accumulate in integers: per-token scales keep a sequence's result independent
      * of its batch, so invariance stays tight while agreement is that of 8-bit products */
-    case HS_DTYPE_I8: return (struct tolerance){0.999, 0.9995, 1e-5};
-    default: return (struct tolerance){0.99, 0.99, 1e-3};
+    case HS_DTYPE_I8:
+        return (struct tolerance){0.999, 0.9995, 1e-5};
+    default:
+        return (struct tolerance){0.99, 0.99, 1e-3};
     }
 }
 
@@ -79,8 +84,8 @@ static void find_lanes(void)
         for (int d = 0; d < HS_DTYPE_COUNT && n_lanes < MAX_LANES; d++) {
             if (!(k->dtypes & (1u << d))) continue;
             if (!(caps.dtypes & (1u << d))) {
-                printf("conformance %s %s: skipped: this device has no fast path for it\n",
-                       k->name, hs_compute_dtype_name((enum hs_dtype)d));
+                printf("conformance %s %s: skipped: this device has no fast path for it\n", k->name,
+                       hs_compute_dtype_name((enum hs_dtype)d));
                 continue;
             }
             struct lane *l = &lanes[n_lanes++];
@@ -148,9 +153,9 @@ static void capability_claims(void **state)
             if (caps.dtypes & (1u << d)) continue;
             void *prep = NULL;
             struct hs_error err = {0};
-            assert_int_equal(hs_engine_stage_prepare(e, &rm->model.stages[1], (enum hs_dtype)d,
-                                                     &prep, &err),
-                             HS_STATUS_UNSUPPORTED);
+            assert_int_equal(
+                hs_engine_stage_prepare(e, &rm->model.stages[1], (enum hs_dtype)d, &prep, &err),
+                HS_STATUS_UNSUPPORTED);
             assert_null(prep);
         }
         hs_engine_destroy(e);
@@ -172,8 +177,10 @@ static void check_stages(const struct lane *l, struct rand_model *rm, const int 
             fail_msg("%s: prepare: %s", l->label, err.msg);
     struct batch *bt = calloc(1, sizeof *bt);
     make_batch(bt, lens, n, 160, rm->model.config.dims.vocab);
-    struct hs_ws_spec spec = {
-        .batch_max = n, .tokens_max = bt->b.n_tokens, .seq_max = 160, .dims = &rm->model.config.dims};
+    struct hs_ws_spec spec = {.batch_max = n,
+                              .tokens_max = bt->b.n_tokens,
+                              .seq_max = 160,
+                              .dims = &rm->model.config.dims};
     void *ws = NULL;
     if (hs_engine_ws_create(e, &spec, &ws, &err)) fail_msg("%s: ws: %s", l->label, err.msg);
     float *hidden = malloc(sizeof(float) * (size_t)bt->b.n_tokens * H);
@@ -235,7 +242,8 @@ static void check_model(const struct lane *l, struct rand_model *rm, const int *
     double ref[1024];
     struct hs_engine_stats s0, s1;
     hs_engine_stats(e, &s0);
-    if (hs_executor_run(x, 0, &bt->b, batched, NULL, &err)) fail_msg("%s: run: %s", l->label, err.msg);
+    if (hs_executor_run(x, 0, &bt->b, batched, NULL, &err))
+        fail_msg("%s: run: %s", l->label, err.msg);
     hs_engine_stats(e, &s1);
     assert_int_equal(s1.batches - s0.batches, 1);
     assert_int_equal(s1.sequences - s0.sequences, n);
@@ -254,14 +262,18 @@ static void check_model(const struct lane *l, struct rand_model *rm, const int *
         one->lengths[0] = lens[i];
         one->offsets[0] = 0;
         one->offsets[1] = lens[i];
-        one->b = (struct hs_batch){.n_seqs = 1, .seq_max = 160, .n_tokens = lens[i],
-                                   .ids = one->ids, .lengths = one->lengths, .offsets = one->offsets};
+        one->b = (struct hs_batch){.n_seqs = 1,
+                                   .seq_max = 160,
+                                   .n_tokens = lens[i],
+                                   .ids = one->ids,
+                                   .lengths = one->lengths,
+                                   .offsets = one->offsets};
         if (hs_executor_run(x, 0, &one->b, alone, NULL, &err))
             fail_msg("%s: run alone: %s", l->label, err.msg);
         for (int j = 0; j < H; j++)
             if (!(fabsf(alone[j] - batched[(size_t)i * H + j]) <= tol.invariance))
-                fail_msg("%s: batch invariance, sequence %d dim %d: %g alone, %g batched",
-                         l->label, i, j, alone[j], batched[(size_t)i * H + j]);
+                fail_msg("%s: batch invariance, sequence %d dim %d: %g alone, %g batched", l->label,
+                         i, j, alone[j], batched[(size_t)i * H + j]);
     }
     /* the same batch shaped to its exact longest length instead of the 160 bucket */
     bt->b.seq_max = longest;

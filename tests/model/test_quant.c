@@ -106,8 +106,10 @@ static void search_write_load_tiny(void **state)
         assert_int_equal(r->plan.keep_f32[r->stages[i].index], r->stages[i].keep_f32);
     }
     assert_true(r->final_cos_mean >= r->all_cos_mean - 1e-9);
-    if (r->target_met) assert_true(r->final_cos_min >= 0.999 && r->final_cos_mean >= 0.9995);
-    else assert_int_equal(kept, r->n_stages);
+    if (r->target_met)
+        assert_true(r->final_cos_min >= 0.999 && r->final_cos_mean >= 0.9995);
+    else
+        assert_int_equal(kept, r->n_stages);
 
     const char *dir = tmp_dir("tiny");
     rm_rf(dir);
@@ -119,7 +121,8 @@ static void search_write_load_tiny(void **state)
     if (hs_model_load(dir, &q, &err)) fail_msg("load quantized: %s", err.msg);
     assert_non_null(q->quant);
     assert_int_equal(q->quant->dtype, HS_DTYPE_I8);
-    for (int i = 0; i < q->n_stages; i++) assert_int_equal(q->quant->keep_f32[i], r->plan.keep_f32[i]);
+    for (int i = 0; i < q->n_stages; i++)
+        assert_int_equal(q->quant->keep_f32[i], r->plan.keep_f32[i]);
     bool smoothed = false;
     for (int i = 0; i < q->n_stages; i++) smoothed |= q->stages[i].w[HS_W_SMOOTH].data != NULL;
     assert_int_equal(smoothed, r->smooth_alpha > 0);
