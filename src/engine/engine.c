@@ -81,14 +81,71 @@ bool hs_engine_supports(hs_engine_t e, enum hs_stage_kind kind, enum hs_dtype dt
     return true;
 }
 
+/* Shared stage preparations: one per (kind, key, stage, dtype), reference-counted. */
+struct shared_prep {
+    const struct hs_engine_iface *iface;
+    uint64_t key;
+    const struct hs_stage *stage;
+    enum hs_dtype dtype;
+    void *prep;
+    int refs;
+    struct shared_prep *next;
+};
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_prep *shared_list;
+static int64_t shared_hits;
+
+void hs_engine_prep_counts(int *alive, int64_t *hits)
+{
+    pthread_mutex_lock(&shared_mu);
+    int n = 0;
+    for (struct shared_prep *p = shared_list; p; p = p->next) n++;
+    if (alive) *alive = n;
+    if (hits) *hits = shared_hits;
+    pthread_mutex_unlock(&shared_mu);
+}
+
+static hs_status prepare_checked(hs_engine_t e, const struct hs_stage *st, enum hs_dtype dtype,
+                                 void **prep, struct hs_error *err);
+
 hs_status hs_engine_stage_prepare(hs_engine_t e, const struct hs_stage *st, enum hs_dtype dtype,
                                   void **prep, struct hs_error *err)
 {
     if (!st || !prep || !st->dims)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "stage_prepare: null argument");
+    if (!e->iface->prep_key) return prepare_checked(e, st, dtype, prep, err);
+    const uint64_t key = e->iface->prep_key(e->ctx);
+    /* held across the prepare so that two lanes loading at once make one preparation */
+    pthread_mutex_lock(&shared_mu);
+    for (struct shared_prep *p = shared_list; p; p = p->next)
+        if (p->iface == e->iface && p->key == key && p->stage == st && p->dtype == dtype) {
+            p->refs++;
+            shared_hits++;
+            *prep = p->prep;
+            pthread_mutex_unlock(&shared_mu);
+            return HS_STATUS_OK;
+        }
+    struct shared_prep *p = hs_calloc(1, sizeof *p);
+    hs_status s = p ? prepare_checked(e, st, dtype, prep, err)
+                    : hs_error_set(err, HS_STATUS_NO_MEMORY, "stage_prepare: out of memory");
+    if (s == HS_STATUS_OK && *prep) {
+        *p = (struct shared_prep){e->iface, key, st, dtype, *prep, 1, shared_list};
+        shared_list = p;
+    } else {
+        hs_free(p);
+    }
+    pthread_mutex_unlock(&shared_mu);
+    return s;
+}
+
+static hs_status prepare_checked(hs_engine_t e, const struct hs_stage *st, enum hs_dtype dtype,
+                                 void **prep, struct hs_error *err)
+{
+    if (!st || !prep || !st->dims)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "stage_prepare: null argument");
     if (!hs_engine_supports(e, st->kind, dtype, 1, 1))
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "engine %s cannot run stage %s in %s",
-                            e->name, st->name, hs_dtype_name(dtype));
+                            e->name, st->name, hs_compute_dtype_name(dtype));
     if (st->dims->rel_buckets > 0 || st->dims->pos_offset != 0 ||
         (st->kind == HS_STAGE_EMBED && !st->w[HS_W_TYPE_EMB].data)) {
         struct hs_engine_caps c;
@@ -105,7 +162,23 @@ hs_status hs_engine_stage_prepare(hs_engine_t e, const struct hs_stage *st, enum
 
 void hs_engine_stage_release(hs_engine_t e, void *prep)
 {
-    if (prep && e->iface->stage_release) e->iface->stage_release(e->ctx, prep);
+    if (!prep) return;
+    if (e->iface->prep_key) {
+        pthread_mutex_lock(&shared_mu);
+        for (struct shared_prep **pp = &shared_list; *pp; pp = &(*pp)->next) {
+            struct shared_prep *p = *pp;
+            if (p->prep != prep) continue;
+            if (--p->refs > 0) {
+                pthread_mutex_unlock(&shared_mu);
+                return;
+            }
+            *pp = p->next;
+            hs_free(p);
+            break;
+        }
+        pthread_mutex_unlock(&shared_mu);
+    }
+    if (e->iface->stage_release) e->iface->stage_release(e->ctx, prep);
 }
 
 hs_status hs_engine_ws_create(hs_engine_t e, const struct hs_ws_spec *spec, void **ws,

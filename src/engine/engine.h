@@ -100,6 +100,11 @@ struct hs_engine_iface {
                           struct hs_error *err);
     /* (optional) waits for queued work on ws; default: no-op (synchronous engines) */
     hs_status (*sync)(void *ctx, void *ws, struct hs_error *err);
+    /* (optional) a key under which this engine's stage preparations are interchangeable with
+     * those of other engines of the same kind: engines with equal keys share one preparation
+     * per (stage, dtype) — weights are resident once however many lanes use them. NULL: never
+     * shared. A shared preparation must be releasable through any engine with the same key. */
+    uint64_t (*prep_key)(void *ctx);
 };
 
 /* Faults a test (or an operator, through the server's admin endpoint) can inject through the
@@ -171,9 +176,14 @@ const char *hs_engine_kind(hs_engine_t e);
 void hs_engine_caps(hs_engine_t e, struct hs_engine_caps *out);
 bool hs_engine_supports(hs_engine_t e, enum hs_stage_kind kind, enum hs_dtype dtype, int batch,
                         int seq);
+/* Prepares st for e in dtype. Engines whose kind shares preparations (prep_key) get the same
+ * preparation for the same (stage, dtype), reference-counted: each prepare is matched by one
+ * release. */
 hs_status hs_engine_stage_prepare(hs_engine_t e, const struct hs_stage *st, enum hs_dtype dtype,
                                   void **prep, struct hs_error *err);
 void hs_engine_stage_release(hs_engine_t e, void *prep);
+/* Preparations alive now, and how many prepare calls were served by sharing one (tests). */
+void hs_engine_prep_counts(int *alive, int64_t *shared_hits);
 hs_status hs_engine_ws_create(hs_engine_t e, const struct hs_ws_spec *spec, void **ws,
                               struct hs_error *err);
 void hs_engine_ws_destroy(hs_engine_t e, void *ws);

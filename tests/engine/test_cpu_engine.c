@@ -253,6 +253,48 @@ static void core_set_pins_the_team(void **state)
     rand_model_free(rm);
 }
 
+/* A model on two CPU engines holds each stage's weights once per dtype: the second engine's
+ * prepare returns the first's preparation, and it lives until both released it. */
+static void preparations_are_shared_between_engines(void **state)
+{
+    (void)state;
+    struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F16);
+    struct hs_error err = {0};
+    hs_engine_t a = NULL, b = NULL;
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
+    int alive0 = 0, alive = 0;
+    int64_t hits0 = 0, hits = 0;
+    hs_engine_prep_counts(&alive0, &hits0);
+    const struct hs_stage *st = &rm->model.stages[1];
+    void *pa = NULL, *pb = NULL, *pc = NULL;
+    assert_int_equal(hs_engine_stage_prepare(a, st, HS_DTYPE_F32, &pa, &err), 0);
+    assert_int_equal(hs_engine_stage_prepare(b, st, HS_DTYPE_F32, &pb, &err), 0);
+    assert_ptr_equal(pa, pb);
+    hs_engine_prep_counts(&alive, &hits);
+    assert_int_equal(alive, alive0 + 1);
+    assert_int_equal(hits, hits0 + 1);
+    /* another dtype is another preparation */
+    struct hs_engine_caps caps;
+    hs_engine_caps(a, &caps);
+    if (caps.dtypes & (1u << HS_DTYPE_BF16)) {
+        assert_int_equal(hs_engine_stage_prepare(b, st, HS_DTYPE_BF16, &pc, &err), 0);
+        assert_ptr_not_equal(pc, pa);
+        hs_engine_stage_release(b, pc);
+    }
+    hs_engine_stage_release(a, pa);
+    hs_engine_prep_counts(&alive, NULL);
+    assert_int_equal(alive, alive0 + 1); /* b still holds it */
+    hs_engine_destroy(a);                /* its creator may go first */
+    hs_engine_stage_release(b, pb);
+    hs_engine_prep_counts(&alive, NULL);
+    assert_int_equal(alive, alive0);
+    hs_engine_destroy(b);
+    rand_model_free(rm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +306,7 @@ int main(void)
         cmocka_unit_test(bad_batches_are_rejected),
         cmocka_unit_test(layer_split_equals_single_engine),
         cmocka_unit_test(core_set_pins_the_team),
+        cmocka_unit_test(preparations_are_shared_between_engines),
     };
     return cmocka_run_group_tests_name("cpu_engine", tests, NULL, NULL);
 }

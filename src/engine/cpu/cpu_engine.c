@@ -561,6 +561,15 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
     return HS_STATUS_OK;
 }
 
+/* Preparations depend only on the small-M packing threshold: engines that agree on it share them
+ * (a model on several CPU engines holds its converted weights once). cpu_stage_release does
+ * not use its engine. */
+static uint64_t cpu_prep_key(void *vctx)
+{
+    const struct cpu_ctx *c = vctx;
+    return (uint64_t)(uint32_t)c->small_rows;
+}
+
 static const struct hs_engine_iface cpu_iface = {
     .api_version = HS_ENGINE_API_VERSION,
     .kind = "cpu",
@@ -574,6 +583,7 @@ static const struct hs_engine_iface cpu_iface = {
     .act_write = cpu_act_write,
     .run_stage = cpu_run_stage,
     .act_read = cpu_act_read,
+    .prep_key = cpu_prep_key,
 };
 
 static void read_cpu_name(char *buf, size_t n)
