@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench bench-serving setup clean asan format format-check
+.PHONY: all build run test bench bench-serving setup clean asan format format-check quantized
 
 all: build
 
@@ -25,6 +25,12 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+# The default model quantized for int8 lanes (configs/precision-split.yaml and others use it):
+# hetserve quantize with the committed calibration set, about 20 s on 2 cores.
+QUANTIZED ?= $(MODEL)-int8
+quantized: build
+	@test -f $(QUANTIZED)/quant.json || $(BUILD)/hetserve quantize --model $(MODEL) --out $(QUANTIZED)
 
 bench: build
 	bash bench/run.sh $(BUILD)

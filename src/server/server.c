@@ -278,7 +278,15 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             .name = ec->name, .threads = ec->threads, .n_cores = ec->n_cores, .device = ec->device};
         memcpy(eo.cores, ec->cores, sizeof eo.cores);
         st = hs_engine_create(ec->kind, &eo, &s->engines[i], err);
-        if (st) goto fail;
+        if (st) {
+            if (err) {
+                char why[sizeof err->msg];
+                snprintf(why, sizeof why, "%s", err->msg);
+                hs_error_set(err, st, "engine %s (kind %s, device %d): %s", ec->name, ec->kind,
+                             ec->device, why);
+            }
+            goto fail;
+        }
         s->n_engines++;
     }
 

@@ -102,3 +102,27 @@ def test_failed_lane_can_be_excluded_instead():
         assert 'hetserve_lane_check_pass{model="minilm",engine="cpu_int8",dtype="int8"} 0' in body.decode()
     finally:
         s.stop()
+
+
+def test_every_example_config_checks():
+    # the hetero-gpu config names a cuda lane: it checks on any machine, whether or not a GPU
+    # (or even the CUDA engine) is here
+    cfgs = sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".yaml"))
+    assert "hetero-gpu.yaml" in cfgs and "precision-split.yaml" in cfgs
+    for f in cfgs:
+        r = subprocess.run([BINARY, "config", "--check", os.path.join(ROOT, "configs", f)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, f + ": " + r.stderr
+
+
+def test_missing_device_is_a_clear_error(tmp_path):
+    import json
+    kinds = json.loads(subprocess.run([BINARY, "devices"], capture_output=True, text=True).stdout)["kinds"]
+    if any(k["kind"] == "cuda" and k["devices"] > 0 for k in kinds):
+        pytest.skip("a GPU is present")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("engines:\n  - {name: gpu, kind: cuda, device: 0}\nmodels:\n  - {path: \"%s\"}\n" % MODEL)
+    r = subprocess.run([BINARY, "serve", "--config", str(cfg), "--port", "0"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0
+    assert "engine gpu (kind cuda, device 0)" in r.stderr, r.stderr
