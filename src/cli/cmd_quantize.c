@@ -142,6 +142,13 @@ int hs_cmd_quantize(int argc, char **argv)
     if (r->plan.dtype == HS_DTYPE_I8)
         printf("input smoothing: alpha %.2f%s\n", r->smooth_alpha,
                r->smooth_alpha > 0 ? " (quant.safetensors)" : " (none helped)");
+    if (r->plan.dtype == HS_DTYPE_I8) {
+        if (r->act_scale)
+            printf("activations: per tensor, static scales at percentile %.3f\n",
+                   100.0 * r->act_percentile);
+        else
+            printf("activations: per token, dynamic\n");
+    }
     printf("held-out, every stage %s: min %.6f mean %.6f\n", hs_compute_dtype_name(r->plan.dtype),
            r->all_cos_min, r->all_cos_mean);
     printf("held-out, with the plan: min %.6f mean %.6f (target %.4f / %.4f): %s\n",

@@ -128,6 +128,13 @@ struct hs_engine_opts {
     /* CPU: batches of at most this many tokens use the packed small-M GEMM (AVX-512 machines);
      * 0 = HS_CPU_SMALL_GEMM_ROWS_DEFAULT, -1 = never */
     int cpu_small_gemm_rows;
+    /* CPU (optional): a calibration observer, called before every linear layer of an attention
+     * or FFN stage that computes in f32, with the layer's input rows: linear 0 is the stage's
+     * first layer (q/k/v, FFN in), 1 its second (attention out, FFN out). May be called from
+     * several threads at once. NULL in service. */
+    void (*cpu_observe)(void *ctx, const struct hs_stage *st, int linear, const float *x, int rows,
+                        int k);
+    void *cpu_observe_ctx;
 };
 
 /* Chosen by measurement (bench_cpu, single and two threads): below it the packed kernel beats

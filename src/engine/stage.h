@@ -95,6 +95,10 @@ enum hs_weight_role {
      * the input's outlier channels tamed). From a quantized model folder (model/quant.h); only
      * int8 lanes use it, f32 ignores it. */
     HS_W_SMOOTH,
+    /* attn / ffn, optional, F32 [2]: static per-tensor scale of the int8 input of the stage's
+     * first and second linear layer (after smoothing); 0 = that layer quantizes its input per
+     * token when it runs. From a quantized model folder; only int8 lanes use it. */
+    HS_W_ACT_SCALE,
     HS_W_COUNT
 };
 

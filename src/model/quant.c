@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,6 +97,18 @@ hs_status hs_quant_attach_smoothing(struct hs_model *m, const char *dir, struct 
         smooth_name(st, name, sizeof name);
         struct hs_tensor t;
         struct hs_error e2;
+        char aname[64];
+        snprintf(aname, sizeof aname, "layer%d.%s.act_scale", st->layer,
+                 st->kind == HS_STAGE_ATTN ? "attn" : "ffn");
+        if (hs_safetensors_get(m->quant_weights, aname, &t, &e2) == HS_STATUS_OK) {
+            if (t.dtype != HS_DTYPE_F32 || t.ndim != 1 || t.shape[0] != 2)
+                return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s must be F32 [2]", path, aname);
+            const float *v = t.data;
+            if (!(v[0] >= 0.0f && v[0] < 1e30f && v[1] >= 0.0f && v[1] < 1e30f))
+                return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s holds %g, %g", path, aname,
+                                    (double)v[0], (double)v[1]);
+            st->w[HS_W_ACT_SCALE] = t;
+        }
         if (hs_safetensors_get(m->quant_weights, name, &t, &e2) != HS_STATUS_OK) continue;
         if (t.dtype != HS_DTYPE_F32 || t.ndim != 1 || t.shape[0] != H)
             return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s must be F32 [%lld]", path, name,
@@ -110,61 +123,79 @@ hs_status hs_quant_attach_smoothing(struct hs_model *m, const char *dir, struct 
     return HS_STATUS_OK;
 }
 
-/* amax[i * H + c]: the largest |input| of channel c seen by stage i (its input is stage i-1's
- * hidden output), over texts[idx[0..n)], computed in f32 stage by stage on e. */
-static hs_status channel_max(const struct hs_model *m, hs_engine_t e, const char *const *texts,
-                             const int *idx, int n, float *amax, struct hs_error *err)
+/* ---- calibration: what the linear layers' inputs look like, observed in f32 ---- */
+
+#define HIST_PER_OCTAVE 32
+#define HIST_LOW_EXP    (-24) /* |x| below 2^-24 lands in bin 0 */
+#define HIST_BINS       (40 * HIST_PER_OCTAVE)
+
+struct calib {
+    pthread_mutex_t mu;
+    const struct hs_model *m;
+    int H;
+    float *chan_max;     /* [n_stages][H]: |input| of each channel of the first layer */
+    const float *smooth; /* [n_stages][H] divisors of the first layer's input, or NULL */
+    uint32_t *hist;      /* [n_stages][2][HIST_BINS]: |input| (first layer: smoothed) */
+};
+
+static int hist_bin(float a)
 {
-    const int H = m->config.dims.hidden, seq_max = m->config.max_seq_len, B = 16;
-    struct hs_ws_spec spec = {
-        .batch_max = B, .tokens_max = B * seq_max, .seq_max = seq_max, .dims = &m->config.dims};
-    void **prep = hs_calloc((size_t)m->n_stages, sizeof(void *));
-    void *ws = NULL;
-    int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)B * seq_max);
-    int32_t lengths[16], offsets[17];
-    float *hidden = hs_malloc(sizeof(float) * (size_t)B * seq_max * H);
-    hs_status s = prep && ids && hidden
-                      ? HS_STATUS_OK
-                      : hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: memory");
-    for (int i = 0; !s && i < m->n_stages; i++)
-        s = hs_engine_stage_prepare(e, &m->stages[i], HS_DTYPE_F32, &prep[i], err);
-    if (!s) s = hs_engine_ws_create(e, &spec, &ws, err);
-    memset(amax, 0, sizeof(float) * (size_t)m->n_stages * H);
-    for (int b0 = 0; !s && b0 < n; b0 += B) {
-        const int nb = n - b0 < B ? n - b0 : B;
-        offsets[0] = 0;
-        for (int j = 0; !s && j < nb; j++) {
-            const char *t = texts[idx[b0 + j]];
-            int got = 0, full = 0;
-            s = hs_model_tokenize(m, t, strlen(t), ids + offsets[j], seq_max, &got, &full, err);
-            lengths[j] = got;
-            offsets[j + 1] = offsets[j] + got;
-        }
-        if (s) break;
-        struct hs_batch batch = {.n_seqs = nb,
-                                 .seq_max = seq_max,
-                                 .n_tokens = offsets[nb],
-                                 .ids = ids,
-                                 .lengths = lengths,
-                                 .offsets = offsets};
-        s = hs_engine_batch_begin(e, ws, &batch, err);
-        for (int i = 0; !s && i + 1 < m->n_stages; i++) {
-            s = hs_engine_run_stage(e, ws, &m->stages[i], prep[i], err);
-            if (s || !linear_stage(&m->stages[i + 1])) continue;
-            s = hs_engine_act_read(e, ws, HS_ACT_BUF_HIDDEN, hidden, err);
-            float *am = amax + (size_t)(i + 1) * H;
-            for (int t = 0; !s && t < batch.n_tokens; t++)
-                for (int c = 0; c < H; c++) {
-                    float a = fabsf(hidden[(size_t)t * H + c]);
-                    am[c] = a > am[c] ? a : am[c];
-                }
-        }
+    if (!(a > 0.0f)) return 0;
+    int b = (int)floorf(log2f(a) * HIST_PER_OCTAVE) - HIST_LOW_EXP * HIST_PER_OCTAVE;
+    return b < 0 ? 0 : (b >= HIST_BINS ? HIST_BINS - 1 : b);
+}
+
+/* The value below which a share p of the histogram lies (the bin's upper edge). */
+static float hist_percentile(const uint32_t *h, double p)
+{
+    uint64_t total = 0, run = 0;
+    for (int b = 0; b < HIST_BINS; b++) total += h[b];
+    if (total == 0) return 0.0f;
+    for (int b = 0; b < HIST_BINS; b++) {
+        run += h[b];
+        if ((double)run >= p * (double)total)
+            return exp2f((float)(b + 1 + HIST_LOW_EXP * HIST_PER_OCTAVE) / HIST_PER_OCTAVE);
     }
-    hs_engine_ws_destroy(e, ws);
-    for (int i = 0; prep && i < m->n_stages; i++) hs_engine_stage_release(e, prep[i]);
-    hs_free(prep);
-    hs_free(ids);
-    hs_free(hidden);
+    return exp2f((float)(HIST_BINS + HIST_LOW_EXP * HIST_PER_OCTAVE) / HIST_PER_OCTAVE);
+}
+
+static void observe(void *vctx, const struct hs_stage *st, int linear, const float *x, int rows,
+                    int k)
+{
+    struct calib *c = vctx;
+    const int si = (int)(st - c->m->stages);
+    if (si < 0 || si >= c->m->n_stages) return;
+    uint32_t local[HIST_BINS];
+    memset(local, 0, sizeof local);
+    const float *sm = linear == 0 && c->smooth ? c->smooth + (size_t)si * c->H : NULL;
+    pthread_mutex_lock(&c->mu);
+    float *cm = c->chan_max + (size_t)si * c->H;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < k; i++) {
+            float a = fabsf(x[(size_t)r * k + i]);
+            if (linear == 0 && i < c->H && a > cm[i]) cm[i] = a;
+            local[hist_bin(sm ? a / sm[i] : a)]++;
+        }
+    uint32_t *h = c->hist + ((size_t)si * 2 + linear) * HIST_BINS;
+    for (int b = 0; b < HIST_BINS; b++) h[b] += local[b];
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Runs texts[idx[0..n)] in f32 on a CPU engine that reports every linear layer's input. */
+static hs_status calibrate(const struct hs_model *m, int threads, const char *const *texts,
+                           const int *idx, int n, struct calib *c, struct hs_error *err)
+{
+    memset(c->chan_max, 0, sizeof(float) * (size_t)m->n_stages * c->H);
+    memset(c->hist, 0, sizeof(uint32_t) * (size_t)m->n_stages * 2 * HIST_BINS);
+    hs_engine_t e = NULL;
+    struct hs_engine_opts eo = {
+        .name = "calibration", .threads = threads, .cpu_observe = observe, .cpu_observe_ctx = c};
+    hs_status s = hs_engine_create("cpu", &eo, &e, err);
+    float *out = s ? NULL : hs_malloc(sizeof(float) * (size_t)n * c->H);
+    if (!s && !out) s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+    if (!s) s = embed(m, e, HS_DTYPE_F32, NULL, texts, idx, n, out, err);
+    hs_free(out);
+    hs_engine_destroy(e);
     return s;
 }
 
@@ -215,7 +246,9 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
                             "quantize: %d calibration texts; at least %d needed", n,
                             2 * o.heldout_every);
     const int dim = m->config.dims.hidden;
-    float *amax = NULL, *smooth = NULL;
+    float *amax = NULL, *smooth = NULL, *act = NULL;
+    struct calib cb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    int cal_threads = 0;
     int *cal = hs_malloc(sizeof(int) * (size_t)n), *held = hs_malloc(sizeof(int) * (size_t)n);
     float *ref_c = hs_malloc(sizeof(float) * (size_t)n * dim);
     float *ref_h = hs_malloc(sizeof(float) * (size_t)n * dim);
@@ -249,8 +282,24 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
             s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
             goto done;
         }
-        for (int i = 0; i < m->n_stages; i++) m->stages[i].w[HS_W_SMOOTH] = (struct hs_tensor){0};
-        if ((s = channel_max(m, e, texts, cal, nc, amax, err))) {
+        for (int i = 0; i < m->n_stages; i++) {
+            m->stages[i].w[HS_W_SMOOTH] = (struct hs_tensor){0};
+            m->stages[i].w[HS_W_ACT_SCALE] = (struct hs_tensor){0};
+        }
+        struct hs_engine_caps caps;
+        hs_engine_caps(e, &caps);
+        cal_threads = caps.threads;
+        cb.m = m;
+        cb.H = H;
+        cb.chan_max = amax;
+        cb.hist = hs_calloc((size_t)m->n_stages * 2 * HIST_BINS, sizeof(uint32_t));
+        if (!cb.hist) {
+            hs_free(row);
+            s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+            goto done;
+        }
+        progress(&o, "calibration: %d texts in f32, every linear layer's input observed", nc);
+        if ((s = calibrate(m, cal_threads, texts, cal, nc, &cb, err))) {
             hs_free(row);
             goto done;
         }
@@ -301,6 +350,70 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
         hs_free(row);
         out->smooth = best_alpha > 0.0 ? smooth : NULL;
         progress(&o, "smoothing alpha %.2f chosen", best_alpha);
+
+        /* 1c. activations: per token when the layer runs, or one static scale per layer from
+         * a percentile of the calibration inputs (after smoothing) — chosen on the held-out
+         * texts */
+        cb.smooth = out->smooth;
+        if ((s = calibrate(m, cal_threads, texts, cal, nc, &cb, err))) goto done;
+        act = hs_calloc((size_t)m->n_stages * 2, sizeof(float));
+        if (!act) {
+            s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+            goto done;
+        }
+        static const double pcts[] = {0.0, 1.0, 0.99999, 0.9999};
+        double best = -1.0, best_p = 0.0;
+        for (size_t a = 0; a < sizeof pcts / sizeof pcts[0]; a++) {
+            for (int i = 0; i < m->n_stages; i++) {
+                struct hs_stage *st = &m->stages[i];
+                st->w[HS_W_ACT_SCALE] = (struct hs_tensor){0};
+                if (!linear_stage(st) || pcts[a] == 0.0) continue;
+                for (int l = 0; l < 2; l++)
+                    act[i * 2 + l] =
+                        hist_percentile(cb.hist + ((size_t)i * 2 + l) * HIST_BINS, pcts[a]) /
+                        127.0f;
+                st->w[HS_W_ACT_SCALE] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                                           .ndim = 1,
+                                                           .shape = {2},
+                                                           .data = act + i * 2,
+                                                           .bytes = 2 * sizeof(float)};
+            }
+            if ((s = embed(m, e, o.dtype, NULL, texts, held, nh, got, err))) goto done;
+            double mn, mean;
+            compare(got, ref_h, nh, dim, &mn, &mean);
+            double score = mn + 10.0 * mean;
+            if (pcts[a] == 0.0)
+                progress(&o, "activations per token (dynamic): held-out mean cos %.6f, min %.6f",
+                         mean, mn);
+            else
+                progress(&o,
+                         "activations per tensor, static at percentile %.3f: held-out mean cos "
+                         "%.6f, min %.6f",
+                         100.0 * pcts[a], mean, mn);
+            if (score > best) {
+                best = score;
+                best_p = pcts[a];
+            }
+        }
+        out->act_percentile = best_p;
+        for (int i = 0; i < m->n_stages; i++) {
+            struct hs_stage *st = &m->stages[i];
+            st->w[HS_W_ACT_SCALE] = (struct hs_tensor){0};
+            if (!linear_stage(st) || best_p == 0.0) continue;
+            for (int l = 0; l < 2; l++)
+                act[i * 2 + l] =
+                    hist_percentile(cb.hist + ((size_t)i * 2 + l) * HIST_BINS, best_p) / 127.0f;
+            st->w[HS_W_ACT_SCALE] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                                       .ndim = 1,
+                                                       .shape = {2},
+                                                       .data = act + i * 2,
+                                                       .bytes = 2 * sizeof(float)};
+        }
+        out->act_scale = best_p > 0.0 ? act : NULL;
+        if (best_p == 0.0)
+            progress(&o, "activations: per token (dynamic) chosen");
+        else
+            progress(&o, "activations: per tensor, static at percentile %.3f chosen", 100 * best_p);
     }
 
     /* 2. each linear stage quantized alone */
@@ -362,6 +475,9 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
     memcpy(out->plan.keep_f32, keep, sizeof keep);
 done:
     if (s || !out->smooth) hs_free(smooth);
+    if (s || !out->act_scale) hs_free(act);
+    if (s) out->smooth = out->act_scale = NULL;
+    hs_free(cb.hist);
     hs_free(amax);
     hs_free(cal);
     hs_free(held);
@@ -453,7 +569,11 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
     json_object_set_new(root, "version", json_integer(1));
     json_object_set_new(root, "dtype", json_string(hs_compute_dtype_name(r->plan.dtype)));
     json_object_set_new(root, "weights", json_string("per-channel symmetric"));
-    json_object_set_new(root, "activations", json_string("per-token dynamic"));
+    char acts[96] = "per-token dynamic";
+    if (r->act_scale)
+        snprintf(acts, sizeof acts, "per-tensor static (percentile %.3f of calibration inputs)",
+                 100.0 * r->act_percentile);
+    json_object_set_new(root, "activations", json_string(acts));
     json_t *keep = json_array();
     for (int i = 0; i < m->n_stages; i++)
         if (r->plan.keep_f32[i]) json_array_append_new(keep, json_string(m->stages[i].name));
@@ -478,7 +598,7 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
     json_object_set_new(root, "stages", stages);
     json_object_set_new(root, "smoothing",
                         json_pack("{s:f, s:s}", "alpha", r->smooth_alpha, "file",
-                                  r->smooth ? "quant.safetensors" : ""));
+                                  r->smooth || r->act_scale ? "quant.safetensors" : ""));
     char path[4096];
     if (r->smooth) {
         const char *names[HS_QUANT_MAX_STAGES];
@@ -555,5 +675,6 @@ void hs_quant_report_clear(struct hs_quant_report *r)
 {
     if (!r) return;
     hs_free(r->smooth);
-    r->smooth = NULL;
+    hs_free(r->act_scale);
+    r->smooth = r->act_scale = NULL;
 }

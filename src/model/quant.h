@@ -12,7 +12,8 @@
  * The plan is stored as quant.json in a model folder (hs_quant_write); hs_model_load reads it,
  * and every executor whose dtype is the plan's applies it (executor.h). Format, version 1:
  *   {"format": "hetserve-quant", "version": 1, "dtype": "int8",
- *    "weights": "per-channel symmetric", "activations": "per-token dynamic",
+ *    "weights": "per-channel symmetric",
+ *    "activations": "per-token dynamic" | "per-tensor static (percentile P of calibration inputs)",
  *    "keep_f32": ["layer5.ffn", ...],
  *    "target": {"cos_min": .., "cos_mean": ..}, "heldout": {"count", "cos_min", "cos_mean"},
  *    "stages": [{"name", "damage_mean", "cos_min", "keep_f32"}, ...]}
@@ -62,9 +63,12 @@ struct hs_quant_report {
     bool target_met;
     struct hs_quant_opts opts;
     struct hs_quant_plan plan;
-    double smooth_alpha; /* int8: strength of the input smoothing chosen (0 = none) */
-    float *smooth;       /* [n_stages * hidden] smoothing divisors, or NULL; owned: free with
-                            hs_quant_report_clear */
+    double smooth_alpha;   /* int8: strength of the input smoothing chosen (0 = none) */
+    float *smooth;         /* [n_stages * hidden] smoothing divisors, or NULL; owned: free with
+                              hs_quant_report_clear */
+    double act_percentile; /* int8: 0 = activations per token (dynamic); else the percentile of
+                              the calibration inputs that set static per-layer scales */
+    float *act_scale;      /* [n_stages * 2] those scales, or NULL; owned like smooth */
 };
 
 /* Frees what a report owns. */
@@ -74,9 +78,11 @@ void hs_quant_report_clear(struct hs_quant_report *r);
  * Needs at least 2 * heldout_every texts. For int8 it first measures the largest input of
  * every channel of every attention / FFN stage on the calibration part and picks the smoothing
  * strength alpha (SmoothQuant: s = amax^alpha / wmax^(1 - alpha)) that serves the held-out part
- * best, none included; the chosen divisors stay attached to m's stages (HS_W_SMOOTH, pointing
- * into out->smooth: keep the report alive while m is used). Allocates per call; not for the
- * serving path. */
+ * best, none included; then whether activations are quantized per token when a layer runs or
+ * with one static scale per layer (from the 100th, 99.999th or 99.99th percentile of the
+ * calibration inputs), again by the held-out result; the chosen divisors and scales stay attached
+ * to m's stages (HS_W_SMOOTH, pointing into out->smooth: keep the report alive while m is used).
+ * Allocates per call; not for the serving path. */
 hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *texts, int n,
                           const struct hs_quant_opts *opts, struct hs_quant_report *out,
                           struct hs_error *err);

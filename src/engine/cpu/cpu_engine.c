@@ -24,6 +24,8 @@ struct cpu_ctx {
     int n_cores;
     int cores[HS_ENGINE_MAX_CORES];
     char device[128];
+    void (*observe)(void *, const struct hs_stage *, int, const float *, int, int);
+    void *observe_ctx;
 };
 
 /* The linear layers of attention and FFN stages, in the order stage_slice runs them. */
@@ -238,6 +240,22 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
                 cpu_stage_release(ctx, p);
                 return qs;
             }
+            const struct hs_tensor *as = &st->w[HS_W_ACT_SCALE];
+            if (dtype == HS_DTYPE_I8 && as->data) {
+                if (as->dtype != HS_DTYPE_F32 || hs_tensor_numel(as) != 2) {
+                    cpu_stage_release(ctx, p);
+                    return hs_error_set(err, HS_STATUS_CORRUPT,
+                                        "cpu: %s: activation scales must be F32 [2]", st->name);
+                }
+                const float v = ((const float *)as->data)[i];
+                if (!(v >= 0.0f) || v > 1e30f) {
+                    cpu_stage_release(ctx, p);
+                    return hs_error_set(err, HS_STATUS_CORRUPT,
+                                        "cpu: %s: activation scale %d is %g", st->name, i,
+                                        (double)v);
+                }
+                p->ql[first + i].act_scale = v;
+            }
         }
         *out = p;
         return HS_STATUS_OK;
@@ -431,6 +449,7 @@ static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *
 struct slice_ctx {
     struct cpu_ws *w;
     const struct cpu_prep *p;
+    const struct hs_stage *st;
     int slot;
     int row_base;
     struct hs_error *err;
@@ -455,6 +474,7 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
                           (char *)w->ql_src + r0 * wide * 2, w->ql_sx + r0, w->ql_acc + r0 * widest,
                           sc->err);
     }
+    if (c->observe) c->observe(c->observe_ctx, sc->st, which & 1, x, rows, k);
     if (packed && rows <= c->small_rows) {
         hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, nt, pad);
         return 0;
@@ -465,13 +485,14 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
 /* Runs one stage on sequences [sb, se) of the batch with nt threads. pad and scratch are this
  * caller's share of the workspace's scratch buffers. */
 static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
-                       enum hs_stage_kind kind, int sb, int se, int nt, int slot, float *pad,
+                       const struct hs_stage *st, int sb, int se, int nt, int slot, float *pad,
                        float *scratch, struct hs_error *err)
 {
+    const enum hs_stage_kind kind = st->kind;
     const struct hs_encoder_dims *d = &w->dims;
     const int H = d->hidden, I = d->intermediate;
     const int t0 = w->offsets[sb], T = w->offsets[se] - t0;
-    const struct slice_ctx sc = {w, p, slot, t0 + slot * HS_QL_ROW_PAD, err};
+    const struct slice_ctx sc = {w, p, st, slot, t0 + slot * HS_QL_ROW_PAD, err};
     const size_t ro = (size_t)t0 * H; /* row offset of the slice in [tokens, H] buffers */
     float *hidden = w->hidden + ro, *tmp2 = w->tmp2 + ro;
     switch (kind) {
@@ -550,11 +571,11 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
             while (se < w->n_seqs && (int64_t)w->offsets[se] * n < T * (tid + 1)) se++;
             if (tid == n - 1) se = w->n_seqs;
             if (se > sb)
-                failed |= stage_slice(c, w, p, st->kind, sb, se, 1, tid, w->pad + pad_per * tid,
+                failed |= stage_slice(c, w, p, st, sb, se, 1, tid, w->pad + pad_per * tid,
                                       w->scratch + attn_per * tid, NULL) != 0;
         }
     } else {
-        failed = stage_slice(c, w, p, st->kind, 0, w->n_seqs, nt, 0, w->pad, w->scratch, err) != 0;
+        failed = stage_slice(c, w, p, st, 0, w->n_seqs, nt, 0, w->pad, w->scratch, err) != 0;
         if (failed && err && err->status) return err->status;
     }
     if (failed) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
@@ -639,5 +660,7 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
                                                     : HS_CPU_SMALL_GEMM_ROWS_DEFAULT;
     if (getenv("HS_CPU_SMALL_GEMM_ROWS")) c->small_rows = atoi(getenv("HS_CPU_SMALL_GEMM_ROWS"));
     if (!hs__cpu_small_gemm_available()) c->small_rows = 0;
+    c->observe = opts->cpu_observe;
+    c->observe_ctx = opts->cpu_observe_ctx;
     return hs__engine_wrap(&cpu_iface, c, opts->name ? opts->name : "cpu0", out, err);
 }

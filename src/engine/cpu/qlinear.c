@@ -373,6 +373,17 @@ static float quant_row(const float *x, const float *mul, int8_t *q, int k, float
     return amax / 127.0f;
 }
 
+/* The same with a fixed scale: values beyond +-127 steps saturate. */
+HS_CLONES
+static void quant_row_static(const float *x, const float *mul, int8_t *q, int k, float inv_scale)
+{
+    for (int i = 0; i < k; i++) {
+        float v = x[i] * (mul ? mul[i] : 1.0f) * inv_scale;
+        v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+        q[i] = (int8_t)(int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+    }
+}
+
 HS_CLONES
 static void bf16_row(const float *x, uint16_t *b, int k)
 {
@@ -408,7 +419,11 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
     const int i8 = w->dtype == HS_DTYPE_I8;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int r = 0; r < rows; r++) {
-        if (i8) {
+        if (i8 && w->act_scale > 0.0f) {
+            quant_row_static(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k,
+                             1.0f / w->act_scale);
+            sx[r] = w->act_scale;
+        } else if (i8) {
             float tmp[k > 0 && w->inv_smooth ? k : 1];
             sx[r] =
                 quant_row(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k, tmp);

@@ -36,6 +36,7 @@ struct hs_ql_weights {
     void *packed;      /* blocked layout chosen by oneDNN */
     float *scale;      /* int8: [n] per-channel weight scales; bf16: NULL */
     float *inv_smooth; /* int8 with smoothing: [k] multipliers of the input before quantizing */
+    float act_scale;   /* int8: > 0: static per-tensor input scale; 0: per token, dynamic */
     void *md;          /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
 };
 
