@@ -92,6 +92,7 @@ struct slot {
     int32_t *ids, *lengths, *offsets;
     float *out;
     struct hs_seq **taken;
+    struct hs_request **done; /* the taken sequences' requests, while their batch completes */
     /* the running batch, read by the reaper and the predictor under the lane lock */
     int n_taken;
     int64_t run_start_ns; /* 0 = idle */
@@ -101,6 +102,7 @@ struct slot {
 struct lane {
     struct hs_sched *s;
     int idx;
+    bool abandoned; /* a batcher was still in its engine at destroy: never freed */
     struct hs_lane_opts o;
     char engine[64], model[128];
 
@@ -433,9 +435,17 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
     }
+    /* Under the lane's lock, as the reaper: a request the reaper already answered (deadline
+     * passed during the batch) belongs to its HTTP thread from then on, so neither its result
+     * nor its times are written; and once n_taken is 0 the reaper no longer reads sl->taken,
+     * whose requests may be freed by the unrefs below. */
+    struct hs_request **done_reqs = sl->done;
+    pthread_mutex_lock(&L->mu);
     for (int i = 0; i < n; i++) {
         struct hs_seq *q = sl->taken[i];
         struct hs_request *r = q->req;
+        done_reqs[i] = r;
+        if (atomic_load(&r->answered)) continue;
         if (st == HS_STATUS_OK)
             memcpy(r->out + (size_t)q->index * (size_t)L->o.dim, sl->out + (size_t)i * L->o.dim,
                    (size_t)L->o.dim * sizeof(float));
@@ -445,6 +455,11 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         r->ts[HS_TS_COMPUTE] = compute_end;
         r->ts[HS_TS_COPY_OUT] = copy_out_end;
         r->batch_id = batch_id;
+    }
+    sl->n_taken = 0;
+    pthread_mutex_unlock(&L->mu);
+    for (int i = 0; i < n; i++) {
+        struct hs_request *r = done_reqs[i];
         if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
             int expect = 0;
             if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
@@ -476,7 +491,6 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
 
     pthread_mutex_lock(&L->mu);
     sl->run_start_ns = 0;
-    sl->n_taken = 0;
     L->busy_ns += end - start;
     L->batches++;
     if (st == HS_STATUS_OK && end > start) {
@@ -710,7 +724,8 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
         sl->offsets = hs_malloc(((size_t)L->cap_batch + 1) * sizeof(int32_t));
         sl->out = hs_malloc((size_t)L->cap_batch * (size_t)o->dim * sizeof(float));
         sl->taken = hs_malloc((size_t)L->cap_batch * sizeof(*sl->taken));
-        if (!sl->ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken)
+        sl->done = hs_malloc((size_t)L->cap_batch * sizeof(*sl->done));
+        if (!sl->ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken || !sl->done)
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
     }
     L->throughput = o->throughput_init_tokens_per_s;
@@ -728,6 +743,7 @@ static void lane_free(struct lane *L)
         hs_free(sl->offsets);
         hs_free(sl->out);
         hs_free(sl->taken);
+        hs_free(sl->done);
     }
     hs_free(L->slots);
     pthread_mutex_destroy(&L->mu);
@@ -802,8 +818,39 @@ void hs_sched_destroy(struct hs_sched *s)
         L->stop = true;
         pthread_cond_broadcast(&L->cv);
         pthread_mutex_unlock(&L->mu);
-        for (int k = 0; L->slots && k < L->n_slots; k++)
-            if (L->slots[k].started) pthread_join(L->slots[k].thread, NULL);
+    }
+    /* A batcher inside a hung engine call never returns: each gets until a common deadline,
+     * then is left running, detached, with its lane (and the scheduler) never freed, and the
+     * requests of its batch are answered here. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += HS_SCHED_STOP_WAIT_MS / 1000;
+    until.tv_nsec += (long)(HS_SCHED_STOP_WAIT_MS % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    bool abandoned_any = false;
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        for (int k = 0; L->slots && k < L->n_slots; k++) {
+            struct slot *sl = &L->slots[k];
+            if (!sl->started) continue;
+            if (pthread_timedjoin_np(sl->thread, NULL, &until) == 0) continue;
+            pthread_detach(sl->thread);
+            L->abandoned = true;
+            abandoned_any = true;
+            struct chain c = {NULL};
+            pthread_mutex_lock(&L->mu);
+            hs_log_error("lane %s/%s: a batch is still running %d ms after shutdown began; its "
+                         "engine is abandoned",
+                         L->engine, L->model, HS_SCHED_STOP_WAIT_MS);
+            for (int q = 0; q < sl->n_taken; q++)
+                lane_fail_locked(L, sl->taken[q]->req, HS_STATUS_SHUTDOWN, 0, &c,
+                                 "server shutting down while engine %s was hung", L->engine);
+            pthread_mutex_unlock(&L->mu);
+            chain_flush(&c);
+        }
     }
     pthread_mutex_lock(&s->rmu);
     s->stop = true;
@@ -821,8 +868,9 @@ void hs_sched_destroy(struct hs_sched *s)
                                      "server shutting down");
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
-        lane_free(L);
+        if (!L->abandoned) lane_free(L);
     }
+    if (abandoned_any) return; /* its threads may still read the scheduler */
     pthread_mutex_destroy(&s->rmu);
     pthread_cond_destroy(&s->rcv);
     hs_free(s);

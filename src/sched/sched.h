@@ -129,7 +129,11 @@ struct hs_sched;
 hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
                           const struct hs_sched_observer *observer, struct hs_sched **out,
                           struct hs_error *err);
-/* Stops the threads; requests still queued are answered HS_STATUS_SHUTDOWN. */
+/* Stops the threads; requests still queued are answered HS_STATUS_SHUTDOWN. A batch still in
+ * its engine after HS_SCHED_STOP_WAIT_MS (a hung device) is answered HS_STATUS_SHUTDOWN too and
+ * its thread left behind, detached; its lane and the scheduler's memory are then not freed, so
+ * that the thread can finish safely if the device ever returns. */
+#define HS_SCHED_STOP_WAIT_MS 2000
 void hs_sched_destroy(struct hs_sched *s);
 
 /* Routes and admits r (prepared with hs_request_init; every sequence 1..seq_max tokens).

@@ -437,10 +437,45 @@ static void deadline_expires_while_running(void **state)
     assert_int_equal(t->r.status, HS_STATUS_TIMEOUT);
     assert_int_equal(t->r.in_batch_timeout, 1);
     assert_non_null(strstr(t->r.msg, "ran its batch"));
+    int64_t compute_ts = t->r.ts[HS_TS_COMPUTE];
     gate(c, false);
-    treq_free(t); /* waits for the scheduler's reference: the batch finished */
+    hs_sched_drain(s, 10000); /* the batch finished */
+    /* once answered, the request is its owner's: the finished batch writes none of its fields
+     * (a racing write here is what the HTTP thread would read while building the 504) */
+    assert_int_equal(t->r.batch_id, 0);
+    assert_true(t->r.ts[HS_TS_COMPUTE] == compute_ts);
+    treq_free(t); /* waits for the scheduler's reference */
     hs_sched_destroy(s);
     runner_free(c);
+}
+
+/* A device that never returns does not hold shutdown: destroy answers the hung batch and
+ * returns after HS_SCHED_STOP_WAIT_MS, leaving the batcher behind. */
+static void destroy_with_a_hung_engine_is_bounded(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int len = 5;
+    struct treq *t = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    struct treq *q = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    assert_int_equal(hs_sched_submit(s, &q->r), HS_STATUS_OK); /* queued behind it */
+    int64_t t0 = hs_now_ns();
+    hs_sched_destroy(s);
+    double ms = hs_ns_to_ms(hs_now_ns() - t0);
+    assert_true(ms < HS_SCHED_STOP_WAIT_MS + 5000); /* a bound, generous: not a timing test */
+    assert_true(treq_is_done(t) && treq_is_done(q));
+    assert_int_equal(t->r.status, HS_STATUS_SHUTDOWN);
+    assert_int_equal(q->r.status, HS_STATUS_SHUTDOWN);
+    assert_non_null(strstr(t->r.msg, "hung"));
+    gate(c, false); /* the device returns: the abandoned batcher finishes on leaked memory */
+    treq_free(t);
+    treq_free(q);
+    /* c stays allocated: the detached batcher may still be leaving its runner */
 }
 
 /* An engine failure answers every request of the batch with the engine's status. */
@@ -579,6 +614,7 @@ int main(void)
         cmocka_unit_test(engine_failure_answers),
         cmocka_unit_test(concurrent_rejoin),
         cmocka_unit_test(drain_flushes_queue),
+        cmocka_unit_test(destroy_with_a_hung_engine_is_bounded),
         cmocka_unit_test(bad_options_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
