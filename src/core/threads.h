@@ -1,0 +1,23 @@
+/* hetserve — how compute threads wait.
+ *
+ * The CPU engine's parallel regions (its own kernels and oneDNN's) run on OpenMP teams. Between
+ * regions, libgomp's workers spin before they sleep, by default up to 300,000 pause loops —
+ * several milliseconds on CPUs with a long pause instruction. When another thread shares a core
+ * with the team (the HTTP threads, tokenization, a neighbour), a spinning worker keeps the core
+ * from the worker that holds the next barrier, and a batch of 2 ms can take hundreds of
+ * milliseconds (bench/stall.sh reproduces it). libgomp reads its wait policy once, when it
+ * loads, from OMP_WAIT_POLICY and GOMP_SPINCOUNT: hs_threads_wait_policy_init sets a bounded
+ * spin (HS_OMP_SPINCOUNT, chosen by bench/stall.sh) by re-executing the program once with it in
+ * the environment, unless the user set either variable (then theirs is kept) or
+ * HS_OMP_KEEP_POLICY=1 asks to leave libgomp's default.
+ */
+#ifndef HS_CORE_THREADS_H
+#define HS_CORE_THREADS_H
+
+#define HS_OMP_SPINCOUNT "10000"
+
+/* Call first in main(). Returns only when no re-execution was needed or it failed (then the
+ * program runs on with libgomp's default, and says so on stderr). */
+void hs_threads_wait_policy_init(char **argv);
+
+#endif
