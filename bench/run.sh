@@ -11,6 +11,11 @@
 #                                     for MiniLM, else bench/out/<model>-int8)
 #   quick check of the scripts:  ROUNDS=1 BUDGET_S=1 SKIP_SERVING=1 bash bench/run.sh
 #
+# The environment passes through: on a machine shared with other work, hetserve's OpenMP lanes
+# can stall for hundreds of ms after a large shape while libgomp threads spin (bench/SERVING.md);
+# OMP_WAIT_POLICY=passive bash bench/run.sh measures them with sleeping waits. The header line
+# says which policy a run used.
+#
 # Each round runs, one after the other: hetserve f32, int8 (on the folder `hetserve quantize`
 # writes, made once when missing: delete it to redo), bf16 (bench_cpu --dtype), ORT f32, ORT int8
 # (quantize_dynamic, per-channel QInt8, on the optimised graph; bench/ort_bench.py), OpenVINO f32
@@ -39,7 +44,7 @@ LOG=bench/out/cpu_bench.log # the Python peers' stderr (warnings, tracebacks)
 trap 'echo "run.sh: a step failed; its messages are above or in $LOG" >&2' ERR
 
 echo "== CPU engines: $MODEL, $THREADS threads, shapes $SHAPES, $ROUNDS interleaved rounds"
-echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32"
+echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
 if [ ! -f "$INT8_MODEL/quant.json" ]; then
     if [ -e "$INT8_MODEL" ] && [ -n "$(ls -A "$INT8_MODEL")" ]; then
         echo "run.sh: $INT8_MODEL exists without quant.json; remove it to let hetserve quantize write it" >&2
