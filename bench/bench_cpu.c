@@ -1,14 +1,24 @@
 /* bench_cpu: the CPU engine on the default model at fixed shapes, plus oneDNN's sgemm rate at
  * M=4096, K=384, N=1536 as the machine's practical peak. Prints one JSON line per measurement
- * (the same fields as bench/ort_bench.py) so bench/run.sh can print ratios against the peer.
+ * (the same fields as bench/ort_bench.py) so bench/run.sh can print ratios against the peers.
  *
  *   bench_cpu [--model DIR] [--threads N] [--shapes 1x16,1x128,32x128] [--seconds S]
- *             [--iters N] [--no-peak]
+ *             [--iters N] [--no-peak] [--dtype f32|int8|bf16] [--golden DIR]
  *
  * Inputs are full-length sequences of real vocabulary ids ([CLS] w... [SEP]); timing is the
  * median of repeated hs_executor_run calls after warm-up (engine compute + copy-in/out, no
- * tokenization), which is what the peer's InferenceSession.run measures. */
+ * tokenization), which is what the peer's InferenceSession.run measures.
+ *
+ * --dtype picks the lane's compute dtype (executor opts .dtype); on a folder written by
+ * `hetserve quantize` an int8 lane follows its plan (f32 stages, input smoothing).
+ *
+ * --golden DIR (e.g. tests/golden): before timing, the golden sentences (their token ids, in
+ * batches of 32) run through an f32 lane and the --dtype lane of the same model; one JSON line
+ * {"cosine":"hetserve-cpu",...} gives the lane's cosine to hetserve f32 (min, mean, worst
+ * sentence) and to the golden reference embeddings, and every timing line carries cos_min /
+ * cos_mean. */
 #include <dnnl.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +29,7 @@
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
+#include "model/verify.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -62,13 +73,129 @@ static void bench_sgemm(int threads, double seconds)
     hs_free_aligned(c);
 }
 
+/* Runs the golden sentences (their token ids) through x in batches of up to batch_max, in file
+ * order, each batch as long as its longest sentence; writes [g->count, hidden] to out. */
+static hs_status embed_golden(struct hs_executor *x, const struct hs_golden *g, int batch_max,
+                              int seq_max, float *out, struct hs_error *err)
+{
+    const int H = g->dim;
+    int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)batch_max * (size_t)seq_max);
+    int32_t *lengths = hs_malloc(sizeof(int32_t) * (size_t)batch_max);
+    int32_t *offsets = hs_malloc(sizeof(int32_t) * (size_t)(batch_max + 1));
+    hs_status s = ids && lengths && offsets
+                      ? HS_STATUS_OK
+                      : hs_error_set(err, HS_STATUS_NO_MEMORY, "bench_cpu: golden buffers");
+    for (int first = 0; !s && first < g->count; first += batch_max) {
+        const int n = g->count - first < batch_max ? g->count - first : batch_max;
+        int tokens = 0, longest = 1;
+        offsets[0] = 0;
+        for (int i = 0; i < n; i++) {
+            const int len = g->n_ids[first + i];
+            if (len < 1 || len > seq_max) {
+                s = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                 "bench_cpu: golden sentence %d has %d tokens, model takes %d",
+                                 first + i, len, seq_max);
+                break;
+            }
+            memcpy(ids + tokens, g->ids[first + i], sizeof(int32_t) * (size_t)len);
+            lengths[i] = len;
+            tokens += len;
+            offsets[i + 1] = tokens;
+            if (len > longest) longest = len;
+        }
+        if (s) break;
+        struct hs_batch b = {.n_seqs = n,
+                             .seq_max = longest,
+                             .n_tokens = tokens,
+                             .ids = ids,
+                             .lengths = lengths,
+                             .offsets = offsets};
+        s = hs_executor_run(x, 0, &b, out + (size_t)first * H, NULL, err);
+    }
+    hs_free(ids);
+    hs_free(lengths);
+    hs_free(offsets);
+    return s;
+}
+
+struct cos_stats {
+    double min, mean;
+    int worst;
+};
+
+static struct cos_stats cos_compare(const float *a, const float *b, int count, int dim)
+{
+    struct cos_stats c = {.min = 2.0, .mean = 0.0, .worst = -1};
+    for (int i = 0; i < count; i++) {
+        double v = hs_verify_cosine(a + (size_t)i * dim, b + (size_t)i * dim, dim);
+        if (isnan(v)) v = -1.0; /* a NaN embedding is the worst possible answer */
+        c.mean += v;
+        if (v < c.min) {
+            c.min = v;
+            c.worst = i;
+        }
+    }
+    c.mean /= count > 0 ? count : 1;
+    return c;
+}
+
+/* Embeds the golden sentences with an f32 lane and a `dtype` lane of m on e; prints the
+ * cosines and returns the lane's agreement with hetserve f32 in *out. */
+static hs_status golden_cosines(const struct hs_model *m, hs_engine_t e, enum hs_dtype dtype,
+                                const char *golden_dir, struct cos_stats *out, struct hs_error *err)
+{
+    struct hs_golden *g = NULL;
+    hs_status s = hs_golden_load_dir(golden_dir, &g, err);
+    if (s) return s;
+    const int H = m->config.dims.hidden, seq_max = m->config.max_seq_len, batch_max = 32;
+    if (!g->ids || g->dim != H) {
+        s = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                         "bench_cpu: %s/embeddings.json has no token ids or dim %d != %d",
+                         golden_dir, g->dim, H);
+        hs_golden_free(g);
+        return s;
+    }
+    float *ref = hs_malloc(sizeof(float) * (size_t)g->count * (size_t)H);
+    float *lane = hs_malloc(sizeof(float) * (size_t)g->count * (size_t)H);
+    if (!ref || !lane) s = hs_error_set(err, HS_STATUS_NO_MEMORY, "bench_cpu: golden outputs");
+    enum hs_dtype dtypes[2] = {HS_DTYPE_F32, dtype};
+    float *outs[2] = {ref, lane};
+    for (int k = 0; !s && k < (dtype == HS_DTYPE_F32 ? 1 : 2); k++) {
+        struct hs_placement plan;
+        hs_placement_single(m, e, &plan);
+        struct hs_executor *x = NULL;
+        struct hs_executor_opts xo = {
+            .batch_max = batch_max, .seq_max = seq_max, .dtype = dtypes[k]};
+        s = hs_executor_create(m, &plan, &xo, &x, err);
+        if (!s) s = embed_golden(x, g, batch_max, seq_max, outs[k], err);
+        hs_executor_free(x);
+    }
+    if (!s) {
+        const float *mine = dtype == HS_DTYPE_F32 ? ref : lane;
+        *out = cos_compare(mine, ref, g->count, H);
+        struct cos_stats gl = cos_compare(mine, g->emb, g->count, H);
+        struct cos_stats gf = cos_compare(ref, g->emb, g->count, H);
+        printf("{\"cosine\":\"hetserve-cpu\",\"dtype\":\"%s\",\"n\":%d,\"ref\":\"hetserve-f32\","
+               "\"cos_min\":%.6f,\"cos_mean\":%.6f,\"worst\":%d,\"golden_cos_min\":%.6f,"
+               "\"golden_cos_mean\":%.6f,\"f32_golden_cos_min\":%.7f,\"quant_plan\":%s}\n",
+               hs_compute_dtype_name(dtype), g->count, out->min, out->mean, out->worst, gl.min,
+               gl.mean, gf.min, m->quant && m->quant->dtype == dtype ? "true" : "false");
+        fflush(stdout);
+    }
+    hs_free(ref);
+    hs_free(lane);
+    hs_golden_free(g);
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     const char *model_dir =
         getenv("HS_MODEL_DIR") ? getenv("HS_MODEL_DIR") : "models/all-MiniLM-L6-v2";
     int threads = 2;
     double seconds = 8.0;
-    int iters = 0, peak = 1;
+    int iters = 0, peak = 1, dtype = HS_DTYPE_F32;
+    const char *golden_dir = NULL;
     char shapes[256] = "1x16,1x128,32x128";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
@@ -83,10 +210,16 @@ int main(int argc, char **argv)
             peak = 0;
         else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc)
             snprintf(shapes, sizeof shapes, "%s", argv[++i]);
+        else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc &&
+                 hs_compute_dtype_parse(argv[i + 1]) >= 0)
+            dtype = hs_compute_dtype_parse(argv[++i]);
+        else if (strcmp(argv[i], "--golden") == 0 && i + 1 < argc)
+            golden_dir = argv[++i];
         else {
-            fprintf(
-                stderr,
-                "usage: bench_cpu [--model DIR] [--threads N] [--shapes BxS,...] [--seconds S]\n");
+            fprintf(stderr, "usage: bench_cpu [--model DIR] [--threads N] [--shapes BxS,...] "
+                            "[--seconds S]\n"
+                            "                 [--iters N] [--no-peak] [--dtype f32|int8|bf16] "
+                            "[--golden DIR]\n");
             return 2;
         }
     }
@@ -98,7 +231,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_cpu: %s\n", err.msg);
         return 1;
     }
+    struct hs_engine_caps caps;
+    hs_engine_caps(e, &caps);
+    if (!(caps.dtypes & (1u << dtype))) {
+        fprintf(stderr, "bench_cpu: the CPU engine has no %s path on this machine\n",
+                hs_compute_dtype_name((enum hs_dtype)dtype));
+        return 1;
+    }
     if (peak) bench_sgemm(threads, seconds / 4);
+    struct cos_stats cos = {.min = -2.0, .mean = -2.0, .worst = -1}; /* -2: not measured */
+    if (golden_dir && golden_cosines(m, e, (enum hs_dtype)dtype, golden_dir, &cos, &err)) {
+        fprintf(stderr, "bench_cpu: %s\n", err.msg);
+        return 1;
+    }
     char *save = NULL;
     for (char *tok = strtok_r(shapes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int batch = 0, seq = 0;
@@ -110,7 +255,8 @@ int main(int argc, char **argv)
         struct hs_placement plan;
         hs_placement_single(m, e, &plan);
         struct hs_executor *x = NULL;
-        struct hs_executor_opts xo = {.batch_max = batch, .seq_max = seq};
+        struct hs_executor_opts xo = {
+            .batch_max = batch, .seq_max = seq, .dtype = (enum hs_dtype)dtype};
         if (hs_executor_create(m, &plan, &xo, &x, &err)) {
             fprintf(stderr, "bench_cpu: %s\n", err.msg);
             return 1;
@@ -153,10 +299,14 @@ int main(int argc, char **argv)
         }
         qsort(times, (size_t)n, sizeof(double), cmp_double);
         double ms = times[n / 2];
-        printf("{\"engine\":\"hetserve-cpu\",\"batch\":%d,\"seq\":%d,\"ms\":%.4f,\"p90_ms\":%.4f,"
-               "\"seq_per_s\":%.2f,\"gflops\":%.2f,\"iters\":%d,\"threads\":%d}\n",
-               batch, seq, ms, times[n * 9 / 10], batch / (ms / 1e3),
-               encoder_flops(&m->config.dims, batch, seq) / (ms * 1e6), n, threads);
+        printf("{\"engine\":\"hetserve-cpu\",\"dtype\":\"%s\",\"batch\":%d,\"seq\":%d,"
+               "\"ms\":%.4f,\"p90_ms\":%.4f,\"seq_per_s\":%.2f,\"gflops\":%.2f,\"iters\":%d,"
+               "\"threads\":%d",
+               hs_compute_dtype_name((enum hs_dtype)dtype), batch, seq, ms, times[n * 9 / 10],
+               batch / (ms / 1e3), encoder_flops(&m->config.dims, batch, seq) / (ms * 1e6), n,
+               threads);
+        if (cos.min > -2.0) printf(",\"cos_min\":%.6f,\"cos_mean\":%.6f", cos.min, cos.mean);
+        printf("}\n");
         fflush(stdout);
         hs_free(times);
         hs_free(out);

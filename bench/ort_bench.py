@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer benchmark: ONNX Runtime (CPU, fp32) on the same BERT sentence encoder hetserve serves.
+"""Peer benchmark: ONNX Runtime (CPU, fp32 or int8) on the same BERT sentence encoder hetserve serves.
 
 Benchmark tooling only; never on the serving path.
 
@@ -18,16 +18,28 @@ Benchmark tooling only; never on the serving path.
    as many timed runs as fit in --budget-s seconds (at least --min-iters), median reported.
    Inputs are real token ids ([CLS] text pieces ... [SEP], full length, mask all ones).
 
+4. --dtype int8: the optimised graph of step 2 quantized once with
+   onnxruntime.quantization.quantize_dynamic(per_channel=True, weight_type=QuantType.QInt8) to
+   model_int8.onnx (MatMul -> MatMulInteger, Attention -> QAttention, EmbedLayerNormalization ->
+   QEmbedLayerNormalization; activations dynamic uint8). The contrib ops defeat ONNX shape
+   inference, so extra_options DefaultTensorType=FLOAT tells the quantizer their output type.
+5. --golden DIR (e.g. tests/golden): before timing, every golden sentence (its token ids from
+   embeddings.json, one sentence per run, no padding) runs through the timed session and through
+   the fp32 session; a line {"cosine":"onnxruntime","dtype":..,"cos_min","cos_mean",
+   "golden_cos_min","golden_cos_mean",...} gives the cosine to ORT fp32 and to the golden
+   reference embeddings, and every timing line carries cos_min / cos_mean.
+
 Prints one JSON line per shape:
-  {"engine":"onnxruntime","batch":B,"seq":S,"ms":median_ms,"seq_per_s":B/median_s,
-   "gflops":achieved GFLOP/s,"gflop":work per call, ...spread fields}
+  {"engine":"onnxruntime","dtype":"f32"|"int8","batch":B,"seq":S,"ms":median_ms,
+   "seq_per_s":B/median_s,"gflops":achieved GFLOP/s,"gflop":work per call, ...spread fields}
 with the work counted by encoder_flops() below (hetserve's bench uses the same formula).
 
 --verify compares the optimised ONNX model with sentence-transformers on a few sentences
 (padded batch and one by one): every cosine must be >= 0.99999.
 
-Usage: ort_bench.py [--model models/all-MiniLM-L6-v2] [--threads 2]
-                    [--shapes 1x16,1x128,32x128] [--budget-s 10] [--verify] [--no-bench]
+Usage: ort_bench.py [--model models/all-MiniLM-L6-v2] [--threads 2] [--dtype f32|int8]
+                    [--shapes 1x16,1x128,32x128] [--budget-s 10] [--golden DIR]
+                    [--verify] [--no-bench]
 """
 
 import argparse
@@ -134,6 +146,53 @@ def optimize(raw_path, out_dir, cfg):
     return path, stats
 
 
+def quantize_int8(opt_path, out_dir):
+    """model_int8.onnx: dynamic int8 quantization of the optimised graph (see step 4)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = os.path.join(out_dir, "model_int8.onnx")
+    tmp = path + ".tmp"
+    quantize_dynamic(opt_path, tmp, per_channel=True, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    os.replace(tmp, path)
+    return path
+
+
+def load_golden(golden_dir):
+    """(token id lists, reference embeddings [count, dim]) from DIR/embeddings.json + .f32."""
+    g = read_json(golden_dir, "embeddings.json")
+    emb = np.fromfile(os.path.join(golden_dir, g["f32_file"]), dtype="<f4")
+    return g["token_ids"], emb.reshape(g["count"], g["dim"])
+
+
+def embed_each(run, token_ids):
+    """[count, dim] embeddings, one sentence per call of run(feed) -> [1, dim]."""
+    rows = []
+    for ids in token_ids:
+        x = np.asarray([ids], dtype=np.int64)
+        rows.append(run({"input_ids": x, "attention_mask": np.ones_like(x),
+                         "token_type_ids": np.zeros_like(x)}))
+    return np.concatenate(rows)
+
+
+def cos_stats(a, b):
+    """min, mean and argmin of the row-wise cosine of a and b (NaN counts as -1)."""
+    c = np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
+    c = np.nan_to_num(c.astype(np.float64), nan=-1.0)
+    return float(c.min()), float(c.mean()), int(c.argmin())
+
+
+def cosine_line(engine, dtype, emb, ref, ref_name, golden):
+    """The JSON line a peer prints for its cosines (and the dict its timing lines extend)."""
+    lo, mean, worst = cos_stats(emb, ref)
+    glo, gmean, _ = cos_stats(emb, golden)
+    print(json.dumps({"cosine": engine, "dtype": dtype, "n": len(emb), "ref": ref_name,
+                      "cos_min": round(lo, 6), "cos_mean": round(mean, 6), "worst": worst,
+                      "golden_cos_min": round(glo, 6), "golden_cos_mean": round(gmean, 6)}), flush=True)
+    return {"cos_min": round(lo, 6), "cos_mean": round(mean, 6)}
+
+
 def session(path, threads):
     import onnxruntime as ort
 
@@ -216,6 +275,9 @@ def main():
     ap.add_argument("--model", default=os.path.join(REPO, "models", "all-MiniLM-L6-v2"))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "out"), help="ONNX files go to OUT/<model name>/")
     ap.add_argument("--threads", type=int, default=2, help="intra_op_num_threads")
+    ap.add_argument("--dtype", choices=("f32", "int8"), default="f32",
+                    help="int8: the dynamically quantized graph (model_int8.onnx)")
+    ap.add_argument("--golden", help="golden folder (embeddings.json + .f32): print cosines first")
     ap.add_argument("--shapes", default="1x16,1x128,32x128", help="comma-separated BATCHxSEQ")
     ap.add_argument("--budget-s", type=float, default=10.0, help="timed seconds per shape (bound)")
     ap.add_argument("--warmup-s", type=float, default=1.0)
@@ -254,6 +316,21 @@ def main():
         verify(model_dir, sess)
     if args.no_bench:
         return
+    f32_sess = sess
+    if args.dtype == "int8":
+        int8_path = os.path.join(out_dir, "model_int8.onnx")
+        if args.reexport or not os.path.exists(int8_path):
+            int8_path = quantize_int8(opt_path, out_dir)
+        sess = session(int8_path, args.threads)
+    cos = {}
+    if args.golden:
+        token_ids, golden = load_golden(args.golden)
+        def run_with(s):
+            return lambda feed: s.run(["sentence_embedding"], feed)[0]
+        emb = embed_each(run_with(sess), token_ids)
+        ref = emb if sess is f32_sess else embed_each(run_with(f32_sess), token_ids)
+        cos = cosine_line("onnxruntime", args.dtype, emb, ref, "onnxruntime-f32", golden)
+    del f32_sess
     tok = AutoTokenizer.from_pretrained(model_dir)
     for shape in args.shapes.split(","):
         b, s = (int(v) for v in shape.lower().split("x"))
@@ -264,11 +341,11 @@ def main():
         q = np.quantile(times, [0.1, 0.9])
         gflop = encoder_flops(b, s, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) / 1e9
         print(json.dumps({
-            "engine": "onnxruntime", "batch": b, "seq": s,
+            "engine": "onnxruntime", "dtype": args.dtype, "batch": b, "seq": s,
             "ms": round(med * 1e3, 4), "seq_per_s": round(b / med, 2), "gflops": round(gflop / med, 2),
             "gflop": round(gflop, 4), "threads": args.threads, "iters": len(times),
             "min_ms": round(min(times) * 1e3, 4), "p10_ms": round(q[0] * 1e3, 4), "p90_ms": round(q[1] * 1e3, 4),
-            "spread": round((q[1] - q[0]) / med, 4), "model": name,
+            "spread": round((q[1] - q[0]) / med, 4), "model": name, **cos,
         }), flush=True)
 
 

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# make bench: hetserve's CPU engine against ONNX Runtime on the same model, machine and threads,
-# then the serving and hybrid benchmarks when present. Not part of CI; never gates on absolute
-# time: it prints measured numbers and ratios against the peer measured in the same run.
+# make bench: hetserve's CPU engine (f32, int8, bf16 lanes) against ONNX Runtime (f32, int8) and
+# OpenVINO (f32) on the same model, machine and threads, then the serving and hybrid benchmarks
+# when present. Not part of CI; never gates on absolute time: it prints measured numbers and
+# ratios against the peers measured in the same run (bench/summarize_cpu.py).
 #
 #   bench/run.sh [BUILD_DIR]     env: THREADS (2), SHAPES (1x16,1x128,32x128), ROUNDS (3),
-#                                     BUDGET_S (per shape and round, 6), SKIP_SERVING=1,
-#                                     VENV (bench Python env, default .venv-bench)
+#                                     BUDGET_S (per engine, shape and round, 6), SKIP_SERVING=1,
+#                                     VENV (bench Python env, default .venv-bench),
+#                                     INT8_MODEL (quantized folder, default bench/out/minilm-int8
+#                                     for MiniLM, else bench/out/<model>-int8)
+#   quick check of the scripts:  ROUNDS=1 BUDGET_S=1 SKIP_SERVING=1 bash bench/run.sh
+#
+# The environment passes through: on a machine shared with other work, hetserve's OpenMP lanes
+# can stall for hundreds of ms after a large shape while libgomp threads spin (bench/SERVING.md);
+# OMP_WAIT_POLICY=passive bash bench/run.sh measures them with sleeping waits. The header line
+# says which policy a run used.
+#
+# Each round runs, one after the other: hetserve f32, int8 (on the folder `hetserve quantize`
+# writes, made once when missing: delete it to redo), bf16 (bench_cpu --dtype), ORT f32, ORT int8
+# (quantize_dynamic, per-channel QInt8, on the optimised graph; bench/ort_bench.py), OpenVINO f32
+# (bench/ov_bench.py). Round 1 also compares every engine's embeddings of the golden sentences
+# with its f32 reference (cosines; they do not change between rounds, so later rounds skip it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -14,22 +29,53 @@ SHAPES=${SHAPES:-1x16,1x128,32x128}
 ROUNDS=${ROUNDS:-3}
 BUDGET_S=${BUDGET_S:-6}
 MODEL=${HS_MODEL_DIR:-models/all-MiniLM-L6-v2}
+GOLDEN=${HS_GOLDEN_DIR:-tests/golden}
+name=$(basename "$MODEL")
+[ "$name" = all-MiniLM-L6-v2 ] && name=minilm
+INT8_MODEL=${INT8_MODEL:-bench/out/$name-int8}
 mkdir -p bench/out
 export VENV=${VENV:-$PWD/.venv-bench}
 bash bench/setup_venv.sh >/dev/null
 PY=$VENV/bin/python
 OUTF=bench/out/cpu_vs_ort.jsonl
-: > "$OUTF"
+LOG=bench/out/cpu_bench.log # the Python peers' stderr (warnings, tracebacks)
+: >"$OUTF"
+: >"$LOG"
+trap 'echo "run.sh: a step failed; its messages are above or in $LOG" >&2' ERR
 
-echo "== CPU engine vs ONNX Runtime: $MODEL, $THREADS threads, shapes $SHAPES, $ROUNDS interleaved rounds"
+echo "== CPU engines: $MODEL, $THREADS threads, shapes $SHAPES, $ROUNDS interleaved rounds"
+echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+if [ ! -f "$INT8_MODEL/quant.json" ]; then
+    if [ -e "$INT8_MODEL" ] && [ -n "$(ls -A "$INT8_MODEL")" ]; then
+        echo "run.sh: $INT8_MODEL exists without quant.json; remove it to let hetserve quantize write it" >&2
+        exit 1
+    fi
+    echo "   quantizing: $BUILD/hetserve quantize --out $INT8_MODEL (once; log in bench/out/quantize.txt)"
+    # exit status 1 also means "written, target not met": the folder is still the plan to bench
+    "$BUILD/hetserve" quantize --model "$MODEL" --out "$INT8_MODEL" --threads "$THREADS" \
+        >bench/out/quantize.txt 2>&1 || [ -f "$INT8_MODEL/quant.json" ] ||
+        { cat bench/out/quantize.txt >&2; exit 1; }
+    grep -E '^(input smoothing|held-out, with)' bench/out/quantize.txt | sed 's/^/   /'
+fi
 echo "   load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # export + optimize once (and check the peer computes the same embeddings)
-$PY bench/ort_bench.py --model "$MODEL" --threads "$THREADS" --verify --no-bench >/dev/null
+$PY bench/ort_bench.py --model "$MODEL" --threads "$THREADS" --verify --no-bench >/dev/null 2>>"$LOG"
+tag() { grep '^{' | sed "s/^{/{\"round\":$1,/" >>"$OUTF"; }
 for r in $(seq "$ROUNDS"); do
-    "$BUILD/bench_cpu" --model "$MODEL" --threads "$THREADS" --shapes "$SHAPES" \
-        --seconds "$BUDGET_S" | sed "s/^{/{\"round\":$r,/" >> "$OUTF"
-    $PY bench/ort_bench.py --model "$MODEL" --threads "$THREADS" --shapes "$SHAPES" \
-        --budget-s "$BUDGET_S" | grep '^{' | sed "s/^{/{\"round\":$r,/" >> "$OUTF"
+    cos=()
+    [ "$r" = 1 ] && cos=(--golden "$GOLDEN")
+    common=(--threads "$THREADS" --shapes "$SHAPES")
+    "$BUILD/bench_cpu" --model "$MODEL" --dtype f32 "${common[@]}" --seconds "$BUDGET_S" "${cos[@]}" | tag "$r"
+    "$BUILD/bench_cpu" --model "$INT8_MODEL" --dtype int8 "${common[@]}" --seconds "$BUDGET_S" \
+        --no-peak "${cos[@]}" | tag "$r"
+    "$BUILD/bench_cpu" --model "$MODEL" --dtype bf16 "${common[@]}" --seconds "$BUDGET_S" \
+        --no-peak "${cos[@]}" | tag "$r"
+    $PY bench/ort_bench.py --model "$MODEL" --dtype f32 "${common[@]}" --budget-s "$BUDGET_S" \
+        "${cos[@]}" 2>>"$LOG" | tag "$r"
+    $PY bench/ort_bench.py --model "$MODEL" --dtype int8 "${common[@]}" --budget-s "$BUDGET_S" \
+        "${cos[@]}" 2>>"$LOG" | tag "$r"
+    $PY bench/ov_bench.py --model "$MODEL" "${common[@]}" --budget-s "$BUDGET_S" \
+        "${cos[@]}" 2>>"$LOG" | tag "$r"
 done
 echo "   load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 $PY bench/summarize_cpu.py "$OUTF"

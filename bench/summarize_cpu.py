@@ -1,43 +1,154 @@
 #!/usr/bin/env python3
-"""Prints the CPU-engine-vs-ONNX-Runtime table from bench/run.sh's JSON lines.
+"""Prints the CPU table from bench/run.sh's JSON lines: hetserve (f32, int8, bf16) against ONNX
+Runtime (f32, int8) and OpenVINO (f32), then the ratios issue 8 item 8 targets.
 
-For each shape and engine the best (lowest) per-round median is kept: rounds are interleaved
-(hetserve, ORT, hetserve, ORT, ...) so both see the same machine conditions, and the minimum
-over rounds filters out rounds disturbed by other load. Ratios: throughput hetserve/ORT (> 1 is
-better) and latency hetserve/ORT (< 1 is better)."""
+Rounds are interleaved (every engine once per round, in the same order), so all engines see the
+same machine conditions. Per shape and engine: the best (lowest) per-round median -- rounds
+disturbed by other load are filtered out that way -- and the range of the per-round medians.
+Ratios are taken between best-round medians; the range of the same ratio within each round is
+shown beside it, as a measure of how much the machine moved.
+
+Cosines (min and mean over the golden sentences, tests/golden/embeddings.json, fed as token
+ids): hetserve lanes against hetserve f32, ORT int8 and OpenVINO against ORT f32 on the same
+graph. They come from the {"cosine": ...} lines (or the cos_min fields of the timing lines).
+
+Usage: summarize_cpu.py [bench/out/cpu_vs_ort.jsonl]"""
 import json
 import sys
 
+ENGINES = [
+    ("hetserve-cpu", "f32", "hetserve f32"),
+    ("hetserve-cpu", "int8", "hetserve int8"),
+    ("hetserve-cpu", "bf16", "hetserve bf16"),
+    ("onnxruntime", "f32", "ORT f32"),
+    ("onnxruntime", "int8", "ORT int8"),
+    ("openvino", "f32", "OpenVINO f32"),
+]
+COS_TARGET = 0.99
+# (label, faster engine, slower engine, shape, kind, target): "thr" = slower ms / faster ms
+# (>= target), "lat" = faster ms / slower ms (<= target).
+TARGETS = [
+    ("hetserve int8 vs hetserve f32, 32x128 throughput", ("hetserve-cpu", "int8"),
+     ("hetserve-cpu", "f32"), (32, 128), "thr", 2.5),
+    ("hetserve int8 vs ORT int8, 32x128 throughput", ("hetserve-cpu", "int8"),
+     ("onnxruntime", "int8"), (32, 128), "thr", 1.3),
+    ("hetserve int8 / ORT int8, 1x16 latency", ("hetserve-cpu", "int8"),
+     ("onnxruntime", "int8"), (1, 16), "lat", 0.7),
+]
+# Informational ratios per shape: (label, a, b) printed as b_ms / a_ms (> 1: a is faster).
+RATIOS = [
+    ("hs f32 / ORT f32", ("hetserve-cpu", "f32"), ("onnxruntime", "f32")),
+    ("hs f32 / OV f32", ("hetserve-cpu", "f32"), ("openvino", "f32")),
+    ("hs int8 / hs f32", ("hetserve-cpu", "int8"), ("hetserve-cpu", "f32")),
+    ("hs bf16 / hs f32", ("hetserve-cpu", "bf16"), ("hetserve-cpu", "f32")),
+    ("hs int8 / ORT int8", ("hetserve-cpu", "int8"), ("onnxruntime", "int8")),
+    ("ORT int8 / ORT f32", ("onnxruntime", "int8"), ("onnxruntime", "f32")),
+]
+
+
+def load(path):
+    """(per-round medians {(engine, dtype): {(b, s): {round: line}}}, cosines, sgemm peak)."""
+    runs, cos, peak = {}, {}, None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            d = json.loads(line)
+            if d.get("engine") == "onednn-sgemm":
+                peak = d if peak is None or d["gflops"] > peak["gflops"] else peak
+                continue
+            if "cosine" in d:
+                cos[(d["cosine"], d.get("dtype", "f32"))] = d
+                continue
+            if "engine" not in d or "batch" not in d:
+                continue  # a peer's model/fused-op summary line
+            key = (d["engine"], d.get("dtype", "f32"))
+            if "cos_min" in d and key not in cos:
+                cos[key] = d
+            rounds = runs.setdefault(key, {}).setdefault((d["batch"], d["seq"]), {})
+            rounds[d.get("round", len(rounds) + 1)] = d
+    return runs, cos, peak
+
+
+def best(runs, key, shape):
+    rounds = runs.get(key, {}).get(shape)
+    return min(rounds.values(), key=lambda d: d["ms"]) if rounds else None
+
+
+def round_ratios(runs, a, b, shape, kind):
+    """The ratio within each round where both ran (kind "thr": b/a, "lat": a/b)."""
+    ra, rb = runs.get(a, {}).get(shape, {}), runs.get(b, {}).get(shape, {})
+    out = []
+    for r in sorted(set(ra) & set(rb)):
+        x, y = ra[r]["ms"], rb[r]["ms"]
+        out.append(y / x if kind == "thr" else x / y)
+    return out
+
+
+def fmt_cos(c):
+    return f"{c['cos_min']:9.6f} {c['cos_mean']:9.6f}" if c else f"{'-':>9} {'-':>9}"
+
 
 def main(path):
-    best = {}
-    peak = None
-    for line in open(path):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        d = json.loads(line)
-        if "engine" not in d or "batch" not in d and d.get("engine") != "onednn-sgemm":
-            continue  # the peer's model/fused-op summary line
-        if d.get("engine") == "onednn-sgemm":
-            peak = d if peak is None or d["gflops"] > peak["gflops"] else peak
-            continue
-        key = (d["engine"], d["batch"], d["seq"])
-        if key not in best or d["ms"] < best[key]["ms"]:
-            best[key] = d
+    runs, cos, peak = load(path)
     if peak:
         print(f"   oneDNN sgemm M={peak['m']} K={peak['k']} N={peak['n']}: {peak['gflops']:.1f} GFLOP/s "
               "(the machine's practical fp32 peak on these threads)")
-    print(f"   {'shape':>8} {'hetserve ms':>12} {'ORT ms':>9} {'hs seq/s':>10} {'ORT seq/s':>10} "
-          f"{'hs GF/s':>8} {'ORT GF/s':>8} {'thr ratio':>9} {'lat ratio':>9}")
-    shapes = sorted({(b, s) for (_, b, s) in best}, key=lambda x: (x[0] * x[1], x[0]))
-    for b, s in shapes:
-        h = best.get(("hetserve-cpu", b, s))
-        o = best.get(("onnxruntime", b, s))
-        if not h or not o:
+    n_rounds = max((len(r) for e in runs.values() for r in e.values()), default=0)
+    print(f"   median ms per call: best round, and the range over {n_rounds} round(s); cosine to f32 "
+          "over the golden sentences (hetserve lanes vs hetserve f32, peers vs ORT f32)")
+    print(f"   {'shape':>7}  {'engine':<14} {'best ms':>9} {'range ms':>19} {'seq/s':>8} {'GF/s':>7} "
+          f"{'cos min':>9} {'cos mean':>9}")
+    shapes = sorted({s for e in runs.values() for s in e}, key=lambda x: (x[0] * x[1], x[0]))
+    for shape in shapes:
+        first = True
+        for eng, dt, label in ENGINES:
+            rounds = runs.get((eng, dt), {}).get(shape)
+            if not rounds:
+                continue
+            ms = [d["ms"] for d in rounds.values()]
+            b = min(rounds.values(), key=lambda d: d["ms"])
+            rng = f"{min(ms):.3f}..{max(ms):.3f}"
+            name = f"{shape[0]}x{shape[1]}" if first else ""
+            first = False
+            print(f"   {name:>7}  {label:<14} {b['ms']:9.3f} {rng:>19} {b['seq_per_s']:8.1f} {b['gflops']:7.1f} "
+                  f"{fmt_cos(cos.get((eng, dt)))}")
+
+    print("\n   ratios of best-round medians (> 1: the first engine is faster); per-round range in []")
+    head = "".join(f"{label:>24}" for label, _, _ in RATIOS)
+    print(f"   {'shape':>7}{head}")
+    for shape in shapes:
+        cells = []
+        for _, a, b in RATIOS:
+            x, y = best(runs, a, shape), best(runs, b, shape)
+            if not x or not y:
+                cells.append(f"{'-':>24}")
+                continue
+            rr = round_ratios(runs, a, b, shape, "thr")
+            cells.append(f"{y['ms'] / x['ms']:>9.2f}x [{min(rr):.2f}..{max(rr):.2f}]".rjust(24))
+        print(f"   {f'{shape[0]}x{shape[1]}':>7}" + "".join(cells))
+
+    print(f"\n   targets (issue 8 item 8), each also needs hetserve int8's min cosine to f32 >= {COS_TARGET}")
+    for label, a, b, shape, kind, target in TARGETS:
+        x, y = best(runs, a, shape), best(runs, b, shape)
+        if not x or not y:
+            print(f"   {label}: not measured")
             continue
-        print(f"   {f'{b}x{s}':>8} {h['ms']:12.3f} {o['ms']:9.3f} {h['seq_per_s']:10.1f} {o['seq_per_s']:10.1f} "
-              f"{h['gflops']:8.1f} {o['gflops']:8.1f} {h['seq_per_s'] / o['seq_per_s']:8.2f}x {h['ms'] / o['ms']:8.2f}x")
+        ratio = y["ms"] / x["ms"] if kind == "thr" else x["ms"] / y["ms"]
+        rr = round_ratios(runs, a, b, shape, kind)
+        ok_speed = ratio >= target if kind == "thr" else ratio <= target
+        ca, cb = cos.get(a), cos.get(b)
+        ok_cos = ca is not None and ca["cos_min"] >= COS_TARGET
+        cos_txt = f"min cos {ca['cos_min']:.4f}" if ca else "min cos not measured"
+        if cb and b[1] != "f32":
+            cos_txt += f" (peer {cb['cos_min']:.4f})"
+        verdict = "met" if ok_speed and ok_cos else "NOT met"
+        why = [] if ok_speed else ["speed"]
+        why += [] if ok_cos else ["cosine"]
+        sign = ">=" if kind == "thr" else "<="
+        print(f"   {label}: {ratio:.2f}x [{min(rr):.2f}..{max(rr):.2f}] (target {sign} {target}x), "
+              f"{cos_txt}: {verdict}" + (f" ({', '.join(why)})" if why else ""))
 
 
 if __name__ == "__main__":
