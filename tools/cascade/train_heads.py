@@ -82,14 +82,26 @@ def load_rows(split, data):
     return train, test
 
 
-def embed(hetserve, model_dir, texts, cache, threads):
-    """[n, dim] float32 embeddings from `hetserve embed`, cached by model and text list."""
+def embed(hetserve, model_dir, texts, cache, threads, dtype=None):
+    """[n, dim] float32 embeddings from `hetserve embed`, cached by model and text list.
+
+    dtype (optional): the lane's `--dtype` (int8, bf16, ...); None is the engine's default
+    (f32). A reduced lane's cache entry is also keyed by the folder's quant.json, so a
+    re-quantized folder is never answered from a stale cache."""
     name = os.path.basename(os.path.normpath(model_dir))
-    key = sha256(("\n".join(texts)).encode("utf-8"))[:16]
+    keyed = "\n".join(texts)
+    if dtype is not None:
+        name += "-" + dtype
+        qpath = os.path.join(model_dir, "quant.json")
+        if os.path.exists(qpath):
+            keyed += "\n" + open(qpath).read()
+    key = sha256(keyed.encode("utf-8"))[:16]
     path = os.path.join(cache, "%s-%s.npy" % (name, key))
     if os.path.exists(path):
         return np.load(path)
     cmd = [hetserve, "embed", "--model", model_dir]
+    if dtype is not None:
+        cmd += ["--dtype", dtype]
     if threads:
         cmd += ["--threads", str(threads)]
     cmd.append("-")
