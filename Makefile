@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench bench-serving setup clean asan format format-check quantized
+.PHONY: all build run test bench bench-serving setup clean asan tsan format format-check quantized
 
 all: build
 
@@ -42,6 +42,14 @@ bench-serving: build
 
 asan:
 	$(MAKE) BUILD=build-asan CMAKE_FLAGS="-DHS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" test
+
+# The whole suite under ThreadSanitizer. Suppressions (tests/tsan.supp) cover third-party code
+# only, each with its reason; the CUDA engine is left out (nvcc code is not instrumented).
+tsan:
+	$(MAKE) BUILD=build-tsan CMAKE_FLAGS="-DHS_TSAN=ON -DHS_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo" \
+		build
+	cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+		ctest --output-on-failure
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')

@@ -5,7 +5,11 @@
 #include <omp.h>
 #include <string.h>
 
+#ifdef HS_NO_CLONES /* ThreadSanitizer builds: an ifunc resolver runs before TSan is set up */
+#define HS_CLONES
+#else
 #define HS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 /* exp for the kernels: branch-free so it vectorizes; |rel err| < 2e-7 on [-87, 88]. */
 static inline float fast_exp(float x)

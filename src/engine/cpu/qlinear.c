@@ -9,7 +9,11 @@
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
 
+#ifdef HS_NO_CLONES /* ThreadSanitizer builds: an ifunc resolver runs before TSan is set up */
+#define HS_CLONES
+#else
 #define HS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 /* One oneDNN CPU engine for the process: it carries no state beyond the device. */
 static dnnl_engine_t g_engine;
