@@ -635,14 +635,16 @@ int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body,
                                 s->cfg.limits.chars_max);
             goto out;
         }
-        /* Untruncated: a capacity for every byte plus the specials always suffices. */
+        /* Untruncated: a capacity for every byte plus the specials always suffices. The
+         * tokenizer itself, not hs_model_tokenize, which cuts at the model's positions. */
         int ncap = (int)len_i + 2;
         int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)ncap);
         int nt = 0;
         struct hs_error err;
         hs_error_clear(&err);
-        hs_status st = ids ? hs_model_tokenize(m, text, len_i, ids, ncap, &nt, NULL, &err)
-                           : HS_STATUS_NO_MEMORY;
+        hs_status st =
+            ids ? hs_tokenizer_encode(m->tokenizer, text, len_i, ids, ncap, &nt, NULL, &err)
+                : HS_STATUS_NO_MEMORY;
         if (st != HS_STATUS_OK) {
             status = body_error(msg, cap, status_to_http(st), "inputs[%zu]: %s", i,
                                 err.msg[0] ? err.msg : hs_status_str(st));
