@@ -3,7 +3,8 @@
  * Checks: a refused head says why (HS_STATUS_CORRUPT, message naming the label); an accepted one
  * has 2..HS_HEAD_MAX_CLASSES distinct, non-empty, terminated labels, a dim in range, finite
  * weights, and applying it gives finite probabilities summing to 1 and a valid best class;
- * nothing leaks.
+ * nothing leaks Each input runs once more with allocations failing from the n-th on
+ * (fuzz_fail_allocs): a clean refusal, nothing leaked.
  */
 #include <math.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #include "fuzz.h"
 #include "model/head.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static int check(const uint8_t *data, size_t size)
 {
     fuzz_json_alloc();
     int64_t live = hs_alloc_live();
@@ -53,5 +54,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(x);
     hs_head_free(h);
     FUZZ_CHECK(hs_alloc_live() == live);
+    return 0;
+}
+
+/* Once more with allocations failing: refused cleanly, nothing leaked. */
+static void under_oom(const uint8_t *data, size_t size)
+{
+    int64_t live = hs_alloc_live();
+    struct hs_head *h = NULL;
+    fuzz_fail_allocs(data, size);
+    hs_status s = hs_head_load_buffer(data, size, "fuzz-head.json", &h, NULL);
+    fuzz_fail_allocs_end();
+    FUZZ_CHECK(s == HS_STATUS_OK || s == HS_STATUS_NO_MEMORY || s == HS_STATUS_CORRUPT);
+    FUZZ_CHECK((s == HS_STATUS_OK) == (h != NULL));
+    hs_head_free(h);
+    FUZZ_CHECK(hs_alloc_live() == live);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check(data, size);
+    under_oom(data, size);
     return 0;
 }

@@ -16,8 +16,10 @@
  * Checks: an error is 400, 404 or 413 with a message, and the JSON error body the handler would
  * send parses as JSON; an accepted request has 1..items_max inputs, each [CLS] .. [SEP] with ids
  * in the vocabulary, no longer than the model takes, untruncated unless asked; /tokenize's
- * response parses as JSON with every token of every input; nothing leaks.
+ * response parses as JSON with every token of every input; nothing leaks. Each input runs once
+ * more with allocations failing from the n-th on: a clean answer (500 allowed), nothing leaked.
  */
+#include <stdbool.h>
 #include <strings.h>
 #include <string.h>
 
@@ -28,6 +30,23 @@
 #include "server/server-impl.h"
 
 static struct hs_server *srv;
+/* The second pass over each input: allocations fail from the n-th on (fuzz_fail_allocs), and
+ * only a clean answer (0, or a status with 500 allowed) and no leak are checked. */
+static bool oom;
+static const uint8_t *input;
+static size_t input_size;
+
+static void fail_allocs(void)
+{
+    if (oom) fuzz_fail_allocs(input, input_size);
+}
+
+static bool oom_answer(int st)
+{
+    fuzz_fail_allocs_end();
+    if (oom) FUZZ_CHECK(st == 0 || st == 400 || st == 404 || st == 413 || st == 500);
+    return oom;
+}
 
 static void setup(void)
 {
@@ -116,7 +135,9 @@ static void embed(const char *body, size_t len, const char *prio, const char *ti
 {
     struct hs__embed_req q;
     char msg[HS__MSG_MAX];
+    fail_allocs();
     int st = hs__embed_decode(srv, a, openai, body, len, prio, timeout, NULL, &q, msg, sizeof msg);
+    if (oom_answer(st)) return;
     if (st) {
         check_error(st, msg);
         return;
@@ -150,7 +171,9 @@ static void tokenize(const char *body, size_t len, struct hs_arena *a)
 {
     struct hs_buf b;
     char msg[HS__MSG_MAX];
+    fail_allocs();
     int st = hs__tokenize_body(srv, a, body, len, NULL, &b, msg, sizeof msg);
+    if (oom_answer(st)) return;
     if (st) {
         check_error(st, msg);
         return;
@@ -185,7 +208,10 @@ static void predict(const char *body, size_t len, const char *prio, struct hs_ar
     struct hs__predict_req q;
     char msg[512]; /* predict.c's size */
     struct hs_served_model *sm = &srv->models[0];
+    fail_allocs();
     int st = hs__predict_decode(srv, sm, a, body, len, prio, NULL, &q, msg, sizeof msg);
+    if (oom && !st) json_decref(q.texts); /* (while jansson still has the allocator that made it) */
+    if (oom_answer(st)) return;
     if (st) {
         check_error(st, msg);
         return;
@@ -243,18 +269,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *body = malloc(len ? len : 1);
     memcpy(body, p < end ? p : end, len);
 
-    int64_t live = hs_alloc_live();
-    struct hs_arena *a = hs_arena_create(16384);
-    if (!strcmp(path, "/v1/embeddings") || !strcmp(path, "/embeddings"))
-        embed(body, len, prio, timeout, true, a);
-    else if (!strcmp(path, "/embed"))
-        embed(body, len, prio, timeout, false, a);
-    else if (!strcmp(path, "/tokenize"))
-        tokenize(body, len, a);
-    else if (!strcmp(path, "/predict"))
-        predict(body, len, prio, a);
-    hs_arena_destroy(a);
-    FUZZ_CHECK(hs_alloc_live() == live);
+    input = data;
+    input_size = size;
+    for (int pass = 0; pass < 2; pass++) {
+        oom = pass == 1;
+        int64_t live = hs_alloc_live();
+        struct hs_arena *a = hs_arena_create(16384);
+        if (!strcmp(path, "/v1/embeddings") || !strcmp(path, "/embeddings"))
+            embed(body, len, prio, timeout, true, a);
+        else if (!strcmp(path, "/embed"))
+            embed(body, len, prio, timeout, false, a);
+        else if (!strcmp(path, "/tokenize"))
+            tokenize(body, len, a);
+        else if (!strcmp(path, "/predict"))
+            predict(body, len, prio, a);
+        hs_arena_destroy(a);
+        FUZZ_CHECK(hs_alloc_live() == live);
+    }
     free(body);
     free(copy);
     return 0;

@@ -10,7 +10,8 @@
  * multiple of heads, head_dim * heads = hidden, a max sequence length of at least 2 that fits
  * the positions after pos_offset, pad_token_id in the vocabulary, strip_accents -1/0/1,
  * terminated special tokens), and parsing its config.json alone gives the same dimensions;
- * nothing leaks.
+ * nothing leaks Each input runs once more with allocations failing from the n-th on
+ * (fuzz_fail_allocs): a clean refusal, nothing leaked.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -79,7 +80,7 @@ static void put(int i, const uint8_t *data, size_t n)
     present[i] = n > 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static int check(const uint8_t *data, size_t size)
 {
     fuzz_json_alloc();
     if (!dir[0]) make_dir();
@@ -138,5 +139,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    h.dims.pos_offset == d->pos_offset && h.dims.act == d->act);
     }
     FUZZ_CHECK(hs_alloc_live() == live);
+    return 0;
+}
+
+/* Once more with allocations failing (the folder is already written): a clean refusal, nothing
+ * leaked. */
+static void under_oom(const uint8_t *data, size_t size)
+{
+    int64_t live = hs_alloc_live();
+    struct hs_model_config c;
+    fuzz_fail_allocs(data, size);
+    hs_status s = hs_model_config_load(dir, &c, NULL);
+    fuzz_fail_allocs_end();
+    FUZZ_CHECK(s == HS_STATUS_OK || s == HS_STATUS_NO_MEMORY || s == HS_STATUS_CORRUPT ||
+               s == HS_STATUS_UNSUPPORTED || s == HS_STATUS_NOT_FOUND);
+    FUZZ_CHECK(hs_alloc_live() == live);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check(data, size);
+    under_oom(data, size);
     return 0;
 }

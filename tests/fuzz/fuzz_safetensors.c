@@ -5,7 +5,8 @@
  * label); an accepted one lists every tensor, each found by name with a known dtype, a
  * non-negative shape whose element count times the dtype size is its byte count, and its bytes
  * inside the buffer's data section (every byte is read, so a sanitizer sees a bad range);
- * nothing leaks.
+ * nothing leaks Each input runs once more with allocations failing from the n-th on
+ * (fuzz_fail_allocs): a clean refusal, nothing leaked.
  */
 #include <string.h>
 
@@ -15,7 +16,7 @@
 
 static volatile unsigned sink; /* makes the reads of every tensor byte real */
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static int check(const uint8_t *data, size_t size)
 {
     fuzz_json_alloc();
     int64_t live = hs_alloc_live();
@@ -55,5 +56,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hs_safetensors_close(st);
     FUZZ_CHECK(hs_alloc_live() == live);
     sink = sum;
+    return 0;
+}
+
+/* Once more with allocations failing: refused cleanly, nothing leaked. */
+static void under_oom(const uint8_t *data, size_t size)
+{
+    int64_t live = hs_alloc_live();
+    struct hs_safetensors *st = NULL;
+    fuzz_fail_allocs(data, size);
+    hs_status s = hs_safetensors_open_buffer(data, size, "fuzz.safetensors", &st, NULL);
+    fuzz_fail_allocs_end();
+    FUZZ_CHECK(s == HS_STATUS_OK || s == HS_STATUS_NO_MEMORY || s == HS_STATUS_CORRUPT ||
+               s == HS_STATUS_UNSUPPORTED);
+    FUZZ_CHECK((s == HS_STATUS_OK) == (st != NULL));
+    hs_safetensors_close(st);
+    FUZZ_CHECK(hs_alloc_live() == live);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check(data, size);
+    under_oom(data, size);
     return 0;
 }

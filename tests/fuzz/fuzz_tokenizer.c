@@ -10,7 +10,8 @@
  * Checks: invalid UTF-8 (as utf8proc judges it) and only that is refused, with the byte offset;
  * [CLS] .. [SEP] framing, ids in the vocabulary, the truncated encoding a prefix of the full
  * one, and at most one piece per input byte (POST /tokenize sizes its buffer by that); nothing
- * leaks.
+ * leaks Each input runs once more with allocations failing from the n-th on
+ * (fuzz_fail_allocs): a clean refusal, nothing leaked.
  */
 #include <string.h>
 
@@ -59,7 +60,7 @@ static bool valid_utf8(const uint8_t *s, size_t n)
     return true;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static int check(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     const struct hs_tokenizer *tok = tokenizer(data[0]);
@@ -103,5 +104,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(ids);
     FUZZ_CHECK(hs_alloc_live() == live);
+    return 0;
+}
+
+/* Once more with allocations failing (a text over 255 code points allocates its scratch): a
+ * clean refusal, nothing leaked. */
+static void under_oom(const uint8_t *data, size_t size)
+{
+    if (size < 1) return;
+    const struct hs_tokenizer *tok = tokenizer(data[0]);
+    int64_t live = hs_alloc_live();
+    int32_t ids[16];
+    int n = 0;
+    fuzz_fail_allocs(data, size);
+    hs_status st =
+        hs_tokenizer_encode(tok, (const char *)data + 1, size - 1, ids, 16, &n, NULL, NULL);
+    fuzz_fail_allocs_end();
+    FUZZ_CHECK(st == HS_STATUS_OK || st == HS_STATUS_NO_MEMORY || st == HS_STATUS_INVALID_INPUT);
+    FUZZ_CHECK(hs_alloc_live() == live);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check(data, size);
+    under_oom(data, size);
     return 0;
 }
