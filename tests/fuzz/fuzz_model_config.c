@@ -3,8 +3,7 @@
  *
  * Input: up to five files separated by lines "----" ("\n----\n"), in this order: config.json,
  * 1_Pooling/config.json, modules.json, sentence_bert_config.json, tokenizer_config.json. An empty
- * part is a file that is absent. The folder is a fresh temporary one per process, removed at
- * exit.
+ * part is a file that is absent. The folder is a fresh temporary one per input.
  * Checks: a refused folder says why (status CORRUPT, UNSUPPORTED or NOT_FOUND for a missing
  * config.json, message naming the folder); an accepted one has sane dimensions (hidden a
  * multiple of heads, head_dim * heads = hidden, a max sequence length of at least 2 that fits
@@ -13,7 +12,6 @@
  * nothing leaks Each input runs once more with allocations failing from the n-th on
  * (fuzz_fail_allocs): a clean refusal, nothing leaked.
  */
-#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,22 +24,11 @@ static const char *const files[5] = {"config.json", "1_Pooling/config.json", "mo
                                      "sentence_bert_config.json", "tokenizer_config.json"};
 static char dir[512];
 
-static void cleanup(void)
-{
-    char p[1024];
-    for (int i = 0; i < 5; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    snprintf(p, sizeof p, "%s/1_Pooling", dir);
-    rmdir(p);
-    rmdir(dir);
-}
-
+/* The folder for one input: TMPDIR, else memory (/dev/shm) where there is one, since a file
+ * system on a disk makes this harness several times slower. Made and removed around every input
+ * (libFuzzer ends with _Exit, so an atexit cleanup would leave folders behind). */
 static void make_dir(void)
 {
-    /* TMPDIR, else memory (/dev/shm) where there is one: a file system on a disk makes this
-     * harness ten times slower */
     const char *tmp = getenv("TMPDIR");
     struct stat sb;
     if (!tmp || !*tmp)
@@ -54,48 +41,44 @@ static void make_dir(void)
     char p[1024];
     snprintf(p, sizeof p, "%s/1_Pooling", dir);
     if (mkdir(p, 0700) != 0) abort();
-    atexit(cleanup);
 }
 
-/* Writes file i of the folder (absent when n is 0), unless it already holds exactly that: a
- * mutation mostly changes one file, and writing files is most of this harness's time. */
-static void put(int i, const uint8_t *data, size_t n)
+static void remove_dir(void)
 {
-    static uint8_t *held[5];
-    static size_t held_len[5];
-    static bool present[5];
-    if (present[i] == (n > 0) && held_len[i] == n && (n == 0 || !memcmp(held[i], data, n))) return;
     char p[1024];
-    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-    if (n == 0) {
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         unlink(p);
-    } else {
-        FILE *f = fopen(p, "wb");
-        if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) abort();
     }
-    free(held[i]);
-    held[i] = malloc(n ? n : 1);
-    memcpy(held[i], data, n);
-    held_len[i] = n;
-    present[i] = n > 0;
+    snprintf(p, sizeof p, "%s/1_Pooling", dir);
+    rmdir(p);
+    rmdir(dir);
 }
 
-static int check(const uint8_t *data, size_t size)
+/* Writes the parts of the input as the folder's files; returns the length of config.json's. */
+static size_t write_folder(const uint8_t *data, size_t size)
 {
-    fuzz_json_alloc();
-    if (!dir[0]) make_dir();
     static const char sep[] = "\n----\n";
     const uint8_t *part = data, *end = data + size;
-    const uint8_t *first = data;
     size_t first_len = 0;
     for (int i = 0; i < 5; i++) {
         const uint8_t *next = part < end ? memmem(part, (size_t)(end - part), sep, 6) : NULL;
         size_t n = part < end ? (size_t)((next ? next : end) - part) : 0;
         if (i == 0) first_len = n;
-        put(i, part, n);
+        if (n > 0) { /* (an empty part: no file) */
+            char p[1024];
+            snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+            FILE *f = fopen(p, "wb");
+            if (!f || fwrite(part, 1, n, f) != n || fclose(f) != 0) abort();
+        }
         part = next ? next + 6 : end;
     }
+    return first_len;
+}
 
+static int check(const uint8_t *data, size_t size, size_t first_len)
+{
+    const uint8_t *first = data;
     int64_t live = hs_alloc_live();
     struct hs_model_config c;
     struct hs_error err = {0};
@@ -158,7 +141,11 @@ static void under_oom(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    check(data, size);
+    fuzz_json_alloc();
+    make_dir();
+    size_t first_len = write_folder(data, size);
+    check(data, size, first_len);
     under_oom(data, size);
+    remove_dir();
     return 0;
 }
