@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench bench-serving setup clean asan tsan format format-check quantized
+.PHONY: all build run test bench bench-serving setup clean asan tsan fuzz format format-check quantized
 
 all: build
 
@@ -51,6 +51,19 @@ tsan:
 	cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 		ctest --output-on-failure
 
+# libFuzzer over every tests/fuzz harness (or FUZZERS="tokenizer http"), FUZZ_SECONDS each, one
+# after the other, with clang in build-fuzz/; prints the executions of each. New inputs collect
+# in build-fuzz/fuzz-corpus/, crashes in build-fuzz/fuzz-artifacts/ (see tests/fuzz/README.md).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZERS ?=
+fuzz:
+	bash scripts/setup --fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DHS_FUZZ=ON -DHS_CUDA=OFF \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZERS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
@@ -58,4 +71,4 @@ format-check: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

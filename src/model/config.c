@@ -216,9 +216,12 @@ static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_
             return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'layer_norm_eps' must be a number",
                                 label);
         double e = json_number_value(eps);
-        if (!(e > 0.0 && e < 1.0))
+        /* (the encoder adds it in float: one that rounds to 0 would divide by a zero variance) */
+        if (!(e > 0.0 && e < 1.0) || (float)e == 0.0f)
             return hs_error_set(err, HS_STATUS_CORRUPT,
-                                "%s: 'layer_norm_eps' = %g is out of range (0, 1)", label, e);
+                                "%s: 'layer_norm_eps' = %g is out of range (0, 1) or rounds to 0 "
+                                "as a float",
+                                label, e);
         d.ln_eps = (float)e;
     }
 

@@ -94,6 +94,21 @@ static hs_status parse(const json_t *root, const char *path, struct hs_head *h,
     return read_floats(json_object_get(root, "bias"), h->bias, h->n_classes, path, "bias", err);
 }
 
+/* Builds the head from a parsed file (root is borrowed). */
+static hs_status from_root(json_t *root, const char *label, struct hs_head **out,
+                           struct hs_error *err)
+{
+    struct hs_head *h = hs_calloc(1, sizeof *h);
+    hs_status s = h ? parse(root, label, h, err)
+                    : hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", label);
+    if (s) {
+        hs_head_free(h);
+        return s;
+    }
+    *out = h;
+    return HS_STATUS_OK;
+}
+
 hs_status hs_head_load(const char *path, struct hs_head **out, struct hs_error *err)
 {
     if (!path || !out) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "head: NULL argument");
@@ -106,16 +121,26 @@ hs_status hs_head_load(const char *path, struct hs_head **out, struct hs_error *
     if (!root)
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: invalid JSON at line %d column %d: %s",
                             path, je.line, je.column, je.text);
-    struct hs_head *h = hs_calloc(1, sizeof *h);
-    hs_status s = h ? parse(root, path, h, err)
-                    : hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
+    hs_status s = from_root(root, path, out, err);
     json_decref(root);
-    if (s) {
-        hs_head_free(h);
-        return s;
-    }
-    *out = h;
-    return HS_STATUS_OK;
+    return s;
+}
+
+hs_status hs_head_load_buffer(const void *data, size_t bytes, const char *label,
+                              struct hs_head **out, struct hs_error *err)
+{
+    if (!label) label = "<buffer>";
+    if (!out || (!data && bytes))
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "head: NULL argument");
+    *out = NULL;
+    json_error_t je;
+    json_t *root = json_loadb(data ? data : "", bytes, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: invalid JSON at line %d column %d: %s",
+                            label, je.line, je.column, je.text);
+    hs_status s = from_root(root, label, out, err);
+    json_decref(root);
+    return s;
 }
 
 void hs_head_free(struct hs_head *h)

@@ -10,6 +10,8 @@
 #ifndef HS_MODEL_HEAD_H
 #define HS_MODEL_HEAD_H
 
+#include <stddef.h>
+
 #include "core/status.h"
 
 #define HS_HEAD_MAX_CLASSES 64
@@ -30,6 +32,10 @@ struct hs_head {
  * label count, non-finite numbers, fewer than 2 or more than HS_HEAD_MAX_CLASSES classes, empty,
  * duplicate or over-long labels), HS_STATUS_NO_MEMORY, HS_STATUS_INVALID_ARGUMENT (NULL). */
 hs_status hs_head_load(const char *path, struct hs_head **out, struct hs_error *err);
+/* Same checks on JSON text in memory, data[0..bytes) (not NUL-terminated; not kept); label names
+ * it in messages (NULL: "<buffer>"). */
+hs_status hs_head_load_buffer(const void *data, size_t bytes, const char *label,
+                              struct hs_head **out, struct hs_error *err);
 /* Frees a head; NULL is a no-op. */
 void hs_head_free(struct hs_head *h);
 

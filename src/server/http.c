@@ -235,7 +235,7 @@ static enum MHD_Result send_error(struct conn *k, int status, double retry_after
 static enum MHD_Result send_error(struct conn *k, int status, double retry_after_s, const char *fmt,
                                   ...)
 {
-    char msg[768];
+    char msg[HS__MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -270,8 +270,22 @@ static int status_to_http(hs_status st)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * request parsing helpers
+ * request bodies: the bytes a client sent -> a decoded request. Nothing here knows the
+ * connection, so the handlers and tests/fuzz/fuzz_http.c run the same code. Each returns 0, or
+ * an HTTP status with the error message in msg.
  */
+
+static int body_error(char *msg, size_t cap, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int body_error(char *msg, size_t cap, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return status;
+}
 
 static struct hs_served_model *find_model(struct hs_server *s, const char *name)
 {
@@ -293,66 +307,56 @@ static size_t utf8_chars(const char *s, size_t n)
     return c;
 }
 
-static json_t *parse_body(struct conn *k, enum MHD_Result *ret)
+int hs__body_parse(const char *body, size_t len, int64_t *ts, json_t **root, char *msg, size_t cap)
 {
     json_error_t je;
-    json_t *root = json_loadb(k->body ? k->body : "", k->body_len, 0, &je);
-    k->ts[HS_TS_PARSED] = hs_now_ns();
-    if (!root) {
-        *ret = send_error(k, 400, 0, "malformed JSON: %s (line %d, column %d)", je.text, je.line,
-                          je.column);
-        return NULL;
+    *root = json_loadb(body ? body : "", len, 0, &je);
+    if (ts) ts[HS_TS_PARSED] = hs_now_ns();
+    if (!*root)
+        return body_error(msg, cap, 400, "malformed JSON: %s (line %d, column %d)", je.text,
+                          je.line, je.column);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return body_error(msg, cap, 400, "the request body must be a JSON object");
     }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        *ret = send_error(k, 400, 0, "the request body must be a JSON object");
-        return NULL;
-    }
-    return root;
+    return 0;
 }
 
 /* Collects the inputs: a string, an array of strings, an array of token ids, or an array of
- * arrays of token ids. *items receives them as an array (borrowed or new reference in *owned). */
-static bool get_inputs(struct conn *k, json_t *v, const char *field, json_t **items, bool *tokens,
-                       enum MHD_Result *ret)
+ * arrays of token ids. *items receives them as an array (a new reference). */
+static int get_inputs(json_t *v, const char *field, json_t **items, bool *tokens, char *msg,
+                      size_t cap)
 {
-    if (!v) {
-        *ret = send_error(k, 400, 0, "missing field '%s'", field);
-        return false;
-    }
+    if (!v) return body_error(msg, cap, 400, "missing field '%s'", field);
     *tokens = false;
     if (json_is_string(v)) {
         *items = json_pack("[O]", v);
-        return *items != NULL;
+        return *items ? 0 : body_error(msg, cap, 500, "out of memory");
     }
-    if (!json_is_array(v)) {
-        *ret = send_error(k, 400, 0, "'%s' must be a string or an array", field);
-        return false;
-    }
+    if (!json_is_array(v))
+        return body_error(msg, cap, 400, "'%s' must be a string or an array", field);
     size_t n = json_array_size(v);
-    if (n == 0) {
-        *ret = send_error(k, 400, 0, "'%s' is empty", field);
-        return false;
-    }
+    if (n == 0) return body_error(msg, cap, 400, "'%s' is empty", field);
     json_t *first = json_array_get(v, 0);
     if (json_is_integer(first)) {
         /* one sequence of token ids */
         *tokens = true;
         *items = json_pack("[O]", v);
-        return *items != NULL;
+        return *items ? 0 : body_error(msg, cap, 500, "out of memory");
     }
     *tokens = json_is_array(first);
     json_incref(v);
     *items = v;
-    return true;
+    return 0;
 }
 
 /* Fills seq from a JSON array of token ids; wraps them in [CLS] .. [SEP] unless they already
- * are. Returns an HTTP status (0 = ok) with the message in msg. */
-static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate, struct hs_seq *seq,
-                       char *msg, size_t cap)
+ * are. */
+static int token_input(struct hs_arena *a, const struct hs_served_model *sm, json_t *arr,
+                       size_t idx, bool truncate, struct hs_seq *seq, char *msg, size_t cap)
 {
-    const struct hs_model *m = k->sm->model;
+    const struct hs_model *m = sm->model;
     const struct hs_tokenizer *tok = m->tokenizer;
     int vocab = hs_tokenizer_vocab_size(tok);
     int32_t cls = hs_tokenizer_cls_id(tok), sep = hs_tokenizer_sep_id(tok);
@@ -374,12 +378,12 @@ static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate, s
             snprintf(msg, cap,
                      "input[%zu] has %zu tokens; model %s takes at most %d (set \"truncate\": "
                      "true to cut it)",
-                     idx, hi - lo + 2, k->sm->name, seq_max);
+                     idx, hi - lo + 2, sm->name, seq_max);
             return 413;
         }
         hi = lo + (size_t)seq_max - 2;
     }
-    int32_t *ids = hs_arena_alloc(k->arena, sizeof(int32_t) * (size_t)seq_max);
+    int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)seq_max);
     if (!ids) {
         snprintf(msg, cap, "out of memory");
         return 500;
@@ -400,11 +404,11 @@ static int token_input(struct conn *k, json_t *arr, size_t idx, bool truncate, s
     return 0;
 }
 
-static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, struct hs_seq *seq,
-                      char *msg, size_t cap)
+int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
+                   const struct hs_served_model *sm, json_t *s, size_t idx, bool truncate,
+                   struct hs_seq *seq, char *msg, size_t cap)
 {
-    const struct hs_model *m = k->sm->model;
-    /* (/predict tokenizes for several models: k->sm is the one being submitted to) */
+    const struct hs_model *m = sm->model;
     if (!json_is_string(s)) {
         snprintf(msg, cap, "input[%zu]: expected a string", idx);
         return 400;
@@ -416,13 +420,13 @@ static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, stru
         return 400;
     }
     size_t chars = utf8_chars(text, len);
-    if (chars > (size_t)k->srv->cfg.limits.chars_max) {
+    if (chars > (size_t)srv->cfg.limits.chars_max) {
         snprintf(msg, cap, "input[%zu] has %zu characters; the limit is %d", idx, chars,
-                 k->srv->cfg.limits.chars_max);
+                 srv->cfg.limits.chars_max);
         return 413;
     }
     int seq_max = m->config.max_seq_len;
-    int32_t *ids = hs_arena_alloc(k->arena, sizeof(int32_t) * (size_t)seq_max);
+    int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)seq_max);
     if (!ids) {
         snprintf(msg, cap, "out of memory");
         return 500;
@@ -443,12 +447,241 @@ static int text_input(struct conn *k, json_t *s, size_t idx, bool truncate, stru
         snprintf(msg, cap,
                  "input[%zu] has %d tokens; model %s takes at most %d (set \"truncate\": true "
                  "to cut it)",
-                 idx, nfull, k->sm->name, seq_max);
+                 idx, nfull, sm->name, seq_max);
         return 413;
     }
     seq->ids = ids;
     seq->n_tokens = nt;
     return 0;
+}
+
+int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const char *body,
+                     size_t len, const char *x_priority, const char *x_timeout_ms, int64_t *ts,
+                     struct hs__embed_req *out, char *msg, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    json_t *root = NULL, *items = NULL;
+    int status = hs__body_parse(body, len, ts, &root, msg, cap);
+    if (status) return status;
+
+    /* model */
+    json_t *jm = json_object_get(root, "model");
+    if (jm && !json_is_string(jm) && !json_is_null(jm)) {
+        status = body_error(msg, cap, 400, "'model' must be a string");
+        goto out;
+    }
+    const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
+    out->sm = find_model(s, model);
+    if (!out->sm) {
+        status = body_error(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models",
+                            model);
+        goto out;
+    }
+
+    /* options */
+    json_t *jt = json_object_get(root, "truncate");
+    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
+        status = body_error(msg, cap, 400, "'truncate' must be a boolean");
+        goto out;
+    }
+    out->truncate = jt && json_is_true(jt);
+    const struct hs_model *m = out->sm->model;
+    if (openai) {
+        json_t *jf = json_object_get(root, "encoding_format");
+        if (jf && !json_is_null(jf)) {
+            const char *f = json_is_string(jf) ? json_string_value(jf) : "";
+            if (!strcmp(f, "base64"))
+                out->base64 = true;
+            else if (strcmp(f, "float") != 0) {
+                status =
+                    body_error(msg, cap, 400, "'encoding_format' must be \"float\" or \"base64\"");
+                goto out;
+            }
+        }
+        json_t *jd = json_object_get(root, "dimensions");
+        if (jd && !json_is_null(jd)) {
+            if (!json_is_integer(jd)) {
+                status = body_error(msg, cap, 400, "'dimensions' must be an integer");
+                goto out;
+            }
+            if (json_integer_value(jd) != m->config.dims.hidden) {
+                status = body_error(msg, cap, 400,
+                                    "'dimensions' = %" JSON_INTEGER_FORMAT
+                                    " is not supported: model %s outputs %d dimensions",
+                                    json_integer_value(jd), out->sm->name, m->config.dims.hidden);
+                goto out;
+            }
+        }
+    } else {
+        json_t *jn = json_object_get(root, "normalize");
+        if (jn && !json_is_boolean(jn) && !json_is_null(jn)) {
+            status = body_error(msg, cap, 400, "'normalize' must be a boolean");
+            goto out;
+        }
+        bool normalize = !jn || json_is_null(jn) || json_is_true(jn);
+        if (!normalize && m->config.dims.normalize) {
+            status = body_error(msg, cap, 400,
+                                "'normalize': false is not supported: model %s ends with a "
+                                "Normalize module",
+                                out->sm->name);
+            goto out;
+        }
+        out->post_normalize = normalize && !m->config.dims.normalize;
+    }
+
+    /* priority and deadline: the body's fields win over the headers */
+    out->prio = HS_PRIORITY_INTERACTIVE;
+    const char *hp = x_priority;
+    json_t *jp = json_object_get(root, "priority");
+    if (jp && json_is_string(jp))
+        hp = json_string_value(jp);
+    else if (jp && !json_is_null(jp)) {
+        status = body_error(msg, cap, 400, "'priority' must be \"interactive\" or \"batch\"");
+        goto out;
+    }
+    if (hp) {
+        int p = hs_priority_parse(hp);
+        if (p < 0) {
+            status = body_error(msg, cap, 400,
+                                "priority '%s': expected \"interactive\" or \"batch\"", hp);
+            goto out;
+        }
+        out->prio = (enum hs_priority)p;
+    }
+    long long timeout_ms = s->cfg.limits.timeout_ms;
+    if (x_timeout_ms) {
+        char *end;
+        timeout_ms = strtoll(x_timeout_ms, &end, 10);
+        if (*end || end == x_timeout_ms) timeout_ms = -1;
+    }
+    json_t *jto = json_object_get(root, "timeout_ms");
+    if (jto && !json_is_null(jto)) timeout_ms = json_is_integer(jto) ? json_integer_value(jto) : -1;
+    if (timeout_ms <= 0 || timeout_ms > s->cfg.limits.timeout_max_ms) {
+        status = body_error(msg, cap, 400, "timeout_ms must be an integer in [1, %d]",
+                            s->cfg.limits.timeout_max_ms);
+        goto out;
+    }
+    out->timeout_ms = timeout_ms;
+
+    /* inputs */
+    bool tokens;
+    status = get_inputs(json_object_get(root, openai ? "input" : "inputs"),
+                        openai ? "input" : "inputs", &items, &tokens, msg, cap);
+    if (status) goto out;
+    size_t n = json_array_size(items);
+    if (n > (size_t)s->cfg.limits.items_max) {
+        status = body_error(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+                            s->cfg.limits.items_max);
+        goto out;
+    }
+    out->seqs = hs_arena_calloc(a, n, sizeof *out->seqs);
+    if (!out->seqs) {
+        status = body_error(msg, cap, 500, "out of memory");
+        goto out;
+    }
+    /* (an input's message is cut at 511 bytes, as it always was) */
+    size_t icap = cap < 512 ? cap : 512;
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(items, i);
+        status =
+            tokens ? token_input(a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap)
+                   : hs__text_input(s, a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap);
+        if (status) goto out;
+        out->prompt_tokens += out->seqs[i].n_tokens;
+    }
+    out->n = n;
+out:
+    json_decref(items);
+    json_decref(root);
+    return status;
+}
+
+int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body, size_t len,
+                      int64_t *ts, struct hs_buf *out, char *msg, size_t cap)
+{
+    json_t *root = NULL, *items = NULL;
+    int status = hs__body_parse(body, len, ts, &root, msg, cap);
+    if (status) return status;
+    json_t *jm = json_object_get(root, "model");
+    const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
+    struct hs_served_model *sm = find_model(s, model);
+    if (!sm) {
+        status = body_error(msg, cap, 404, "model '%s' not found", model);
+        goto out;
+    }
+    json_t *ja = json_object_get(root, "add_special_tokens");
+    bool special = !ja || !json_is_false(ja);
+    bool tokens;
+    status = get_inputs(json_object_get(root, "inputs"), "inputs", &items, &tokens, msg, cap);
+    if (status) goto out;
+    if (tokens) {
+        status = body_error(msg, cap, 400, "'inputs' must be a string or an array of strings");
+        goto out;
+    }
+    size_t n = json_array_size(items);
+    if (n > (size_t)s->cfg.limits.items_max) {
+        status = body_error(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+                            s->cfg.limits.items_max);
+        goto out;
+    }
+    const struct hs_model *m = sm->model;
+    hs_buf_init(out, a, 4096);
+    hs_buf_putc(out, '[');
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(items, i);
+        if (!json_is_string(it)) {
+            status = body_error(msg, cap, 400, "inputs[%zu]: expected a string", i);
+            goto out;
+        }
+        const char *text = json_string_value(it);
+        size_t len_i = json_string_length(it);
+        if (utf8_chars(text, len_i) > (size_t)s->cfg.limits.chars_max) {
+            status = body_error(msg, cap, 413, "inputs[%zu] has more than %d characters", i,
+                                s->cfg.limits.chars_max);
+            goto out;
+        }
+        /* Untruncated: a capacity for every byte plus the specials always suffices. The
+         * tokenizer itself, not hs_model_tokenize, which cuts at the model's positions. */
+        int ncap = (int)len_i + 2;
+        int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)ncap);
+        int nt = 0;
+        struct hs_error err;
+        hs_error_clear(&err);
+        hs_status st =
+            ids ? hs_tokenizer_encode(m->tokenizer, text, len_i, ids, ncap, &nt, NULL, &err)
+                : HS_STATUS_NO_MEMORY;
+        if (st != HS_STATUS_OK) {
+            status = body_error(msg, cap, status_to_http(st), "inputs[%zu]: %s", i,
+                                err.msg[0] ? err.msg : hs_status_str(st));
+            goto out;
+        }
+        hs_buf_puts(out, i ? ",[" : "[");
+        int first = 1;
+        for (int t = 0; t < nt; t++) {
+            bool is_special = t == 0 || t == nt - 1;
+            if (is_special && !special) continue;
+            const char *tt = hs_tokenizer_id_to_token(m->tokenizer, ids[t]);
+            hs_buf_printf(out, "%s{\"id\":%d,\"text\":", first ? "" : ",", ids[t]);
+            hs_buf_json_str(out, tt ? tt : "", tt ? strlen(tt) : 0);
+            hs_buf_printf(out, ",\"special\":%s}", is_special ? "true" : "false");
+            first = 0;
+        }
+        hs_buf_putc(out, ']');
+    }
+    hs_buf_putc(out, ']');
+out:
+    json_decref(items);
+    json_decref(root);
+    return status;
+}
+
+static json_t *parse_body(struct conn *k, enum MHD_Result *ret)
+{
+    char msg[HS__MSG_MAX];
+    json_t *root = NULL;
+    int status = hs__body_parse(k->body, k->body_len, k->ts, &root, msg, sizeof msg);
+    if (status) *ret = send_error(k, status, 0, "%s", msg);
+    return root;
 }
 
 /* Cosine of every row of the answer with the shadow's, reported to the router (k->mu held,
@@ -592,151 +825,32 @@ static enum MHD_Result embed_finish(struct conn *k);
 static enum MHD_Result embed_begin(struct conn *k)
 {
     struct hs_server *s = k->srv;
-    enum MHD_Result ret = MHD_YES;
-    json_t *root = parse_body(k, &ret);
-    if (!root) return ret;
-    json_t *items = NULL;
     bool openai = k->ep == EP_OPENAI_EMBED;
-    char msg[512];
-    int status = 0;
-
-    /* model */
-    json_t *jm = json_object_get(root, "model");
-    if (jm && !json_is_string(jm) && !json_is_null(jm)) {
-        ret = send_error(k, 400, 0, "'model' must be a string");
-        goto out;
-    }
-    const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
-    k->sm = find_model(s, model);
-    if (!k->sm) {
-        ret = send_error(k, 404, 0, "model '%s' not found; GET /v1/models lists the models", model);
-        goto out;
-    }
-
-    /* options */
-    bool truncate = false;
-    json_t *jt = json_object_get(root, "truncate");
-    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
-        ret = send_error(k, 400, 0, "'truncate' must be a boolean");
-        goto out;
-    }
-    truncate = jt && json_is_true(jt);
+    char msg[HS__MSG_MAX];
+    struct hs__embed_req in;
+    int status =
+        hs__embed_decode(s, k->arena, openai, k->body, k->body_len,
+                         MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Priority"),
+                         MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Timeout-Ms"),
+                         k->ts, &in, msg, sizeof msg);
+    if (status) return send_error(k, status, 0, "%s", msg);
+    k->sm = in.sm;
+    k->base64 = in.base64;
+    k->post_normalize = in.post_normalize;
+    k->prompt_tokens = in.prompt_tokens;
     const struct hs_model *m = k->sm->model;
-    if (openai) {
-        json_t *jf = json_object_get(root, "encoding_format");
-        if (jf && !json_is_null(jf)) {
-            const char *f = json_is_string(jf) ? json_string_value(jf) : "";
-            if (!strcmp(f, "base64"))
-                k->base64 = true;
-            else if (strcmp(f, "float") != 0) {
-                ret = send_error(k, 400, 0, "'encoding_format' must be \"float\" or \"base64\"");
-                goto out;
-            }
-        }
-        json_t *jd = json_object_get(root, "dimensions");
-        if (jd && !json_is_null(jd)) {
-            if (!json_is_integer(jd)) {
-                ret = send_error(k, 400, 0, "'dimensions' must be an integer");
-                goto out;
-            }
-            if (json_integer_value(jd) != m->config.dims.hidden) {
-                ret = send_error(k, 400, 0,
-                                 "'dimensions' = %" JSON_INTEGER_FORMAT
-                                 " is not supported: model %s outputs %d dimensions",
-                                 json_integer_value(jd), k->sm->name, m->config.dims.hidden);
-                goto out;
-            }
-        }
-    } else {
-        json_t *jn = json_object_get(root, "normalize");
-        if (jn && !json_is_boolean(jn) && !json_is_null(jn)) {
-            ret = send_error(k, 400, 0, "'normalize' must be a boolean");
-            goto out;
-        }
-        bool normalize = !jn || json_is_null(jn) || json_is_true(jn);
-        if (!normalize && m->config.dims.normalize) {
-            ret = send_error(k, 400, 0,
-                             "'normalize': false is not supported: model %s ends with a "
-                             "Normalize module",
-                             k->sm->name);
-            goto out;
-        }
-        k->post_normalize = normalize && !m->config.dims.normalize;
-    }
-
-    /* priority and deadline: the body's fields win over the headers */
-    enum hs_priority prio = HS_PRIORITY_INTERACTIVE;
-    const char *hp = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Priority");
-    json_t *jp = json_object_get(root, "priority");
-    if (jp && json_is_string(jp))
-        hp = json_string_value(jp);
-    else if (jp && !json_is_null(jp)) {
-        ret = send_error(k, 400, 0, "'priority' must be \"interactive\" or \"batch\"");
-        goto out;
-    }
-    if (hp) {
-        int p = hs_priority_parse(hp);
-        if (p < 0) {
-            ret = send_error(k, 400, 0, "priority '%s': expected \"interactive\" or \"batch\"", hp);
-            goto out;
-        }
-        prio = (enum hs_priority)p;
-    }
-    long long timeout_ms = s->cfg.limits.timeout_ms;
-    const char *ht = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Timeout-Ms");
-    if (ht) {
-        char *end;
-        timeout_ms = strtoll(ht, &end, 10);
-        if (*end || end == ht) timeout_ms = -1;
-    }
-    json_t *jto = json_object_get(root, "timeout_ms");
-    if (jto && !json_is_null(jto)) timeout_ms = json_is_integer(jto) ? json_integer_value(jto) : -1;
-    if (timeout_ms <= 0 || timeout_ms > s->cfg.limits.timeout_max_ms) {
-        ret = send_error(k, 400, 0, "timeout_ms must be an integer in [1, %d]",
-                         s->cfg.limits.timeout_max_ms);
-        goto out;
-    }
-
-    /* inputs */
-    bool tokens;
-    if (!get_inputs(k, json_object_get(root, openai ? "input" : "inputs"),
-                    openai ? "input" : "inputs", &items, &tokens, &ret))
-        goto out;
-    size_t n = json_array_size(items);
-    if (n > (size_t)s->cfg.limits.items_max) {
-        ret = send_error(k, 413, 0, "%zu inputs; the limit is %d per request", n,
-                         s->cfg.limits.items_max);
-        goto out;
-    }
+    const size_t n = in.n;
     struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
-    struct hs_seq *seqs = hs_arena_calloc(k->arena, n, sizeof *seqs);
     float *outv = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)m->config.dims.hidden);
-    if (!r || !seqs || !outv) {
-        ret = send_error(k, 500, 0, "out of memory");
-        goto out;
-    }
-    k->prompt_tokens = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *it = json_array_get(items, i);
-        status = tokens ? token_input(k, it, i, truncate, &seqs[i], msg, sizeof msg)
-                        : text_input(k, it, i, truncate, &seqs[i], msg, sizeof msg);
-        if (status) {
-            ret = send_error(k, status, 0, "%s", msg);
-            goto out;
-        }
-        k->prompt_tokens += seqs[i].n_tokens;
-    }
+    if (!r || !outv) return send_error(k, 500, 0, "out of memory");
     k->ts[HS_TS_TOKENIZED] = hs_now_ns();
 
-    if (atomic_load(&s->draining)) {
-        ret = send_error(k, 503, 0, "server is shutting down");
-        goto out;
-    }
+    if (atomic_load(&s->draining)) return send_error(k, 503, 0, "server is shutting down");
     r->id = k->id;
-    r->priority = prio;
-    r->deadline_ns = k->ts[HS_TS_RECEIVED] + (int64_t)timeout_ms * 1000000;
+    r->priority = in.prio;
+    r->deadline_ns = k->ts[HS_TS_RECEIVED] + (int64_t)in.timeout_ms * 1000000;
     r->n_seqs = (int)n;
-    r->seqs = seqs;
+    r->seqs = in.seqs;
     r->out = outv;
     r->model = k->sm->name;
     r->done = request_done;
@@ -760,9 +874,8 @@ static enum MHD_Result embed_begin(struct conn *k)
     r->ts[HS_TS_ROUTED] = hs_now_ns();
     if (k->dec.status != HS_STATUS_OK) {
         memcpy(k->ts, r->ts, sizeof k->ts);
-        ret =
-            send_error(k, status_to_http(k->dec.status), k->dec.retry_after_s, "%s", k->dec.reason);
-        goto out;
+        return send_error(k, status_to_http(k->dec.status), k->dec.retry_after_s, "%s",
+                          k->dec.reason);
     }
     /* Storage for what may follow, made now: later the arena is not ours alone. */
     const struct hs_router_opts *ro = hs_router_opts(s->router);
@@ -783,8 +896,7 @@ static enum MHD_Result embed_begin(struct conn *k)
         hs_router_on_result(s->router, lane, k->dec.probe, st, 0, false, hs_now_ns());
         memcpy(k->ts, r->ts, sizeof k->ts);
         k->lane = r->lane;
-        ret = send_error(k, status_to_http(st), r->retry_after_s, "%s", r->msg);
-        goto out;
+        return send_error(k, status_to_http(st), r->retry_after_s, "%s", r->msg);
     }
     k->submitted = true;
     k->lane = r->lane;
@@ -807,14 +919,8 @@ static enum MHD_Result embed_begin(struct conn *k)
     }
     bool done = k->done;
     pthread_mutex_unlock(&k->mu);
-    json_decref(items);
-    json_decref(root);
     /* Answered before we could suspend (a fast batch, an immediate expiry): respond now. */
     return done ? embed_finish(k) : MHD_YES;
-out:
-    json_decref(items);
-    json_decref(root);
-    return ret;
 }
 
 /* After the scheduler answered: post-process and serialize. */
@@ -880,82 +986,14 @@ static enum MHD_Result embed_finish(struct conn *k)
 
 static enum MHD_Result tokenize(struct conn *k)
 {
-    enum MHD_Result ret = MHD_YES;
-    json_t *root = parse_body(k, &ret);
-    if (!root) return ret;
-    json_t *items = NULL;
-    json_t *jm = json_object_get(root, "model");
-    const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
-    k->sm = find_model(k->srv, model);
-    if (!k->sm) {
-        ret = send_error(k, 404, 0, "model '%s' not found", model);
-        goto out;
-    }
-    json_t *ja = json_object_get(root, "add_special_tokens");
-    bool special = !ja || !json_is_false(ja);
-    bool tokens;
-    if (!get_inputs(k, json_object_get(root, "inputs"), "inputs", &items, &tokens, &ret)) goto out;
-    if (tokens) {
-        ret = send_error(k, 400, 0, "'inputs' must be a string or an array of strings");
-        goto out;
-    }
-    size_t n = json_array_size(items);
-    if (n > (size_t)k->srv->cfg.limits.items_max) {
-        ret = send_error(k, 413, 0, "%zu inputs; the limit is %d per request", n,
-                         k->srv->cfg.limits.items_max);
-        goto out;
-    }
-    const struct hs_model *m = k->sm->model;
+    char msg[HS__MSG_MAX];
     struct hs_buf b;
-    hs_buf_init(&b, k->arena, 4096);
-    hs_buf_putc(&b, '[');
-    for (size_t i = 0; i < n; i++) {
-        json_t *it = json_array_get(items, i);
-        if (!json_is_string(it)) {
-            ret = send_error(k, 400, 0, "inputs[%zu]: expected a string", i);
-            goto out;
-        }
-        const char *text = json_string_value(it);
-        size_t len = json_string_length(it);
-        if (utf8_chars(text, len) > (size_t)k->srv->cfg.limits.chars_max) {
-            ret = send_error(k, 413, 0, "inputs[%zu] has more than %d characters", i,
-                             k->srv->cfg.limits.chars_max);
-            goto out;
-        }
-        /* Untruncated: a capacity for every byte plus the specials always suffices. */
-        int cap = (int)len + 2;
-        int32_t *ids = hs_arena_alloc(k->arena, sizeof(int32_t) * (size_t)cap);
-        int nt = 0;
-        struct hs_error err;
-        hs_error_clear(&err);
-        hs_status st =
-            ids ? hs_model_tokenize(m, text, len, ids, cap, &nt, NULL, &err) : HS_STATUS_NO_MEMORY;
-        if (st != HS_STATUS_OK) {
-            ret = send_error(k, status_to_http(st), 0, "inputs[%zu]: %s", i,
-                             err.msg[0] ? err.msg : hs_status_str(st));
-            goto out;
-        }
-        hs_buf_puts(&b, i ? ",[" : "[");
-        int first = 1;
-        for (int t = 0; t < nt; t++) {
-            bool is_special = t == 0 || t == nt - 1;
-            if (is_special && !special) continue;
-            const char *tt = hs_tokenizer_id_to_token(m->tokenizer, ids[t]);
-            hs_buf_printf(&b, "%s{\"id\":%d,\"text\":", first ? "" : ",", ids[t]);
-            hs_buf_json_str(&b, tt ? tt : "", tt ? strlen(tt) : 0);
-            hs_buf_printf(&b, ",\"special\":%s}", is_special ? "true" : "false");
-            first = 0;
-        }
-        hs_buf_putc(&b, ']');
-    }
-    hs_buf_putc(&b, ']');
+    int status =
+        hs__tokenize_body(k->srv, k->arena, k->body, k->body_len, k->ts, &b, msg, sizeof msg);
+    if (status) return send_error(k, status, 0, "%s", msg);
     k->ts[HS_TS_TOKENIZED] = hs_now_ns();
     k->ts[HS_TS_POST] = k->ts[HS_TS_TOKENIZED];
-    ret = send_buf(k, 200, &b, "application/json", 0);
-out:
-    json_decref(items);
-    json_decref(root);
-    return ret;
+    return send_buf(k, 200, &b, "application/json", 0);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1302,9 +1340,10 @@ void **hs__conn_predict(struct conn *k)
 {
     return &k->predict;
 }
-json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret)
+const char *hs__conn_body(struct conn *k, size_t *len)
 {
-    return parse_body(k, ret);
+    *len = k->body_len;
+    return k->body;
 }
 const char *hs__conn_header(struct conn *k, const char *name)
 {
@@ -1323,13 +1362,6 @@ enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *hea
     k->x_value = value;
     k->ts[HS_TS_POST] = hs_now_ns();
     return send_buf(k, 200, b, "application/json", 0);
-}
-
-int hs__conn_text_input(struct conn *k, struct hs_served_model *sm, json_t *text, size_t idx,
-                        bool truncate, struct hs_seq *seq, char *msg, size_t cap)
-{
-    k->sm = sm;
-    return text_input(k, text, idx, truncate, seq, msg, cap);
 }
 
 int hs__http_status(hs_status st)

@@ -78,17 +78,61 @@ void hs_buf_printf(struct hs_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+/* Length (1-4) of the valid UTF-8 sequence at s[0..n), 0 when there is none (RFC 3629: no
+ * overlong forms, surrogates or code points above U+10FFFF). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+    size_t need;
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) {
+        need = 1;
+    } else if (c < 0xF0) {
+        need = 2;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c < 0xF5) {
+        need = 3;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n <= need || s[1] < lo || s[1] > hi) return 0;
+    for (size_t k = 2; k <= need; k++)
+        if ((s[k] & 0xC0) != 0x80) return 0;
+    return need + 1;
+}
+
 void hs_buf_json_str(struct hs_buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
     if (!hs_buf_reserve(b, n + 2)) return;
     hs_buf_putc(b, '"');
-    size_t run = 0; /* bytes copied verbatim in one go */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
+    size_t run = 0; /* start of the bytes to copy verbatim in one go */
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t k = utf8_seq(u + i, n - i);
+            if (k) {
+                i += k;
+                continue;
+            }
+            /* Not UTF-8 (a message cut inside a character, bytes quoted from a bad request):
+             * JSON text must be UTF-8, so the byte becomes U+FFFD. */
+            hs_buf_put(b, s + run, i - run);
+            hs_buf_put(b, "\\ufffd", 6);
+            run = ++i;
+            continue;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
         hs_buf_put(b, s + run, i - run);
-        run = i + 1;
+        run = ++i;
         char esc[6] = {'\\', 0};
         switch (c) {
         case '"':

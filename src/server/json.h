@@ -35,7 +35,8 @@ void hs_buf_put(struct hs_buf *b, const char *s, size_t n);
 void hs_buf_puts(struct hs_buf *b, const char *s);
 void hs_buf_putc(struct hs_buf *b, char c);
 void hs_buf_printf(struct hs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string literal with quotes; s[0..n) is UTF-8. */
+/* A JSON string literal with quotes of s[0..n), UTF-8; a byte that is not part of valid UTF-8
+ * (a message cut inside a character, say) is written as U+FFFD, so the output is always JSON. */
 void hs_buf_json_str(struct hs_buf *b, const char *s, size_t n);
 /* [v0,v1,...] with hs_json_float. */
 void hs_buf_json_floats(struct hs_buf *b, const float *v, size_t n);

@@ -201,25 +201,35 @@ void hs__predict_metrics(struct hs_server *s, struct hs_buf *out)
  * one request
  */
 
-/* Tokenizes the inputs listed in idx (n of them) for sm into a new request. 0 or an HTTP status
- * with msg. */
-static int build(struct conn *k, struct pstate *ps, struct hs_served_model *sm, const size_t *idx,
-                 size_t n, struct hs_request **out, char *msg, size_t cap)
+/* Tokenizes the inputs of texts listed in idx (all n when idx is NULL) for sm into *out, n new
+ * sequences. 0 or an HTTP status with msg. */
+static int tokenize_texts(struct hs_server *s, struct hs_arena *a, struct hs_served_model *sm,
+                          json_t *texts, const size_t *idx, size_t n, bool truncate,
+                          struct hs_seq **out, char *msg, size_t cap)
 {
-    struct hs_arena *a = hs__conn_arena(k);
-    struct hs_request *r = hs_arena_calloc(a, 1, sizeof *r);
     struct hs_seq *seqs = hs_arena_calloc(a, n, sizeof *seqs);
-    float *rows = hs_arena_alloc(a, sizeof(float) * n * (size_t)sm->model->config.dims.hidden);
-    if (!r || !seqs || !rows) {
+    if (!seqs) {
         snprintf(msg, cap, "out of memory");
         return 500;
     }
     for (size_t i = 0; i < n; i++) {
         size_t j = idx ? idx[i] : i;
-        int status = hs__conn_text_input(k, sm, json_array_get(ps->texts, j), j, ps->truncate,
-                                         &seqs[i], msg, cap);
+        int status =
+            hs__text_input(s, a, sm, json_array_get(texts, j), j, truncate, &seqs[i], msg, cap);
         if (status) return status;
     }
+    *out = seqs;
+    return 0;
+}
+
+/* A new request of the n sequences seqs for sm (NULL when out of memory). */
+static struct hs_request *new_request(struct conn *k, struct pstate *ps, struct hs_served_model *sm,
+                                      struct hs_seq *seqs, size_t n)
+{
+    struct hs_arena *a = hs__conn_arena(k);
+    struct hs_request *r = hs_arena_calloc(a, 1, sizeof *r);
+    float *rows = hs_arena_alloc(a, sizeof(float) * n * (size_t)sm->model->config.dims.hidden);
+    if (!r || !rows) return NULL;
     r->id = hs__conn_id(k);
     r->priority = ps->prio;
     r->deadline_ns = ps->deadline_ns;
@@ -228,8 +238,68 @@ static int build(struct conn *k, struct pstate *ps, struct hs_served_model *sm, 
     r->out = rows;
     r->model = sm->name;
     memcpy(r->ts, hs__conn_ts(k), sizeof r->ts);
-    *out = r;
-    return 0;
+    return r;
+}
+
+int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct hs_arena *a,
+                       const char *body, size_t len, const char *x_priority, int64_t *ts,
+                       struct hs__predict_req *out, char *msg, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    json_t *root = NULL;
+    int status = hs__body_parse(body, len, ts, &root, msg, cap);
+    if (status) return status;
+    json_t *in = json_object_get(root, "inputs");
+    if (json_is_string(in)) {
+        out->single = true;
+        out->texts = json_pack("[O]", in);
+        if (!out->texts) {
+            status = 500;
+            snprintf(msg, cap, "out of memory");
+            goto out;
+        }
+    } else if (json_is_array(in) && json_array_size(in) > 0) {
+        out->texts = json_incref(in);
+    } else {
+        status = 400;
+        snprintf(msg, cap, "%s",
+                 in ? "'inputs' must be a string or a non-empty array of strings"
+                    : "missing field 'inputs'");
+        goto out;
+    }
+    size_t n = json_array_size(out->texts);
+    if (n > (size_t)s->cfg.limits.items_max) {
+        status = 413;
+        snprintf(msg, cap, "%zu inputs; the limit is %d per request", n, s->cfg.limits.items_max);
+        goto out;
+    }
+    json_t *jt = json_object_get(root, "truncate");
+    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
+        status = 400;
+        snprintf(msg, cap, "'truncate' must be a boolean");
+        goto out;
+    }
+    out->truncate = jt && json_is_true(jt);
+    out->prio = HS_PRIORITY_INTERACTIVE;
+    if (x_priority) {
+        int pr = hs_priority_parse(x_priority);
+        if (pr < 0) {
+            status = 400;
+            snprintf(msg, cap, "X-Priority: expected \"interactive\" or \"batch\"");
+            goto out;
+        }
+        out->prio = (enum hs_priority)pr;
+    }
+    status = tokenize_texts(s, a, sm, out->texts, NULL, n, out->truncate, &out->seqs, msg, cap);
+    if (status) goto out;
+    out->n = n;
+out:
+    json_decref(root);
+    if (status) {
+        json_decref(out->texts);
+        out->texts = NULL;
+    }
+    return status;
 }
 
 static enum MHD_Result respond(struct conn *k, struct pstate *ps);
@@ -243,63 +313,34 @@ enum MHD_Result hs__predict_begin(struct conn *k)
         return hs__conn_error(k, 404, 0,
                               "/predict is not configured: the config needs a cascade section "
                               "naming a model and its classification head");
-    enum MHD_Result ret = MHD_YES;
-    json_t *root = hs__conn_parse_body(k, &ret);
-    if (!root) return ret;
     char msg[512];
+    struct hs__predict_req in;
+    size_t len = 0;
+    const char *body = hs__conn_body(k, &len);
+    int status =
+        hs__predict_decode(s, p->small, hs__conn_arena(k), body, len,
+                           hs__conn_header(k, "X-Priority"), hs__conn_ts(k), &in, msg, sizeof msg);
+    if (status) return hs__conn_error(k, status, 0, msg);
+    enum MHD_Result ret = MHD_YES;
     struct pstate *ps = hs_arena_calloc(hs__conn_arena(k), 1, sizeof *ps);
     if (!ps) {
-        ret = hs__conn_error(k, 500, 0, "out of memory");
-        goto out;
+        json_decref(in.texts);
+        return hs__conn_error(k, 500, 0, "out of memory");
     }
     *hs__conn_predict(k) = ps;
-    json_t *in = json_object_get(root, "inputs");
-    if (json_is_string(in)) {
-        ps->single = true;
-        ps->texts = json_pack("[O]", in);
-    } else if (json_is_array(in) && json_array_size(in) > 0) {
-        ps->texts = json_incref(in);
-    } else {
-        ret = hs__conn_error(k, 400, 0,
-                             in ? "'inputs' must be a string or a non-empty array of strings"
-                                : "missing field 'inputs'");
-        goto out;
-    }
-    ps->n = json_array_size(ps->texts);
-    if (ps->n > (size_t)s->cfg.limits.items_max) {
-        snprintf(msg, sizeof msg, "%zu inputs; the limit is %d per request", ps->n,
-                 s->cfg.limits.items_max);
-        ret = hs__conn_error(k, 413, 0, msg);
-        goto out;
-    }
-    json_t *jt = json_object_get(root, "truncate");
-    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
-        ret = hs__conn_error(k, 400, 0, "'truncate' must be a boolean");
-        goto out;
-    }
-    ps->truncate = jt && json_is_true(jt);
-    ps->prio = HS_PRIORITY_INTERACTIVE;
-    const char *hp = hs__conn_header(k, "X-Priority");
-    if (hp) {
-        int pr = hs_priority_parse(hp);
-        if (pr < 0) {
-            ret = hs__conn_error(k, 400, 0, "X-Priority: expected \"interactive\" or \"batch\"");
-            goto out;
-        }
-        ps->prio = (enum hs_priority)pr;
-    }
+    ps->single = in.single;
+    ps->truncate = in.truncate;
+    ps->prio = in.prio;
+    ps->n = in.n;
+    ps->texts = in.texts;
     ps->deadline_ns = hs__conn_ts(k)[HS_TS_RECEIVED] + (int64_t)s->cfg.limits.timeout_ms * 1000000;
     const int classes = p->small_head->n_classes;
     ps->p_small = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
     ps->p_big = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
     ps->decision = hs_arena_calloc(hs__conn_arena(k), ps->n, sizeof *ps->decision);
-    if (!ps->p_small || !ps->p_big || !ps->decision) {
+    ps->r1 = new_request(k, ps, p->small, in.seqs, in.n);
+    if (!ps->p_small || !ps->p_big || !ps->decision || !ps->r1) {
         ret = hs__conn_error(k, 500, 0, "out of memory");
-        goto out;
-    }
-    int status = build(k, ps, p->small, NULL, ps->n, &ps->r1, msg, sizeof msg);
-    if (status) {
-        ret = hs__conn_error(k, status, 0, msg);
         goto out;
     }
     hs__conn_ts(k)[HS_TS_TOKENIZED] = hs_now_ns();
@@ -323,14 +364,10 @@ enum MHD_Result hs__predict_begin(struct conn *k)
         ret = hs__conn_error(k, hs__http_status(st), ps->r1->retry_after_s, ps->r1->msg);
         goto out;
     }
-    json_decref(root);
     return answered ? hs__predict_resume(k) : MHD_YES;
 out:
-    json_decref(root);
-    if (ps && ps->texts) {
-        json_decref(ps->texts);
-        ps->texts = NULL;
-    }
+    json_decref(ps->texts);
+    ps->texts = NULL;
     return ret;
 }
 
@@ -392,8 +429,12 @@ static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
     if (n_esc == 0) return respond(k, ps);
 
     char msg[512];
-    int status = build(k, ps, p->big, esc, n_esc, &ps->r2, msg, sizeof msg);
+    struct hs_seq *seqs = NULL;
+    int status = tokenize_texts(s, hs__conn_arena(k), p->big, ps->texts, esc, n_esc, ps->truncate,
+                                &seqs, msg, sizeof msg);
     if (status) return error_out(k, ps, status, 0, msg);
+    ps->r2 = new_request(k, ps, p->big, seqs, n_esc);
+    if (!ps->r2) return error_out(k, ps, 500, 0, "out of memory");
     /* The big stage: the cascade route's big route, else wherever the router puts the model. */
     struct hs_route_query q;
     hs__conn_query(k, ps->r2, "predict", &q);

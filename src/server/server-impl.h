@@ -106,14 +106,11 @@ uint64_t hs__conn_id(struct conn *k);
 int64_t *hs__conn_ts(struct conn *k);    /* the connection's stage timestamps */
 void **hs__conn_predict(struct conn *k); /* a slot for predict.c's per-request state */
 const char *hs__conn_header(struct conn *k, const char *name);
-json_t *hs__conn_parse_body(struct conn *k, enum MHD_Result *ret); /* NULL: error sent */
+const char *hs__conn_body(struct conn *k, size_t *len); /* the request body as received */
 enum MHD_Result hs__conn_error(struct conn *k, int status, double retry_after_s, const char *msg);
 /* 200 with a JSON body from the connection's arena and one extra header (may be NULL). */
 enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *header,
                                const char *value);
-/* Validates and tokenizes one text input for model sm (as /embed does); 0 or an HTTP status. */
-int hs__conn_text_input(struct conn *k, struct hs_served_model *sm, json_t *text, size_t idx,
-                        bool truncate, struct hs_seq *seq, char *msg, size_t cap);
 int hs__http_status(hs_status st);
 /* The router's query for r, a request of this connection (task, X-Request-Id as the sticky key,
  * the request's headers for rules). */
@@ -133,5 +130,58 @@ hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_
 /* The request that answered the last submit (its retry, when there was one); its timestamps
  * and lane become the connection's. Call once the connection was resumed (or *answered). */
 struct hs_request *hs__conn_answer(struct conn *k);
+
+/* --- request bodies (http.c, predict.c) ---
+ * The bytes a client sent, decoded into a request without the connection, so that the handlers
+ * and tests/fuzz/fuzz_http.c run the same code. Each returns 0, or an HTTP status with the error
+ * message in msg (cut to cap bytes; the handlers' buffers are HS__MSG_MAX, /predict's 512).
+ * Token ids and sequences live in arena a; ts (may be NULL) receives the HS_TS_PARSED stamp.
+ * They read s->models, s->n_models and s->cfg.limits only. Thread-safe for distinct arenas. */
+#define HS__MSG_MAX 768
+
+/* The body as one JSON object (*root, a new reference) or 400. */
+int hs__body_parse(const char *body, size_t len, int64_t *ts, json_t **root, char *msg, size_t cap);
+
+/* POST /v1/embeddings (openai) or /embed: model, options, priority and deadline (the body's
+ * fields win over the X-Priority and X-Timeout-Ms headers, NULL when absent), inputs (strings,
+ * token-id arrays) tokenized for the model. */
+struct hs__embed_req {
+    struct hs_served_model *sm;
+    bool truncate;
+    bool base64;         /* openai encoding_format "base64" */
+    bool post_normalize; /* TEI normalize on a model without a Normalize module */
+    enum hs_priority prio;
+    long long timeout_ms;
+    size_t n;            /* inputs, >= 1 */
+    struct hs_seq *seqs; /* [n]: [CLS] .. [SEP] ids */
+    int prompt_tokens;   /* sum of the sequences' tokens */
+};
+int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const char *body,
+                     size_t len, const char *x_priority, const char *x_timeout_ms, int64_t *ts,
+                     struct hs__embed_req *out, char *msg, size_t cap);
+
+/* POST /tokenize: decodes the body and writes the whole response body (a JSON array per input
+ * of {"id", "text", "special"}) into out (in arena a; initialised only on success). */
+int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body, size_t len,
+                      int64_t *ts, struct hs_buf *out, char *msg, size_t cap);
+
+/* Validates and tokenizes one text input for model sm (as /embed does). */
+int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
+                   const struct hs_served_model *sm, json_t *text, size_t idx, bool truncate,
+                   struct hs_seq *seq, char *msg, size_t cap);
+
+/* POST /predict: the inputs (one string or an array of them), truncate and the X-Priority
+ * header (NULL when absent), the texts tokenized for sm, the model that classifies first. */
+struct hs__predict_req {
+    bool single; /* "inputs" was one string */
+    bool truncate;
+    enum hs_priority prio;
+    size_t n;            /* inputs, >= 1 */
+    json_t *texts;       /* the inputs as an array: a new reference, the caller's to release */
+    struct hs_seq *seqs; /* [n], tokenized for sm */
+};
+int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct hs_arena *a,
+                       const char *body, size_t len, const char *x_priority, int64_t *ts,
+                       struct hs__predict_req *out, char *msg, size_t cap);
 
 #endif

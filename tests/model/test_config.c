@@ -192,6 +192,7 @@ static void hf_config_errors(void **state)
         {"layer_norm_eps", "\"1e-12\""},
         {"layer_norm_eps", "-1e-12"},
         {"layer_norm_eps", "0"},
+        {"layer_norm_eps", "1e-50"}, /* positive, but 0 as a float */
         {"hidden_act", "\"swish\""},
         {"hidden_act", "1"},
         {"pad_token_id", "100"},

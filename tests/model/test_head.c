@@ -1,5 +1,5 @@
-/* Classification heads (model/head.h): loading, applying, and every malformed file refused with
- * a clear error. */
+/* Classification heads (model/head.h): loading (from a file and from memory), applying, and every
+ * malformed file refused with a clear error. */
 #include "testutil.h"
 
 #include <math.h>
@@ -24,6 +24,16 @@ static struct hs_head *load_text(const char *text, hs_status want, const char *m
     if (msg_part && !strstr(err.msg, msg_part))
         fail_msg("message '%s' lacks '%s'", err.msg, msg_part);
     if (st) assert_null(h);
+    /* the same text from memory, labelled with the path: the same verdict, word for word */
+    struct hs_head *h2 = NULL;
+    struct hs_error err2 = {0};
+    assert_int_equal(hs_head_load_buffer(text, strlen(text), path, &h2, &err2), st);
+    assert_string_equal(err2.msg, err.msg);
+    if (h2) {
+        assert_int_equal(h2->n_classes, h->n_classes);
+        assert_memory_equal(h2->weight, h->weight, sizeof(float) * h->n_classes * h->dim);
+    }
+    hs_head_free(h2);
     return h;
 }
 

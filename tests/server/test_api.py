@@ -79,6 +79,9 @@ def test_tei_embed_and_tokenize(server):
     assert t[0][0]["special"] and not t[0][1]["special"]
     st, _, t = server.post("/tokenize", {"inputs": ["a b"], "add_special_tokens": False})
     assert [x["text"] for x in t[0]] == ["a", "b"]
+    # every token, also past the model's 512 positions (/embed would refuse or truncate)
+    st, _, t = server.post("/tokenize", {"inputs": "a " * 600})
+    assert st == 200 and len(t[0]) == 602
 
 
 def test_models_health_ready_metrics(server):

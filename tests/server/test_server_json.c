@@ -65,6 +65,12 @@ static void buffers_and_escaping(void **state)
     hs_buf_json_str(&b, "a\"b\\c\n\x01z", 8);
     assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001z\"");
     hs_buf_free(&b);
+    /* UTF-8 passes; what is not (a cut character, a stray byte, a surrogate) becomes U+FFFD */
+    hs_buf_init(&b, NULL, 0);
+    hs_buf_json_str(&b, "\xc3\xa9\xf0\x9f\x98\x80|\xc3|\xff\x80|\xed\xa0\x80|\xe4\xb8", 18);
+    assert_string_equal(b.data, "\"\xc3\xa9\xf0\x9f\x98\x80|\\ufffd|\\ufffd\\ufffd|"
+                                "\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
+    hs_buf_free(&b);
     hs_buf_init(&b, NULL, 0);
     hs_buf_base64(&b, "foobar", 6);
     hs_buf_putc(&b, ' ');
