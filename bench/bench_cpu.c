@@ -26,6 +26,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "core/threads.h"
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
@@ -190,6 +191,7 @@ static hs_status golden_cosines(const struct hs_model *m, hs_engine_t e, enum hs
 
 int main(int argc, char **argv)
 {
+    hs_threads_wait_policy_init(argv); /* the wait policy hetserve serves with (core/threads.h) */
     const char *model_dir =
         getenv("HS_MODEL_DIR") ? getenv("HS_MODEL_DIR") : "models/all-MiniLM-L6-v2";
     int threads = 2;

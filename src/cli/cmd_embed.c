@@ -113,6 +113,13 @@ int hs_cmd_embed(int argc, char **argv)
         goto fail;
     }
     if (hs_engine_create(kind, &eo, &e, &err) != HS_STATUS_OK) goto fail;
+    const bool planned = m->quant && (int)m->quant->dtype == dtype;
+    if (dtype == HS_DTYPE_I8 && !planned)
+        fprintf(stderr,
+                "hetserve embed: warning: %s has no int8 quantization plan (quant.json): every "
+                "stage runs int8 without input smoothing, which is less accurate than a quantized "
+                "folder (hetserve quantize --model %s --out DIR)\n",
+                o.model, o.model);
     struct hs_placement plan;
     hs_placement_single(m, e, &plan);
     struct hs_executor_opts xo = {.batch_max = 32, .dtype = (enum hs_dtype)dtype};
@@ -129,7 +136,9 @@ int hs_cmd_embed(int argc, char **argv)
         goto fail;
     printf("{\"model\":");
     print_json_string(stdout, m->name);
-    printf(",\"engine\":\"%s\",\"dim\":%d,\"data\":[", hs_engine_name(e), dim);
+    printf(",\"engine\":\"%s\",\"dtype\":\"%s\",\"quant_plan\":%s,\"dim\":%d,\"data\":[",
+           hs_engine_name(e), hs_compute_dtype_name((enum hs_dtype)dtype),
+           planned ? "true" : "false", dim);
     for (int i = 0; i < o.n_texts; i++) {
         printf("%s{\"index\":%d,\"tokens\":%d,\"embedding\":[", i ? "," : "", i, tokens[i]);
         for (int j = 0; j < dim; j++) printf("%s%.9g", j ? "," : "", out[(size_t)i * dim + j]);

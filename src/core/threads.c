@@ -14,7 +14,8 @@ void hs_threads_wait_policy_init(char **argv)
     execv("/proc/self/exe", argv);
     /* not reached unless exec failed: run on, with the default policy */
     unsetenv("GOMP_SPINCOUNT");
-    fprintf(stderr, "hetserve: could not re-execute to set the OpenMP wait policy; set "
-                    "GOMP_SPINCOUNT=%s yourself to avoid stalls when cores are shared\n",
+    fprintf(stderr,
+            "hetserve: could not re-execute to set the OpenMP wait policy; set "
+            "GOMP_SPINCOUNT=%s yourself to avoid stalls when cores are shared\n",
             HS_OMP_SPINCOUNT);
 }
