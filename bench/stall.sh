@@ -5,7 +5,8 @@
 #   passive   OMP_WAIT_POLICY=passive (sleeps at once)
 #   spin1000 / spin10000 / spin100000   GOMP_SPINCOUNT=N (bounded spin, then sleep)
 # hetserve itself runs with GOMP_SPINCOUNT=HS_OMP_SPINCOUNT (src/core/threads.h) unless the
-# environment says otherwise. Prints median ms per shape, and the ratio to the quiet default.
+# environment says otherwise. Prints, per policy and load, the median over rounds of each run's
+# median ms (lower middle for an even count) and the range over rounds.
 # Loopback-free, bounded in time: ~2 * 5 policies * 2 shapes * SECONDS.
 #   bench/stall.sh [BUILD_DIR]     env: SECONDS_PER (3), ROUNDS (2)
 set -euo pipefail
@@ -55,6 +56,6 @@ for load in ("quiet", "busy"):
         cells = []
         for shape in ("32x32", "1x16"):
             v = sorted(best.get((p, load, shape), []))
-            cells.append("%.2f (%.2f-%.2f)" % (v[len(v) // 2], v[0], v[-1]) if v else "-")
+            cells.append("%.2f (%.2f-%.2f)" % (v[(len(v) - 1) // 2], v[0], v[-1]) if v else "-")
         print("| %s | %s | %s | %s |" % (p, load, cells[0], cells[1]))
 PY

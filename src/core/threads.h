@@ -14,7 +14,7 @@
 #ifndef HS_CORE_THREADS_H
 #define HS_CORE_THREADS_H
 
-#define HS_OMP_SPINCOUNT "10000"
+#define HS_OMP_SPINCOUNT "1000"
 
 /* Call first in main(). Returns only when no re-execution was needed or it failed (then the
  * program runs on with libgomp's default, and says so on stderr). */
