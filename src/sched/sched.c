@@ -1086,6 +1086,28 @@ hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms)
     return st;
 }
 
+void hs_sched_abort(struct hs_sched *s, const char *msg)
+{
+    atomic_store(&s->draining, true);
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        struct chain c = {NULL};
+        pthread_mutex_lock(&L->mu);
+        for (int p = 0; p < HS_PRIORITY_COUNT; p++)
+            for (int b = 0; b < L->n_buckets; b++)
+                while (L->q[p][b].head)
+                    lane_fail_locked(L, L->q[p][b].head->req, HS_STATUS_SHUTDOWN, 0, &c, "%s", msg);
+        for (int k = 0; L->slots && k < L->n_slots; k++) {
+            struct slot *sl = &L->slots[k];
+            for (int q = 0; q < sl->n_taken; q++)
+                if (!atomic_load(&sl->taken[q]->req->answered))
+                    lane_fail_locked(L, sl->taken[q]->req, HS_STATUS_SHUTDOWN, 0, &c, "%s", msg);
+        }
+        pthread_mutex_unlock(&L->mu);
+        chain_flush(&c);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * introspection
  */

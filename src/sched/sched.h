@@ -162,6 +162,10 @@ double hs_sched_lane_drain_s(struct hs_sched *s, int lane);
  * for windows, and returns once every lane is empty and idle or timeout_ms passed (< 0: no
  * limit). Returns HS_STATUS_TIMEOUT in the latter case. */
 hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms);
+/* Answers every request still queued or in a running batch with HS_STATUS_SHUTDOWN and msg,
+ * and refuses new ones; running batches finish (or not) on their own, writing into no answered
+ * request. The scheduler stays valid until hs_sched_destroy. */
+void hs_sched_abort(struct hs_sched *s, const char *msg);
 
 int hs_sched_lane_count(const struct hs_sched *s);
 const struct hs_lane_opts *hs_sched_lane_opts(const struct hs_sched *s, int lane);

@@ -50,6 +50,9 @@ struct hs_lane_check {
     bool excluded; /* failed with models[].check: exclude: the lane takes no traffic */
 };
 
+/* How long shutdown waits, past drain_timeout_ms, for answered requests to reach clients. */
+#define HS_SERVER_SEND_WAIT_MS 2000
+
 struct hs_predict; /* POST /predict: heads and cascade (predict.c) */
 
 struct hs_server {

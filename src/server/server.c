@@ -464,8 +464,15 @@ hs_status hs_server_shutdown(struct hs_server *s)
     /* A hung engine (injected fault) would hold the drain: faults end with the server. */
     for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
     hs_status st = hs_sched_drain(s->sched, timeout_ms);
-    /* Every answered request still has to reach its client. */
-    int64_t until = t0 + (int64_t)timeout_ms * 1000000;
+    /* What the drain could not finish (a batch in a hung device) is answered now, while the
+     * daemon still runs: a suspended connection may only be resumed on a running daemon, so
+     * every request must be answered and its response sent before MHD_stop_daemon. */
+    if (st != HS_STATUS_OK) {
+        hs_log_warn("shutdown: drain did not finish within %d ms; answering the rest", timeout_ms);
+        hs_sched_abort(s->sched, "server shutting down: drain timed out");
+    }
+    /* Every answered request still has to reach its client (a bound past the drain's). */
+    int64_t until = t0 + ((int64_t)timeout_ms + HS_SERVER_SEND_WAIT_MS) * 1000000;
     pthread_mutex_lock(&s->inflight_mu);
     while (s->inflight > 0) {
         int64_t now = hs_now_ns();
@@ -480,8 +487,10 @@ hs_status hs_server_shutdown(struct hs_server *s)
         ts.tv_nsec = ns % 1000000000;
         pthread_cond_timedwait(&s->inflight_cv, &s->inflight_mu, &ts);
     }
+    const long long unsent = (long long)s->inflight;
     pthread_mutex_unlock(&s->inflight_mu);
-    if (st != HS_STATUS_OK) hs_log_warn("shutdown: drain did not finish within %d ms", timeout_ms);
+    if (st != HS_STATUS_OK && unsent > 0)
+        hs_log_warn("shutdown: %lld response(s) still unsent after the drain", unsent);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     return st;
@@ -490,7 +499,8 @@ hs_status hs_server_shutdown(struct hs_server *s)
 void hs_server_destroy(struct hs_server *s)
 {
     if (!s) return;
-    if (s->daemon) MHD_stop_daemon(s->daemon);
+    /* a running daemon is shut down first: requests are answered before it stops */
+    if (s->daemon) hs_server_shutdown(s);
     for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
     hs_sched_destroy(s->sched); /* answers what is queued: done callbacks use the router */
     hs_router_free(s->router);

@@ -449,6 +449,41 @@ static void deadline_expires_while_running(void **state)
     runner_free(c);
 }
 
+/* Abort (a drain that timed out) answers the running and the queued request at once; the batch,
+ * when it finishes, writes into neither; new requests are refused. */
+static void abort_answers_running_and_queued(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int len = 5;
+    struct treq *t = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    struct treq *q = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    assert_int_equal(hs_sched_submit(s, &q->r), HS_STATUS_OK);
+    hs_sched_abort(s, "drain timed out");
+    assert_true(treq_is_done(t) && treq_is_done(q));
+    assert_int_equal(t->r.status, HS_STATUS_SHUTDOWN);
+    assert_int_equal(q->r.status, HS_STATUS_SHUTDOWN);
+    assert_string_equal(t->r.msg, "drain timed out");
+    struct treq *late = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &late->r), HS_STATUS_SHUTDOWN);
+    gate(c, false);
+    hs_sched_drain(s, 10000);
+    assert_int_equal(t->r.batch_id, 0);
+    treq_free(t);
+    treq_free(q);
+    hs_request_unref(&late->r); /* never accepted: the owner's reference is the last */
+    pthread_mutex_destroy(&late->mu);
+    pthread_cond_destroy(&late->cv);
+    hs_free(late);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
 /* A device that never returns does not hold shutdown: destroy answers the hung batch and
  * returns after HS_SCHED_STOP_WAIT_MS, leaving the batcher behind. */
 static void destroy_with_a_hung_engine_is_bounded(void **state)
@@ -614,6 +649,7 @@ int main(void)
         cmocka_unit_test(engine_failure_answers),
         cmocka_unit_test(concurrent_rejoin),
         cmocka_unit_test(drain_flushes_queue),
+        cmocka_unit_test(abort_answers_running_and_queued),
         cmocka_unit_test(destroy_with_a_hung_engine_is_bounded),
         cmocka_unit_test(bad_options_rejected),
     };
