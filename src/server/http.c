@@ -757,13 +757,14 @@ static void request_clone(struct conn *k, const struct hs_request *from, struct 
     k->reqs[k->n_reqs++] = to;
 }
 
-/* Storage for one more scheduler request of n sequences (arena; MHD thread only). */
-static struct hs_request *request_storage(struct conn *k, size_t n)
+/* Storage for one more scheduler request of n sequences of dim floats out (arena; MHD thread
+ * only). dim comes from the caller: /predict's connections have no k->sm. */
+static struct hs_request *request_storage(struct conn *k, size_t n, int dim)
 {
     struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
     if (!r) return NULL;
     r->seqs = hs_arena_calloc(k->arena, n, sizeof *r->seqs);
-    r->out = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)k->sm->model->config.dims.hidden);
+    r->out = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)dim);
     return r->seqs && r->out ? r : NULL;
 }
 
@@ -881,11 +882,11 @@ static enum MHD_Result embed_begin(struct conn *k)
     const struct hs_router_opts *ro = hs_router_opts(s->router);
     const struct hs_route *route = k->dec.route >= 0 ? &ro->routes[k->dec.route] : NULL;
     if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
-        k->retry = request_storage(k, n);
+        k->retry = request_storage(k, n, m->config.dims.hidden);
     struct hs_request *shadow = NULL;
     if (k->dec.shadow_lane >= 0 &&
         hs_sched_lane_opts(s->sched, k->dec.shadow_lane)->dim == m->config.dims.hidden &&
-        (shadow = request_storage(k, n)) != NULL) {
+        (shadow = request_storage(k, n, m->config.dims.hidden)) != NULL) {
         /* The copy is bulk work: shed before anything a client waits for. */
         request_clone(k, r, shadow, HS_PRIORITY_BATCH, shadow_done);
         k->shadow_route = k->dec.route; /* the comparison is the shadowed route's */
@@ -1406,7 +1407,7 @@ hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_
     const struct hs_route *route = d->route >= 0 ? &ro->routes[d->route] : NULL;
     struct hs_request *retry = NULL;
     if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
-        retry = request_storage(k, (size_t)r->n_seqs);
+        retry = request_storage(k, (size_t)r->n_seqs, hs_sched_lane_opts(s->sched, d->lane)->dim);
     r->done = request_done;
     r->release = request_release;
     r->ctx = k;
