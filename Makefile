@@ -4,7 +4,8 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench bench-serving setup clean asan tsan fuzz format format-check quantized
+.PHONY: all build run test bench bench-serving setup clean asan tsan fuzz format format-check quantized \
+	soak soak-quick
 
 all: build
 
@@ -39,6 +40,20 @@ bench: build
 bench-serving: build
 	bash bench/serving.sh $(BUILD)
 	bash bench/hybrid/run.sh $(BUILD)
+
+# Soak test with faults, not in CI (tests/soak/run.sh, tools/soak/hetsoak.c): the real server on
+# 127.0.0.1 under load swinging between 0.5x and 3x of its measured capacity, with injected
+# engine failures, slow batches and hangs and misbehaving clients, until SOAK_REQUESTS requests
+# are sent; SOAK_MAX_S bounds the whole run. Fails when a response is lost or doubled, the
+# server dies or does not exit 0 on SIGTERM, its RSS grows, or a failover cap is broken.
+# Summary in bench/out/soak/. `make soak-quick`: 20,000 requests, about a minute.
+SOAK_REQUESTS ?= 1000000
+SOAK_MAX_S ?= 3600
+soak: build
+	SOAK_REQUESTS=$(SOAK_REQUESTS) SOAK_MAX_S=$(SOAK_MAX_S) bash tests/soak/run.sh $(BUILD)
+
+soak-quick:
+	$(MAKE) soak SOAK_REQUESTS=20000
 
 asan:
 	$(MAKE) BUILD=build-asan CMAKE_FLAGS="-DHS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" test

@@ -62,6 +62,7 @@ struct conn {
     char *body;
     size_t body_len, body_cap;
     bool body_too_big;
+    bool accepted; /* counted in srv->inflight: the drain on SIGTERM waits for its response */
 
     /* a model request in flight */
     struct hs_request *req; /* the scheduler request that answers (the retry once there is one) */
@@ -125,10 +126,20 @@ static struct conn *conn_new(struct hs_server *s, struct MHD_Connection *c)
     atomic_init(&k->refs, 1);
     k->id = atomic_fetch_add(&s->next_id, 1) + 1;
     k->ts[HS_TS_RECEIVED] = hs_now_ns();
-    pthread_mutex_lock(&s->inflight_mu);
-    s->inflight++;
-    pthread_mutex_unlock(&s->inflight_mu);
     return k;
+}
+
+/* The request is whole (or answered at once): from now on the drain waits for its response.
+ * Not before: a client that stops in the middle of its body (or whose close microhttpd misses,
+ * which happens when the close arrives with the last bytes) would hold the drain until the
+ * connection times out, and a request not yet received is not accepted. */
+static void conn_accept(struct conn *k)
+{
+    if (k->accepted) return;
+    k->accepted = true;
+    pthread_mutex_lock(&k->srv->inflight_mu);
+    k->srv->inflight++;
+    pthread_mutex_unlock(&k->srv->inflight_mu);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -757,13 +768,14 @@ static void request_clone(struct conn *k, const struct hs_request *from, struct 
     k->reqs[k->n_reqs++] = to;
 }
 
-/* Storage for one more scheduler request of n sequences (arena; MHD thread only). */
-static struct hs_request *request_storage(struct conn *k, size_t n)
+/* Storage for one more scheduler request of n sequences of dim floats out (arena; MHD thread
+ * only). dim comes from the caller: /predict's connections have no k->sm. */
+static struct hs_request *request_storage(struct conn *k, size_t n, int dim)
 {
     struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
     if (!r) return NULL;
     r->seqs = hs_arena_calloc(k->arena, n, sizeof *r->seqs);
-    r->out = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)k->sm->model->config.dims.hidden);
+    r->out = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)dim);
     return r->seqs && r->out ? r : NULL;
 }
 
@@ -881,11 +893,11 @@ static enum MHD_Result embed_begin(struct conn *k)
     const struct hs_router_opts *ro = hs_router_opts(s->router);
     const struct hs_route *route = k->dec.route >= 0 ? &ro->routes[k->dec.route] : NULL;
     if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
-        k->retry = request_storage(k, n);
+        k->retry = request_storage(k, n, m->config.dims.hidden);
     struct hs_request *shadow = NULL;
     if (k->dec.shadow_lane >= 0 &&
         hs_sched_lane_opts(s->sched, k->dec.shadow_lane)->dim == m->config.dims.hidden &&
-        (shadow = request_storage(k, n)) != NULL) {
+        (shadow = request_storage(k, n, m->config.dims.hidden)) != NULL) {
         /* The copy is bulk work: shed before anything a client waits for. */
         request_clone(k, r, shadow, HS_PRIORITY_BATCH, shadow_done);
         k->shadow_route = k->dec.route; /* the comparison is the shadowed route's */
@@ -1232,16 +1244,23 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         *con_cls = k;
         bool want_post = false;
         k->ep = endpoint_of(url, &want_post);
-        if (k->ep == EP_NONE) return send_error(k, 404, 0, "no endpoint %s", url);
+        if (k->ep == EP_NONE) {
+            conn_accept(k);
+            return send_error(k, 404, 0, "no endpoint %s", url);
+        }
         bool is_post = !strcmp(method, "POST"), is_get = !strcmp(method, "GET");
-        if (want_post ? !is_post : !is_get)
+        if (want_post ? !is_post : !is_get) {
+            conn_accept(k);
             return send_error(k, 405, 0, "method %s not allowed on %s", method, url);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             long long n = atoll(cl);
-            if (n > s->cfg.limits.body_bytes_max)
+            if (n > s->cfg.limits.body_bytes_max) {
+                conn_accept(k);
                 return send_error(k, 413, 0, "body of %lld bytes; the limit is %lld", n,
                                   (long long)s->cfg.limits.body_bytes_max);
+            }
         }
         return MHD_YES;
     }
@@ -1254,6 +1273,7 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         /* resumed: the scheduler has answered */
         return k->ep == EP_PREDICT ? hs__predict_resume(k) : embed_finish(k);
     }
+    conn_accept(k); /* the whole body is here */
     if (k->body_too_big)
         return send_error(k, 413, 0, "request body exceeds %lld bytes",
                           (long long)s->cfg.limits.body_bytes_max);
@@ -1308,12 +1328,15 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     int n_reqs = k->n_reqs;
     struct hs_request *reqs[CONN_MAX_REQS];
     memcpy(reqs, k->reqs, sizeof reqs);
+    bool accepted = k->accepted;
     for (int i = 0; i < n_reqs; i++) hs_request_unref(reqs[i]);
     conn_unref(k);
-    pthread_mutex_lock(&s->inflight_mu);
-    s->inflight--;
-    pthread_cond_broadcast(&s->inflight_cv);
-    pthread_mutex_unlock(&s->inflight_mu);
+    if (accepted) {
+        pthread_mutex_lock(&s->inflight_mu);
+        s->inflight--;
+        pthread_cond_broadcast(&s->inflight_cv);
+        pthread_mutex_unlock(&s->inflight_mu);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1406,7 +1429,7 @@ hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_
     const struct hs_route *route = d->route >= 0 ? &ro->routes[d->route] : NULL;
     struct hs_request *retry = NULL;
     if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
-        retry = request_storage(k, (size_t)r->n_seqs);
+        retry = request_storage(k, (size_t)r->n_seqs, hs_sched_lane_opts(s->sched, d->lane)->dim);
     r->done = request_done;
     r->release = request_release;
     r->ctx = k;

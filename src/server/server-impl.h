@@ -73,7 +73,7 @@ struct hs_server {
     int port;
     atomic_bool draining;
     atomic_uint_fast64_t next_id;
-    /* requests between their first byte and their completed response */
+    /* requests between their last byte (or an answer at once) and their completed response */
     pthread_mutex_t inflight_mu;
     pthread_cond_t inflight_cv;
     int64_t inflight;

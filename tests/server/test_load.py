@@ -3,6 +3,7 @@
 # thread engine and long sequences make the queue real. Orderings are asserted, never durations.
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -112,6 +113,32 @@ def test_sigterm_during_load_loses_nothing():
             st, _, b = p.join()
             assert st == 200, b
         assert s.wait(timeout=120) == 0
+    finally:
+        s.stop()
+
+
+def test_sigterm_does_not_wait_for_a_body_still_arriving():
+    """A client that stopped in the middle of its body has no accepted request: the drain does
+    not wait for it (it held SIGTERM until drain_timeout_ms and the exit status was 1). The
+    same when microhttpd misses a client's close that came with its last bytes (seen in make
+    soak): the connection would otherwise count until connection_timeout_s."""
+    s = Server("limits:\n  drain_timeout_ms: 20000\n")
+    try:
+        body = json.dumps({"input": ["a body that never finishes arriving"]}).encode()
+        c = socket.create_connection(("127.0.0.1", s.port))
+        c.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                  + body[:len(body) // 2])
+        # whole requests on other connections are answered as before
+        other = Background(s, "/v1/embeddings", {"input": ["a whole request"]})
+        time.sleep(0.3)
+        t = time.monotonic()
+        s.signal()
+        st, _, b = other.join()
+        assert st == 200, b
+        assert s.wait(timeout=60) == 0
+        assert time.monotonic() - t < 10, "the drain waited for the unfinished body"
+        c.close()
     finally:
         s.stop()
 

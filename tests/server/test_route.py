@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hetserve_fixture import MODEL, Server, run_threads
+from hetserve_fixture import MODEL, ROOT, Server, run_threads
 
 
 def engines_yaml():
@@ -341,5 +341,28 @@ def test_hung_engine_times_out_others_served():
         st, h, _ = s.post("/v1/embeddings", {"input": LONG})
         assert st == 200 and route_of(h)[0] == "cpu_b", h
         answered_all(s, 8)
+    finally:
+        s.stop()
+
+
+def test_predict_on_a_route_that_may_retry():
+    """/predict on a route with a failover (so a retry may be prepared): the retry's storage
+    takes its size from the lane's model. A /predict connection has no embedding model of its
+    own, and sizing it from that crashed the server on the first such request (found by make
+    soak)."""
+    head = os.path.join(ROOT, "heads", "all-MiniLM-L6-v2-sentiment.json")
+    cascade = "cascade:\n  small: %s\n  small_head: %s\n" % (os.path.basename(MODEL), head)
+    s = Server(FAULTS % (60000, 2) + cascade, model=None)
+    try:
+        st, h, b = s.post("/predict", {"inputs": [LONG]})
+        assert st == 200 and len(b) == 1 and b[0][0]["label"], b
+        assert route_of(h)[:2] == ("cpu_b", "long"), h
+        # an engine failure: the small stage is retried on the failover route
+        fault(s, engine="cpu_b", fail_next=1)
+        st, h, b = s.post("/predict", {"inputs": [LONG, SHORT]})
+        assert st == 200 and len(b) == 2, b
+        engine, route, policy = route_of(h)
+        assert (engine, route) == ("cpu_a", "short") and policy.startswith("retry"), h
+        answered_all(s, 2)
     finally:
         s.stop()
