@@ -808,6 +808,26 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
     return HS_STATUS_OK;
 }
 
+/* Answers every queued request of L, and with running those of its running batches not yet
+ * answered, HS_STATUS_SHUTDOWN with msg. */
+static void lane_answer_all(struct lane *L, bool running, const char *msg)
+{
+    struct chain c = {NULL};
+    pthread_mutex_lock(&L->mu);
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++)
+        for (int b = 0; b < L->n_buckets; b++)
+            while (L->q[p][b].head)
+                lane_fail_locked(L, L->q[p][b].head->req, HS_STATUS_SHUTDOWN, 0, &c, "%s", msg);
+    for (int k = 0; running && L->slots && k < L->n_slots; k++) {
+        struct slot *sl = &L->slots[k];
+        for (int q = 0; q < sl->n_taken; q++)
+            if (!atomic_load(&sl->taken[q]->req->answered))
+                lane_fail_locked(L, sl->taken[q]->req, HS_STATUS_SHUTDOWN, 0, &c, "%s", msg);
+    }
+    pthread_mutex_unlock(&L->mu);
+    chain_flush(&c);
+}
+
 void hs_sched_destroy(struct hs_sched *s)
 {
     if (!s) return;
@@ -859,15 +879,7 @@ void hs_sched_destroy(struct hs_sched *s)
     if (s->reaper_started) pthread_join(s->reaper, NULL);
     for (int i = 0; i < s->n; i++) {
         struct lane *L = s->lanes[i];
-        struct chain c = {NULL};
-        pthread_mutex_lock(&L->mu);
-        for (int p = 0; p < HS_PRIORITY_COUNT; p++)
-            for (int b = 0; b < L->n_buckets; b++)
-                while (L->q[p][b].head)
-                    lane_fail_locked(L, L->q[p][b].head->req, HS_STATUS_SHUTDOWN, 0, &c,
-                                     "server shutting down");
-        pthread_mutex_unlock(&L->mu);
-        chain_flush(&c);
+        lane_answer_all(L, false, "server shutting down");
         if (!L->abandoned) lane_free(L);
     }
     if (abandoned_any) return; /* its threads may still read the scheduler */
@@ -1089,23 +1101,7 @@ hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms)
 void hs_sched_abort(struct hs_sched *s, const char *msg)
 {
     atomic_store(&s->draining, true);
-    for (int i = 0; i < s->n; i++) {
-        struct lane *L = s->lanes[i];
-        struct chain c = {NULL};
-        pthread_mutex_lock(&L->mu);
-        for (int p = 0; p < HS_PRIORITY_COUNT; p++)
-            for (int b = 0; b < L->n_buckets; b++)
-                while (L->q[p][b].head)
-                    lane_fail_locked(L, L->q[p][b].head->req, HS_STATUS_SHUTDOWN, 0, &c, "%s", msg);
-        for (int k = 0; L->slots && k < L->n_slots; k++) {
-            struct slot *sl = &L->slots[k];
-            for (int q = 0; q < sl->n_taken; q++)
-                if (!atomic_load(&sl->taken[q]->req->answered))
-                    lane_fail_locked(L, sl->taken[q]->req, HS_STATUS_SHUTDOWN, 0, &c, "%s", msg);
-        }
-        pthread_mutex_unlock(&L->mu);
-        chain_flush(&c);
-    }
+    for (int i = 0; i < s->n; i++) lane_answer_all(s->lanes[i], true, msg);
 }
 
 /* ---------------------------------------------------------------------------------------------

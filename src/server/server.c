@@ -116,31 +116,23 @@ static hs_status check_lane(struct hs_server *s, const struct hs_model_cfg *mc,
 
 void hs__server_checks_metrics(const struct hs_server *s, struct hs_buf *b)
 {
-    if (s->n_checks == 0) return;
-    hs_buf_puts(b, "# HELP hetserve_lane_check_cos_min Worst cosine of a lane to its model's f32 "
-                   "reference at load\n# TYPE hetserve_lane_check_cos_min gauge\n");
-    for (int i = 0; i < s->n_checks; i++) {
-        const struct hs_lane_check *c = &s->checks[i];
-        hs_buf_printf(b,
-                      "hetserve_lane_check_cos_min{model=\"%s\",engine=\"%s\",dtype=\"%s\"} "
-                      "%.7f\n",
-                      c->model, c->engine, hs_compute_dtype_name(c->dtype), c->cos_min);
-    }
-    hs_buf_puts(b, "# HELP hetserve_lane_check_cos_mean Mean cosine of a lane to its model's f32 "
-                   "reference at load\n# TYPE hetserve_lane_check_cos_mean gauge\n");
-    for (int i = 0; i < s->n_checks; i++) {
-        const struct hs_lane_check *c = &s->checks[i];
-        hs_buf_printf(b,
-                      "hetserve_lane_check_cos_mean{model=\"%s\",engine=\"%s\",dtype=\"%s\"} "
-                      "%.7f\n",
-                      c->model, c->engine, hs_compute_dtype_name(c->dtype), c->cos_mean);
-    }
-    hs_buf_puts(b, "# HELP hetserve_lane_check_pass 1 when the lane met its tolerance at load (0: "
-                   "it serves no traffic)\n# TYPE hetserve_lane_check_pass gauge\n");
-    for (int i = 0; i < s->n_checks; i++) {
-        const struct hs_lane_check *c = &s->checks[i];
-        hs_buf_printf(b, "hetserve_lane_check_pass{model=\"%s\",engine=\"%s\",dtype=\"%s\"} %d\n",
-                      c->model, c->engine, hs_compute_dtype_name(c->dtype), c->pass ? 1 : 0);
+    static const struct {
+        const char *name, *help;
+    } series[] = {
+        {"cos_min", "Worst cosine of a lane to its model's f32 reference at load"},
+        {"cos_mean", "Mean cosine of a lane to its model's f32 reference at load"},
+        {"pass", "1 when the lane met its tolerance at load (0: it serves no traffic)"},
+    };
+    for (size_t m = 0; s->n_checks && m < sizeof series / sizeof series[0]; m++) {
+        hs_buf_printf(b, "# HELP hetserve_lane_check_%s %s\n# TYPE hetserve_lane_check_%s gauge\n",
+                      series[m].name, series[m].help, series[m].name);
+        for (int i = 0; i < s->n_checks; i++) {
+            const struct hs_lane_check *c = &s->checks[i];
+            const double v = m == 0 ? c->cos_min : m == 1 ? c->cos_mean : (double)c->pass;
+            hs_buf_printf(b,
+                          "hetserve_lane_check_%s{model=\"%s\",engine=\"%s\",dtype=\"%s\"} %.7g\n",
+                          series[m].name, c->model, c->engine, hs_compute_dtype_name(c->dtype), v);
+        }
     }
 }
 
