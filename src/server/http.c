@@ -466,6 +466,40 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
     return 0;
 }
 
+int hs__request_qos(const struct hs_server *s, json_t *root, const char *x_priority,
+                    const char *x_timeout_ms, enum hs_priority *prio, long long *timeout_ms,
+                    char *msg, size_t cap)
+{
+    /* the body's fields win over the headers */
+    *prio = HS_PRIORITY_INTERACTIVE;
+    const char *hp = x_priority;
+    json_t *jp = json_object_get(root, "priority");
+    if (jp && json_is_string(jp))
+        hp = json_string_value(jp);
+    else if (jp && !json_is_null(jp))
+        return body_error(msg, cap, 400, "'priority' must be \"interactive\" or \"batch\"");
+    if (hp) {
+        int p = hs_priority_parse(hp);
+        if (p < 0)
+            return body_error(msg, cap, 400, "priority '%s': expected \"interactive\" or \"batch\"",
+                              hp);
+        *prio = (enum hs_priority)p;
+    }
+    long long t = s->cfg.limits.timeout_ms;
+    if (x_timeout_ms) {
+        char *end;
+        t = strtoll(x_timeout_ms, &end, 10);
+        if (*end || end == x_timeout_ms) t = -1;
+    }
+    json_t *jto = json_object_get(root, "timeout_ms");
+    if (jto && !json_is_null(jto)) t = json_is_integer(jto) ? json_integer_value(jto) : -1;
+    if (t <= 0 || t > s->cfg.limits.timeout_max_ms)
+        return body_error(msg, cap, 400, "timeout_ms must be an integer in [1, %d]",
+                          s->cfg.limits.timeout_max_ms);
+    *timeout_ms = t;
+    return 0;
+}
+
 int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const char *body,
                      size_t len, const char *x_priority, const char *x_timeout_ms, int64_t *ts,
                      struct hs__embed_req *out, char *msg, size_t cap)
@@ -540,39 +574,9 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
         out->post_normalize = normalize && !m->config.dims.normalize;
     }
 
-    /* priority and deadline: the body's fields win over the headers */
-    out->prio = HS_PRIORITY_INTERACTIVE;
-    const char *hp = x_priority;
-    json_t *jp = json_object_get(root, "priority");
-    if (jp && json_is_string(jp))
-        hp = json_string_value(jp);
-    else if (jp && !json_is_null(jp)) {
-        status = body_error(msg, cap, 400, "'priority' must be \"interactive\" or \"batch\"");
-        goto out;
-    }
-    if (hp) {
-        int p = hs_priority_parse(hp);
-        if (p < 0) {
-            status = body_error(msg, cap, 400,
-                                "priority '%s': expected \"interactive\" or \"batch\"", hp);
-            goto out;
-        }
-        out->prio = (enum hs_priority)p;
-    }
-    long long timeout_ms = s->cfg.limits.timeout_ms;
-    if (x_timeout_ms) {
-        char *end;
-        timeout_ms = strtoll(x_timeout_ms, &end, 10);
-        if (*end || end == x_timeout_ms) timeout_ms = -1;
-    }
-    json_t *jto = json_object_get(root, "timeout_ms");
-    if (jto && !json_is_null(jto)) timeout_ms = json_is_integer(jto) ? json_integer_value(jto) : -1;
-    if (timeout_ms <= 0 || timeout_ms > s->cfg.limits.timeout_max_ms) {
-        status = body_error(msg, cap, 400, "timeout_ms must be an integer in [1, %d]",
-                            s->cfg.limits.timeout_max_ms);
-        goto out;
-    }
-    out->timeout_ms = timeout_ms;
+    status =
+        hs__request_qos(s, root, x_priority, x_timeout_ms, &out->prio, &out->timeout_ms, msg, cap);
+    if (status) goto out;
 
     /* inputs */
     bool tokens;

@@ -242,8 +242,9 @@ static struct hs_request *new_request(struct conn *k, struct pstate *ps, struct 
 }
 
 int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct hs_arena *a,
-                       const char *body, size_t len, const char *x_priority, int64_t *ts,
-                       struct hs__predict_req *out, char *msg, size_t cap)
+                       const char *body, size_t len, const char *x_priority,
+                       const char *x_timeout_ms, int64_t *ts, struct hs__predict_req *out,
+                       char *msg, size_t cap)
 {
     memset(out, 0, sizeof *out);
     json_t *root = NULL;
@@ -280,16 +281,9 @@ int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct h
         goto out;
     }
     out->truncate = jt && json_is_true(jt);
-    out->prio = HS_PRIORITY_INTERACTIVE;
-    if (x_priority) {
-        int pr = hs_priority_parse(x_priority);
-        if (pr < 0) {
-            status = 400;
-            snprintf(msg, cap, "X-Priority: expected \"interactive\" or \"batch\"");
-            goto out;
-        }
-        out->prio = (enum hs_priority)pr;
-    }
+    status =
+        hs__request_qos(s, root, x_priority, x_timeout_ms, &out->prio, &out->timeout_ms, msg, cap);
+    if (status) goto out;
     status = tokenize_texts(s, a, sm, out->texts, NULL, n, out->truncate, &out->seqs, msg, cap);
     if (status) goto out;
     out->n = n;
@@ -317,9 +311,9 @@ enum MHD_Result hs__predict_begin(struct conn *k)
     struct hs__predict_req in;
     size_t len = 0;
     const char *body = hs__conn_body(k, &len);
-    int status =
-        hs__predict_decode(s, p->small, hs__conn_arena(k), body, len,
-                           hs__conn_header(k, "X-Priority"), hs__conn_ts(k), &in, msg, sizeof msg);
+    int status = hs__predict_decode(
+        s, p->small, hs__conn_arena(k), body, len, hs__conn_header(k, "X-Priority"),
+        hs__conn_header(k, "X-Timeout-Ms"), hs__conn_ts(k), &in, msg, sizeof msg);
     if (status) return hs__conn_error(k, status, 0, msg);
     enum MHD_Result ret = MHD_YES;
     struct pstate *ps = hs_arena_calloc(hs__conn_arena(k), 1, sizeof *ps);
@@ -333,7 +327,7 @@ enum MHD_Result hs__predict_begin(struct conn *k)
     ps->prio = in.prio;
     ps->n = in.n;
     ps->texts = in.texts;
-    ps->deadline_ns = hs__conn_ts(k)[HS_TS_RECEIVED] + (int64_t)s->cfg.limits.timeout_ms * 1000000;
+    ps->deadline_ns = hs__conn_ts(k)[HS_TS_RECEIVED] + (int64_t)in.timeout_ms * 1000000;
     const int classes = p->small_head->n_classes;
     ps->p_small = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
     ps->p_big = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);

@@ -159,6 +159,13 @@ struct hs__embed_req {
     struct hs_seq *seqs; /* [n]: [CLS] .. [SEP] ids */
     int prompt_tokens;   /* sum of the sequences' tokens */
 };
+/* A request's priority and deadline, the same for every endpoint: the body's "priority" and
+ * "timeout_ms" win over the X-Priority and X-Timeout-Ms headers; default interactive and
+ * limits.timeout_ms; 0 or a 400 status with msg. */
+int hs__request_qos(const struct hs_server *s, json_t *root, const char *x_priority,
+                    const char *x_timeout_ms, enum hs_priority *prio, long long *timeout_ms,
+                    char *msg, size_t cap);
+
 int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const char *body,
                      size_t len, const char *x_priority, const char *x_timeout_ms, int64_t *ts,
                      struct hs__embed_req *out, char *msg, size_t cap);
@@ -173,18 +180,20 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                    const struct hs_served_model *sm, json_t *text, size_t idx, bool truncate,
                    struct hs_seq *seq, char *msg, size_t cap);
 
-/* POST /predict: the inputs (one string or an array of them), truncate and the X-Priority
- * header (NULL when absent), the texts tokenized for sm, the model that classifies first. */
+/* POST /predict: the inputs (one string or an array of them), truncate, priority and deadline
+ * (hs__request_qos), the texts tokenized for sm, the model that classifies first. */
 struct hs__predict_req {
     bool single; /* "inputs" was one string */
     bool truncate;
     enum hs_priority prio;
+    long long timeout_ms;
     size_t n;            /* inputs, >= 1 */
     json_t *texts;       /* the inputs as an array: a new reference, the caller's to release */
     struct hs_seq *seqs; /* [n], tokenized for sm */
 };
 int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct hs_arena *a,
-                       const char *body, size_t len, const char *x_priority, int64_t *ts,
-                       struct hs__predict_req *out, char *msg, size_t cap);
+                       const char *body, size_t len, const char *x_priority,
+                       const char *x_timeout_ms, int64_t *ts, struct hs__predict_req *out,
+                       char *msg, size_t cap);
 
 #endif

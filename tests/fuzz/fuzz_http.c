@@ -203,13 +203,15 @@ static void tokenize(const char *body, size_t len, struct hs_arena *a)
     json_decref(out);
 }
 
-static void predict(const char *body, size_t len, const char *prio, struct hs_arena *a)
+static void predict(const char *body, size_t len, const char *prio, const char *timeout_hdr,
+                    struct hs_arena *a)
 {
     struct hs__predict_req q;
     char msg[512]; /* predict.c's size */
     struct hs_served_model *sm = &srv->models[0];
     fail_allocs();
-    int st = hs__predict_decode(srv, sm, a, body, len, prio, NULL, &q, msg, sizeof msg);
+    int st =
+        hs__predict_decode(srv, sm, a, body, len, prio, timeout_hdr, NULL, &q, msg, sizeof msg);
     if (oom && !st) json_decref(q.texts); /* (while jansson still has the allocator that made it) */
     if (oom_answer(st)) return;
     if (st) {
@@ -219,6 +221,7 @@ static void predict(const char *body, size_t len, const char *prio, struct hs_ar
     FUZZ_CHECK(q.n >= 1 && q.n <= (size_t)srv->cfg.limits.items_max);
     FUZZ_CHECK(json_is_array(q.texts) && json_array_size(q.texts) == q.n);
     FUZZ_CHECK(!q.single || q.n == 1);
+    FUZZ_CHECK(q.timeout_ms >= 1 && q.timeout_ms <= srv->cfg.limits.timeout_max_ms);
     check_texts(sm, q.texts, q.seqs, q.n, q.truncate);
     json_decref(q.texts);
 }
@@ -282,7 +285,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         else if (!strcmp(path, "/tokenize"))
             tokenize(body, len, a);
         else if (!strcmp(path, "/predict"))
-            predict(body, len, prio, a);
+            predict(body, len, prio, timeout, a);
         hs_arena_destroy(a);
         FUZZ_CHECK(hs_alloc_live() == live);
     }

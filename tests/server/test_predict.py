@@ -298,3 +298,27 @@ cascade:
         assert [r[0]["label"] for r in body[:4]] == ["positive"] * 2 + ["negative"] * 2
     finally:
         s.stop()
+
+
+def test_deadline_and_priority_like_embed(tmpdir_heads):
+    # /predict reads priority and timeout_ms (body) or X-Priority / X-Timeout-Ms (headers) as
+    # /embed does, with the same errors
+    s = start(tmpdir_heads, 0.7, 1.0)
+    try:
+        for body, headers in [({"inputs": "x", "timeout_ms": 0}, None),
+                              ({"inputs": "x", "timeout_ms": "soon"}, None),
+                              ({"inputs": "x"}, {"X-Timeout-Ms": "ten"}),
+                              ({"inputs": "x", "priority": "urgent"}, None),
+                              ({"inputs": "x"}, {"X-Priority": "urgent"}),
+                              ({"inputs": "x", "timeout_ms": 10 ** 9}, None)]:
+            st, _, err = s.post("/predict", body, headers=headers)
+            assert st == 400, (body, headers, st, err)
+            assert "timeout_ms" in err["error"]["message"] or "priority" in err["error"]["message"].lower()
+        st, _, ok = s.post("/predict", {"inputs": ["fine film"], "timeout_ms": 60000,
+                                        "priority": "batch"})
+        assert st == 200 and len(ok) == 1
+        st, _, ok = s.post("/predict", {"inputs": "fine film"},
+                           headers={"X-Timeout-Ms": "60000", "X-Priority": "interactive"})
+        assert st == 200
+    finally:
+        s.stop()
