@@ -4,6 +4,7 @@
 #include <dnnl.h>
 #include <omp.h>
 #include <pthread.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -377,6 +378,67 @@ static float quant_row(const float *x, const float *mul, int8_t *q, int k, float
     return amax / 127.0f;
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* quant_row with AVX-512: gcc does not vectorize the float max reduction above (maxps is not
+ * its max for NaN and -0), which made quantization 40 % of an int8 batch. Rounds to nearest
+ * even; a row's result depends only on the row. */
+__attribute__((target("avx512f,avx512bw"))) static float
+quant_row_avx512(const float *x, const float *mul, int8_t *q, int k)
+{
+    __m512 vmax = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= k; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+    }
+    float amax = _mm512_reduce_max_ps(vmax);
+    for (int j = i; j < k; j++) {
+        float a = x[j] * (mul ? mul[j] : 1.0f);
+        a = a < 0.0f ? -a : a;
+        amax = a > amax ? a : amax;
+    }
+    if (!(amax > 0.0f)) {
+        memset(q, 0, (size_t)k);
+        return 0.0f;
+    }
+    const float inv = 127.0f / amax;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    for (i = 0; i + 16 <= k; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
+        __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(v, vinv));
+        _mm_storeu_si128((__m128i *)(void *)(q + i), _mm512_cvtsepi32_epi8(r));
+    }
+    for (int j = i; j < k; j++) {
+        float v = x[j] * (mul ? mul[j] : 1.0f) * inv;
+        q[j] = (int8_t)(int)nearbyintf(v);
+    }
+    return amax / 127.0f;
+}
+
+static int have_avx512bw(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512bw") ? 1 : 0;
+    }
+    return cached;
+}
+#else
+static float quant_row_avx512(const float *x, const float *mul, int8_t *q, int k)
+{
+    (void)x, (void)mul, (void)q, (void)k;
+    return 0.0f;
+}
+static int have_avx512bw(void)
+{
+    return 0;
+}
+#endif
+
 /* The same with a fixed scale: values beyond +-127 steps saturate. */
 HS_CLONES
 static void quant_row_static(const float *x, const float *mul, int8_t *q, int k, float inv_scale)
@@ -421,12 +483,16 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         return -1;
     }
     const int i8 = w->dtype == HS_DTYPE_I8;
+    const int avx512 = i8 && have_avx512bw();
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int r = 0; r < rows; r++) {
         if (i8 && w->act_scale > 0.0f) {
             quant_row_static(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k,
                              1.0f / w->act_scale);
             sx[r] = w->act_scale;
+        } else if (i8 && avx512) {
+            sx[r] = quant_row_avx512(x + (size_t)r * k, w->inv_smooth,
+                                     (int8_t *)qsrc + (size_t)r * k, k);
         } else if (i8) {
             float tmp[k > 0 && w->inv_smooth ? k : 1];
             sx[r] =
