@@ -179,6 +179,14 @@ int hs_cmd_verify(int argc, char **argv)
             for (int dt = 0; dt < HS_DTYPE_COUNT; dt++) {
                 if (!(k->dtypes & (1u << dt))) continue;
                 if (dtype_only >= 0 && dt != dtype_only) continue;
+                if (dt == HS_DTYPE_I8 && dtype_only < 0 &&
+                    !(m->quant && m->quant->dtype == HS_DTYPE_I8)) {
+                    /* int8 is meant to run with a plan: asked for explicitly, it runs anyway */
+                    printf("%-10s %-6s %-5s skipped: %s has no int8 quantization plan "
+                           "(hetserve quantize; or --dtype int8 to check it raw)\n",
+                           hs_engine_name(e), kind, "int8", m->name);
+                    continue;
+                }
                 struct hs_verify_tolerance tol;
                 hs_verify_default_tolerance((enum hs_dtype)dt, &tol);
                 if (tol_min >= -1.0) tol.cos_min = tol_min; /* given on the command line */
