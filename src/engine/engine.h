@@ -76,6 +76,9 @@ struct hs_ws_spec {
     int tokens_max; /* sum of lengths */
     int seq_max;    /* longest sequence */
     const struct hs_encoder_dims *dims;
+    /* compute dtypes the stages run on this workspace will use (1u << HS_DTYPE_x); 0 = not
+     * known: the engine prepares for every dtype it computes in */
+    uint32_t dtypes;
 };
 
 struct hs_engine_iface {

@@ -92,6 +92,17 @@ void hs_executor_free(struct hs_executor *x)
     hs_free(x);
 }
 
+/* Stage i's compute dtype: f32 where the placement or the model's quantization plan keeps it,
+ * else the executor's. */
+static enum hs_dtype stage_dtype(const struct hs_model *m, const struct hs_placement *plan,
+                                 const struct hs_executor_opts *o, int i)
+{
+    bool keep =
+        plan->keep_f32[i] || (!o->no_quant_plan && m->quant && m->quant->dtype == o->dtype &&
+                              i < HS_QUANT_MAX_STAGES && m->quant->keep_f32[i]);
+    return keep ? HS_DTYPE_F32 : o->dtype;
+}
+
 hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement *plan,
                              const struct hs_executor_opts *opts, struct hs_executor **out,
                              struct hs_error *err)
@@ -149,6 +160,9 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
                               .seq_max = o.seq_max,
                               .dims = &m->config.dims};
     for (int k = 0; k < x->n_eng; k++) {
+        spec.dtypes = 0; /* what this engine's stages compute in */
+        for (int i = 0; i < m->n_stages; i++)
+            if (x->stage_eng[i] == k) spec.dtypes |= 1u << stage_dtype(m, plan, &o, i);
         x->eng[k].ws = hs_calloc((size_t)o.slots, sizeof(void *));
         if (!x->eng[k].ws) goto oom;
         for (int s = 0; s < o.slots; s++) {
@@ -160,10 +174,7 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
         }
     }
     for (int i = 0; i < m->n_stages; i++) {
-        bool keep =
-            plan->keep_f32[i] || (!o.no_quant_plan && m->quant && m->quant->dtype == o.dtype &&
-                                  i < HS_QUANT_MAX_STAGES && m->quant->keep_f32[i]);
-        enum hs_dtype dtype = keep ? HS_DTYPE_F32 : o.dtype;
+        enum hs_dtype dtype = stage_dtype(m, plan, &o, i);
         hs_status st = hs_engine_stage_prepare(x->eng[x->stage_eng[i]].engine, &m->stages[i], dtype,
                                                &x->prep[i], err);
         if (st != HS_STATUS_OK) {

@@ -295,6 +295,48 @@ static void preparations_are_shared_between_engines(void **state)
     rand_model_free(rm);
 }
 
+/* A workspace made for f32 stages holds no int8 / bf16 buffers; a reduced-precision stage run
+ * on it is refused with a reason, not run on missing memory. */
+static void f32_workspace_refuses_reduced_stages(void **state)
+{
+    (void)state;
+    struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F32);
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = 1}, &e, &err), 0);
+    struct hs_engine_caps caps;
+    hs_engine_caps(e, &caps);
+    if (!(caps.dtypes & (1u << HS_DTYPE_BF16))) {
+        hs_engine_destroy(e);
+        rand_model_free(rm);
+        skip();
+    }
+    struct hs_ws_spec spec = {.batch_max = 1,
+                              .tokens_max = 8,
+                              .seq_max = 8,
+                              .dims = &rm->model.config.dims,
+                              .dtypes = 1u << HS_DTYPE_F32};
+    void *ws = NULL, *p_embed = NULL, *p_attn = NULL;
+    assert_int_equal(hs_engine_ws_create(e, &spec, &ws, &err), 0);
+    assert_int_equal(hs_engine_stage_prepare(e, &rm->model.stages[0], HS_DTYPE_F32, &p_embed, &err),
+                     0);
+    assert_int_equal(hs_engine_stage_prepare(e, &rm->model.stages[1], HS_DTYPE_BF16, &p_attn, &err),
+                     0);
+    int32_t ids[4] = {1, 2, 3, 4}, off[2] = {0, 4}, len[1] = {4};
+    struct hs_batch b = {
+        .n_seqs = 1, .seq_max = 8, .n_tokens = 4, .ids = ids, .lengths = len, .offsets = off};
+    assert_int_equal(hs_engine_batch_begin(e, ws, &b, &err), 0);
+    assert_int_equal(hs_engine_run_stage(e, ws, &rm->model.stages[0], p_embed, &err), 0);
+    assert_int_equal(hs_engine_run_stage(e, ws, &rm->model.stages[1], p_attn, &err),
+                     HS_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "f32 only"));
+    hs_engine_stage_release(e, p_embed);
+    hs_engine_stage_release(e, p_attn);
+    hs_engine_ws_destroy(e, ws);
+    hs_engine_destroy(e);
+    rand_model_free(rm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +349,7 @@ int main(void)
         cmocka_unit_test(layer_split_equals_single_engine),
         cmocka_unit_test(core_set_pins_the_team),
         cmocka_unit_test(preparations_are_shared_between_engines),
+        cmocka_unit_test(f32_workspace_refuses_reduced_stages),
     };
     return cmocka_run_group_tests_name("cpu_engine", tests, NULL, NULL);
 }

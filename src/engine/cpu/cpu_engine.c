@@ -334,9 +334,11 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
             sizeof(float),
         64);
     w->pad = hs_malloc_aligned((size_t)c->threads * 8 * wide * sizeof(float), 64);
-    {
-        /* int8 / bf16 layers: made for every workspace (a workspace does not know its stages'
-         * dtypes); the cache itself stays empty until a reduced-precision stage runs */
+    /* int8 / bf16 layers (tens of MB at the default batch limits): only for workspaces whose
+     * stages may run in those dtypes; the primitive cache fills on first use of a shape */
+    const uint32_t reduced = (1u << HS_DTYPE_I8) | (1u << HS_DTYPE_BF16);
+    const bool want_ql = spec->dtypes == 0 || (spec->dtypes & reduced);
+    if (want_ql) {
         const int rows = spec->tokens_max + c->threads * HS_QL_ROW_PAD;
         const size_t widest = 3 * H > I ? 3 * H : I;
         hs_status qs = hs__ql_cache_create(c->threads, &w->ql, err);
@@ -348,9 +350,9 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
         w->ql_sx = hs_malloc_aligned(sizeof(float) * (size_t)rows, 64);
         w->ql_acc = hs_malloc_aligned(sizeof(int32_t) * (size_t)rows * widest, 64);
     }
-    if (!w->ql_src || !w->ql_sx || !w->ql_acc || !w->ids || !w->type_ids || !w->pos_ids ||
-        !w->offsets || !w->hidden || !w->qkv || !w->tmp || !w->tmp2 || !w->pooled || !w->scratch ||
-        !w->pad) {
+    if ((want_ql && (!w->ql_src || !w->ql_sx || !w->ql_acc)) || !w->ids || !w->type_ids ||
+        !w->pos_ids || !w->offsets || !w->hidden || !w->qkv || !w->tmp || !w->tmp2 || !w->pooled ||
+        !w->scratch || !w->pad) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -463,6 +465,12 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
 {
     if (sc->p->dtype == HS_DTYPE_I8 || sc->p->dtype == HS_DTYPE_BF16) {
         struct cpu_ws *w = sc->w;
+        if (!w->ql) {
+            hs_error_set(sc->err, HS_STATUS_INVALID_ARGUMENT,
+                         "cpu: a %s stage on a workspace made for f32 only (hs_ws_spec.dtypes)",
+                         hs_compute_dtype_name(sc->p->dtype));
+            return -1;
+        }
         const struct hs_ql_weights *q = &sc->p->ql[which];
         const size_t widest =
             (size_t)(3 * w->dims.hidden > w->dims.intermediate ? 3 * w->dims.hidden
