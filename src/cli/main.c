@@ -49,11 +49,8 @@ hs_status hs_cli_parse_engine(const char *spec, char *kind, size_t kind_size, in
         *device = (int)d;
     }
     if (!hs_engine_kind_find(kind)) {
-        char known[256] = "";
-        size_t used = 0;
-        for (int i = 0; i < hs_engine_kind_count() && used < sizeof known; i++)
-            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                                     hs_engine_kind_at(i)->name);
+        char known[256];
+        hs_engine_kind_names(known, sizeof known);
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "unknown engine kind '%s' (known: %s)",
                             kind, known);
     }

@@ -166,6 +166,8 @@ int hs_engine_kind_count(void);
 const struct hs_engine_kind *hs_engine_kind_at(int i);
 /* The kind named name, NULL when no such kind is registered. */
 const struct hs_engine_kind *hs_engine_kind_find(const char *name);
+/* Writes the registered kinds' names as "cpu, cuda" into buf (for error messages). */
+void hs_engine_kind_names(char *buf, size_t n);
 /* True when this binary has the kind's implementation. */
 bool hs_engine_kind_built(const struct hs_engine_kind *k);
 /* Devices of the kind present now (0 when not built or none). */

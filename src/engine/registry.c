@@ -1,6 +1,7 @@
 /* The registry of engine kinds: one line per kind. A kind's entry (struct hs_engine_kind) is
  * defined in its own folder, engine/<kind>/kind.c, which every build compiles; the entry's
  * create and device_count are NULL where the kind's implementation was not built in. */
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -35,6 +36,14 @@ const struct hs_engine_kind *hs_engine_kind_find(const char *name)
     for (int i = 0; i < hs_engine_kind_count(); i++)
         if (!strcmp(kinds[i]->name, name)) return kinds[i];
     return NULL;
+}
+
+void hs_engine_kind_names(char *buf, size_t n)
+{
+    size_t used = 0;
+    if (n) buf[0] = '\0';
+    for (int i = 0; i < hs_engine_kind_count() && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", kinds[i]->name);
 }
 
 bool hs_engine_kind_built(const struct hs_engine_kind *k)

@@ -669,11 +669,8 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
                 return BAD("engine name '%s' used twice", e->name);
         const struct hs_engine_kind *k = hs_engine_kind_find(e->kind);
         if (!k) {
-            char known[256] = "";
-            size_t used = 0;
-            for (int j = 0; j < hs_engine_kind_count() && used < sizeof known; j++)
-                used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", j ? ", " : "",
-                                         hs_engine_kind_at(j)->name);
+            char known[256];
+            hs_engine_kind_names(known, sizeof known);
             return BAD("engine '%s': unknown kind '%s' (known: %s)", e->name, e->kind, known);
         }
         int dt = e->dtype[0] ? hs_compute_dtype_parse(e->dtype) : (int)k->native;
