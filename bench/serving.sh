@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# bench/serving.sh — what the serving layer buys and what it costs (issue 3).
+# bench/serving.sh — what the serving layer holds under load, and what it costs (issues 3, 10).
 #
 #   bench/serving.sh [BUILD] [--quick] [--out DIR]
 #
-# 1. Batching on vs off, same offered load, short texts (8-32 tokens):
-#      A: batch_window_us 2000, batch_max 32 (the defaults)
-#      B: batch_window_us 0,    batch_max 1  (every request is its own batch)
-#    Both capacities are measured first (closed loop); then both configs get the same open-loop
-#    Poisson rates, at 0.8x, 2x and 4x B's capacity and 0.9x A's (same seed, so the same
-#    arrivals). The report gives throughput (2xx/s) and P95 of each and the ratios A/B. Target:
-#    >= 3x the throughput at equal or better P95, counted only where A keeps up.
-# 2. Server overhead at low load (open loop, ~10 % of B's capacity), per request from
-#    Server-Timing: end-to-end (client) minus engine time (copy_in + compute + copy_out), split
-#    into client-vs-server (HTTP, kernel, client), queue wait, and the server's own stages.
-#    Measured on B (no batching window: pure machinery) and on A (adds the window's wait).
-#    Target: overhead <= 3 % of end-to-end at P50.
+# The server runs with its default settings (config A below names only the engine and model,
+# plus a loopback host); the client is hetbench on the same machine, short generated texts.
+# 1. Capacity: A's closed-loop throughput (96 clients), and the engine alone (bench_cpu, no
+#    server running) at batch 32 and the mean request length of that run: the server's batched
+#    throughput as a share of the engine's own ceiling (target >= 90 %). B (batch_window_us 0,
+#    batch_max 1: every request its own batch) is measured too, for the A/B batching ratio.
+# 2. Overload: open-loop Poisson arrivals at 0.9x, 1.5x and 3x A's capacity. Per point: goodput
+#    (2xx/s) and goodput/capacity (target >= 90 % at every point), P50/P99 of the 2xx (within
+#    their deadline: the default 10 s, and admission's wait_max_ms), 429 (refused at admission,
+#    with Retry-After) and 504 counts, and admission's prediction checked against what happened
+#    (hetserve_prediction_ratio from /metrics, before and after the point).
+# 3. Sharing the cores: the 1.5x point again with a competing busy process on the machine; the
+#    slowest batch (compute) and goodput (target: no 350 ms batches, the old OpenMP stall).
+# 4. Server overhead at low load (open loop, ~10 % of B's capacity), per request from
+#    Server-Timing: end-to-end minus engine time, split into client-vs-server (HTTP, kernel,
+#    client), queue wait, and the server's own stages; on B (no window) and on A.
 #
-# SERVING_RATES="R1 R2 ..." replaces the rates derived from B's capacity (a noisy machine can
-# mis-measure it); SERVING_DURATION_S sets the run length (default 12 s).
-# Numbers are printed, never judged against absolute times. Everything goes to loopback only.
-# Output: DIR (default bench/out/serving): summary.txt, one JSON + CSV per hetbench run, server
-# logs. --quick: 3 s runs, to check the script (numbers meaningless). Bounded: ~5 min default.
+# SERVING_RATES="R1 R2 ..." replaces the overload rates; SERVING_DURATION_S sets the run length
+# (default 12 s). Numbers are printed, never judged against absolute times. Loopback only.
+# Output: DIR (default bench/out/serving): summary.txt, one JSON + CSV per hetbench run, metrics
+# snapshots, server logs. --quick: 3 s runs, to check the script (numbers meaningless).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=3; WARMUP=1 ;;
     --out) OUTDIR=$2; shift ;;
-    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,28p "$0"; exit 0 ;;
     -*) echo "serving.sh: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1 ;;
   esac
@@ -44,26 +47,16 @@ MODEL=${HS_MODEL_DIR:-models/all-MiniLM-L6-v2}
 
 . bench/lib.sh
 hs_bench_init "$BUILD" "$OUTDIR" || exit 1
-rm -f "$BENCH_OUT"/*.json "$BENCH_OUT"/*.csv
+rm -f "$BENCH_OUT"/*.json "$BENCH_OUT"/*.csv "$BENCH_OUT"/*.metrics "$BENCH_OUT"/engine*.jsonl
 
-write_config() { # file window_us batch_max
-  cat >"$1" <<EOF
-server:
-  host: "127.0.0.1"
-engines:
-  - name: cpu0
-    kind: cpu
-models:
-  - path: "$MODEL"
-    engine: cpu0
-batching:
-  batch_window_us: $2
-  batch_max: $3
-limits:
-  timeout_ms: 10000
-EOF
+write_config() { # file [window_us batch_max]
+  {
+    printf 'server:\n  host: "127.0.0.1"\nengines:\n  - name: cpu0\n    kind: cpu\n'
+    printf 'models:\n  - path: "%s"\n    engine: cpu0\n' "$MODEL"
+    [ $# -gt 1 ] && printf 'batching:\n  batch_window_us: %s\n  batch_max: %s\n' "$2" "$3"
+  } >"$1"
 }
-write_config "$BENCH_TMP/A.yaml" 2000 32
+write_config "$BENCH_TMP/A.yaml"
 write_config "$BENCH_TMP/B.yaml" 0 1
 cp "$BENCH_TMP/A.yaml" "$BENCH_OUT/config-A.yaml"
 cp "$BENCH_TMP/B.yaml" "$BENCH_OUT/config-B.yaml"
@@ -75,53 +68,62 @@ bench() { # tag hetbench-load-options...
   "$HETBENCH" --url "$SERVER_URL" --lengths "$LENGTHS" --seed 7 --timeout-ms 20000 --quiet \
     --json --csv "$BENCH_OUT/$tag.csv" "$@" >"$BENCH_OUT/$tag.json"
 }
+metrics() { curl -s --noproxy '*' "$SERVER_URL/metrics" >"$BENCH_OUT/$1.metrics"; }
 warm() { # first batches of each shape pay one-time costs (page faults, GEMM setup)
   "$HETBENCH" --url "$SERVER_URL" --lengths "$LENGTHS" --concurrency 4 --requests 100 --quiet \
     --json >/dev/null 2>&1
 }
-rps_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["all"]["rps"])' "$1"; }
+field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["all"][sys.argv[2]])' "$1" "$2"; }
 
 { echo "# serving benchmark, $(hs_load_note)"; } >"$BENCH_OUT/load.txt"
-
-# --- the engine's own batching gain: the ceiling of what the server can show ---------------------
-# (a single sequence is already 16-32 GEMM rows, so batching gains less on an encoder than on a
-# decoder; the server cannot beat the engine's batch-32 / batch-1 ratio at equal P95)
-if [ -x "$BUILD/bench_cpu" ]; then
-  echo "serving: engine alone (bench_cpu, $(nproc) threads; the first 32x32 warms up): 1x16 1x32 32x16 32x32"
-  "$BUILD/bench_cpu" --model "$MODEL" --threads "$(nproc)" --shapes 32x32,1x16,1x32,32x16,32x32 \
-    --seconds "$((DURATION / 4 + 1))" --no-peak 2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
-fi
 echo "serving: load before: $(hs_load_note)"
 
-# --- capacities: A's (closed loop, 64 clients), then B's (4 clients) -------------------------------
-hs_server_start A "$BENCH_TMP/A.yaml" || exit 1
-echo "serving: config A (batching) at $SERVER_URL"
-warm
-bench A-capacity --concurrency 64 --duration "$DURATION" --warmup "$WARMUP" || exit 1
-CAP_A=$(rps_of "$BENCH_OUT/A-capacity.json")
-hs_server_stop || echo "serving: server A exited non-zero" >&2
-
+# --- B: no batching (capacity, low-load overhead) -------------------------------------------------
 hs_server_start B "$BENCH_TMP/B.yaml" || exit 1
 echo "serving: config B (no batching) at $SERVER_URL"
 warm
 bench B-capacity --concurrency 4 --duration "$DURATION" --warmup "$WARMUP" || exit 1
-CAP_B=$(rps_of "$BENCH_OUT/B-capacity.json")
-echo "serving: capacity A ~ $CAP_A req/s, B ~ $CAP_B req/s (closed loop)"
-# 0.8x, 2x, 4x B's capacity, and 0.9x A's: where A still keeps up and B is furthest past its own
-RATES=${SERVING_RATES:-}
-[ -n "$RATES" ] || RATES=$(python3 -c 'import sys; b, a = float(sys.argv[1]), float(sys.argv[2]); print(" ".join(sorted({"%.1f" % max(1.0, x) for x in (0.8*b, 2*b, 4*b, 0.9*a)}, key=float)))' "$CAP_B" "$CAP_A")
+CAP_B=$(field "$BENCH_OUT/B-capacity.json" rps)
 LOW=$(python3 -c 'import sys; print("%.1f" % min(20.0, max(2.0, float(sys.argv[1]) * 0.1)))' "$CAP_B")
-echo "serving: open-loop rates $RATES req/s; low load $LOW req/s"
-for r in $RATES; do bench "B-rate-$r" --rate "$r" --duration "$DURATION" --warmup "$WARMUP"; done
 bench B-low --rate "$LOW" --duration $((DURATION + 8)) --warmup "$WARMUP"
 hs_server_stop || echo "serving: server B exited non-zero" >&2
 
-# --- A at the same rates ---------------------------------------------------------------------------
+# --- A: the defaults -----------------------------------------------------------------------------
 hs_server_start A "$BENCH_TMP/A.yaml" || exit 1
+echo "serving: config A (defaults) at $SERVER_URL"
 warm
-for r in $RATES; do bench "A-rate-$r" --rate "$r" --duration "$DURATION" --warmup "$WARMUP"; done
+bench A-capacity --concurrency 96 --duration "$DURATION" --warmup "$WARMUP" || exit 1
+CAP_A=$(field "$BENCH_OUT/A-capacity.json" rps)
+echo "serving: capacity A ~ $CAP_A req/s, B ~ $CAP_B req/s (closed loop)"
+RATES=${SERVING_RATES:-$(python3 -c 'import sys; a = float(sys.argv[1]); print(" ".join("%.1f" % (m * a) for m in (0.9, 1.5, 3.0)))' "$CAP_A")}
+echo "serving: overload rates $RATES req/s"
+for r in $RATES; do
+  metrics "A-rate-$r.before"
+  bench "A-rate-$r" --rate "$r" --duration "$DURATION" --warmup "$WARMUP"
+  metrics "A-rate-$r.after"
+done
+# the middle rate again, with a process spinning on the machine (it shares the engine's cores)
+BUSY_RATE=$(echo "$RATES" | awk '{print $(NF > 1 ? 2 : 1)}')
+sh -c 'while :; do :; done' &
+BUSY_PID=$!
+metrics "A-busy-$BUSY_RATE.before"
+bench "A-busy-$BUSY_RATE" --rate "$BUSY_RATE" --duration "$DURATION" --warmup "$WARMUP"
+metrics "A-busy-$BUSY_RATE.after"
+kill "$BUSY_PID" 2>/dev/null
+wait "$BUSY_PID" 2>/dev/null
 bench A-low --rate "$LOW" --duration $((DURATION + 8)) --warmup "$WARMUP"
 hs_server_stop || echo "serving: server A exited non-zero" >&2
+
+# --- the engine alone, no server running: batch 1 and 32 at 16/32 tokens, and batch 32 at the
+# mean request length of A's capacity run (the same shapes the server's batches had) -------------
+if [ -x "$BUILD/bench_cpu" ]; then
+  MEAN=$(python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))["all"]; print(max(1, round(a["tokens_ok"] / max(1, a["items_ok"]))))' "$BENCH_OUT/A-capacity.json")
+  echo "serving: engine alone (bench_cpu, $(nproc) threads; mean request length $MEAN tokens)"
+  "$BUILD/bench_cpu" --model "$MODEL" --threads "$(nproc)" \
+    --shapes "32x32,1x16,1x32,32x16,32x32,32x$MEAN" --seconds "$((DURATION / 4 + 1))" --no-peak \
+    2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
+  echo "$MEAN" >"$BENCH_OUT/engine-mean-len.txt"
+fi
 
 echo "serving: load after: $(hs_load_note)"
 { echo "# load after: $(hs_load_note)"; } >>"$BENCH_OUT/load.txt"

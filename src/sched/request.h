@@ -87,10 +87,13 @@ struct hs_request {
     /* --- the result, valid in done (and after a failed submit) --- */
     hs_status status;
     char msg[256];
-    double retry_after_s; /* for HS_STATUS_OVERLOADED: predicted drain time */
-    int lane;             /* index of the queue the router chose; -1 before routing */
-    int in_batch_timeout; /* HS_STATUS_TIMEOUT reached while its batch ran (engine too slow) */
-    uint64_t batch_id;    /* last batch that carried one of its sequences */
+    double retry_after_s;  /* for HS_STATUS_OVERLOADED: predicted drain time */
+    int lane;              /* index of the queue the router chose; -1 before routing */
+    int in_batch_timeout;  /* HS_STATUS_TIMEOUT while its batch ran past twice its predicted
+                              time (the engine too slow, not the queue too long) */
+    uint64_t batch_id;     /* last batch that carried one of its sequences */
+    double predicted_s;    /* admission's predicted wait from enqueue to answer, seconds */
+    double predicted_bias; /* the lane's bias factor that prediction included */
 
     /* --- scheduler-owned --- */
     atomic_int refs;

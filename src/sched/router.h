@@ -28,12 +28,12 @@
  * else the default route. Rules naming a route of another model than the request's are skipped.
  *
  * Protection. One circuit breaker per engine, fed with request outcomes
- * (hs_router_on_result): engine errors, timeouts inside a running batch and batches slower
- * than latency_max_ms are failures. Closed -> open when, over the last window_requests
- * outcomes (at least min_requests), the failure share reaches error_ratio_max; open -> half-
- * open after open_ms; half-open admits half_open_probes probe requests: all succeed -> closed,
- * one fails -> open again. Retries (a request that failed with an engine error, sent once more
- * to another lane or the failover route) draw from a budget: every routed request deposits
+ * (hs_router_on_result): engine errors, timeouts inside a batch that overran twice its predicted
+ * time and batches slower than latency_max_ms are failures. Closed -> open when, over the last
+ * window_requests outcomes (at least min_requests), the failure share reaches error_ratio_max; open
+ * -> half- open after open_ms; half-open admits half_open_probes probe requests: all succeed ->
+ * closed, one fails -> open again. Retries (a request that failed with an engine error, sent once
+ * more to another lane or the failover route) draw from a budget: every routed request deposits
  * budget_ratio tokens up to budget_max, a retry takes one; without a token, no retry. When
  * routing itself fails (no route serves the model, no lane fits the request), the single-engine
  * fallback serves it: the fallback lane (or the model's first lane), breakers ignored.

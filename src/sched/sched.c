@@ -1,6 +1,7 @@
 #include "sched/sched.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,6 +50,8 @@ void hs_request_init(struct hs_request *r)
     r->retry_after_s = 0;
     r->lane = -1;
     r->batch_id = 0;
+    r->predicted_s = 0;
+    r->predicted_bias = 1;
     r->in_batch_timeout = 0;
     r->link = NULL;
     r->link_drop = 0;
@@ -79,9 +82,21 @@ void hs_request_unref(struct hs_request *r)
 struct list {
     struct hs_seq *head, *tail;
     int n;
+    int64_t tokens; /* real tokens of its sequences */
 };
 
 struct lane;
+
+/* A batch's service time as a line in its real tokens, T = fixed + per_token * P, fitted by
+ * exponentially weighted least squares over the bucket's recent batches (each new batch has
+ * weight 1, older ones decay by (1 - alpha) per batch). Batch sizes vary with the load (one
+ * sequence at a time when quiet, full batches under overload), which is what separates the two
+ * terms; while they do not vary enough the fixed cost is taken as 0 (seconds per token only). */
+struct cost_fit {
+    double w, sp, st, spp, spt; /* sums of weights, P, T, P^2, P*T */
+    double fixed_s, per_token_s;
+    bool measured;
+};
 
 /* One batcher thread of a lane with its batch buffers (sized once). */
 struct slot {
@@ -97,6 +112,9 @@ struct slot {
     int n_taken;
     int64_t run_start_ns; /* 0 = idle */
     double run_pred_s;    /* predicted duration */
+    /* end of this slot's previous batch when the next one was due at once (a backlog): the
+     * time between the two is part of what a backlog costs per batch; 0 otherwise */
+    int64_t backlog_since_ns;
 };
 
 struct lane {
@@ -129,8 +147,14 @@ struct lane {
 
     double throughput; /* tokens/s estimate */
     bool measured;
-    double bucket_cost[HS_SCHED_MAX_BUCKETS]; /* seconds per padded token, EWMA */
-    bool bucket_measured[HS_SCHED_MAX_BUCKETS];
+    struct cost_fit fit[HS_SCHED_MAX_BUCKETS]; /* batch seconds vs padded tokens, per bucket */
+    /* prediction check: completion time / predicted, of requests answered OK */
+    atomic_int_fast64_t pred_hist[HS_SCHED_PRED_BUCKETS + 1];
+    _Atomic double pred_log_abs_sum; /* sum of |ln(observed / predicted)| */
+    /* systematic error of the model (what batches' timings do not show: CPU taken by the HTTP
+     * threads, the order buckets are served in): EWMA of observed / raw predicted wait, which
+     * every prediction is multiplied by; in [0.5, 4] */
+    _Atomic double pred_bias;
     int64_t busy_ns, batches, started_ns;
 
     int cap_batch, cap_tokens; /* batch buffer sizes */
@@ -181,6 +205,7 @@ static void list_push(struct list *l, struct hs_seq *q)
         l->head = q;
     l->tail = q;
     l->n++;
+    l->tokens += q->n_tokens;
 }
 
 static void list_remove(struct list *l, struct hs_seq *q)
@@ -195,6 +220,7 @@ static void list_remove(struct list *l, struct hs_seq *q)
         l->tail = q->prev;
     q->next = q->prev = NULL;
     l->n--;
+    l->tokens -= q->n_tokens;
 }
 
 /* Removes a queued sequence from its list and the lane's counters (lock held). */
@@ -270,22 +296,93 @@ static void lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st,
     chain_add(c, r, bits);
 }
 
-/* Seconds per padded token of a batch from bucket b (lock held). */
-static double lane_cost(const struct lane *L, int b)
+/* Shape of a batch of n real sequences from bucket b. */
+static int lane_shape_batch(const struct lane *L, int b, int n)
 {
-    if (L->bucket_measured[b]) return L->bucket_cost[b];
-    return L->throughput > 0 ? 1.0 / L->throughput : 0.0;
+    if (!L->n_sizes[b]) return n;
+    for (int i = 0; i < L->n_sizes[b]; i++)
+        if (L->sizes[b][i] >= n) return L->sizes[b][i];
+    return n; /* unreachable: cap_seqs is itself an allowed size */
 }
 
-/* Predicted seconds until the work queued at priorities <= upto and the running batches are
- * done, the slots sharing it (lock held). */
-static double lane_backlog_s(const struct lane *L, int upto, int64_t now)
+/* Predicted seconds of one batch of P real tokens from bucket b (lock held). Until the bucket
+ * has run a batch, the lane's overall throughput (or the configured initial one) stands in.
+ * Real tokens, not padded ones: the CPU engine computes ragged batches, and for an engine that
+ * pads, a bucket's real and padded tokens differ by a steady factor the fit absorbs. */
+static double lane_batch_s(const struct lane *L, int b, double tokens)
 {
-    double queued = 0, running = 0;
+    const struct cost_fit *f = &L->fit[b];
+    if (f->measured) return f->fixed_s + f->per_token_s * tokens;
+    return L->throughput > 0 ? tokens / L->throughput : 0.0;
+}
+
+/* Learns from a batch of P real tokens that took t seconds (lock held). One observation moves
+ * the line at most to 8x its prediction, so a single stalled batch (a preempted thread, a page
+ * fault storm) cannot make the lane look hopeless; a lasting slowdown is still learned within a
+ * few batches. */
+static void lane_learn(struct lane *L, int b, double padded, double t)
+{
+    struct cost_fit *f = &L->fit[b];
+    if (f->measured) {
+        double pred = f->fixed_s + f->per_token_s * padded;
+        if (pred > 0 && t > 8 * pred) t = 8 * pred;
+        double keep = 1.0 - L->o.throughput_ewma_alpha;
+        f->w *= keep;
+        f->sp *= keep;
+        f->st *= keep;
+        f->spp *= keep;
+        f->spt *= keep;
+    }
+    f->w += 1;
+    f->sp += padded;
+    f->st += t;
+    f->spp += padded * padded;
+    f->spt += padded * t;
+    f->measured = true;
+    /* slope and intercept, when the batch sizes seen vary by more than ~10 % */
+    double mean_p = f->sp / f->w, mean_t = f->st / f->w;
+    double var_p = f->spp / f->w - mean_p * mean_p;
+    double cov = f->spt / f->w - mean_p * mean_t;
+    if (var_p > 0.01 * mean_p * mean_p && cov > 0) {
+        double slope = cov / var_p, icept = mean_t - slope * mean_p;
+        if (icept >= 0) {
+            f->per_token_s = slope;
+            f->fixed_s = icept;
+            return;
+        }
+    }
+    f->fixed_s = 0;
+    f->per_token_s = f->sp > 0 ? f->st / f->sp : 0;
+}
+
+/* Predicted seconds to run n sequences of bucket b holding `tokens` real tokens, in the batches
+ * the batcher cuts them into (at most cap_seqs each). */
+static double lane_bucket_s(const struct lane *L, int b, int n, int64_t tokens)
+{
+    if (n <= 0) return 0;
+    int batches = (n + L->cap_seqs[b] - 1) / L->cap_seqs[b];
+    const struct cost_fit *f = &L->fit[b];
+    if (f->measured) return batches * f->fixed_s + f->per_token_s * (double)tokens;
+    return lane_batch_s(L, b, (double)tokens);
+}
+
+/* Predicted seconds until the work queued at priorities <= upto, plus own[b] more sequences per
+ * bucket (own may be NULL), and the running batches are done, the slots sharing it (lock held).
+ * A request of its own also waits for its batch to form: the batching window, unless its bucket
+ * will hold a full batch. */
+static double lane_backlog_s(const struct lane *L, int upto, const int *own,
+                             const int64_t *own_tokens, int64_t now)
+{
+    double queued = 0, running = 0, window = 0;
     for (int b = 0; b < L->n_buckets; b++) {
-        int n = 0;
-        for (int p = 0; p <= upto && p < HS_PRIORITY_COUNT; p++) n += L->q[p][b].n;
-        queued += (double)n * L->shape_seq[b] * lane_cost(L, b);
+        int n = own ? own[b] : 0;
+        int64_t tokens = own ? own_tokens[b] : 0;
+        for (int p = 0; p <= upto && p < HS_PRIORITY_COUNT; p++) {
+            n += L->q[p][b].n;
+            tokens += L->q[p][b].tokens;
+        }
+        queued += lane_bucket_s(L, b, n, tokens);
+        if (own && own[b] && n % L->cap_seqs[b]) window = L->o.batch_window_us * 1e-6;
     }
     for (int i = 0; i < L->n_slots; i++) {
         const struct slot *sl = &L->slots[i];
@@ -298,7 +395,7 @@ static double lane_backlog_s(const struct lane *L, int upto, int64_t now)
         else if (L->measured)
             running += elapsed;
     }
-    return (queued + running) / L->n_slots;
+    return ((queued + running) / L->n_slots + window) * atomic_load(&L->pred_bias);
 }
 
 static int lane_bucket_of(const struct lane *L, int n_tokens)
@@ -348,6 +445,20 @@ static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
  * (lock held). */
 static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
 {
+    /* Under a backlog (this slot's previous batch was followed by this one at once), a request
+     * that would still be in the batch at its deadline is answered now instead of spending
+     * engine time on rows nobody will read (the batch's predicted duration, from the sequences
+     * it is about to take). Not after an idle spell: that batch always runs, so that a
+     * prediction gone wrong meets a measurement instead of refusing work forever. */
+    int queued = 0;
+    int64_t tokens = 0;
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
+        queued += L->q[p][b].n;
+        tokens += L->q[p][b].tokens;
+    }
+    if (queued > L->cap_seqs[b]) tokens = tokens * L->cap_seqs[b] / queued;
+    double batch_s = lane_batch_s(L, b, (double)tokens);
+    int64_t cutoff = now + (int64_t)(batch_s * 1e9);
     int n = 0;
     while (n < L->cap_seqs[b]) {
         struct hs_seq *q = NULL;
@@ -360,19 +471,40 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
                              hs_ns_to_ms(now - q->enqueued_ns));
             continue;
         }
+        if (r->deadline_ns < cutoff && sl->backlog_since_ns) {
+            lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                             "deadline (%.1f ms away) would pass during its batch (predicted "
+                             "%.1f ms; waited %.1f ms)",
+                             hs_ns_to_ms(r->deadline_ns - now), batch_s * 1e3,
+                             hs_ns_to_ms(now - q->enqueued_ns));
+            continue;
+        }
         lane_unqueue(L, q);
         sl->taken[n++] = q;
     }
     return n;
 }
 
-/* Shape of a batch of n real sequences from bucket b. */
-static int lane_shape_batch(const struct lane *L, int b, int n)
+const double hs_sched_pred_bounds[HS_SCHED_PRED_BUCKETS] = {0.25, 0.5, 0.8, 1.25, 2, 4};
+
+/* Compares an answered request's time in the scheduler with what admission predicted. */
+static void lane_check_prediction(struct lane *L, const struct hs_request *r, int64_t now)
 {
-    if (!L->n_sizes[b]) return n;
-    for (int i = 0; i < L->n_sizes[b]; i++)
-        if (L->sizes[b][i] >= n) return L->sizes[b][i];
-    return n; /* unreachable: cap_seqs is itself an allowed size */
+    if (r->predicted_s <= 0 || !r->ts[HS_TS_ENQUEUED]) return;
+    double ratio = (double)(now - r->ts[HS_TS_ENQUEUED]) / 1e9 / r->predicted_s;
+    if (ratio <= 0) return;
+    /* the bias learns from the raw model's error: observed / (predicted / bias used) */
+    double raw = ratio * r->predicted_bias, b = atomic_load(&L->pred_bias), nb;
+    do {
+        nb = b + 0.02 * (raw - b);
+        nb = nb < 0.5 ? 0.5 : nb > 4 ? 4 : nb;
+    } while (!atomic_compare_exchange_weak(&L->pred_bias, &b, nb));
+    int i = 0;
+    while (i < HS_SCHED_PRED_BUCKETS && ratio > hs_sched_pred_bounds[i]) i++;
+    atomic_fetch_add(&L->pred_hist[i], 1);
+    double x = fabs(log(ratio)), cur = atomic_load(&L->pred_log_abs_sum);
+    while (!atomic_compare_exchange_weak(&L->pred_log_abs_sum, &cur, cur + x)) {
+    }
 }
 
 static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
@@ -413,7 +545,7 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
     int64_t start = hs_now_ns();
     pthread_mutex_lock(&L->mu);
     sl->run_start_ns = start;
-    sl->run_pred_s = (double)shape_b * shape_s * lane_cost(L, b);
+    sl->run_pred_s = lane_batch_s(L, b, (double)tokens);
     pthread_mutex_unlock(&L->mu);
     hs_status st = L->o.runner.run(L->o.runner.ctx, sl->idx, &batch, sl->out, &t, &err);
     int64_t end = hs_now_ns();
@@ -464,6 +596,7 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
             int expect = 0;
             if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
                 r->status = HS_STATUS_OK;
+                lane_check_prediction(L, r, hs_now_ns());
                 if (r->done) r->done(r, r->ctx);
             }
             hs_request_unref(r);
@@ -498,9 +631,9 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         double x = (double)tokens / ((double)(end - start) / 1e9);
         L->throughput = L->measured ? a * x + (1.0 - a) * L->throughput : x;
         L->measured = true;
-        double spt = (double)(end - start) / 1e9 / ((double)shape_b * shape_s);
-        L->bucket_cost[b] = L->bucket_measured[b] ? a * spt + (1.0 - a) * L->bucket_cost[b] : spt;
-        L->bucket_measured[b] = true;
+        int64_t from =
+            sl->backlog_since_ns && sl->backlog_since_ns < start ? sl->backlog_since_ns : start;
+        lane_learn(L, b, (double)tokens, (double)(end - from) / 1e9);
     }
     pthread_mutex_unlock(&L->mu);
 }
@@ -516,6 +649,7 @@ static void *lane_main(void *arg)
         bool draining = atomic_load(&s->draining);
         int b = lane_pick(L, now, draining, &wake);
         if (b < 0) {
+            sl->backlog_since_ns = 0;
             if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
             cond_wait_until(&L->cv, &L->mu, wake);
             continue;
@@ -531,6 +665,7 @@ static void *lane_main(void *arg)
         pthread_mutex_lock(&L->mu);
         L->running_seqs -= n;
         L->running_batches -= n > 0;
+        sl->backlog_since_ns = n > 0 ? hs_now_ns() : 0;
     }
     pthread_cond_broadcast(&L->idle_cv);
     pthread_mutex_unlock(&L->mu);
@@ -568,10 +703,15 @@ static int64_t lane_reap(struct lane *L, int64_t now, struct chain *c)
             struct hs_request *r = sl->taken[k]->req;
             if (atomic_load(&r->answered)) continue;
             if (r->deadline_ns <= now) {
-                r->in_batch_timeout = 1;
+                /* The engine is to blame (its breaker hears of it) only when the batch overran
+                 * twice its prediction; a request that spent its time queued under overload
+                 * and ran out during a normal batch is the load's doing, not the engine's. */
+                double ran_s = (double)(now - sl->run_start_ns) / 1e9;
+                r->in_batch_timeout = ran_s > 2 * sl->run_pred_s;
                 lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
-                                 "deadline passed while engine %s ran its batch (%.1f ms)",
-                                 L->engine, hs_ns_to_ms(now - sl->run_start_ns));
+                                 "deadline passed while engine %s ran its batch (%.1f ms%s)",
+                                 L->engine, ran_s * 1e3,
+                                 r->in_batch_timeout ? ", past twice its predicted time" : "");
             } else if (r->deadline_ns < next)
                 next = r->deadline_ns;
         }
@@ -729,6 +869,7 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
     }
     L->throughput = o->throughput_init_tokens_per_s;
+    atomic_init(&L->pred_bias, 1.0);
     L->started_ns = hs_now_ns();
     return HS_STATUS_OK;
 }
@@ -895,15 +1036,17 @@ void hs_sched_destroy(struct hs_sched *s)
 /* Predicted seconds until r would be answered on L (lock held); -1 when it does not fit. */
 static double lane_predict_locked(const struct lane *L, const struct hs_request *r, int64_t now)
 {
-    double own = 0;
+    int own[HS_SCHED_MAX_BUCKETS] = {0};
+    int64_t own_tokens[HS_SCHED_MAX_BUCKETS] = {0};
     for (int i = 0; i < r->n_seqs; i++) {
         int len = r->seqs[i].n_tokens;
         int b = len >= 1 && len <= L->o.seq_max ? lane_bucket_of(L, len) : -1;
         if (b < 0) return -1;
-        own += (double)L->shape_seq[b] * lane_cost(L, b);
+        own[b]++;
+        own_tokens[b] += len;
     }
     int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
-    return lane_backlog_s(L, upto, now) + own;
+    return lane_backlog_s(L, upto, own, own_tokens, now);
 }
 
 double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits)
@@ -925,7 +1068,7 @@ double hs_sched_lane_drain_s(struct hs_sched *s, int lane)
     if (lane < 0 || lane >= s->n) return 0;
     struct lane *L = s->lanes[lane];
     pthread_mutex_lock(&L->mu);
-    double w = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, hs_now_ns());
+    double w = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs_now_ns());
     pthread_mutex_unlock(&L->mu);
     return w;
 }
@@ -972,7 +1115,7 @@ static bool lane_evict_one(struct lane *L, struct chain *c)
         if (q && (!victim || q->enqueued_ns > victim->enqueued_ns)) victim = q;
     }
     if (!victim) return false;
-    double retry = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, hs_now_ns());
+    double retry = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs_now_ns());
     lane_fail_locked(L, victim->req, HS_STATUS_OVERLOADED, retry, c,
                      "shed under overload to make room for interactive requests");
     return true;
@@ -1033,17 +1176,27 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
     }
     double wait_s = lane_predict_locked(L, r, now);
     /* Retry-After: until everything queued, this request included, has run. */
-    double drain_s = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, now);
+    double drain_s = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, now);
     if (drain_s < wait_s) drain_s = wait_s;
+    /* An idle lane takes any request that fits: it is the only way a prediction that went wrong
+     * (a stalled batch, a changed machine) is corrected, by running a batch and measuring it. */
+    bool idle = !L->queued_seqs && !L->running_batches;
+    double wait_max_s = L->o.wait_max_ms > 0 ? L->o.wait_max_ms * 1e-3 : 0;
     if (L->queued_seqs + r->n_seqs > limit) {
         st = reject(r, HS_STATUS_OVERLOADED, drain_s,
                     "queue full (%d of %d sequences queued for %s)", L->queued_seqs, limit,
                     L->engine);
-    } else if (now + (int64_t)(wait_s * 1e9) > r->deadline_ns) {
+    } else if (!idle && now + (int64_t)(wait_s * 1e9) > r->deadline_ns) {
         st = reject(r, HS_STATUS_OVERLOADED, drain_s,
                     "predicted wait %.0f ms exceeds the deadline (%.0f ms left)", wait_s * 1e3,
                     hs_ns_to_ms(r->deadline_ns - now));
+    } else if (!idle && wait_max_s > 0 && wait_s > wait_max_s) {
+        st = reject(r, HS_STATUS_OVERLOADED, drain_s - wait_max_s,
+                    "predicted wait %.0f ms exceeds the admission limit of %d ms on %s",
+                    wait_s * 1e3, L->o.wait_max_ms, L->engine);
     } else {
+        r->predicted_s = wait_s;
+        r->predicted_bias = atomic_load(&L->pred_bias);
         atomic_store(&r->pending, r->n_seqs);
         atomic_store(&r->answered, 0);
         hs_request_ref(r);
@@ -1133,6 +1286,12 @@ void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out
     out->batches = L->batches;
     out->started_ns = L->started_ns;
     pthread_mutex_unlock(&L->mu);
+    for (int i = 0; i <= HS_SCHED_PRED_BUCKETS; i++) {
+        out->pred_count[i] = atomic_load(&L->pred_hist[i]);
+        out->pred_total += out->pred_count[i];
+    }
+    out->pred_log_abs_sum = atomic_load(&L->pred_log_abs_sum);
+    out->pred_bias = atomic_load(&L->pred_bias);
 }
 
 int hs_sched_lane_seq_shape(const struct hs_sched *s, int lane, int n_tokens)

@@ -3,15 +3,26 @@
  * A struct hs_sched owns N lanes. A lane is one engine queue serving one model instance, with
  * `slots` batcher threads (its quota: batches in flight at once, each on its own executor
  * slot). hs_sched_submit_lane admits a request to a given lane or rejects it (full queue, or
- * predicted completion past the deadline: HS_STATUS_OVERLOADED with retry_after_s = predicted
- * drain time), and enqueues each of its sequences in the length bucket that fits it. The
+ * predicted completion past the deadline or past wait_max_ms: HS_STATUS_OVERLOADED with
+ * retry_after_s = predicted drain time), and enqueues each of its sequences in the length bucket
+ * that fits it. An idle lane (nothing queued or running) admits whatever fits, so that a
+ * prediction gone wrong is corrected by measuring a batch instead of refusing forever. The
  * policies that choose the lane live in sched/router.h; hs_sched_submit is the router-less
  * shortcut (the lane serving the model with the earliest predicted completion).
  *
- * Service-time model, per lane: for every bucket an EWMA of seconds per padded token, learned
- * from the batches that ran (until a bucket has a batch, the lane's overall throughput stands
- * in). hs_sched_lane_predict turns it into a request's predicted completion time: queued work
- * ahead of it, the remainder of the running batches, shared by the slots, plus its own work.
+ * Service-time model, per lane and bucket: a batch of P padded tokens takes fixed + per_token * P
+ * seconds, fitted by exponentially weighted least squares over the bucket's recent batches
+ * (weight decaying by 1 - throughput_ewma_alpha per batch; one observation moves it at most to
+ * 8x its prediction); until a bucket has a batch, the lane's overall throughput stands in.
+ * hs_sched_lane_predict turns it into a request's predicted completion time: the queued work
+ * ahead of it at its priority and its own, cut into the batches the batcher will form (full ones
+ * of the bucket's largest shape, then one partial), the rest of the running batches, shared by
+ * the slots, plus the batching window when its batch will not be full, times the lane's bias
+ * factor. Every request answered OK is checked against its prediction (hs_lane_stats.pred_*),
+ * and the bias factor follows the model's mean error (an EWMA of observed / unbiased
+ * prediction, within [0.5, 4]): what batch timings cannot show, such as CPU time the HTTP
+ * threads take from the engine under load. A request whose deadline would pass while its batch
+ * runs is answered HS_STATUS_TIMEOUT when the batch forms, without computing it.
  *
  * Batching, per lane: a batch is formed from one bucket when
  *   (a) the bucket's oldest sequence has waited batch_window_us, or
@@ -43,10 +54,11 @@
 #include "engine/stage.h"
 #include "sched/request.h"
 
-#define HS_SCHED_MAX_LANES   16
-#define HS_SCHED_MAX_BUCKETS 16
-#define HS_SCHED_MAX_SHAPES  64
-#define HS_SCHED_MAX_SLOTS   16
+#define HS_SCHED_MAX_LANES    16
+#define HS_SCHED_MAX_BUCKETS  16
+#define HS_SCHED_MAX_SHAPES   64
+#define HS_SCHED_MAX_SLOTS    16
+#define HS_SCHED_PRED_BUCKETS 6
 
 /* Time spent inside one batch run, nanoseconds. */
 struct hs_batch_timing {
@@ -83,8 +95,10 @@ struct hs_lane_opts {
     int buckets[HS_SCHED_MAX_BUCKETS];
     int n_shapes; /* 0 = any shape */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
-    int queue_max;                       /* sequences queued at most */
-    double shed_batch_ratio;             /* share of queue_max that batch-class requests may fill */
+    int queue_max;           /* sequences queued at most */
+    int wait_max_ms;         /* refuse a request whose predicted wait is longer, even before its
+                                deadline (not on an idle lane); 0 = the deadline alone */
+    double shed_batch_ratio; /* share of queue_max that batch-class requests may fill */
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
     double throughput_ewma_alpha;        /* weight of the newest batch in the estimates */
     int slots;                           /* batches in flight at once (quota); 0 = 1 */
@@ -120,7 +134,16 @@ struct hs_lane_stats {
     int64_t busy_ns;                /* inside runner.run */
     int64_t batches;
     int64_t started_ns; /* lane creation time */
+    /* admission's prediction checked: for requests answered OK, (time from enqueue to answer) /
+     * (predicted wait), counted per bucket of hs_sched_pred_bounds (the last: above them all) */
+    int64_t pred_count[HS_SCHED_PRED_BUCKETS + 1];
+    int64_t pred_total;
+    double pred_log_abs_sum; /* sum of |ln(observed / predicted)| */
+    double pred_bias;        /* factor correcting the model's systematic error (1 = none) */
 };
+
+/* Upper bounds of the prediction-ratio buckets (fixed by the metrics schema). */
+extern const double hs_sched_pred_bounds[HS_SCHED_PRED_BUCKETS];
 
 struct hs_sched;
 

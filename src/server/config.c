@@ -195,8 +195,11 @@ static const struct key keys[] = {
      "share of queue_max that priority batch may fill; interactive requests evict batch ones"},
     {C(scheduler, throughput_init_tokens_per_s), K_DOUBLE, 1e-3, 1e12, "20000",
      "engine speed assumed until the first batch is measured (predicts waits for 429)"},
+    {C(scheduler, wait_max_ms), K_INT, 0, 86400000, "1000",
+     "refuse (429 + Retry-After) a request whose predicted wait is longer, even before its "
+     "deadline; 0 = the deadline alone"},
     {C(scheduler, throughput_ewma_alpha), K_DOUBLE, 0.001, 1, "0.2",
-     "weight of the newest batch in the measured throughput"},
+     "weight of the newest batch in the measured service times"},
     {C(scheduler, retry_after_min_s), K_INT, 0, 86400, "1", "smallest Retry-After sent with 429"},
 
     {LIST("", "routes", routes, n_routes, route_cfg), .def = "0",

@@ -116,6 +116,7 @@ struct hs_config {
     } limits;
     struct {
         double shed_batch_ratio;
+        int wait_max_ms;
         double throughput_init_tokens_per_s;
         double throughput_ewma_alpha;
         int retry_after_min_s;

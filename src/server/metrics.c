@@ -360,5 +360,38 @@ void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
         labels(b, &m->lanes[i]);
         hs_buf_printf(b, "} %lld\n", (long long)atomic_load(&m->lanes[i].batches));
     }
+    help(b, "hetserve_prediction_ratio", "histogram",
+         "Admission's prediction checked: time from enqueue to answer / predicted wait, of "
+         "requests answered OK (1 = exact).");
+    for (int i = 0; i < m->n; i++) {
+        long long cum = 0;
+        for (int k = 0; k <= HS_SCHED_PRED_BUCKETS; k++) {
+            cum += st[i].pred_count[k];
+            hs_buf_puts(b, "hetserve_prediction_ratio_bucket{");
+            labels(b, &m->lanes[i]);
+            if (k < HS_SCHED_PRED_BUCKETS)
+                hs_buf_printf(b, ",le=\"%g\"} %lld\n", hs_sched_pred_bounds[k], cum);
+            else
+                hs_buf_printf(b, ",le=\"+Inf\"} %lld\n", cum);
+        }
+        hs_buf_puts(b, "hetserve_prediction_ratio_count{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %lld\n", (long long)st[i].pred_total);
+    }
+    help(b, "hetserve_prediction_log_error_sum", "counter",
+         "Sum over checked requests of |ln(observed / predicted)| (divide by the ratio's count "
+         "for the mean log error).");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_prediction_log_error_sum{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %.6f\n", st[i].pred_log_abs_sum);
+    }
+    help(b, "hetserve_prediction_bias", "gauge",
+         "Factor admission multiplies its predicted waits by, learned from their errors.");
+    for (int i = 0; i < m->n; i++) {
+        hs_buf_puts(b, "hetserve_prediction_bias{");
+        labels(b, &m->lanes[i]);
+        hs_buf_printf(b, "} %.4f\n", st[i].pred_bias);
+    }
     if (m->rt) render_router(m, b, now);
 }

@@ -365,6 +365,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
             o->queue_max = ec->queue_max > 0 ? ec->queue_max : c->limits.queue_max;
             o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
+            o->wait_max_ms = c->scheduler.wait_max_ms;
             o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
             o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
             o->slots = xo.slots;

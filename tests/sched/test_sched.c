@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -637,6 +638,132 @@ static void bad_options_rejected(void **state)
     runner_free(c);
 }
 
+/* An idle lane admits what fits even when its prediction says the deadline cannot be met: a
+ * prediction gone wrong is corrected by measuring a batch, never by refusing forever. A busy
+ * lane refuses the same request. The timeout then comes from the engine's own batch, which ran
+ * less than twice its predicted time: the engine is not blamed (in_batch_timeout 0). */
+static void idle_lane_admits_and_measures(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.throughput_init_tokens_per_s = 1000; /* 200 tokens: 200 ms predicted */
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int len = 200;
+    struct treq *a = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 100);
+    assert_int_equal(hs_sched_submit(s, &a->r), HS_STATUS_OK);
+    assert_true(a->r.predicted_s > 0.1);
+    wait_entered(c, 1);
+    struct treq *b = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 100);
+    assert_int_equal(hs_sched_submit(s, &b->r), HS_STATUS_OVERLOADED);
+    assert_non_null(strstr(b->r.msg, "predicted"));
+    treq_wait(a); /* the reaper, at the deadline, while the batch still runs */
+    assert_int_equal(a->r.status, HS_STATUS_TIMEOUT);
+    assert_int_equal(a->r.in_batch_timeout, 0);
+    gate(c, false);
+    hs_sched_drain(s, 10000);
+    treq_free(a);
+    hs_request_unref(&b->r);
+    hs_free(b);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* wait_max_ms refuses a request whose predicted wait is longer, though its deadline is far,
+ * with a retry time; a short one behind the same running batch is still admitted. */
+static void wait_max_refuses_early(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.throughput_init_tokens_per_s = 1000;
+    o.wait_max_ms = 100;
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int l1 = 5;
+    struct treq *busy = treq_new(1, &l1, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &busy->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    int lens[] = {200, 200};
+    struct treq *big = treq_new(2, lens, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &big->r), HS_STATUS_OVERLOADED);
+    assert_non_null(strstr(big->r.msg, "admission limit"));
+    assert_true(big->r.retry_after_s > 0);
+    struct treq *small = treq_new(1, &l1, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &small->r), HS_STATUS_OK);
+    gate(c, false);
+    treq_wait(small);
+    assert_int_equal(small->r.status, HS_STATUS_OK);
+    treq_free(busy);
+    treq_free(small);
+    hs_request_unref(&big->r);
+    hs_free(big);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* Under a backlog, a request whose deadline would pass while its batch runs is answered when
+ * the batch forms, and the engine never computes it. */
+static void doomed_request_not_computed(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.throughput_init_tokens_per_s = 1000; /* 8 x 200 tokens: 1.6 s predicted */
+    gate(c, true);
+    struct hs_sched *s = sched_new(&o);
+    int l1 = 5;
+    struct treq *busy = treq_new(1, &l1, 0, HS_PRIORITY_INTERACTIVE, 600000);
+    assert_int_equal(hs_sched_submit(s, &busy->r), HS_STATUS_OK);
+    wait_entered(c, 1);
+    int lens[8] = {200, 200, 200, 200, 200, 200, 200, 200};
+    struct treq *doomed = treq_new(8, lens, 0, HS_PRIORITY_INTERACTIVE, 3000);
+    assert_int_equal(hs_sched_submit(s, &doomed->r), HS_STATUS_OK);
+    /* let its deadline come within the batch's predicted time, then release the busy batch */
+    struct timespec ts = {1, 500000000};
+    nanosleep(&ts, NULL);
+    gate(c, false);
+    treq_wait(doomed);
+    assert_int_equal(doomed->r.status, HS_STATUS_TIMEOUT);
+    assert_non_null(strstr(doomed->r.msg, "would pass during its batch"));
+    hs_sched_drain(s, 10000);
+    pthread_mutex_lock(&c->mu);
+    assert_int_equal(c->n, 1); /* the busy batch only */
+    pthread_mutex_unlock(&c->mu);
+    treq_free(busy);
+    treq_free(doomed);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
+/* Every request answered OK is checked against its prediction, and the bias stays in range. */
+static void predictions_checked(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    struct hs_sched *s = sched_new(&o);
+    int len = 10;
+    for (int i = 0; i < 20; i++) {
+        struct treq *t = treq_new(1, &len, i, HS_PRIORITY_INTERACTIVE, 60000);
+        assert_int_equal(hs_sched_submit(s, &t->r), HS_STATUS_OK);
+        treq_wait(t);
+        assert_int_equal(t->r.status, HS_STATUS_OK);
+        treq_free(t);
+    }
+    struct hs_lane_stats ls;
+    hs_sched_lane_stats(s, 0, &ls);
+    assert_int_equal(ls.pred_total, 20);
+    int64_t sum = 0;
+    for (int i = 0; i <= HS_SCHED_PRED_BUCKETS; i++) sum += ls.pred_count[i];
+    assert_int_equal(sum, 20);
+    assert_true(ls.pred_bias >= 0.5 && ls.pred_bias <= 4);
+    assert_true(ls.pred_log_abs_sum >= 0);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +779,10 @@ int main(void)
         cmocka_unit_test(abort_answers_running_and_queued),
         cmocka_unit_test(destroy_with_a_hung_engine_is_bounded),
         cmocka_unit_test(bad_options_rejected),
+        cmocka_unit_test(idle_lane_admits_and_measures),
+        cmocka_unit_test(wait_max_refuses_early),
+        cmocka_unit_test(doomed_request_not_computed),
+        cmocka_unit_test(predictions_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
