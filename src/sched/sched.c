@@ -1063,6 +1063,16 @@ double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_reque
     return w < 0 ? 0 : w;
 }
 
+bool hs_sched_lane_idle(struct hs_sched *s, int lane)
+{
+    if (lane < 0 || lane >= s->n) return false;
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    bool idle = !L->queued_seqs && !L->running_batches;
+    pthread_mutex_unlock(&L->mu);
+    return idle;
+}
+
 double hs_sched_lane_drain_s(struct hs_sched *s, int lane)
 {
     if (lane < 0 || lane >= s->n) return 0;

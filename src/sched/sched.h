@@ -178,6 +178,9 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int lane, struct hs_request *
  * rest of the running batches, shared by the slots, plus its own padded work. *fits receives
  * false when a sequence fits no shape of the lane. Thread-safe. */
 double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits);
+/* True when lane has nothing queued and no batch running: admission then takes any request
+ * that fits, whatever the prediction (the router follows the same rule). Thread-safe. */
+bool hs_sched_lane_idle(struct hs_sched *s, int lane);
 /* Predicted seconds to run everything queued on lane (Retry-After hints). Thread-safe. */
 double hs_sched_lane_drain_s(struct hs_sched *s, int lane);
 

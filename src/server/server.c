@@ -1,5 +1,7 @@
 /* Server lifecycle: engines, models, executors, scheduler lanes, daemon start and drain. */
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,6 +416,25 @@ fail:
     return st;
 }
 
+/* The cores no CPU engine is pinned to, within the process's allowed CPUs: where the HTTP and
+ * tokenization threads run, so that they never take a core from an engine's parallel regions.
+ * False (run anywhere) when a CPU engine is unpinned (it uses every core) or nothing is left. */
+static bool http_cores(const struct hs_server *s, cpu_set_t *rest)
+{
+    CPU_ZERO(rest);
+    if (sched_getaffinity(0, sizeof *rest, rest) != 0) return false;
+    bool pinned = false;
+    for (int i = 0; i < s->cfg.n_engines; i++) {
+        const struct hs_engine_cfg *ec = &s->cfg.engines[i];
+        if (strcmp(ec->kind, "cpu") != 0) continue;
+        if (ec->n_cores == 0) return false;
+        for (int k = 0; k < ec->n_cores; k++)
+            if (ec->cores[k] >= 0 && ec->cores[k] < CPU_SETSIZE) CPU_CLR(ec->cores[k], rest);
+        pinned = true;
+    }
+    return pinned && CPU_COUNT(rest) > 0;
+}
+
 hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
 {
     struct sockaddr_in addr;
@@ -427,11 +448,25 @@ hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
                             "server.host '%s' is not an IPv4 address", s->cfg.server.host);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
+    /* MHD's threads inherit the affinity of the thread that creates them */
+    cpu_set_t rest, saved;
+    bool moved = http_cores(s, &rest) &&
+                 pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
+                 pthread_setaffinity_np(pthread_self(), sizeof rest, &rest) == 0;
+    if (moved) {
+        char list[256];
+        size_t n = 0;
+        for (int c = 0; c < CPU_SETSIZE && n + 8 < sizeof list; c++)
+            if (CPU_ISSET(c, &rest))
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? "," : "", c);
+        hs_log_info("HTTP and tokenization threads on cores %s (off the CPU engines' cores)", list);
+    }
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)s->cfg.server.port, NULL, NULL, hs__http_handler, s, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.server.threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.server.connection_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, hs__http_completed, s, MHD_OPTION_END);
+    if (moved) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
     if (!s->daemon)
         return hs_error_set(err, HS_STATUS_IO, "cannot listen on %s:%d (in use?)",
                             s->cfg.server.host, s->cfg.server.port);

@@ -90,9 +90,14 @@ def test_overload_429_with_retry_after():
                 assert int(h["retry-after"]) >= 1
                 assert b["error"]["type"] == "overloaded_error"
         # now that throughput is measured, a deadline shorter than the predicted wait is refused
+        # while the engine is busy (an idle engine takes what fits: a wrong prediction is only
+        # corrected by running a batch)
+        big = Background(s, "/embed", {"inputs": LONG[:8], "truncate": True})
+        time.sleep(0.2)
         st, h, b = s.post("/embed", {"inputs": LONG[:8], "truncate": True, "timeout_ms": 20})
         assert st == 429 and "predicted" in b["error"]["message"], b
         assert int(h["retry-after"]) >= 1
+        assert big.join()[0] == 200
         # batch class is shed first: it may fill only part of the queue
         assert s.get("/health")[0] == 200
     finally:
@@ -189,3 +194,33 @@ def test_config_command():
     bad = subprocess.run([BINARY, "serve", "--config", "/nonexistent.yaml"], capture_output=True,
                          text=True)
     assert bad.returncode == 1 and "nonexistent" in bad.stderr
+
+
+def test_http_threads_stay_off_pinned_engine_cores():
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        import pytest
+        pytest.skip("needs 2 CPUs to pin the engine to one")
+    s = Server("""
+engines:
+  - name: cpu0
+    kind: cpu
+    cores: [%d]
+limits:
+  timeout_ms: 300000
+""" % allowed[0])
+    try:
+        assert s.post("/embed", {"inputs": "pinned"})[0] == 200
+        seen = 0
+        for tid in os.listdir("/proc/%d/task" % s.proc.pid):
+            base = "/proc/%d/task/%s/" % (s.proc.pid, tid)
+            with open(base + "comm") as f:
+                if f.read().strip() != "MHD-worker":
+                    continue
+            seen += 1
+            cpus = os.sched_getaffinity(int(tid))
+            assert allowed[0] not in cpus and cpus == set(allowed[1:]), cpus
+        assert seen > 0
+        assert "HTTP and tokenization threads on cores" in s.stderr()
+    finally:
+        s.stop()
