@@ -445,6 +445,7 @@ static int launch(struct bench *b, int64_t intended_ns)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
     curl_easy_setopt(e, CURLOPT_PRIVATE, s);
     if (curl_multi_add_handle(b->multi, e) != CURLM_OK) return fail("%s", "curl_multi_add_handle");
+    r->late_ns = hs_now_ns() - intended_ns;
     b->inflight++;
     return 0;
 }
@@ -706,7 +707,7 @@ static int write_csv(const struct bench *b, double *scratch)
 {
     FILE *f = fopen(b->o.csv, "w");
     if (!f) return fail("cannot write --csv '%s'", b->o.csv);
-    fprintf(f, "seq,send_ms,latency_ms,class,priority,items,status,tokens,warmup");
+    fprintf(f, "seq,send_ms,latency_ms,class,priority,items,status,tokens,warmup,late_ms");
     for (int k = 0; k < b->st_names.n; k++) fprintf(f, ",st_%s_ms", b->st_names.name[k]);
     fprintf(f, "\n");
     char buf[16];
@@ -717,7 +718,7 @@ static int write_csv(const struct bench *b, double *scratch)
                 b->prio.n ? b->prio.name[r->prio] : "", r->items,
                 status_text(r->status, buf, sizeof buf));
         if (r->tokens >= 0) fprintf(f, "%d", r->tokens);
-        fprintf(f, ",%d", r->warmup);
+        fprintf(f, ",%d,%.3f", r->warmup, (double)r->late_ns / 1e6);
         for (int k = 0; k < b->st_names.n; k++) {
             if (isnan(r->st_ms[k]))
                 fprintf(f, ",");

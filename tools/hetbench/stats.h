@@ -27,6 +27,7 @@ enum hs_bench_outcome {
 struct hs_bench_record {
     int64_t send_ns;    /* intended send time, relative to the start of the run */
     int64_t latency_ns; /* completion minus intended send time (open loop) or actual send time */
+    int64_t late_ns;    /* open loop: actual minus intended send time (the client's own lag) */
     int32_t status;     /* HTTP status, or an enum hs_bench_outcome */
     int32_t tokens;     /* usage.prompt_tokens from the response; -1 when unknown */
     uint16_t cls, prio, items;
