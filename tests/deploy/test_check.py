@@ -84,6 +84,7 @@ CPU = ("deploy", "k8s", "overlays", "cpu-pool")
     (("deploy", "k8s", "monitoring", "prometheus-adapter-rules.yaml"),
      "sum(hetserve_queue_length{", "sum(hetserve_queue_len{",
      "queries hetserve_queue_len, which hetserve does not export"),
+    (("deploy", "Dockerfile"), "USER 10001:10001", "USER root", "DL3002"),
 ])
 def test_fault_is_caught(tree, path, old, new, says):
     edit(tree.joinpath(*path), old, new)
