@@ -112,9 +112,11 @@ struct slot {
     int n_taken;
     int64_t run_start_ns; /* 0 = idle */
     double run_pred_s;    /* predicted duration */
-    /* end of this slot's previous batch when the next one was due at once (a backlog): the
-     * time between the two is part of what a backlog costs per batch; 0 otherwise */
+    /* end of this slot's previous batch (its engine call) when the next one was due at once (a
+     * backlog): the time between the two (answering its requests, forming the next) is part of
+     * what a batch costs under a backlog; 0 otherwise */
     int64_t backlog_since_ns;
+    int64_t last_end_ns; /* end of the last engine call */
 };
 
 struct lane {
@@ -549,6 +551,7 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
     pthread_mutex_unlock(&L->mu);
     hs_status st = L->o.runner.run(L->o.runner.ctx, sl->idx, &batch, sl->out, &t, &err);
     int64_t end = hs_now_ns();
+    sl->last_end_ns = end;
 
     int64_t copy_out_end = end;
     int64_t compute_end = end - t.copy_out_ns;
@@ -665,7 +668,7 @@ static void *lane_main(void *arg)
         pthread_mutex_lock(&L->mu);
         L->running_seqs -= n;
         L->running_batches -= n > 0;
-        sl->backlog_since_ns = n > 0 ? hs_now_ns() : 0;
+        sl->backlog_since_ns = n > 0 ? sl->last_end_ns : 0;
     }
     pthread_cond_broadcast(&L->idle_cv);
     pthread_mutex_unlock(&L->mu);
