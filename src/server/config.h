@@ -92,6 +92,7 @@ struct hs_config {
         int port;
         int threads;              /* HTTP worker threads */
         int connection_timeout_s; /* idle keep-alive connections are closed after this */
+        int connections_max;      /* open connections at most */
         char trace_file[1024];    /* empty = no trace */
     } server;
     int n_engines;

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +449,25 @@ hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
                             "server.host '%s' is not an IPv4 address", s->cfg.server.host);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
+    /* Every connection is a file descriptor: raise the soft open-file limit towards what
+     * connections_max needs (plus room for the model files, logs and the daemon's own), within
+     * the hard limit; fewer connections are allowed when the hard limit is lower. */
+    unsigned conn_max = (unsigned)s->cfg.server.connections_max;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t want = (rlim_t)conn_max + 256;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+            rlim_t to = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+            struct rlimit nl = {to, rl.rlim_max};
+            if (setrlimit(RLIMIT_NOFILE, &nl) == 0) rl.rlim_cur = to;
+        }
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+            unsigned fit = rl.rlim_cur > 512 ? (unsigned)(rl.rlim_cur - 256) : 256;
+            hs_log_warn("open-file limit %llu: at most %u connections instead of %u",
+                        (unsigned long long)rl.rlim_cur, fit, conn_max);
+            conn_max = fit;
+        }
+    }
     /* MHD's threads inherit the affinity of the thread that creates them */
     cpu_set_t rest, saved;
     bool moved = http_cores(s, &rest) &&
@@ -465,7 +485,8 @@ hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
         flags, (uint16_t)s->cfg.server.port, NULL, NULL, hs__http_handler, s, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.server.threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.server.connection_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, hs__http_completed, s, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, conn_max, MHD_OPTION_NOTIFY_COMPLETED, hs__http_completed, s,
+        MHD_OPTION_END);
     if (moved) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
     if (!s->daemon)
         return hs_error_set(err, HS_STATUS_IO, "cannot listen on %s:%d (in use?)",

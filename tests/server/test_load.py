@@ -224,3 +224,44 @@ limits:
         assert "HTTP and tokenization threads on cores" in s.stderr()
     finally:
         s.stop()
+
+
+def test_more_connections_than_a_select_set():
+    """1,100 idle clients (past FD_SETSIZE, microhttpd's default limit) stay connected and a new
+    client is still served."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 1400
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            import pytest
+            pytest.skip("open-file hard limit %d < %d" % (hard, need))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    s = Server("""
+engines:
+  - name: cpu0
+    kind: cpu
+server:
+  connections_max: 2048
+limits:
+  timeout_ms: 300000
+""")
+    idle = []
+    try:
+        for _ in range(1100):
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            idle.append(c)
+        time.sleep(0.5)  # the daemon accepts them all
+        # (with the old limit the new client waited in the listen backlog until idle ones timed
+        # out after connection_timeout_s, 60 s: the 20 s client timeout catches that)
+        st, _, v = s.post("/embed", {"inputs": "one more client"}, timeout=20)
+        assert st == 200 and len(v) == 1
+        # the idle ones were accepted, not closed: each still gets an answer
+        for c in idle[-3:]:
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert c.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        for c in idle:
+            c.close()
+        s.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
