@@ -60,7 +60,7 @@ struct conn {
     struct hs_arena *arena;
     const struct endpoint *ep; /* NULL: no such path */
     uint64_t id;
-    int64_t ts[HS_TS_COUNT]; /* copied from the request when it has one */
+    int64_t ts[HS_TS_COUNT]; /* the answering job's, once it has one */
     int http_status;
     int lane;
 
