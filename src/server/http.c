@@ -1,21 +1,22 @@
 /* HTTP endpoints over libmicrohttpd.
  *
- * Life of a connection's request: the first handler call creates a per-request arena holding
- * everything (body, token ids, the scheduler request, output rows, the response body); body
- * chunks are appended on the next calls; the last call parses, validates, tokenizes and submits.
- * The connection is then suspended until the scheduler's done callback resumes it; the handler
- * runs once more, post-processes and queues the response. When the response has been sent
+ * One table (endpoints[], near the end) names every endpoint: path, method, flags, and the
+ * two calls that serve it. Life of a connection's request: the first handler call creates a
+ * per-request arena holding everything (body, token ids, the job and its scheduler requests,
+ * output rows, the response body); body chunks are appended on the next calls; the last call
+ * runs the endpoint's begin: parse, validate, tokenize and dispatch. The connection is then
+ * suspended until the job's completion resumes it; the handler runs once more, the endpoint's
+ * finish post-processes and queues the response. When the response has been sent
  * (notify-completed), the arena's owner reference is dropped; the arena is freed in one call
  * once the scheduler has let go of every request made for the connection as well.
  *
- * Routing: the router (sched/router.h) decides the lane; a request that fails with an engine
- * error may be sent once more elsewhere (hs_router_retry, from the retry budget) as a second
- * scheduler request; a sampled request is also copied to a shadow lane, whose result is only
- * compared with the answer (cosine) and discarded. Every scheduler request holds a reference
- * on the connection's arena (conn->refs), so a shadow may finish after the response was sent.
- * Responses carry X-Engine (the engine that served) and X-Route ("route;policy=...") with
- * X-Route-Reason, the decision in words. POST /predict (predict.c) drives its two stages through
- * the same routing and submission (hs__conn_submit), one stage after the other.
+ * Where a request goes, whether it is retried or shadowed, is not decided here: the endpoint
+ * hands a job (sched/dispatch.h) to the dispatch and gets exactly one completion back
+ * (hs__conn_dispatch). The connection is the job's owner: the job's scheduler requests are
+ * allocated in its arena and each holds a reference on it (conn->refs), so a shadow copy may
+ * finish after the response was sent. Responses carry X-Engine (the engine that served) and
+ * X-Route ("route;policy=...") with X-Route-Reason, the answering job's decision in words.
+ * POST /predict (predict.c) runs its two cascade stages as two jobs, one after the other.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -33,29 +34,33 @@
 #include "core/log.h"
 #include "server/server-impl.h"
 
-enum endpoint {
-    EP_NONE,
-    EP_OPENAI_EMBED,
-    EP_TEI_EMBED,
-    EP_TOKENIZE,
-    EP_MODELS,
-    EP_HEALTH,
-    EP_READY,
-    EP_METRICS,
-    EP_ADMIN_FAULT,
-    EP_PREDICT,
+struct conn;
+
+/* One row of the endpoint table (near the end of the file). */
+struct endpoint {
+    const char *path;
+    const char *method;                        /* "GET" or "POST" */
+    unsigned flags;                            /* EP_* */
+    enum MHD_Result (*begin)(struct conn *k);  /* the request is whole */
+    enum MHD_Result (*finish)(struct conn *k); /* (optional) its job was answered */
 };
 
-/* the first try, a retry, a shadow copy; /predict: small, big and a retry of each */
-#define CONN_MAX_REQS 4
+enum {
+    EP_TIMED = 1u << 0,  /* responses carry Server-Timing */
+    EP_MODEL = 1u << 1,  /* runs a model: request metrics and a trace line */
+    EP_OPENAI = 1u << 2, /* OpenAI's schema (else TEI's) */
+};
+
+/* /embed: one; /predict: the small stage and the big one */
+#define CONN_MAX_JOBS 2
 
 struct conn {
     struct hs_server *srv;
     struct MHD_Connection *mhd;
     struct hs_arena *arena;
-    enum endpoint ep;
+    const struct endpoint *ep; /* NULL: no such path */
     uint64_t id;
-    int64_t ts[HS_TS_COUNT]; /* copied from the request when it has one */
+    int64_t ts[HS_TS_COUNT]; /* the answering job's, once it has one */
     int http_status;
     int lane;
 
@@ -64,19 +69,12 @@ struct conn {
     bool body_too_big;
     bool accepted; /* counted in srv->inflight: the drain on SIGTERM waits for its response */
 
-    /* a model request in flight */
-    struct hs_request *req; /* the scheduler request that answers (the retry once there is one) */
+    /* model jobs (sched/dispatch.h) */
+    struct hs_job *job; /* the one the response answers: the last dispatched */
+    struct hs_job *jobs[CONN_MAX_JOBS];
+    int n_jobs;
     struct hs_served_model *sm;
-    atomic_int refs; /* the owner's, plus one per initialised scheduler request */
-    struct hs_request *reqs[CONN_MAX_REQS];
-    int n_reqs;
-    const char *task;
-    bool routed;                  /* dec holds a decision */
-    struct hs_route_decision dec; /* of k->req */
-    struct hs_request *retry;     /* prepared before submitting, when a retry is possible */
-    struct hs_request *shadow;    /* the shadow copy, when one was sent */
-    int shadow_route;
-    bool shadow_finished, shadow_ok, primary_finished, primary_ok;
+    atomic_int refs; /* the owner's, plus one per scheduler request of its jobs */
     bool base64;
     bool post_normalize; /* L2-normalize in post-processing (model does not) */
     int prompt_tokens;
@@ -87,6 +85,8 @@ struct conn {
     void *predict;
     const char *x_header, *x_value, *route_note;
 };
+
+static void conn_answer(struct conn *k);
 
 /* ---------------------------------------------------------------------------------------------
  * connection memory
@@ -103,12 +103,6 @@ static void conn_unref(struct conn *k)
     if (atomic_fetch_sub(&k->refs, 1) == 1) conn_free_arena(k);
 }
 
-static void request_release(struct hs_request *r, void *ctx)
-{
-    (void)r;
-    conn_unref(ctx);
-}
-
 static struct conn *conn_new(struct hs_server *s, struct MHD_Connection *c)
 {
     struct hs_arena *a = hs_arena_create(16384);
@@ -122,7 +116,6 @@ static struct conn *conn_new(struct hs_server *s, struct MHD_Connection *c)
     k->mhd = c;
     k->arena = a;
     k->lane = -1;
-    k->shadow_route = -1;
     atomic_init(&k->refs, 1);
     k->id = atomic_fetch_add(&s->next_id, 1) + 1;
     k->ts[HS_TS_RECEIVED] = hs_now_ns();
@@ -204,13 +197,12 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     snprintf(tmp, sizeof tmp, "%" PRIu64, k->id);
     MHD_add_response_header(r, "X-Request-Id", tmp);
     if (k->x_header && k->x_value) MHD_add_response_header(r, k->x_header, k->x_value);
-    if (k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_TOKENIZE ||
-        k->ep == EP_PREDICT) {
+    if (k->ep && (k->ep->flags & EP_TIMED)) {
         server_timing(k, tmp, sizeof tmp);
         MHD_add_response_header(r, "Server-Timing", tmp);
     }
-    if (k->routed) {
-        const struct hs_route_decision *d = &k->dec;
+    if (k->job && k->job->routed) {
+        const struct hs_route_decision *d = &k->job->dec;
         if (d->lane >= 0)
             MHD_add_response_header(r, "X-Engine", hs_engine_name(k->srv->lanes[d->lane].engine));
         snprintf(tmp, sizeof tmp, "%s;policy=%s%s%s",
@@ -227,14 +219,7 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
         MHD_add_response_header(r, "Retry-After", tmp);
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (status == 405) {
-        const char *allow = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED ||
-                                    k->ep == EP_TOKENIZE || k->ep == EP_ADMIN_FAULT ||
-                                    k->ep == EP_PREDICT
-                                ? "POST"
-                                : "GET";
-        MHD_add_response_header(r, "Allow", allow);
-    }
+    if (status == 405 && k->ep) MHD_add_response_header(r, "Allow", k->ep->method);
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -699,132 +684,6 @@ static json_t *parse_body(struct conn *k, enum MHD_Result *ret)
     return root;
 }
 
-/* Cosine of every row of the answer with the shadow's, reported to the router (k->mu held,
- * so a post-processing normalization never runs under it). */
-static void shadow_compare(struct conn *k)
-{
-    struct hs_router *rt = k->srv->router;
-    if (!k->primary_ok || !k->shadow_ok) {
-        hs_router_on_shadow(rt, k->shadow_route, false, NULL, 0);
-        return;
-    }
-    const int dim = k->sm->model->config.dims.hidden;
-    double cos[64];
-    int n = 0;
-    for (int i = 0; i < k->req->n_seqs; i++) {
-        const float *a = k->req->out + (size_t)i * dim, *b = k->shadow->out + (size_t)i * dim;
-        double ab = 0, aa = 0, bb = 0;
-        for (int j = 0; j < dim; j++) {
-            ab += (double)a[j] * b[j];
-            aa += (double)a[j] * a[j];
-            bb += (double)b[j] * b[j];
-        }
-        cos[n++] = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-        if (n == 64 || i + 1 == k->req->n_seqs) {
-            hs_router_on_shadow(rt, k->shadow_route, true, cos, n);
-            n = 0;
-        }
-    }
-}
-
-static void shadow_done(struct hs_request *r, void *ctx)
-{
-    struct conn *k = ctx;
-    pthread_mutex_lock(&k->mu);
-    k->shadow_finished = true;
-    k->shadow_ok = r->status == HS_STATUS_OK;
-    if (k->primary_finished) shadow_compare(k);
-    pthread_mutex_unlock(&k->mu);
-}
-
-static int64_t batch_ns_of(const struct hs_request *r)
-{
-    return r->ts[HS_TS_COPY_OUT] && r->ts[HS_TS_BATCHED]
-               ? r->ts[HS_TS_COPY_OUT] - r->ts[HS_TS_BATCHED]
-               : 0;
-}
-
-/* A new scheduler request for the same inputs, in storage prepared beforehand. */
-static void request_clone(struct conn *k, const struct hs_request *from, struct hs_request *to,
-                          enum hs_priority prio, hs_request_fn done)
-{
-    struct hs_seq *seqs = to->seqs;
-    float *out = to->out;
-    memset(to, 0, sizeof *to);
-    for (int i = 0; i < from->n_seqs; i++) {
-        memset(&seqs[i], 0, sizeof seqs[i]);
-        seqs[i].ids = from->seqs[i].ids;
-        seqs[i].n_tokens = from->seqs[i].n_tokens;
-    }
-    to->id = from->id;
-    to->priority = prio;
-    to->deadline_ns = from->deadline_ns;
-    to->n_seqs = from->n_seqs;
-    to->seqs = seqs;
-    to->out = out;
-    to->model = from->model;
-    to->done = done;
-    to->release = request_release;
-    to->ctx = k;
-    memcpy(to->ts, from->ts, sizeof to->ts);
-    hs_request_init(to);
-    atomic_fetch_add(&k->refs, 1);
-    k->reqs[k->n_reqs++] = to;
-}
-
-/* Storage for one more scheduler request of n sequences of dim floats out (arena; MHD thread
- * only). dim comes from the caller: /predict's connections have no k->sm. */
-static struct hs_request *request_storage(struct conn *k, size_t n, int dim)
-{
-    struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
-    if (!r) return NULL;
-    r->seqs = hs_arena_calloc(k->arena, n, sizeof *r->seqs);
-    r->out = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)dim);
-    return r->seqs && r->out ? r : NULL;
-}
-
-static void request_done(struct hs_request *r, void *ctx)
-{
-    struct conn *k = ctx;
-    struct hs_server *s = k->srv;
-    int64_t now = hs_now_ns();
-    hs_router_on_result(s->router, r->lane, k->dec.probe, r->status, batch_ns_of(r),
-                        r->in_batch_timeout, now);
-    pthread_mutex_lock(&k->mu);
-    if (r->status == HS_STATUS_ENGINE && k->retry && r == k->req) {
-        /* One more try on another engine, when the budget allows. */
-        struct hs_route_query q = {.req = r, .task = k->task};
-        struct hs_route_decision d2;
-        hs_router_retry(s->router, &q, &k->dec, now, &d2);
-        if (d2.status == HS_STATUS_OK) {
-            struct hs_request *r2 = k->retry;
-            k->retry = NULL;
-            request_clone(k, r, r2, r->priority, request_done);
-            char first[sizeof k->dec.reason];
-            snprintf(first, sizeof first, "%s", k->dec.reason);
-            struct hs_route_decision prev = k->dec;
-            k->dec = d2;
-            snprintf(k->dec.reason, sizeof k->dec.reason, "%.120s; %.120s", first, d2.reason);
-            k->req = r2;
-            pthread_mutex_unlock(&k->mu);
-            if (hs_sched_submit_lane(s->sched, d2.lane, r2) == HS_STATUS_OK) return;
-            /* Not taken after all: answer with the first try's failure. */
-            pthread_mutex_lock(&k->mu);
-            k->dec = prev;
-            k->req = r;
-        }
-    }
-    k->done = true;
-    k->primary_finished = true;
-    k->primary_ok = k->req->status == HS_STATUS_OK;
-    if (k->shadow && k->shadow_finished) shadow_compare(k);
-    if (k->suspended) {
-        k->suspended = false;
-        MHD_resume_connection(k->mhd);
-    }
-    pthread_mutex_unlock(&k->mu);
-}
-
 static const char *conn_header(void *ctx, const char *name)
 {
     struct conn *k = ctx;
@@ -837,11 +696,11 @@ static const char *conn_header(void *ctx, const char *name)
 
 static enum MHD_Result embed_finish(struct conn *k);
 
-/* Shared by /v1/embeddings and /embed: validate, tokenize, submit. */
+/* Shared by /v1/embeddings and /embed: validate, tokenize, dispatch. */
 static enum MHD_Result embed_begin(struct conn *k)
 {
     struct hs_server *s = k->srv;
-    bool openai = k->ep == EP_OPENAI_EMBED;
+    bool openai = k->ep->flags & EP_OPENAI;
     char msg[HS__MSG_MAX];
     struct hs__embed_req in;
     int status =
@@ -854,133 +713,58 @@ static enum MHD_Result embed_begin(struct conn *k)
     k->base64 = in.base64;
     k->post_normalize = in.post_normalize;
     k->prompt_tokens = in.prompt_tokens;
-    const struct hs_model *m = k->sm->model;
-    const size_t n = in.n;
-    struct hs_request *r = hs_arena_calloc(k->arena, 1, sizeof *r);
-    float *outv = hs_arena_alloc(k->arena, sizeof(float) * n * (size_t)m->config.dims.hidden);
-    if (!r || !outv) return send_error(k, 500, 0, "out of memory");
     k->ts[HS_TS_TOKENIZED] = hs_now_ns();
-
-    if (atomic_load(&s->draining)) return send_error(k, 503, 0, "server is shutting down");
-    r->id = k->id;
-    r->priority = in.prio;
-    r->deadline_ns = k->ts[HS_TS_RECEIVED] + (int64_t)in.timeout_ms * 1000000;
-    r->n_seqs = (int)n;
-    r->seqs = in.seqs;
-    r->out = outv;
-    r->model = k->sm->name;
-    r->done = request_done;
-    r->release = request_release;
-    r->ctx = k;
-    memcpy(r->ts, k->ts, sizeof r->ts);
-    hs_request_init(r);
-    atomic_fetch_add(&k->refs, 1);
-    k->reqs[k->n_reqs++] = r;
-    pthread_mutex_init(&k->mu, NULL);
-    k->mu_init = true;
-    k->req = r;
-
-    /* route */
-    k->task = openai ? "embeddings" : "embed";
-    const char *key = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Request-Id");
-    struct hs_route_query q = {
-        .req = r, .task = k->task, .key = key, .header = conn_header, .header_ctx = k};
-    hs_router_decide(s->router, &q, hs_now_ns(), &k->dec);
-    k->routed = true;
-    r->ts[HS_TS_ROUTED] = hs_now_ns();
-    if (k->dec.status != HS_STATUS_OK) {
-        memcpy(k->ts, r->ts, sizeof k->ts);
-        return send_error(k, status_to_http(k->dec.status), k->dec.retry_after_s, "%s",
-                          k->dec.reason);
-    }
-    /* Storage for what may follow, made now: later the arena is not ours alone. */
-    const struct hs_router_opts *ro = hs_router_opts(s->router);
-    const struct hs_route *route = k->dec.route >= 0 ? &ro->routes[k->dec.route] : NULL;
-    if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
-        k->retry = request_storage(k, n, m->config.dims.hidden);
-    struct hs_request *shadow = NULL;
-    if (k->dec.shadow_lane >= 0 &&
-        hs_sched_lane_opts(s->sched, k->dec.shadow_lane)->dim == m->config.dims.hidden &&
-        (shadow = request_storage(k, n, m->config.dims.hidden)) != NULL) {
-        /* The copy is bulk work: shed before anything a client waits for. */
-        request_clone(k, r, shadow, HS_PRIORITY_BATCH, shadow_done);
-        k->shadow_route = k->dec.route; /* the comparison is the shadowed route's */
-    }
-    int lane = k->dec.lane;
-    hs_status st = hs_sched_submit_lane(s->sched, lane, r);
-    if (st != HS_STATUS_OK) {
-        hs_router_on_result(s->router, lane, k->dec.probe, st, 0, false, hs_now_ns());
-        memcpy(k->ts, r->ts, sizeof k->ts);
-        k->lane = r->lane;
-        return send_error(k, status_to_http(st), r->retry_after_s, "%s", r->msg);
-    }
-    k->submitted = true;
-    k->lane = r->lane;
-    if (shadow) {
-        pthread_mutex_lock(&k->mu);
-        k->shadow = shadow;
-        pthread_mutex_unlock(&k->mu);
-        if (hs_sched_submit_lane(s->sched, k->dec.shadow_lane, shadow) != HS_STATUS_OK) {
-            pthread_mutex_lock(&k->mu);
-            k->shadow_finished = true; /* compared as failed */
-            k->shadow_ok = false;
-            if (k->primary_finished) shadow_compare(k);
-            pthread_mutex_unlock(&k->mu);
-        }
-    }
-    pthread_mutex_lock(&k->mu);
-    if (!k->done) {
-        MHD_suspend_connection(k->mhd);
-        k->suspended = true;
-    }
-    bool done = k->done;
-    pthread_mutex_unlock(&k->mu);
+    struct hs_job *j =
+        hs__conn_job(k, openai ? "embeddings" : "embed", k->sm->name, in.seqs, in.n, in.prio,
+                     k->ts[HS_TS_RECEIVED] + (int64_t)in.timeout_ms * 1000000);
+    if (!j) return send_error(k, 500, 0, "out of memory");
+    bool answered = false;
+    hs_status st = hs__conn_dispatch(k, j, NULL, &answered);
+    if (st != HS_STATUS_OK)
+        return send_error(k, status_to_http(st), j->retry_after_s, "%s", j->msg);
     /* Answered before we could suspend (a fast batch, an immediate expiry): respond now. */
-    return done ? embed_finish(k) : MHD_YES;
+    return answered ? embed_finish(k) : MHD_YES;
 }
 
-/* After the scheduler answered: post-process and serialize. */
+/* One row, L2-normalized into tmp when the model does not normalize itself (the answer's rows
+ * are read-only: a shadow comparison may be reading them). */
+static const float *embed_row(const struct conn *k, const float *row, int dim, float *tmp)
+{
+    if (!k->post_normalize) return row;
+    double ss = 0;
+    for (int j = 0; j < dim; j++) ss += (double)row[j] * row[j];
+    float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+    for (int j = 0; j < dim; j++) tmp[j] = row[j] * inv;
+    return tmp;
+}
+
+/* After the dispatch answered: post-process and serialize. */
 static enum MHD_Result embed_finish(struct conn *k)
 {
-    pthread_mutex_lock(&k->mu);
-    struct hs_request *r = k->req;
-    pthread_mutex_unlock(&k->mu);
-    memcpy(k->ts, r->ts, sizeof k->ts);
-    k->lane = r->lane;
-    if (r->status != HS_STATUS_OK) {
-        int status = status_to_http(r->status);
-        return send_error(k, status, r->retry_after_s, "%s", r->msg);
-    }
-    const int dim = k->sm->model->config.dims.hidden;
-    const size_t n = (size_t)r->n_seqs;
-    if (k->post_normalize) {
-        /* under k->mu: a shadow comparison may read these rows */
-        pthread_mutex_lock(&k->mu);
-        for (size_t i = 0; i < n; i++) {
-            float *v = r->out + i * (size_t)dim;
-            double ss = 0;
-            for (int j = 0; j < dim; j++) ss += (double)v[j] * v[j];
-            float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-            for (int j = 0; j < dim; j++) v[j] *= inv;
-        }
-        pthread_mutex_unlock(&k->mu);
-    }
+    const struct hs_job *j = k->job;
+    if (j->status != HS_STATUS_OK)
+        return send_error(k, status_to_http(j->status), j->retry_after_s, "%s", j->msg);
+    const int dim = j->dim;
+    const size_t n = (size_t)j->n_seqs;
+    float *tmp = k->post_normalize ? hs_arena_alloc(k->arena, sizeof(float) * (size_t)dim) : NULL;
+    if (k->post_normalize && !tmp) return send_error(k, 500, 0, "out of memory");
     struct hs_buf b;
     /* Sized once for the worst case so serialization never re-grows. */
     size_t per =
         k->base64 ? ((size_t)dim * 4 + 2) / 3 * 4 + 8 : (size_t)dim * (HS_JSON_FLOAT_MAX + 1) + 8;
     hs_buf_init(&b, k->arena, n * (per + 64) + 256 + strlen(k->sm->name));
-    if (k->ep == EP_OPENAI_EMBED) {
+    if (k->ep->flags & EP_OPENAI) {
         hs_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         for (size_t i = 0; i < n; i++) {
+            const float *row = embed_row(k, j->out + i * (size_t)dim, dim, tmp);
             hs_buf_printf(
                 &b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
             if (k->base64) {
                 hs_buf_putc(&b, '"');
-                hs_buf_base64(&b, r->out + i * (size_t)dim, (size_t)dim * sizeof(float));
+                hs_buf_base64(&b, row, (size_t)dim * sizeof(float));
                 hs_buf_putc(&b, '"');
             } else {
-                hs_buf_json_floats(&b, r->out + i * (size_t)dim, (size_t)dim);
+                hs_buf_json_floats(&b, row, (size_t)dim);
             }
             hs_buf_putc(&b, '}');
         }
@@ -992,7 +776,7 @@ static enum MHD_Result embed_finish(struct conn *k)
         hs_buf_putc(&b, '[');
         for (size_t i = 0; i < n; i++) {
             if (i) hs_buf_putc(&b, ',');
-            hs_buf_json_floats(&b, r->out + i * (size_t)dim, (size_t)dim);
+            hs_buf_json_floats(&b, embed_row(k, j->out + i * (size_t)dim, dim, tmp), (size_t)dim);
         }
         hs_buf_putc(&b, ']');
     }
@@ -1063,27 +847,22 @@ static enum MHD_Result ready(struct conn *k)
     return send_buf(k, 200, &b, "application/json", 0);
 }
 
-static enum MHD_Result simple(struct conn *k)
+static enum MHD_Result health(struct conn *k)
 {
     struct hs_buf b;
-    switch (k->ep) {
-    case EP_HEALTH:
-        hs_buf_init(&b, k->arena, 64);
-        hs_buf_puts(&b, "{\"status\":\"ok\"}");
-        return send_buf(k, 200, &b, "application/json", 0);
-    case EP_READY:
-        return ready(k);
-    case EP_MODELS:
-        return models(k);
-    case EP_METRICS:
-        hs_buf_init(&b, k->arena, 65536);
-        hs_metrics_render(k->srv->metrics, &b);
-        hs__predict_metrics(k->srv, &b);
-        hs__server_checks_metrics(k->srv, &b);
-        return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
-    default:
-        return send_error(k, 404, 0, "not found");
-    }
+    hs_buf_init(&b, k->arena, 64);
+    hs_buf_puts(&b, "{\"status\":\"ok\"}");
+    return send_buf(k, 200, &b, "application/json", 0);
+}
+
+static enum MHD_Result metrics(struct conn *k)
+{
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 65536);
+    hs_metrics_render(k->srv->metrics, &b);
+    hs__predict_metrics(k->srv, &b);
+    hs__server_checks_metrics(k->srv, &b);
+    return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
 }
 
 /* POST /admin/fault {"engine", "fail_next", "slow_factor", "hang_ms"}: replaces the engine's
@@ -1184,33 +963,27 @@ static enum MHD_Result admin_fault(struct conn *k)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * dispatch
+ * the endpoint table
  */
 
-static enum endpoint endpoint_of(const char *url, bool *want_post)
+static const struct endpoint endpoints[] = {
+    {"/v1/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
+    {"/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
+    {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
+    {"/predict", "POST", EP_TIMED | EP_MODEL, hs__predict_begin, hs__predict_resume},
+    {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
+    {"/v1/models", "GET", 0, models, NULL},
+    {"/health", "GET", 0, health, NULL},
+    {"/ready", "GET", 0, ready, NULL},
+    {"/metrics", "GET", 0, metrics, NULL},
+    {"/admin/fault", "POST", 0, admin_fault, NULL},
+};
+
+static const struct endpoint *endpoint_of(const char *url)
 {
-    static const struct {
-        const char *path;
-        enum endpoint ep;
-        bool post;
-    } table[] = {
-        {"/v1/embeddings", EP_OPENAI_EMBED, true},
-        {"/embeddings", EP_OPENAI_EMBED, true},
-        {"/embed", EP_TEI_EMBED, true},
-        {"/tokenize", EP_TOKENIZE, true},
-        {"/predict", EP_PREDICT, true},
-        {"/v1/models", EP_MODELS, false},
-        {"/health", EP_HEALTH, false},
-        {"/ready", EP_READY, false},
-        {"/metrics", EP_METRICS, false},
-        {"/admin/fault", EP_ADMIN_FAULT, true},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(url, table[i].path)) {
-            *want_post = table[i].post;
-            return table[i].ep;
-        }
-    return EP_NONE;
+    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++)
+        if (!strcmp(url, endpoints[i].path)) return &endpoints[i];
+    return NULL;
 }
 
 static bool body_append(struct conn *k, const char *data, size_t n)
@@ -1246,14 +1019,12 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         k = conn_new(s, c);
         if (!k) return MHD_NO; /* out of memory: drop the connection */
         *con_cls = k;
-        bool want_post = false;
-        k->ep = endpoint_of(url, &want_post);
-        if (k->ep == EP_NONE) {
+        k->ep = endpoint_of(url);
+        if (!k->ep) {
             conn_accept(k);
             return send_error(k, 404, 0, "no endpoint %s", url);
         }
-        bool is_post = !strcmp(method, "POST"), is_get = !strcmp(method, "GET");
-        if (want_post ? !is_post : !is_get) {
+        if (strcmp(method, k->ep->method)) {
             conn_accept(k);
             return send_error(k, 405, 0, "method %s not allowed on %s", method, url);
         }
@@ -1274,26 +1045,15 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         return MHD_YES;
     }
     if (k->submitted) {
-        /* resumed: the scheduler has answered */
-        return k->ep == EP_PREDICT ? hs__predict_resume(k) : embed_finish(k);
+        /* resumed: the dispatch has answered */
+        conn_answer(k);
+        return k->ep->finish(k);
     }
     conn_accept(k); /* the whole body is here */
     if (k->body_too_big)
         return send_error(k, 413, 0, "request body exceeds %lld bytes",
                           (long long)s->cfg.limits.body_bytes_max);
-    switch (k->ep) {
-    case EP_OPENAI_EMBED:
-    case EP_TEI_EMBED:
-        return embed_begin(k);
-    case EP_TOKENIZE:
-        return tokenize(k);
-    case EP_ADMIN_FAULT:
-        return admin_fault(k);
-    case EP_PREDICT:
-        return hs__predict_begin(k);
-    default:
-        return simple(k);
-    }
+    return k->ep->begin(k);
 }
 
 static enum hs_outcome outcome_of(int status)
@@ -1314,26 +1074,24 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!k) return;
     *con_cls = NULL;
     k->ts[HS_TS_SENT] = hs_now_ns();
-    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_PREDICT;
+    bool model_req = k->ep && (k->ep->flags & EP_MODEL);
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         char decision[400] = "";
-        if (k->routed)
+        const struct hs_route_decision *d = k->job && k->job->routed ? &k->job->dec : NULL;
+        if (d)
             snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
-                     hs_router_route_name(s->router, k->dec.route),
-                     hs_route_policy_name(k->dec.policy),
-                     k->dec.lane >= 0 ? hs_engine_name(s->lanes[k->dec.lane].engine) : "none",
-                     k->dec.reason);
-        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts,
-                         k->routed ? decision : NULL);
+                     hs_router_route_name(s->router, d->route), hs_route_policy_name(d->policy),
+                     d->lane >= 0 ? hs_engine_name(s->lanes[d->lane].engine) : "none", d->reason);
+        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL);
     }
-    /* The owner's references: each scheduler request's (the arena goes once the scheduler let
-     * go of them all), then the connection's own. */
-    int n_reqs = k->n_reqs;
-    struct hs_request *reqs[CONN_MAX_REQS];
-    memcpy(reqs, k->reqs, sizeof reqs);
+    /* The owner's references: on each job's scheduler requests (the arena goes once the
+     * scheduler let go of them all), then the connection's own. */
+    int n_jobs = k->n_jobs;
+    struct hs_job *jobs[CONN_MAX_JOBS];
+    memcpy(jobs, k->jobs, sizeof jobs);
     bool accepted = k->accepted;
-    for (int i = 0; i < n_reqs; i++) hs_request_unref(reqs[i]);
+    for (int i = 0; i < n_jobs; i++) hs_job_release(jobs[i]);
     conn_unref(k);
     if (accepted) {
         pthread_mutex_lock(&s->inflight_mu);
@@ -1354,10 +1112,6 @@ struct hs_arena *hs__conn_arena(struct conn *k)
 struct hs_server *hs__conn_server(struct conn *k)
 {
     return k->srv;
-}
-uint64_t hs__conn_id(struct conn *k)
-{
-    return k->id;
 }
 int64_t *hs__conn_ts(struct conn *k)
 {
@@ -1396,67 +1150,97 @@ int hs__http_status(hs_status st)
     return status_to_http(st);
 }
 
-void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
-                    struct hs_route_query *q)
+void hs__conn_route_note(struct conn *k, const char *note)
 {
-    k->task = task; /* a retry's query */
-    *q = (struct hs_route_query){
-        .req = r,
-        .task = task,
-        .key = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Request-Id"),
-        .header = conn_header,
-        .header_ctx = k};
-}
-
-void hs__conn_decided(struct conn *k, const struct hs_route_decision *d, const char *note)
-{
-    if (k->mu_init) pthread_mutex_lock(&k->mu);
-    if (d) {
-        k->dec = *d;
-        k->routed = true;
-    }
     k->route_note = note;
-    if (k->mu_init) pthread_mutex_unlock(&k->mu);
 }
 
-hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_route_decision *d,
-                          bool *answered)
+/* The job's owner hooks (sched/dispatch.h): memory from the connection's arena, held by
+ * reference; an answer resumes the suspended connection. */
+static void *conn_alloc(void *ctx, size_t bytes)
+{
+    struct conn *k = ctx;
+    return hs_arena_calloc(k->arena, 1, bytes);
+}
+
+static void conn_hold(void *ctx)
+{
+    struct conn *k = ctx;
+    atomic_fetch_add(&k->refs, 1);
+}
+
+static void conn_let_go(void *ctx)
+{
+    conn_unref(ctx);
+}
+
+static void conn_done(struct hs_job *j, void *ctx)
+{
+    (void)j;
+    struct conn *k = ctx;
+    pthread_mutex_lock(&k->mu);
+    k->done = true;
+    if (k->suspended) {
+        k->suspended = false;
+        MHD_resume_connection(k->mhd);
+    }
+    pthread_mutex_unlock(&k->mu);
+}
+
+struct hs_job *hs__conn_job(struct conn *k, const char *task, const char *model,
+                            const struct hs_seq *seqs, size_t n, enum hs_priority prio,
+                            int64_t deadline_ns)
+{
+    if (k->n_jobs == CONN_MAX_JOBS) return NULL; /* (a bug) */
+    struct hs_job *j = hs_arena_calloc(k->arena, 1, sizeof *j);
+    if (!j) return NULL;
+    j->owner = (struct hs_job_owner){
+        .alloc = conn_alloc, .hold = conn_hold, .let_go = conn_let_go, .done = conn_done, .ctx = k};
+    j->id = k->id;
+    j->model = model;
+    j->task = task;
+    j->key = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "X-Request-Id");
+    j->header = conn_header;
+    j->header_ctx = k;
+    j->priority = prio;
+    j->deadline_ns = deadline_ns;
+    j->n_seqs = (int)n;
+    j->seqs = seqs;
+    k->jobs[k->n_jobs++] = j;
+    return j;
+}
+
+/* The answering job's stamps and lane become the connection's. */
+static void conn_answer(struct conn *k)
+{
+    memcpy(k->ts, k->job->ts, sizeof k->ts);
+    k->lane = k->job->lane;
+}
+
+hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_job *from,
+                            bool *answered)
 {
     struct hs_server *s = k->srv;
+    *answered = false;
+    k->job = j;
+    if (atomic_load(&s->draining)) {
+        j->status = HS_STATUS_SHUTDOWN;
+        snprintf(j->msg, sizeof j->msg, "server is shutting down");
+        return j->status;
+    }
     if (!k->mu_init) {
         pthread_mutex_init(&k->mu, NULL);
         k->mu_init = true;
     }
-    if (k->n_reqs + 2 > CONN_MAX_REQS) return HS_STATUS_INVALID_ARGUMENT; /* (a bug) */
-    /* Storage for a retry, made now: later the arena is not ours alone. */
-    const struct hs_router_opts *ro = hs_router_opts(s->router);
-    const struct hs_route *route = d->route >= 0 ? &ro->routes[d->route] : NULL;
-    struct hs_request *retry = NULL;
-    if (route && ro->retry_budget_max >= 1 && (route->n_lanes > 1 || route->failover_route >= 0))
-        retry = request_storage(k, (size_t)r->n_seqs, hs_sched_lane_opts(s->sched, d->lane)->dim);
-    r->done = request_done;
-    r->release = request_release;
-    r->ctx = k;
-    hs_request_init(r);
-    atomic_fetch_add(&k->refs, 1);
-    pthread_mutex_lock(&k->mu);
-    k->reqs[k->n_reqs++] = r;
-    k->req = r;
-    k->retry = retry;
-    k->dec = *d;
-    k->routed = true;
     k->done = false;
-    pthread_mutex_unlock(&k->mu);
-    r->ts[HS_TS_ROUTED] = hs_now_ns();
-    hs_status st = hs_sched_submit_lane(s->sched, d->lane, r);
+    memcpy(j->ts, k->ts, sizeof j->ts);
+    hs_status st =
+        from ? hs_dispatch_escalate(s->dispatch, j, from) : hs_dispatch_submit(s->dispatch, j);
     if (st != HS_STATUS_OK) {
-        hs_router_on_result(s->router, d->lane, d->probe, st, 0, false, hs_now_ns());
-        memcpy(k->ts, r->ts, sizeof k->ts);
-        k->lane = r->lane;
+        conn_answer(k);
         return st;
     }
     k->submitted = true;
-    k->lane = r->lane;
     pthread_mutex_lock(&k->mu);
     if (!k->done) {
         MHD_suspend_connection(k->mhd);
@@ -1464,15 +1248,6 @@ hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_
     }
     *answered = k->done;
     pthread_mutex_unlock(&k->mu);
+    if (*answered) conn_answer(k);
     return HS_STATUS_OK;
-}
-
-struct hs_request *hs__conn_answer(struct conn *k)
-{
-    pthread_mutex_lock(&k->mu);
-    struct hs_request *r = k->req;
-    pthread_mutex_unlock(&k->mu);
-    memcpy(k->ts, r->ts, sizeof k->ts);
-    k->lane = r->lane;
-    return r;
 }

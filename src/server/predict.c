@@ -7,16 +7,15 @@
  *             labels sorted by score, highest first; header X-Cascade names who answered each
  *             input, comma-separated in input order: small | big | capped.
  *
- * A request runs as up to two scheduler requests in the connection's arena, both placed by the
- * router (task "predict"): first every input on the small model; its head's class probabilities
- * go to the router's cascade judge (hs_router_judge), which is this file's judge(): the one
- * cascade policy, sched/cascade.h, configured by the cascade section. The inputs it escalates
- * then run on the big model: on the big route of the cascade route the small stage came through
- * (hs_router_escalate), or, without a cascade route, wherever the router places the big model.
- * X-Route names the route that answered, with ";cascade=small|big|capped" (big when any input
- * escalated, else capped when any was kept small by the cap); X-Route-Reason has both
- * decisions. Each scheduler request holds a reference on the connection's arena (http.c), so a
- * batch still writing into an abandoned request's rows never writes into freed memory.
+ * A request runs as up to two jobs of the dispatch (sched/dispatch.h), like /embed's, with the
+ * same deadline, priority, retry, shadow and breaker reporting (task "predict"): first every
+ * input on the small model; its head's class probabilities go to the router's cascade judge
+ * (hs_dispatch_judge), which is this file's judge(): the one cascade policy, sched/cascade.h,
+ * configured by the cascade section. The inputs it escalates then run as the second job, on the
+ * big model (hs_dispatch_escalate): on the big route of the cascade route the small stage came
+ * through, or, without a cascade route, wherever the router places the big model. X-Route names
+ * the route that answered, with ";cascade=small|big|capped" (big when any input escalated, else
+ * capped when any was kept small by the cap); X-Route-Reason has both decisions.
  */
 #include <stdio.h>
 #include <string.h>
@@ -40,9 +39,8 @@ struct pstate {
     bool single; /* "inputs" was one string */
     bool truncate;
     size_t n;
-    json_t *texts; /* the inputs (a reference kept until the response) */
-    struct hs_request *r1, *r2;
-    struct hs_route_decision d1;        /* the small stage's */
+    json_t *texts;                      /* the inputs (a reference kept until the response) */
+    struct hs_job *j1, *j2;             /* the small stage, the big one */
     float *p_small, *p_big;             /* [n, classes] */
     enum hs_cascade_decision *decision; /* [n] */
     enum hs_priority prio;
@@ -222,25 +220,6 @@ static int tokenize_texts(struct hs_server *s, struct hs_arena *a, struct hs_ser
     return 0;
 }
 
-/* A new request of the n sequences seqs for sm (NULL when out of memory). */
-static struct hs_request *new_request(struct conn *k, struct pstate *ps, struct hs_served_model *sm,
-                                      struct hs_seq *seqs, size_t n)
-{
-    struct hs_arena *a = hs__conn_arena(k);
-    struct hs_request *r = hs_arena_calloc(a, 1, sizeof *r);
-    float *rows = hs_arena_alloc(a, sizeof(float) * n * (size_t)sm->model->config.dims.hidden);
-    if (!r || !rows) return NULL;
-    r->id = hs__conn_id(k);
-    r->priority = ps->prio;
-    r->deadline_ns = ps->deadline_ns;
-    r->n_seqs = (int)n;
-    r->seqs = seqs;
-    r->out = rows;
-    r->model = sm->name;
-    memcpy(r->ts, hs__conn_ts(k), sizeof r->ts);
-    return r;
-}
-
 int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct hs_arena *a,
                        const char *body, size_t len, const char *x_priority,
                        const char *x_timeout_ms, int64_t *ts, struct hs__predict_req *out,
@@ -332,30 +311,17 @@ enum MHD_Result hs__predict_begin(struct conn *k)
     ps->p_small = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
     ps->p_big = hs_arena_alloc(hs__conn_arena(k), sizeof(float) * ps->n * (size_t)classes);
     ps->decision = hs_arena_calloc(hs__conn_arena(k), ps->n, sizeof *ps->decision);
-    ps->r1 = new_request(k, ps, p->small, in.seqs, in.n);
-    if (!ps->p_small || !ps->p_big || !ps->decision || !ps->r1) {
-        ret = hs__conn_error(k, 500, 0, "out of memory");
-        goto out;
-    }
     hs__conn_ts(k)[HS_TS_TOKENIZED] = hs_now_ns();
-    if (atomic_load(&s->draining)) {
-        ret = hs__conn_error(k, 503, 0, "server is shutting down");
-        goto out;
-    }
-    struct hs_route_query q;
-    hs__conn_query(k, ps->r1, "predict", &q);
-    hs_router_decide(s->router, &q, hs_now_ns(), &ps->d1);
-    hs__conn_decided(k, &ps->d1, NULL);
-    if (ps->d1.status != HS_STATUS_OK) {
-        ret =
-            hs__conn_error(k, hs__http_status(ps->d1.status), ps->d1.retry_after_s, ps->d1.reason);
+    ps->j1 = hs__conn_job(k, "predict", p->small->name, in.seqs, in.n, ps->prio, ps->deadline_ns);
+    if (!ps->p_small || !ps->p_big || !ps->decision || !ps->j1) {
+        ret = hs__conn_error(k, 500, 0, "out of memory");
         goto out;
     }
     ps->phase = 1;
     bool answered = false;
-    hs_status st = hs__conn_submit(k, ps->r1, &ps->d1, &answered);
+    hs_status st = hs__conn_dispatch(k, ps->j1, NULL, &answered);
     if (st != HS_STATUS_OK) {
-        ret = hs__conn_error(k, hs__http_status(st), ps->r1->retry_after_s, ps->r1->msg);
+        ret = hs__conn_error(k, hs__http_status(st), ps->j1->retry_after_s, ps->j1->msg);
         goto out;
     }
     return answered ? hs__predict_resume(k) : MHD_YES;
@@ -380,13 +346,13 @@ static enum MHD_Result error_out(struct conn *k, struct pstate *ps, int status,
     return hs__conn_error(k, status, retry_after_s, msg);
 }
 
-/* A request failed: answer with its status. */
-static enum MHD_Result fail(struct conn *k, struct pstate *ps, struct hs_request *r,
+/* A job failed or was refused: answer with its status. */
+static enum MHD_Result fail(struct conn *k, struct pstate *ps, const struct hs_job *j,
                             const char *who)
 {
     char msg[400];
-    snprintf(msg, sizeof msg, "%s: %s", who, r->msg[0] ? r->msg : hs_status_str(r->status));
-    return error_out(k, ps, hs__http_status(r->status), r->retry_after_s, msg);
+    snprintf(msg, sizeof msg, "%s: %s", who, j->msg[0] ? j->msg : hs_status_str(j->status));
+    return error_out(k, ps, hs__http_status(j->status), j->retry_after_s, msg);
 }
 
 /* The X-Route suffix: big when any input escalated, else capped when any was capped. */
@@ -404,22 +370,21 @@ static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
 {
     struct hs_server *s = hs__conn_server(k);
     struct hs_predict *p = s->predict;
-    struct hs_request *r = hs__conn_answer(k); /* r1, or its retry */
-    if (r->status != HS_STATUS_OK) return fail(k, ps, r, p->small->name);
-    const int dim = p->small->model->config.dims.hidden, classes = p->small_head->n_classes;
+    const struct hs_job *j = ps->j1;
+    if (j->status != HS_STATUS_OK) return fail(k, ps, j, p->small->name);
+    const int dim = j->dim, classes = p->small_head->n_classes;
     for (size_t i = 0; i < ps->n; i++)
-        hs_head_apply(p->small_head, r->out + i * (size_t)dim, ps->p_small + i * (size_t)classes);
+        hs_head_apply(p->small_head, j->out + i * (size_t)dim, ps->p_small + i * (size_t)classes);
     size_t *esc = hs_arena_alloc(hs__conn_arena(k), sizeof(size_t) * ps->n);
     if (!esc) return error_out(k, ps, 500, 0, "out of memory");
     size_t n_esc = 0;
     /* (without a big model every input keeps the small answer, and nothing is counted) */
-    if (p->big && hs_router_judge(s->router, &ps->d1, ps->p_small, (int)ps->n, classes,
-                                  ps->decision) != HS_STATUS_OK)
+    if (p->big && hs_dispatch_judge(s->dispatch, j, ps->p_small, (int)ps->n, classes,
+                                    ps->decision) != HS_STATUS_OK)
         return error_out(k, ps, 500, 0, "cascade: no judge registered with the router");
     for (size_t i = 0; i < ps->n; i++)
         if (ps->decision[i] == HS_CASCADE_BIG) esc[n_esc++] = i;
-    const char *note = p->big ? route_note(ps) : NULL;
-    hs__conn_decided(k, NULL, note); /* the small stage's decision (or its retry's) stands */
+    hs__conn_route_note(k, p->big ? route_note(ps) : NULL);
     if (n_esc == 0) return respond(k, ps);
 
     char msg[512];
@@ -427,32 +392,12 @@ static enum MHD_Result after_small(struct conn *k, struct pstate *ps)
     int status = tokenize_texts(s, hs__conn_arena(k), p->big, ps->texts, esc, n_esc, ps->truncate,
                                 &seqs, msg, sizeof msg);
     if (status) return error_out(k, ps, status, 0, msg);
-    ps->r2 = new_request(k, ps, p->big, seqs, n_esc);
-    if (!ps->r2) return error_out(k, ps, 500, 0, "out of memory");
-    /* The big stage: the cascade route's big route, else wherever the router puts the model. */
-    struct hs_route_query q;
-    hs__conn_query(k, ps->r2, "predict", &q);
-    struct hs_route_decision d2;
-    if (ps->d1.cascade_route >= 0)
-        hs_router_escalate(s->router, &q, &ps->d1, hs_now_ns(), &d2);
-    else
-        hs_router_decide(s->router, &q, hs_now_ns(), &d2);
-    char reason[sizeof d2.reason];
-    snprintf(reason, sizeof reason, "%.96s; %zu of %zu escalated: %.96s", ps->d1.reason, n_esc,
-             ps->n, d2.reason);
-    memcpy(d2.reason, reason, sizeof reason);
-    hs__conn_decided(k, &d2, note);
-    if (d2.status != HS_STATUS_OK) {
-        snprintf(msg, sizeof msg, "%s: %s", p->big->name, d2.reason);
-        return error_out(k, ps, hs__http_status(d2.status), d2.retry_after_s, msg);
-    }
+    ps->j2 = hs__conn_job(k, "predict", p->big->name, seqs, n_esc, ps->prio, ps->deadline_ns);
+    if (!ps->j2) return error_out(k, ps, 500, 0, "out of memory");
     ps->phase = 2;
     bool answered = false;
-    hs_status st = hs__conn_submit(k, ps->r2, &d2, &answered);
-    if (st != HS_STATUS_OK) {
-        ps->r2->status = st;
-        return fail(k, ps, ps->r2, p->big->name);
-    }
+    if (hs__conn_dispatch(k, ps->j2, ps->j1, &answered) != HS_STATUS_OK)
+        return fail(k, ps, ps->j2, p->big->name);
     return answered ? respond(k, ps) : MHD_YES;
 }
 
@@ -481,13 +426,13 @@ static enum MHD_Result respond(struct conn *k, struct pstate *ps)
     struct hs_predict *p = hs__conn_server(k)->predict;
     const int classes = p->small_head->n_classes;
     if (ps->phase == 2) {
-        struct hs_request *r = hs__conn_answer(k); /* r2, or its retry */
-        if (r->status != HS_STATUS_OK) return fail(k, ps, r, p->big->name);
-        const int dim = p->big->model->config.dims.hidden;
-        size_t j = 0;
+        const struct hs_job *j = ps->j2;
+        if (j->status != HS_STATUS_OK) return fail(k, ps, j, p->big->name);
+        const int dim = j->dim;
+        size_t row = 0;
         for (size_t i = 0; i < ps->n; i++)
             if (ps->decision[i] == HS_CASCADE_BIG)
-                hs_head_apply(p->big_head, r->out + (j++) * (size_t)dim,
+                hs_head_apply(p->big_head, j->out + (row++) * (size_t)dim,
                               ps->p_big + i * (size_t)classes);
     }
     json_decref(ps->texts);

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
+#include "sched/dispatch.h"
 #include "sched/router.h"
 #include "sched/sched.h"
 #include "server/config.h"
@@ -67,6 +68,7 @@ struct hs_server {
     struct hs_lane_check checks[HS_SCHED_MAX_LANES];
     struct hs_sched *sched;
     struct hs_router *router;
+    struct hs_dispatch *dispatch; /* every model request's way through sched and router */
     struct hs_metrics *metrics;
     struct hs_trace *trace;
     struct MHD_Daemon *daemon;
@@ -105,7 +107,6 @@ void hs__predict_metrics(struct hs_server *s, struct hs_buf *out);
 /* The connection (http.c) as /predict sees it. */
 struct hs_arena *hs__conn_arena(struct conn *k);
 struct hs_server *hs__conn_server(struct conn *k);
-uint64_t hs__conn_id(struct conn *k);
 int64_t *hs__conn_ts(struct conn *k);    /* the connection's stage timestamps */
 void **hs__conn_predict(struct conn *k); /* a slot for predict.c's per-request state */
 const char *hs__conn_header(struct conn *k, const char *name);
@@ -115,24 +116,22 @@ enum MHD_Result hs__conn_error(struct conn *k, int status, double retry_after_s,
 enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *header,
                                const char *value);
 int hs__http_status(hs_status st);
-/* The router's query for r, a request of this connection (task, X-Request-Id as the sticky key,
- * the request's headers for rules). */
-void hs__conn_query(struct conn *k, struct hs_request *r, const char *task,
-                    struct hs_route_query *q);
-/* Records d as the decision answering the request (X-Engine, X-Route, X-Route-Reason, trace);
- * d NULL keeps the current one (the last submit's, or its retry's). note (may be NULL; kept, not
- * copied) is appended to X-Route as ";<note>". */
-void hs__conn_decided(struct conn *k, const struct hs_route_decision *d, const char *note);
-/* Submits r (prepared but not initialised) to the lane of decision d, which becomes the
- * connection's decision: hs_request_init, r holds a reference on the connection's arena until
- * released, its outcome is reported to the router, and an engine failure may be retried once
- * elsewhere from the retry budget. The connection is suspended until r is answered, unless it
- * already was (*answered). An error status means r was not admitted (message in r->msg). */
-hs_status hs__conn_submit(struct conn *k, struct hs_request *r, const struct hs_route_decision *d,
-                          bool *answered);
-/* The request that answered the last submit (its retry, when there was one); its timestamps
- * and lane become the connection's. Call once the connection was resumed (or *answered). */
-struct hs_request *hs__conn_answer(struct conn *k);
+/* A job (sched/dispatch.h) of this connection, in its arena: n sequences tokenized for model,
+ * task for the router's rules, X-Request-Id as the sticky key, the request's headers for rules.
+ * NULL when out of memory. At most two per connection. */
+struct hs_job *hs__conn_job(struct conn *k, const char *task, const char *model,
+                            const struct hs_seq *seqs, size_t n, enum hs_priority prio,
+                            int64_t deadline_ns);
+/* Hands j to the dispatch (from: the cascade stage it escalates, else NULL) with the
+ * connection's stage timestamps; j becomes the job the response answers (X-Engine, X-Route,
+ * X-Route-Reason, trace). HS_STATUS_OK: the connection is suspended until j is answered, unless
+ * it already was (*answered); either way j's stamps and lane are the connection's once it is.
+ * Any other status: j was refused (also while the server drains), with j->msg and
+ * j->retry_after_s. */
+hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_job *from,
+                            bool *answered);
+/* note (may be NULL; kept, not copied) is appended to X-Route as ";<note>". */
+void hs__conn_route_note(struct conn *k, const char *note);
 
 /* --- request bodies (http.c, predict.c) ---
  * The bytes a client sent, decoded into a request without the connection, so that the handlers

@@ -400,6 +400,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         hs_free(ro);
         if (st) goto fail;
     }
+    st = hs_dispatch_create(s->sched, s->router, &s->dispatch, err);
+    if (st) goto fail;
     st = hs_metrics_create(s->sched, &s->metrics, err);
     if (st) goto fail;
     hs_metrics_set_router(s->metrics, s->router);
@@ -551,7 +553,9 @@ void hs_server_destroy(struct hs_server *s)
     /* a running daemon is shut down first: requests are answered before it stops */
     if (s->daemon) hs_server_shutdown(s);
     for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
-    hs_sched_destroy(s->sched); /* answers what is queued: done callbacks use the router */
+    /* answers what is queued: done callbacks use the dispatch and the router */
+    hs_sched_destroy(s->sched);
+    hs_dispatch_free(s->dispatch);
     hs_router_free(s->router);
     hs_metrics_free(s->metrics);
     hs__predict_free(s->predict);

@@ -322,3 +322,71 @@ def test_deadline_and_priority_like_embed(tmpdir_heads):
         assert st == 200
     finally:
         s.stop()
+
+
+# One compute thread, one lane for both endpoints (the small model is the only one), a huge
+# initial throughput guess so that no request is refused by prediction before a batch was
+# measured: a short deadline can only expire while queued behind the long batch.
+QUEUED = """
+engines:
+  - name: cpu0
+    kind: cpu
+    threads: 1
+models:
+  - name: minilm
+    path: {model}
+batching:
+  batch_window_us: 1000
+  batch_max: 32
+  batch_max_tokens: 16384
+limits:
+  queue_max: 1024
+  timeout_ms: 300000
+scheduler:
+  throughput_init_tokens_per_s: 1000000000
+cascade:
+  small: minilm
+  small_head: {small_head}
+  threshold: 0.5
+"""
+
+LONG = ["%d " % i + "tokens make this sequence long enough to fill its bucket " * 24
+        for i in range(32)]
+
+
+def test_deadline_expires_while_queued_like_embed():
+    # /predict goes through the same dispatch as /embed: a deadline (body or X-Timeout-Ms, at
+    # either priority) that passes while it waits behind a long batch is a 504, answered while
+    # that batch still runs.
+    import threading
+    import time
+    s = Server(QUEUED.format(model=MODEL, small_head=SMALL_HEAD), model=None)
+    try:
+        result = {}
+
+        def long_batch():
+            result["r"] = s.post("/embed", {"inputs": LONG, "truncate": True})
+            result["at"] = time.monotonic()
+
+        t = threading.Thread(target=long_batch)
+        t.start()
+        time.sleep(0.2)  # let the long batch start (its window is 1 ms)
+        answers = []
+        for body, headers in [({"inputs": "short one", "timeout_ms": 100}, None),
+                              ({"inputs": ["short one"]}, {"X-Timeout-Ms": "100"}),
+                              ({"inputs": "short one", "timeout_ms": 100, "priority": "batch"},
+                               None)]:
+            st, h, b = s.post("/predict", body, headers=headers)
+            answers.append(time.monotonic())
+            assert st == 504, (body, headers, st, b)
+            assert b["error"]["type"] == "timeout_error" and "deadline" in b["error"]["message"]
+            assert h["x-engine"] == "cpu0" and ";policy=" in h["x-route"]
+            assert "route;dur=" in h["server-timing"]
+        t.join()
+        st, _, v = result["r"]
+        assert st == 200 and len(v) == 32
+        assert max(answers) < result["at"]
+        _, _, m = s.get("/metrics")
+        assert 'outcome="timeout"} 3' in m.decode()
+    finally:
+        s.stop()
