@@ -432,7 +432,7 @@ static void place(struct hs_router *rt, const struct hs_route_query *q, int rout
     int64_t left = q->req->deadline_ns - now;
     /* as the scheduler's admission: an idle lane takes what fits, so that a prediction gone
      * wrong is corrected by a measurement instead of refusing forever */
-    if ((double)left < pred * 1e9 && !hs_sched_lane_idle(rt->s, lane)) {
+    if ((double)left < pred * 1e9 && (left <= 0 || !hs_sched_lane_idle(rt->s, lane))) {
         char msg[160];
         snprintf(msg, sizeof msg,
                  "predicted completion %.0f ms on %s exceeds the deadline (%.0f "
