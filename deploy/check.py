@@ -125,7 +125,8 @@ def check_tools(hetserve):
 def served_paths():
     """Paths of the endpoint table in src/server/http.c."""
     with open(os.path.join(ROOT, "src/server/http.c")) as f:
-        return set(re.findall(r'\{"(/[^"]*)",\s*EP_', f.read()))
+        # rows are {"/path", "METHOD", flags, begin, finish}
+        return set(re.findall(r'\{"(/[^"]*)",\s*"(?:GET|POST|PUT|DELETE)"', f.read()))
 
 
 def metric_names():
