@@ -5,12 +5,15 @@
 #include "cli/cli.h"
 #include "core/alloc.h"
 #include "server/config.h"
+#include "server/memplan.h"
 
 static const char usage[] = "usage: hetserve config --print-defaults | --check FILE\n"
                             "  --print-defaults  print the default YAML configuration, every "
                             "key documented\n"
                             "  --check FILE      parse and validate FILE, print the effective "
-                            "configuration\n";
+                            "configuration,\n"
+                            "                    and its memory plan (stderr); a plan that does "
+                            "not fit fails\n";
 
 int hs_cmd_config(int argc, char **argv)
 {
@@ -28,12 +31,21 @@ int hs_cmd_config(int argc, char **argv)
         hs_config_defaults(c, hs_cli_default_model());
         struct hs_error err = {0};
         int rc = 0;
-        if (hs_config_load(argv[2], c, &err) != HS_STATUS_OK) {
-            fprintf(stderr, "hetserve config: %s\n", err.msg);
+        struct hs_mem_plan *plan = hs_malloc(sizeof *plan);
+        if (!plan || hs_config_load(argv[2], c, &err) != HS_STATUS_OK ||
+            hs_mem_plan_make(c, plan, &err) != HS_STATUS_OK) {
+            fprintf(stderr, "hetserve config: %s\n", plan ? err.msg : "out of memory");
             rc = 1;
         } else {
             hs_config_print(c, stdout);
+            /* the plan on stderr: stdout stays the configuration, which parses back */
+            hs_mem_plan_print(plan, stderr, "");
+            if (hs_mem_plan_check(plan, &err) != HS_STATUS_OK) {
+                fprintf(stderr, "hetserve config: %s\n", err.msg);
+                rc = 1;
+            }
         }
+        hs_free(plan);
         hs_free(c);
         return rc;
     }

@@ -23,6 +23,10 @@ void hs_free_aligned(void *p);
 
 /* Test hooks. Live count = allocations not yet freed (aligned ones included). */
 int64_t hs_alloc_live(void);
+/* Bytes held by live allocations (their usable sizes, so a little above what was asked). The
+ * profiler measures a stage's or a workspace's memory as the change across its creation; other
+ * threads allocating at the same time show up in that change too. */
+int64_t hs_alloc_live_bytes(void);
 /* After n more successful allocations, every later one fails (returns NULL) until reset with
  * a negative n. */
 void hs_alloc_fail_after(int64_t n);

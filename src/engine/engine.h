@@ -159,6 +159,27 @@ struct hs_engine_kind {
     int (*device_count)(void);
     /* Creates an engine on opts->device. NULL when the kind is not built in. */
     hs_status (*create)(const struct hs_engine_opts *opts, hs_engine_t *out, struct hs_error *err);
+    /* ---- memory and speed questions the memory plan and the profiler ask before (or without)
+     * creating an engine; pure arithmetic over dimensions, so they need no device. Reached
+     * through the hs_engine_kind_* wrappers below, which fill the defaults. ---- */
+    /* (optional) Bytes an engine of this kind adds to hold one stage of kind `stage` prepared
+     * in dtype (converted, stacked, packed weights), beyond the model's mapped file. Default:
+     * the stage's parameters in dtype. */
+    int64_t (*stage_bytes)(enum hs_stage_kind stage, const struct hs_encoder_dims *d,
+                           enum hs_dtype dtype);
+    /* (optional) Bytes of one workspace made from spec on an engine with `threads` compute
+     * threads: *activations (buffers that grow with the batch's tokens and sequences) and
+     * *scratch (per-thread and reduced-precision staging). Default: hidden, q/k/v, the wider
+     * intermediate and pooled buffers in f32, no scratch. */
+    void (*ws_bytes)(const struct hs_ws_spec *spec, int threads, int64_t *activations,
+                     int64_t *scratch);
+    /* (optional) Memory of device `device` free for engines now, bytes (cpu: MemAvailable);
+     * 0 = unknown. NULL when the kind is not built in. */
+    int64_t (*mem_available)(int device);
+    /* (optional) The device's practical f32 GEMM rate, GFLOP/s, measured for about `seconds`
+     * with `threads` threads on a shape the encoders use; *what names the measurement. 0 = not
+     * measured. */
+    double (*gemm_gflops)(int device, int threads, double seconds, const char **what);
 };
 
 /* Number of registered kinds; hs_engine_kind_at(i) for i in [0, n) returns them in order. */
@@ -172,6 +193,16 @@ void hs_engine_kind_names(char *buf, size_t n);
 bool hs_engine_kind_built(const struct hs_engine_kind *k);
 /* Devices of the kind present now (0 when not built or none). */
 int hs_engine_kind_devices(const struct hs_engine_kind *k);
+
+/* Wrappers over the kind's memory and speed questions (see struct hs_engine_kind), with their
+ * defaults. hs_engine_kind_mem_available is 0 when the kind is not built or has no such device. */
+int64_t hs_engine_kind_stage_bytes(const struct hs_engine_kind *k, enum hs_stage_kind stage,
+                                   const struct hs_encoder_dims *d, enum hs_dtype dtype);
+void hs_engine_kind_ws_bytes(const struct hs_engine_kind *k, const struct hs_ws_spec *spec,
+                             int threads, int64_t *activations, int64_t *scratch);
+int64_t hs_engine_kind_mem_available(const struct hs_engine_kind *k, int device);
+double hs_engine_kind_gemm_gflops(const struct hs_engine_kind *k, int device, int threads,
+                                  double seconds, const char **what);
 
 /* Creates an engine of `kind` (a registry name) on opts->device. HS_STATUS_UNSUPPORTED when
  * that kind was not built in or its device is not present; HS_STATUS_INVALID_ARGUMENT for an
@@ -219,10 +250,20 @@ void hs_engine_get_fault(hs_engine_t e, struct hs_engine_fault *out);
 /* Per-kind constructors (engine/<kind>/), also reached through the registry. */
 hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                struct hs_error *err);
+/* The CPU kind's memory and speed answers (struct hs_engine_kind), next to the code whose
+ * allocations they mirror. */
+int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_encoder_dims *d,
+                                  enum hs_dtype dtype);
+void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t *activations,
+                            int64_t *scratch);
+int64_t hs_engine_cpu_mem_available(int device);
+double hs_engine_cpu_gemm_gflops(int device, int threads, double seconds, const char **what);
 #ifdef HS_HAVE_CUDA
 hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                 struct hs_error *err);
 int hs_engine_cuda_device_count(void);
+/* Free memory of GPU `device`, bytes; 0 when it is not present. */
+int64_t hs_engine_cuda_mem_available(int device);
 #endif
 
 #endif

@@ -55,3 +55,55 @@ int hs_engine_kind_devices(const struct hs_engine_kind *k)
 {
     return k && k->create && k->device_count ? k->device_count() : 0;
 }
+
+/* Default: the stage's parameters in dtype (f32 biases and LayerNorms counted in dtype too). */
+static int64_t params_of(enum hs_stage_kind stage, const struct hs_encoder_dims *d)
+{
+    const int64_t h = d->hidden, inter = d->intermediate;
+    switch (stage) {
+    case HS_STAGE_EMBED:
+        return ((int64_t)d->vocab + d->max_positions + d->type_vocab) * h + 2 * h;
+    case HS_STAGE_ATTN:
+        return 4 * (h * h + h) + 2 * h + (int64_t)d->rel_buckets * d->heads;
+    case HS_STAGE_FFN:
+        return 2 * h * inter + inter + 3 * h;
+    default:
+        return 0;
+    }
+}
+
+int64_t hs_engine_kind_stage_bytes(const struct hs_engine_kind *k, enum hs_stage_kind stage,
+                                   const struct hs_encoder_dims *d, enum hs_dtype dtype)
+{
+    if (k && k->stage_bytes) return k->stage_bytes(stage, d, dtype);
+    return params_of(stage, d) * (int64_t)hs_dtype_size(dtype);
+}
+
+void hs_engine_kind_ws_bytes(const struct hs_engine_kind *k, const struct hs_ws_spec *spec,
+                             int threads, int64_t *activations, int64_t *scratch)
+{
+    if (k && k->ws_bytes) {
+        k->ws_bytes(spec, threads, activations, scratch);
+        return;
+    }
+    const int64_t T = spec->tokens_max, H = spec->dims->hidden, I = spec->dims->intermediate;
+    *activations =
+        (int64_t)sizeof(float) * (T * (2 * H + 3 * H + (I > H ? I : H)) + spec->batch_max * H);
+    *scratch = 0;
+}
+
+int64_t hs_engine_kind_mem_available(const struct hs_engine_kind *k, int device)
+{
+    if (!hs_engine_kind_built(k) || !k->mem_available) return 0;
+    if (device < 0 || device >= hs_engine_kind_devices(k)) return 0;
+    return k->mem_available(device);
+}
+
+double hs_engine_kind_gemm_gflops(const struct hs_engine_kind *k, int device, int threads,
+                                  double seconds, const char **what)
+{
+    if (what) *what = "";
+    if (!hs_engine_kind_built(k) || !k->gemm_gflops) return 0;
+    if (device < 0 || device >= hs_engine_kind_devices(k)) return 0;
+    return k->gemm_gflops(device, threads, seconds, what);
+}

@@ -94,8 +94,8 @@ void hs_executor_free(struct hs_executor *x)
 
 /* Stage i's compute dtype: f32 where the placement or the model's quantization plan keeps it,
  * else the executor's. */
-static enum hs_dtype stage_dtype(const struct hs_model *m, const struct hs_placement *plan,
-                                 const struct hs_executor_opts *o, int i)
+enum hs_dtype hs_executor_stage_dtype(const struct hs_model *m, const struct hs_placement *plan,
+                                      const struct hs_executor_opts *o, int i)
 {
     bool keep =
         plan->keep_f32[i] || (!o->no_quant_plan && m->quant && m->quant->dtype == o->dtype &&
@@ -162,7 +162,7 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
     for (int k = 0; k < x->n_eng; k++) {
         spec.dtypes = 0; /* what this engine's stages compute in */
         for (int i = 0; i < m->n_stages; i++)
-            if (x->stage_eng[i] == k) spec.dtypes |= 1u << stage_dtype(m, plan, &o, i);
+            if (x->stage_eng[i] == k) spec.dtypes |= 1u << hs_executor_stage_dtype(m, plan, &o, i);
         x->eng[k].ws = hs_calloc((size_t)o.slots, sizeof(void *));
         if (!x->eng[k].ws) goto oom;
         for (int s = 0; s < o.slots; s++) {
@@ -174,7 +174,7 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
         }
     }
     for (int i = 0; i < m->n_stages; i++) {
-        enum hs_dtype dtype = stage_dtype(m, plan, &o, i);
+        enum hs_dtype dtype = hs_executor_stage_dtype(m, plan, &o, i);
         hs_status st = hs_engine_stage_prepare(x->eng[x->stage_eng[i]].engine, &m->stages[i], dtype,
                                                &x->prep[i], err);
         if (st != HS_STATUS_OK) {

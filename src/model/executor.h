@@ -63,6 +63,12 @@ struct hs_exec_timing {
 
 struct hs_executor;
 
+/* The dtype stage i computes in under plan and o: f32 where the placement's keep_f32 or (unless
+ * o->no_quant_plan) the model's quantization plan for o->dtype keeps it, else o->dtype. The
+ * executor prepares every stage so; the profiler asks the same. */
+enum hs_dtype hs_executor_stage_dtype(const struct hs_model *m, const struct hs_placement *plan,
+                                      const struct hs_executor_opts *o, int i);
+
 hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement *plan,
                              const struct hs_executor_opts *opts, struct hs_executor **out,
                              struct hs_error *err);

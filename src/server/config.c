@@ -146,6 +146,9 @@ static const struct key keys[] = {
      "this engine's batch_max_tokens; 0 = batching's"},
     {E("queue_max", queue_max), K_INT, 0, 1 << 24, "0",
      "this engine's queue size; 0 = limits.queue_max"},
+    {E("memory_mb", memory_mb), K_INT, 0, 1 << 30, "0",
+     "memory this engine may use (memory plan: weights, activations, workspace, runtime, "
+     "margin); 0 = what its device has available (cpu: MemAvailable, shared by the cpu engines)"},
 
     {LIST("", "models", models, n_models, model_cfg), .def = "1",
      .doc = "model instances; weights stay resident on their engines"},
@@ -191,6 +194,10 @@ static const struct key keys[] = {
     {C(limits, chars_max), K_INT, 1, 1 << 28, "32768", "characters per input; beyond: 413"},
     {C(limits, drain_timeout_ms), K_INT, 0, 86400000, "30000",
      "on SIGTERM/SIGINT: longest wait for queued requests before exit"},
+    {C(limits, memory_margin_ratio), K_DOUBLE, 0, 10, "0.1",
+     "memory plan: margin added to each engine's need; a config that does not fit is refused"},
+    {C(limits, memory_runtime_mb), K_INT, 0, 1 << 20, "64",
+     "memory plan: allowance per engine for its runtime (thread stacks, library caches)"},
 
     {SEC("scheduler"), .doc = "admission: overload and predicted waits"},
     {C(scheduler, shed_batch_ratio), K_DOUBLE, 0.01, 1, "0.75",

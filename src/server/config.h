@@ -48,6 +48,7 @@ struct hs_engine_cfg {
     int batch_max;        /* 0 = batching.batch_max */
     int batch_max_tokens; /* 0 = batching.batch_max_tokens */
     int queue_max;        /* 0 = limits.queue_max */
+    int memory_mb;        /* memory this engine may use; 0 = what its device has available */
 };
 
 struct hs_model_cfg {
@@ -114,6 +115,8 @@ struct hs_config {
         int items_max;
         int chars_max;
         int drain_timeout_ms;
+        double memory_margin_ratio; /* memory plan: margin on top of each engine's need */
+        int memory_runtime_mb;      /* memory plan: per-engine runtime allowance */
     } limits;
     struct {
         double shed_batch_ratio;

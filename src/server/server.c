@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "model/verify.h"
 #include "server/json.h"
+#include "server/memplan.h"
 #include "server/server-impl.h"
 
 /* The executor-facing adapter the scheduler's batcher calls: one slot per lane. */
@@ -246,12 +247,30 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
     return HS_STATUS_OK;
 }
 
+static void log_plan_line(void *ctx, const char *text)
+{
+    hs_log_info("%s", text);
+}
+
 hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                            struct hs_error *err)
 {
     *out = NULL;
     hs_status st = hs_config_validate(cfg, err);
     if (st) return st;
+    /* Before any engine starts or weight loads: a configuration that cannot fit is refused
+     * with the numbers. */
+    {
+        struct hs_mem_plan *plan = hs_malloc(sizeof *plan);
+        if (!plan) return hs_error_set(err, HS_STATUS_NO_MEMORY, "memory plan");
+        st = hs_mem_plan_make(cfg, plan, err);
+        if (!st) {
+            hs_mem_plan_lines(plan, log_plan_line, NULL);
+            st = hs_mem_plan_check(plan, err);
+        }
+        hs_free(plan);
+        if (st) return st;
+    }
     /* The environment's admin token wins over the file's, so that a secret need not be in it. */
     const char *token = getenv("HS_ADMIN_TOKEN");
     if (token && strlen(token) >= sizeof cfg->admin.token)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/qlinear.h"
 #include "engine/engine.h"
@@ -360,6 +361,112 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     }
     *out = w;
     return HS_STATUS_OK;
+}
+
+/* ---- Memory and speed answers of the kind (engine.h), mirroring cpu_stage_prepare and
+ * cpu_ws_create: a change to what those allocate changes these (test_profile compares them with
+ * the bytes actually allocated). Weights in f32 files are used in place from the model's
+ * mapping and cost nothing here; the memory plan counts the mapped file once per model. */
+
+static int64_t small_gemm_panel_bytes(int n, int k)
+{
+    const int64_t panels = (n + 31) / 32; /* hs__cpu_pack_weights: panels of 32 columns */
+    return (int64_t)sizeof(float) * panels * 32 * k;
+}
+
+static int64_t ql_layer_bytes(enum hs_dtype dtype, int n, int k)
+{
+    /* the packed copy (oneDNN's blocked layout, + 64) and the int8 per-channel scales and
+     * smoothing multipliers; the plain staging copy is freed once packed */
+    const int64_t esz = dtype == HS_DTYPE_I8 ? 1 : 2;
+    int64_t b = esz * n * k + 64;
+    if (dtype == HS_DTYPE_I8) b += (int64_t)sizeof(float) * (n + k);
+    return b;
+}
+
+int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_encoder_dims *d,
+                                  enum hs_dtype dtype)
+{
+    if (stage != HS_STAGE_ATTN && stage != HS_STAGE_FFN) return 0;
+    const int h = d->hidden, inter = d->intermediate;
+    int64_t b = 0;
+    if (stage == HS_STAGE_ATTN) {
+        b += (int64_t)sizeof(float) * 3 * ((int64_t)h * h + h); /* q, k, v stacked */
+        if (d->rel_buckets > 0)
+            b += (int64_t)sizeof(float) * d->heads * (2 * (d->max_positions - d->pos_offset) - 1);
+    }
+    const int n0 = stage == HS_STAGE_ATTN ? 3 * h : inter, k0 = h;
+    const int n1 = h, k1 = stage == HS_STAGE_ATTN ? h : inter;
+    if (dtype == HS_DTYPE_I8 || dtype == HS_DTYPE_BF16)
+        return b + ql_layer_bytes(dtype, n0, k0) + ql_layer_bytes(dtype, n1, k1);
+    if (hs__cpu_small_gemm_available())
+        b += small_gemm_panel_bytes(n0, k0) + small_gemm_panel_bytes(n1, k1);
+    return b;
+}
+
+void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t *activations,
+                            int64_t *scratch)
+{
+    const int64_t T = spec->tokens_max, B = spec->batch_max, H = spec->dims->hidden;
+    const int64_t I = spec->dims->intermediate, wide = I > H ? I : H;
+    const int64_t f = sizeof(float);
+    /* ids, type ids, positions, offsets; hidden, q/k/v, the intermediate, the second hidden
+     * buffer, pooled */
+    *activations = 3 * T * 4 + (B + 1) * 4 + f * (T * H + T * 3 * H + T * wide + T * H + B * H);
+    int64_t s = f * threads * hs__cpu_attn_scratch_floats(spec->dims->head_dim, spec->seq_max) +
+                f * threads * 8 * wide;
+    const uint32_t reduced = (1u << HS_DTYPE_I8) | (1u << HS_DTYPE_BF16);
+    if (spec->dtypes == 0 || (spec->dtypes & reduced)) {
+        const int64_t rows = T + (int64_t)threads * HS_QL_ROW_PAD;
+        const int64_t widest = 3 * H > I ? 3 * H : I;
+        s += hs__ql_src_bytes((int)rows, (int)wide) + f * rows + 4 * rows * widest;
+    }
+    *scratch = s;
+}
+
+int64_t hs_engine_cpu_mem_available(int device)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    long long kb = 0;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+        fclose(f);
+    }
+    if (kb > 0) return (int64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+}
+
+/* oneDNN's sgemm on the FFN's first product at 4096 tokens of a 384-wide encoder (MiniLM's
+ * shape, the one bench_cpu reports): the rate the encoder's GEMMs can reach here. */
+double hs_engine_cpu_gemm_gflops(int device, int threads, double seconds, const char **what)
+{
+    const int M = 4096, K = 384, N = 1536;
+    if (what) *what = "oneDNN sgemm f32, M=4096 K=384 N=1536";
+    float *a = hs_malloc_aligned(sizeof(float) * (size_t)M * K, 64);
+    float *b = hs_malloc_aligned(sizeof(float) * (size_t)N * K, 64);
+    float *c = hs_malloc_aligned(sizeof(float) * (size_t)M * N, 64);
+    double best = 0;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 13) * 0.01f;
+        for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 7) * 0.01f;
+        if (threads > 0) omp_set_num_threads(threads);
+        const int64_t start = hs_now_ns();
+        /* the fastest of the runs (after one warm-up): a practical peak, not a typical rate */
+        for (int n = 0; n < 3 || (n < 200 && hs_now_ns() - start < (int64_t)(seconds * 1e9)); n++) {
+            const int64_t t0 = hs_now_ns();
+            dnnl_sgemm('N', 'T', M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+            const double dt = (double)(hs_now_ns() - t0) / 1e9;
+            const double g = 2.0 * M * N * K / dt / 1e9;
+            if (n > 0 && g > best) best = g;
+        }
+    }
+    hs_free_aligned(a);
+    hs_free_aligned(b);
+    hs_free_aligned(c);
+    return best;
 }
 
 /* Pins the calling thread's OpenMP team to the engine's cores, once per calling thread. */

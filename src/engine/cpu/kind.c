@@ -14,4 +14,8 @@ const struct hs_engine_kind hs__engine_kind_cpu = {
     .native = HS_DTYPE_F32,
     .device_count = cpu_devices,
     .create = hs_engine_cpu_create,
+    .stage_bytes = hs_engine_cpu_stage_bytes,
+    .ws_bytes = hs_engine_cpu_ws_bytes,
+    .mem_available = hs_engine_cpu_mem_available,
+    .gemm_gflops = hs_engine_cpu_gemm_gflops,
 };

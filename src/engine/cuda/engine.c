@@ -163,6 +163,20 @@ int hs_engine_cuda_device_count(void)
     return n < 0 ? 0 : n;
 }
 
+int64_t hs_engine_cuda_mem_available(int device)
+{
+    int prev = 0;
+    size_t free_b = 0, total = 0;
+    if (device < 0 || device >= hs_engine_cuda_device_count()) return 0;
+    if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(device) != cudaSuccess ||
+        cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free_b = 0;
+    }
+    cudaSetDevice(prev);
+    return (int64_t)free_b;
+}
+
 /* ---------- caps ---------- */
 
 static void cuda_destroy(void *ctx)

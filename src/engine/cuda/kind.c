@@ -10,5 +10,6 @@ const struct hs_engine_kind hs__engine_kind_cuda = {
 #ifdef HS_HAVE_CUDA
     .device_count = hs_engine_cuda_device_count,
     .create = hs_engine_cuda_create,
+    .mem_available = hs_engine_cuda_mem_available,
 #endif
 };
