@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -76,6 +77,11 @@ struct bench {
     int64_t start_ns, end_ns, warmup_ns, last_done_ns;
     char first_error[256];
     int stopping;
+    /* the event loop: libcurl tells which sockets to watch (socket callback) and when to call it
+     * back (timer callback); one epoll set, so each wake-up costs what happened, not the number
+     * of connections in flight */
+    int epfd;
+    int64_t curl_due_ns; /* -1 = no timer */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -501,6 +507,47 @@ static int may_send(struct bench *b, int64_t at_ns)
            at_ns - b->start_ns < (int64_t)(b->o.duration_s * 1e9);
 }
 
+/* libcurl's socket callback: keep the epoll set in step with what it wants to hear about. */
+static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    (void)e;
+    (void)socketp;
+    struct bench *b = userp;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(b->epfd, EPOLL_CTL_DEL, fd, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {0};
+    ev.data.fd = fd;
+    ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    if (epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
+        epoll_ctl(b->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
+}
+
+/* libcurl's timer callback: when it wants CURL_SOCKET_TIMEOUT (-1 = never). */
+static int on_timer(CURLM *m, long timeout_ms, void *userp)
+{
+    (void)m;
+    struct bench *b = userp;
+    b->curl_due_ns = timeout_ms < 0 ? -1 : hs_now_ns() + (int64_t)timeout_ms * 1000000;
+    return 0;
+}
+
+/* Completed transfers: recorded, and in the closed loop replaced by a new request. */
+static int reap(struct bench *b, int closed)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(b->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        int64_t done = hs_now_ns();
+        complete(b, msg, done);
+        if (closed && may_send(b, done) && launch(b, done)) return 2;
+    }
+    return 0;
+}
+
 static int run(struct bench *b)
 {
     int closed = b->o.concurrency > 0;
@@ -528,15 +575,12 @@ static int run(struct bench *b)
         }
         if (!may_send(b, now) && closed) b->stopping = 1;
         int running;
-        curl_multi_perform(b->multi, &running);
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info_read(b->multi, &left))) {
-            if (msg->msg != CURLMSG_DONE) continue;
-            int64_t done = hs_now_ns();
-            complete(b, msg, done);
-            if (closed && may_send(b, done) && launch(b, done)) return 2;
+        /* libcurl's timer first (a handle just added starts here), then the sockets */
+        if (b->curl_due_ns >= 0 && b->curl_due_ns <= hs_now_ns()) {
+            b->curl_due_ns = -1;
+            curl_multi_socket_action(b->multi, CURL_SOCKET_TIMEOUT, 0, &running);
         }
+        if (reap(b, closed)) return 2;
         if (interrupted) b->stopping = 1;
         if (b->stopping && b->inflight == 0) break;
         now = hs_now_ns();
@@ -545,15 +589,23 @@ static int run(struct bench *b)
             fprintf(stderr, "\rhetbench: %.0f s, %zu sent, %u in flight   ",
                     (double)(now - b->start_ns) / 1e9, b->n_rec, b->inflight);
         }
-        int wait_ms = 100;
-        if (!closed && !b->stopping) {
-            /* Round up: an arrival handled up to 1 ms late is still timed from its intended
-             * send time, while rounding down would spin a core that the server needs. */
-            int64_t gap = next_ns - now;
-            wait_ms = gap <= 0 ? 0 : (int)((gap + 999999) / 1000000);
-            if (wait_ms > 100) wait_ms = 100;
+        /* Sleep until the next arrival or libcurl's timer, whichever is first. Round up: an
+         * arrival handled up to 1 ms late is still timed from its intended send time (late_ms
+         * says by how much), while rounding down would spin a core that the server needs. */
+        int64_t wake = now + 100000000LL;
+        if (!closed && !b->stopping && next_ns < wake) wake = next_ns;
+        if (b->curl_due_ns >= 0 && b->curl_due_ns < wake) wake = b->curl_due_ns;
+        int64_t gap = wake - now;
+        int wait_ms = gap <= 0 ? 0 : (int)((gap + 999999) / 1000000);
+        struct epoll_event ev[256];
+        int n = epoll_wait(b->epfd, ev, 256, wait_ms);
+        for (int i = 0; i < n; i++) {
+            int flags = ((ev[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
+                        ((ev[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                        ((ev[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+            curl_multi_socket_action(b->multi, ev[i].data.fd, flags, &running);
         }
-        curl_multi_poll(b->multi, NULL, 0, wait_ms, NULL);
+        if (reap(b, closed)) return 2;
     }
     b->end_ns = hs_now_ns();
     if (!b->o.quiet) fprintf(stderr, "\r%60s\r", "");
@@ -786,6 +838,13 @@ static int prepare(struct bench *b)
     hs_bench_rng_seed(&b->rng, b->o.seed);
     b->multi = curl_multi_init();
     if (!b->multi) return fail("%s", "curl_multi_init failed");
+    b->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (b->epfd < 0) return fail("epoll_create1: %s", strerror(errno));
+    b->curl_due_ns = -1;
+    curl_multi_setopt(b->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(b->multi, CURLMOPT_SOCKETDATA, b);
+    curl_multi_setopt(b->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(b->multi, CURLMOPT_TIMERDATA, b);
     /* Keep every connection that was ever in use: a closed-and-reopened connection would add a
      * TCP handshake to some requests and not others. */
     curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS,
@@ -804,6 +863,7 @@ static void cleanup(struct bench *b)
         hs_free(s);
     }
     if (b->multi) curl_multi_cleanup(b->multi);
+    if (b->epfd > 0) close(b->epfd);
     for (int k = 0; k < HS_BENCH_MIX_MAX; k++) curl_slist_free_all(b->hdrs[k]);
     curl_slist_free_all(b->resolve);
     curl_free(b->target_url);
