@@ -6,8 +6,10 @@
 # The server runs with its default settings (config A below names only the engine and model,
 # plus a loopback host); the client is hetbench on the same machine, short generated texts.
 # 1. Capacity: A's closed-loop throughput (96 clients), and the engine alone (bench_cpu, no
-#    server running) at batch 32 and the mean request length of that run: the server's batched
-#    throughput as a share of the engine's own ceiling (target >= 90 %). B (batch_window_us 0,
+#    server idle) at batch 32 and the mean request length of that run: the server's batched
+#    throughput as a share of the engine's own ceiling (target >= 90 %). Capacity is measured
+#    again after every overload point (a shared machine drifts); each point is judged against
+#    the mean of the capacity runs before and after it. B (batch_window_us 0,
 #    batch_max 1: every request its own batch) is measured too, for the A/B batching ratio.
 # 2. Overload: open-loop Poisson arrivals at 0.9x, 1.5x and 3x A's capacity. Per point: goodput
 #    (2xx/s) and goodput/capacity (target >= 90 % at every point), P50/P99 of the 2xx (within
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=3; WARMUP=1 ;;
     --out) OUTDIR=$2; shift ;;
-    -h|--help) sed -n 2,28p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,30p "$0"; exit 0 ;;
     -*) echo "serving.sh: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1 ;;
   esac
@@ -95,12 +97,29 @@ warm
 bench A-capacity --concurrency 96 --duration "$DURATION" --warmup "$WARMUP" || exit 1
 CAP_A=$(field "$BENCH_OUT/A-capacity.json" rps)
 echo "serving: capacity A ~ $CAP_A req/s, B ~ $CAP_B req/s (closed loop)"
+# the engine alone (the server idle meanwhile): batch 1 and 32 at 16/32 tokens, and batch 32 at
+# the mean request length of A's capacity run (the same shapes the server's batches had), right
+# after that run so that both see the same machine
+if [ -x "$BUILD/bench_cpu" ]; then
+  MEAN=$(python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))["all"]; print(max(1, round(a["tokens_ok"] / max(1, a["items_ok"]))))' "$BENCH_OUT/A-capacity.json")
+  echo "serving: engine alone (bench_cpu, $(nproc) threads; mean request length $MEAN tokens)"
+  "$BUILD/bench_cpu" --model "$MODEL" --threads "$(nproc)" \
+    --shapes "32x32,1x16,1x32,32x16,32x32,32x$MEAN" --seconds "$((DURATION / 4 + 1))" --no-peak \
+    2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
+  echo "$MEAN" >"$BENCH_OUT/engine-mean-len.txt"
+fi
+
 RATES=${SERVING_RATES:-$(python3 -c 'import sys; a = float(sys.argv[1]); print(" ".join("%.1f" % (m * a) for m in (0.9, 1.5, 3.0)))' "$CAP_A")}
 echo "serving: overload rates $RATES req/s"
+# Each overload point is followed by a fresh capacity run: on a shared machine capacity drifts,
+# and a point is judged against the capacity measured right before and right after it.
+i=1
 for r in $RATES; do
   metrics "A-rate-$r.before"
   bench "A-rate-$r" --rate "$r" --duration "$DURATION" --warmup "$WARMUP"
   metrics "A-rate-$r.after"
+  bench "A-capacity-$i" --concurrency 96 --duration "$DURATION" --warmup "$WARMUP"
+  i=$((i + 1))
 done
 # the middle rate again, with a process spinning on the machine (it shares the engine's cores)
 BUSY_RATE=$(echo "$RATES" | awk '{print $(NF > 1 ? 2 : 1)}')
@@ -113,17 +132,6 @@ kill "$BUSY_PID" 2>/dev/null
 wait "$BUSY_PID" 2>/dev/null
 bench A-low --rate "$LOW" --duration $((DURATION + 8)) --warmup "$WARMUP"
 hs_server_stop || echo "serving: server A exited non-zero" >&2
-
-# --- the engine alone, no server running: batch 1 and 32 at 16/32 tokens, and batch 32 at the
-# mean request length of A's capacity run (the same shapes the server's batches had) -------------
-if [ -x "$BUILD/bench_cpu" ]; then
-  MEAN=$(python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))["all"]; print(max(1, round(a["tokens_ok"] / max(1, a["items_ok"]))))' "$BENCH_OUT/A-capacity.json")
-  echo "serving: engine alone (bench_cpu, $(nproc) threads; mean request length $MEAN tokens)"
-  "$BUILD/bench_cpu" --model "$MODEL" --threads "$(nproc)" \
-    --shapes "32x32,1x16,1x32,32x16,32x32,32x$MEAN" --seconds "$((DURATION / 4 + 1))" --no-peak \
-    2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
-  echo "$MEAN" >"$BENCH_OUT/engine-mean-len.txt"
-fi
 
 echo "serving: load after: $(hs_load_note)"
 { echo "# load after: $(hs_load_note)"; } >>"$BENCH_OUT/load.txt"

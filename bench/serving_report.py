@@ -107,16 +107,29 @@ def prediction(out, tag):
 
 def overload(out, cap):
     print()
-    print("== Overload (open loop, Poisson), A with its defaults: goodput = 2xx/s, capacity = A's "
-          "closed-loop req/s")
+    print("== Overload (open loop, Poisson), A with its defaults: goodput = 2xx/s; ok/cap against "
+          "the mean of the capacity runs before and after the point (x cap: of the first)")
     hdr = ("offered/s", "x cap", "ok/s", "ok/cap", "P50 ms", "P99 ms", "max ms", "429", "504",
            "other", "pred 0.8-1.25", "pred 0.5-2", "|ln err|", "target")
     print("%-9s %5s %7s %6s %7s %7s %7s %6s %5s %5s %13s %10s %8s  %s" % hdr)
     tags = sorted(((float(os.path.basename(p)[len("A-rate-"):-len(".json")]), "A-rate")
                    for p in glob.glob(os.path.join(out, "A-rate-*.json"))))
+    # capacity before and after each rate point (A-capacity, A-capacity-1, ...)
+    caps = [cap]
+    k = 1
+    while True:
+        j = load_json(os.path.join(out, "A-capacity-%d.json" % k))
+        if not j:
+            break
+        caps.append(j["all"]["rps"])
+        k += 1
+    if len(caps) > 1:
+        print("capacity runs around the points (closed loop, 96 clients): %s req/s"
+              % ", ".join("%.0f" % c for c in caps))
     tags += [(float(os.path.basename(p)[len("A-busy-"):-len(".json")]), "A-busy")
              for p in glob.glob(os.path.join(out, "A-busy-*.json"))]
     met = []
+    point = 0
     for r, kind in tags:
         tag = "%s-%.1f" % (kind, r)
         j = load_json(os.path.join(out, tag + ".json"))
@@ -124,10 +137,15 @@ def overload(out, cap):
             continue
         a = j["all"]
         lat = a.get("latency_ms") or {}
+        ref = cap
+        if kind == "A-rate" and point + 1 < len(caps):
+            ref = (caps[point] + caps[point + 1]) / 2
+        if kind == "A-rate":
+            point += 1
         x = r / cap if cap else float("nan")
-        good = a["rps"] / cap if cap else float("nan")
+        good = a["rps"] / ref if ref else float("nan")
         # at or past capacity the target is 90 % of capacity; below it, 90 % of what was offered
-        need = 0.9 * min(cap, r) / cap if cap else float("nan")
+        need = 0.9 * min(ref, r) / ref if ref else float("nan")
         hit = good >= need
         other = a["other_http"] + a["conn_errors"] + a["timeouts"] + a["dropped"]
         w, u, e = prediction(out, tag)
