@@ -117,6 +117,9 @@ static const struct key keys[] = {
      "HTTP worker threads (connections wait for batches suspended, not on a thread)"},
     {C(server, connection_timeout_s), K_INT, 0, 86400, "60",
      "idle keep-alive connections are closed after this"},
+    {C(server, http_yield), K_BOOL, 0, 0, "false",
+     "HTTP threads never preempt a running thread when they wake (SCHED_BATCH): under load, "
+     "HTTP work waits for a compute thread's pause instead of stalling a parallel region"},
     {C(server, connections_max), K_INT, 16, 1 << 20, "8192",
      "open connections at most (the open-file limit is raised to fit when allowed)"},
     {C(server, trace_file), K_STR, 0, 0, "",

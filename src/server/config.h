@@ -94,6 +94,7 @@ struct hs_config {
         int threads;              /* HTTP worker threads */
         int connection_timeout_s; /* idle keep-alive connections are closed after this */
         int connections_max;      /* open connections at most */
+        int http_yield;           /* HTTP threads in SCHED_BATCH (no wake-up preemption) */
         char trace_file[1024];    /* empty = no trace */
     } server;
     int n_engines;

@@ -502,6 +502,12 @@ hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
                 n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? "," : "", c);
         hs_log_info("HTTP and tokenization threads on cores %s (off the CPU engines' cores)", list);
     }
+    /* ... and its scheduling policy */
+    int policy = SCHED_OTHER;
+    struct sched_param prm = {0};
+    bool batched =
+        s->cfg.server.http_yield && pthread_getschedparam(pthread_self(), &policy, &prm) == 0 &&
+        pthread_setschedparam(pthread_self(), SCHED_BATCH, &(struct sched_param){0}) == 0;
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)s->cfg.server.port, NULL, NULL, hs__http_handler, s, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.server.threads,
@@ -509,6 +515,7 @@ hs_status hs_server_start(struct hs_server *s, struct hs_error *err)
         MHD_OPTION_CONNECTION_LIMIT, conn_max, MHD_OPTION_NOTIFY_COMPLETED, hs__http_completed, s,
         MHD_OPTION_END);
     if (moved) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    if (batched) pthread_setschedparam(pthread_self(), policy, &prm);
     if (!s->daemon)
         return hs_error_set(err, HS_STATUS_IO, "cannot listen on %s:%d (in use?)",
                             s->cfg.server.host, s->cfg.server.port);

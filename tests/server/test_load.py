@@ -265,3 +265,27 @@ limits:
             c.close()
         s.stop()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_http_yield_puts_http_threads_in_sched_batch():
+    s = Server("""
+server:
+  http_yield: true
+engines:
+  - name: cpu0
+    kind: cpu
+limits:
+  timeout_ms: 300000
+""")
+    try:
+        assert s.post("/embed", {"inputs": "yielding"})[0] == 200
+        policies = {}
+        for tid in os.listdir("/proc/%d/task" % s.proc.pid):
+            with open("/proc/%d/task/%s/comm" % (s.proc.pid, tid)) as f:
+                name = f.read().strip()
+            policies.setdefault(name, set()).add(os.sched_getscheduler(int(tid)))
+        assert policies.get("MHD-worker") == {os.SCHED_BATCH}, policies
+        # the compute side keeps the normal policy
+        assert all(p == {os.SCHED_OTHER} for n, p in policies.items() if n != "MHD-worker"), policies
+    finally:
+        s.stop()
