@@ -346,7 +346,8 @@ hs_status hs_engine_create(const char *kind, const struct hs_engine_opts *opts, 
     const struct hs_engine_kind *k = hs_engine_kind_find(kind);
     if (!k) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "unknown engine kind '%s'", kind);
     if (!hs_engine_kind_built(k))
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "this build has no %s engine", kind);
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "this build has no %s engine (and no engine plugin provides it)", kind);
     if (opts->device < 0)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "%s: device %d", kind, opts->device);
     return k->create(opts, out, err);

@@ -1,14 +1,18 @@
 /* The registry of engine kinds: one line per kind. A kind's entry (struct hs_engine_kind) is
  * defined in its own folder, engine/<kind>/kind.c, which every build compiles; the entry's
- * create and device_count are NULL where the kind's implementation was not built in. */
+ * create and device_count are NULL where the kind's implementation was not built in. Kinds
+ * loaded from plugins (engine/plugin.h) follow; one named like a known kind that is not built
+ * (openvino) takes that kind's place. */
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/plugin.h"
 
 #define HS_ENGINE_KIND_LIST(X)                                                                     \
     X(cpu)                                                                                         \
-    X(cuda)
+    X(cuda)                                                                                        \
+    X(openvino)
 
 #define HS__KIND_DECL(k) extern const struct hs_engine_kind hs__engine_kind_##k;
 HS_ENGINE_KIND_LIST(HS__KIND_DECL)
@@ -20,21 +24,61 @@ static const struct hs_engine_kind *const kinds[] = {
 #undef HS__KIND_PTR
 };
 
-int hs_engine_kind_count(void)
+int hs__engine_builtin_count(void)
 {
     return (int)(sizeof kinds / sizeof kinds[0]);
 }
 
+const struct hs_engine_kind *hs__engine_builtin_at(int i)
+{
+    return i >= 0 && i < hs__engine_builtin_count() ? kinds[i] : NULL;
+}
+
+/* The plugin kind named name, or NULL. */
+static const struct hs_engine_kind *plugin_named(const char *name)
+{
+    for (int i = 0; i < hs__engine_plugin_count(); i++)
+        if (!strcmp(hs__engine_plugin_kind(i)->name, name)) return hs__engine_plugin_kind(i);
+    return NULL;
+}
+
+/* Plugin kinds that take no built-in kind's place come after the built-in ones. */
+static bool plugin_is_extra(const struct hs_engine_kind *p)
+{
+    for (int i = 0; i < hs__engine_builtin_count(); i++)
+        if (!strcmp(kinds[i]->name, p->name)) return false;
+    return true;
+}
+
+int hs_engine_kind_count(void)
+{
+    hs_engine_plugins_discover();
+    int n = hs__engine_builtin_count();
+    for (int i = 0; i < hs__engine_plugin_count(); i++)
+        n += plugin_is_extra(hs__engine_plugin_kind(i));
+    return n;
+}
+
 const struct hs_engine_kind *hs_engine_kind_at(int i)
 {
-    return i >= 0 && i < hs_engine_kind_count() ? kinds[i] : NULL;
+    hs_engine_plugins_discover();
+    if (i < 0) return NULL;
+    if (i < hs__engine_builtin_count()) {
+        const struct hs_engine_kind *p = kinds[i]->create ? NULL : plugin_named(kinds[i]->name);
+        return p ? p : kinds[i];
+    }
+    i -= hs__engine_builtin_count();
+    for (int j = 0; j < hs__engine_plugin_count(); j++)
+        if (plugin_is_extra(hs__engine_plugin_kind(j)) && i-- == 0)
+            return hs__engine_plugin_kind(j);
+    return NULL;
 }
 
 const struct hs_engine_kind *hs_engine_kind_find(const char *name)
 {
     if (!name) return NULL;
     for (int i = 0; i < hs_engine_kind_count(); i++)
-        if (!strcmp(kinds[i]->name, name)) return kinds[i];
+        if (!strcmp(hs_engine_kind_at(i)->name, name)) return hs_engine_kind_at(i);
     return NULL;
 }
 
@@ -43,7 +87,8 @@ void hs_engine_kind_names(char *buf, size_t n)
     size_t used = 0;
     if (n) buf[0] = '\0';
     for (int i = 0; i < hs_engine_kind_count() && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", kinds[i]->name);
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "",
+                                 hs_engine_kind_at(i)->name);
 }
 
 bool hs_engine_kind_built(const struct hs_engine_kind *k)

@@ -16,6 +16,7 @@
 #include <yaml.h>
 
 #include "core/alloc.h"
+#include "engine/plugin.h"
 #include "sched/router.h"
 
 #define DEFAULT_MODEL_PATH "models/all-MiniLM-L6-v2"
@@ -129,6 +130,9 @@ static const struct key keys[] = {
      .doc = "compute devices; each gets its own queue and batcher"},
     {E("name", name), K_STR, 0, 0, "cpu%d", "instance name, used by models[].engine and metrics"},
     {E("kind", kind), K_STR, 0, 0, "cpu", "a registered engine kind (hetserve devices lists them)"},
+    {E("library", library), K_STR, 0, 0, "",
+     "an engine plugin to load (a shared object named libhs_engine_*.so, engine/plugin.h); "
+     "kind `plugin` takes the kind it declares; \"\" = none"},
     {E("device", device), K_INT, 0, 1024, "0", "device ordinal of the kind (GPU number)"},
     {E("dtype", dtype), K_STR, 0, 0, "",
      "compute dtype of its lanes: \"\" = the kind's native (cpu f32, cuda f16) | f32 | f16 | bf16 "
@@ -582,6 +586,42 @@ static hs_status parse_map(struct ctx *x, yaml_node_t *n, const char *sec, const
     return HS_STATUS_OK;
 }
 
+/* engines[].library: loads each plugin; kind `plugin` becomes the kind the plugin declares. */
+static hs_status load_plugins(struct hs_config *c, const char *label, struct hs_error *err)
+{
+    for (int i = 0; i < c->n_engines; i++) {
+        struct hs_engine_cfg *e = &c->engines[i];
+        if (!e->library[0]) {
+            if (!strcmp(e->kind, "plugin"))
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "%s: engines[%d].library: kind plugin needs the plugin's "
+                                    "shared object",
+                                    label, i);
+            continue;
+        }
+        /* only engine plugins by name: a config (or a fuzzed one) never dlopens other code */
+        const char *base = strrchr(e->library, '/');
+        base = base ? base + 1 : e->library;
+        size_t bl = strlen(base);
+        if (strncmp(base, "libhs_engine_", 13) || bl < 17 || strcmp(base + bl - 3, ".so"))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "%s: engines[%d].library: '%s' is not named libhs_engine_*.so",
+                                label, i, e->library);
+        const struct hs_engine_kind *k = NULL;
+        struct hs_error le = {0};
+        if (hs_engine_plugin_load(e->library, &k, &le))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s: engines[%d].library: %s", label,
+                                i, le.msg);
+        if (!strcmp(e->kind, "plugin"))
+            snprintf(e->kind, sizeof e->kind, "%s", k->name);
+        else if (strcmp(e->kind, k->name))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "%s: engines[%d].library: the plugin is of kind '%s', not '%s'",
+                                label, i, k->name, e->kind);
+    }
+    return HS_STATUS_OK;
+}
+
 hs_status hs_config_parse(const char *text, size_t len, const char *label, struct hs_config *c,
                           struct hs_error *err)
 {
@@ -603,6 +643,7 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
         st = parse_map(&x, root, "", root->type == YAML_MAPPING_NODE ? "" : "(top level)",
                        (char *)c);
     fill_model_engines(c);
+    if (!st) st = load_plugins(c, label, err);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     return st;

@@ -35,6 +35,9 @@
 struct hs_engine_cfg {
     char name[32];
     char kind[16]; /* a registered engine kind (engine.h registry) */
+    /* an engine plugin's shared object (engine/plugin.h); with kind "plugin", kind becomes the
+     * plugin's kind once the file is parsed */
+    char library[256];
     int device;    /* device ordinal of the kind (cuda:1 is kind cuda, device 1) */
     char dtype[8]; /* compute dtype of this engine's lanes: "" = the kind's native (cpu f32,
                       cuda f16) | f32 | f16 | bf16 | int8 */

@@ -178,6 +178,52 @@ static void mpnet_matches_sentence_transformers(void **state)
     hs_model_free(m);
 }
 
+/* The OpenVINO engine plugin (engine/plugin.h) on the golden sets through its own graph:
+ * all-MiniLM-L6-v2, tiny-bert-cls (F16 weights, CLS pooling) and tiny-mpnet (relative-position
+ * bias), in f32, min cosine 0.99999 like the CPU engine. Skipped, with one line, where the plugin
+ * is not built or the runtime reports no device. */
+static void openvino_matches_sentence_transformers(void **state)
+{
+    (void)state;
+    const struct hs_engine_kind *k = hs_engine_kind_find("openvino");
+    if (!hs_engine_kind_built(k) || hs_engine_kind_devices(k) == 0) {
+        printf("# SKIP openvino golden: the OpenVINO engine plugin is %s\n",
+               hs_engine_kind_built(k) ? "built but sees no device" : "not built");
+        skip();
+    }
+    static const struct {
+        const char *model, *json, *f32;
+    } sets[] = {
+        {NULL, "tests/golden/embeddings.json", "tests/golden/embeddings.f32"},
+        {"tests/data/tiny-bert-cls", "tests/golden/tiny_cls.json", "tests/golden/tiny_cls.f32"},
+        {"tests/data/tiny-mpnet", "tests/golden/tiny_mpnet.json", "tests/golden/tiny_mpnet.f32"},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        struct hs_error err = {0};
+        struct hs_model *m = NULL;
+        struct hs_golden *g = NULL;
+        const char *dir = sets[i].model ? hs_test_path(sets[i].model) : hs_test_model_dir();
+        if (hs_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+        char json[1024], f32[1024];
+        snprintf(json, sizeof json, "%s", hs_test_path(sets[i].json));
+        snprintf(f32, sizeof f32, "%s", hs_test_path(sets[i].f32));
+        if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+        hs_engine_t e = NULL;
+        if (hs_engine_create("openvino", &(struct hs_engine_opts){.threads = 2}, &e, &err))
+            fail_msg("%s", err.msg);
+        struct hs_verify_tolerance tol = {.cos_min = 0.99999, .cos_mean = 0.999999};
+        struct hs_verify_report rep;
+        if (hs_verify_engine(m, e, HS_DTYPE_F32, g, &tol, NULL, &rep, &err))
+            fail_msg("%s: %s", m->name, err.msg);
+        printf("# openvino f32 %s: %d sentences, min cosine %.8f, mean %.8f\n", m->name, rep.count,
+               rep.cos_min, rep.cos_mean);
+        assert_true(rep.pass);
+        hs_engine_destroy(e);
+        hs_golden_free(g);
+        hs_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +231,7 @@ int main(void)
         cmocka_unit_test(minilm_matches_sentence_transformers),
         cmocka_unit_test(tiny_mpnet_matches_sentence_transformers),
         cmocka_unit_test(mpnet_matches_sentence_transformers),
+        cmocka_unit_test(openvino_matches_sentence_transformers),
     };
     return cmocka_run_group_tests_name("golden", tests, NULL, NULL);
 }

@@ -1,0 +1,623 @@
+/* The OpenVINO engine, built as an engine plugin (engine/plugin.h): libhs_engine_openvino.so.
+ *
+ * Devices are what the OpenVINO runtime reports (CPU, GPU, NPU, ...), in its order: device
+ * ordinal i of the kind is the runtime's i-th available device. The engine runs the stages it is
+ * given as OpenVINO graphs that it writes itself (ov_graph.h) from the stages' weights and reads
+ * with ov_core_read_model_from_memory_buffer: no model file, no converter.
+ *
+ * Stages are fused: run_stage only records the stage; the run of stages placed here in a row
+ * (the whole encoder, or a layer or module range of a placement) executes as one graph when the
+ * executor asks for its result (sync, act_read) — the executor calls sync at the end of every
+ * run of stages on one engine. A graph is compiled the first time its range (and, on devices
+ * that need static shapes, its padded shape) is run, and cached for the engine's life; each
+ * workspace keeps its own infer requests.
+ *
+ * Shapes: batches are padded to [B, S] with S the batch's longest sequence (dynamic shapes, CPU
+ * and GPU), or to [next power of two of the batch, its length bucket] on NPU (static shapes, the
+ * NPU compiler needs them; HS_OPENVINO_STATIC=1 asks for them on any device).
+ *
+ * Precision: the lane's dtype is the runtime's inference precision hint (f32, f16), so an f32
+ * lane is f32 even where the CPU plugin would pick bf16 by default. opts.threads is
+ * INFERENCE_NUM_THREADS on CPU; the performance hint is LATENCY (one batch per slot).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openvino/c/openvino.h>
+
+#include "engine/openvino/ov_graph.h"
+#include "engine/plugin.h"
+
+static const struct hs_plugin_host *host;
+
+/* ---- the process's OpenVINO core and its devices ---- */
+
+#define MAX_DEVICES 16
+
+static pthread_once_t core_once = PTHREAD_ONCE_INIT;
+static ov_core_t *core;
+static char devices[MAX_DEVICES][64];
+static int n_devices;
+
+static void core_init(void)
+{
+    if (ov_core_create(&core) != OK) {
+        core = NULL;
+        return;
+    }
+    ov_available_devices_t av = {0};
+    if (ov_core_get_available_devices(core, &av) != OK) return;
+    for (size_t i = 0; i < av.size && n_devices < MAX_DEVICES; i++)
+        snprintf(devices[n_devices++], sizeof devices[0], "%s", av.devices[i]);
+    ov_available_devices_free(&av);
+}
+
+static int ov_device_count(void)
+{
+    pthread_once(&core_once, core_init);
+    return n_devices;
+}
+
+static hs_status ov_fail(struct hs_error *err, ov_status_e s, const char *what)
+{
+    const char *msg = ov_get_last_err_msg();
+    return hs_plugin_error(err, HS_STATUS_ENGINE, "openvino: %s: %s%s%s", what,
+                           ov_get_error_info(s), msg && *msg ? ": " : "", msg ? msg : "");
+}
+
+/* ---- engine ---- */
+
+struct graph {
+    int n;
+    const struct hs_stage *stages[128];
+    enum hs_dtype dtype;
+    int batch, seq; /* static shape, or -1 */
+    struct ov_ir ir;
+    ov_tensor_t *weights;
+    ov_model_t *model;
+    ov_compiled_model_t *compiled;
+    struct graph *next;
+};
+
+struct ov_ctx {
+    char device[64];
+    char full_name[128];
+    int threads;
+    bool static_shapes;
+    uint32_t dtypes;
+    pthread_mutex_t mu; /* guards graphs */
+    struct graph *graphs;
+};
+
+struct prep {
+    const struct hs_stage *st;
+    enum hs_dtype dtype;
+};
+
+#define MAX_REQS 64
+
+struct ws {
+    struct hs_ws_spec spec;
+    int hidden, heads;
+    /* the batch */
+    int n_seqs, n_tokens, seq;  /* seq: padded length of the inputs */
+    int pb, ps;                 /* padded shape of the graph inputs (>= n_seqs, seq) */
+    int32_t *lengths, *offsets; /* [batch_max], [batch_max + 1] */
+    int32_t *ids, *types, *pos; /* [batch_max * seq_max] padded */
+    float *mask;                /* [batch_max * seq_max] */
+    float *hidden_buf, *pooled; /* padded [batch_max, seq_max, hidden], [batch_max, hidden] */
+    float *rel;                 /* [heads, seq_max, seq_max] */
+    int rel_seq;                /* S the rel table was computed for; 0 = none */
+    const struct hs_stage *rel_stage;
+    /* the run of stages recorded, not yet executed */
+    int n_pending;
+    const struct hs_stage *pending[128];
+    enum hs_dtype pending_dtype;
+    /* infer requests, one per graph used on this workspace */
+    int n_reqs;
+    struct graph *req_graph[MAX_REQS];
+    ov_infer_request_t *req[MAX_REQS];
+};
+
+static void ov_destroy(void *p)
+{
+    struct ov_ctx *c = p;
+    for (struct graph *g = c->graphs, *next; g; g = next) {
+        next = g->next;
+        if (g->compiled) ov_compiled_model_free(g->compiled);
+        if (g->model) ov_model_free(g->model);
+        if (g->weights) ov_tensor_free(g->weights);
+        ov_ir_free(&g->ir);
+        free(g);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static void ov_caps(void *p, struct hs_engine_caps *out)
+{
+    struct ov_ctx *c = p;
+    snprintf(out->kind, sizeof out->kind, "openvino");
+    snprintf(out->device, sizeof out->device, "%s", c->full_name);
+    snprintf(out->isa, sizeof out->isa, "%s%s", c->device,
+             c->static_shapes ? " static-shapes" : " dynamic-shapes");
+    out->threads = c->threads;
+    out->dtypes = c->dtypes;
+    out->stages = 1u << HS_STAGE_EMBED | 1u << HS_STAGE_ATTN | 1u << HS_STAGE_FFN |
+                  1u << HS_STAGE_POOL | 1u << HS_STAGE_NORMALIZE;
+    ov_version_t v = {0};
+    if (ov_get_openvino_version(&v) == OK) {
+        snprintf(out->gemm, sizeof out->gemm, "OpenVINO %s", v.buildNumber);
+        ov_version_free(&v);
+    }
+    out->features = HS_ENGINE_FEAT_MPNET;
+}
+
+static hs_status ov_prepare(void *p, const struct hs_stage *st, enum hs_dtype dtype, void **out,
+                            struct hs_error *err)
+{
+    (void)p;
+    if (st->dims->layers > 60 || st->dims->hidden % st->dims->heads)
+        return hs_plugin_error(err, HS_STATUS_UNSUPPORTED, "openvino: unsupported dimensions");
+    struct prep *pr = malloc(sizeof *pr);
+    if (!pr) return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
+    pr->st = st;
+    pr->dtype = dtype;
+    *out = pr;
+    return HS_STATUS_OK;
+}
+
+static void ov_release(void *p, void *prep)
+{
+    (void)p;
+    free(prep);
+}
+
+static void ws_free(struct ws *w)
+{
+    for (int i = 0; i < w->n_reqs; i++) ov_infer_request_free(w->req[i]);
+    free(w->lengths), free(w->offsets), free(w->ids), free(w->types), free(w->pos);
+    free(w->mask), free(w->hidden_buf), free(w->pooled), free(w->rel);
+    free(w);
+}
+
+static void ov_ws_destroy(void *p, void *ws)
+{
+    (void)p;
+    ws_free(ws);
+}
+
+static hs_status ov_ws_create(void *p, const struct hs_ws_spec *spec, void **out,
+                              struct hs_error *err)
+{
+    (void)p;
+    struct ws *w = calloc(1, sizeof *w);
+    if (!w) return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
+    w->spec = *spec;
+    w->hidden = spec->dims->hidden;
+    w->heads = spec->dims->heads;
+    const size_t bs = (size_t)spec->batch_max * (size_t)spec->seq_max;
+    w->lengths = calloc((size_t)spec->batch_max, sizeof(int32_t));
+    w->offsets = calloc((size_t)spec->batch_max + 1, sizeof(int32_t));
+    w->ids = calloc(bs, sizeof(int32_t));
+    w->types = calloc(bs, sizeof(int32_t));
+    w->pos = calloc(bs, sizeof(int32_t));
+    w->mask = calloc(bs, sizeof(float));
+    w->hidden_buf = calloc(bs * (size_t)w->hidden, sizeof(float));
+    w->pooled = calloc((size_t)spec->batch_max * (size_t)w->hidden, sizeof(float));
+    if (spec->dims->rel_buckets > 0)
+        w->rel =
+            calloc((size_t)w->heads * (size_t)spec->seq_max * (size_t)spec->seq_max, sizeof(float));
+    if (!w->lengths || !w->offsets || !w->ids || !w->types || !w->pos || !w->mask ||
+        !w->hidden_buf || !w->pooled || (spec->dims->rel_buckets > 0 && !w->rel)) {
+        ws_free(w);
+        return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
+    }
+    *out = w;
+    return HS_STATUS_OK;
+}
+
+static int next_pow2(int n)
+{
+    int p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+
+static hs_status ov_batch_begin(void *p, void *wsp, const struct hs_batch *b, struct hs_error *err)
+{
+    struct ov_ctx *c = p;
+    struct ws *w = wsp;
+    if (b->n_seqs > w->spec.batch_max || b->n_tokens > w->spec.tokens_max)
+        return hs_plugin_error(err, HS_STATUS_INVALID_ARGUMENT,
+                               "openvino: batch exceeds the workspace");
+    int longest = 1;
+    for (int i = 0; i < b->n_seqs; i++) longest = b->lengths[i] > longest ? b->lengths[i] : longest;
+    if (longest > w->spec.seq_max)
+        return hs_plugin_error(err, HS_STATUS_INVALID_ARGUMENT,
+                               "openvino: sequence of %d tokens exceeds the workspace's %d",
+                               longest, w->spec.seq_max);
+    w->n_seqs = b->n_seqs;
+    w->n_tokens = b->n_tokens;
+    if (c->static_shapes) {
+        w->pb = next_pow2(b->n_seqs);
+        if (w->pb > w->spec.batch_max) w->pb = w->spec.batch_max;
+        w->ps = b->seq_max >= longest && b->seq_max <= w->spec.seq_max ? b->seq_max : longest;
+    } else {
+        w->pb = b->n_seqs;
+        w->ps = longest;
+    }
+    w->seq = w->ps;
+    w->n_pending = 0;
+    const int S = w->ps;
+    const int offset = w->spec.dims->pos_offset;
+    for (int i = 0; i < w->pb; i++) {
+        const int len = i < b->n_seqs ? b->lengths[i] : 0;
+        if (i < b->n_seqs) {
+            w->lengths[i] = b->lengths[i];
+            w->offsets[i] = b->offsets[i];
+        }
+        for (int t = 0; t < S; t++) {
+            const size_t k = (size_t)i * S + t;
+            const int real = t < len;
+            w->ids[k] = real ? b->ids[b->offsets[i] + t] : 0;
+            w->types[k] = real && b->type_ids ? b->type_ids[b->offsets[i] + t] : 0;
+            w->pos[k] = offset + t;
+            /* a padding sequence keeps one token, so that its mean pooling divides by 1 */
+            w->mask[k] = real || (len == 0 && t == 0) ? 1.0f : 0.0f;
+        }
+    }
+    w->offsets[b->n_seqs] = b->offsets[b->n_seqs];
+    return HS_STATUS_OK;
+}
+
+/* MPNet's relative-position bucket, as engine/stage.h's hs_rel_pos_bucket (the plugin links
+ * nothing of hetserve): float32 arithmetic as HF's torch code, so bucket edges agree. */
+static int hs_rel_pos_bucket_local(int rel, int num_buckets, int max_distance)
+{
+    int n = -rel, ret = 0;
+    const int half = num_buckets / 2;
+    if (n < 0) {
+        ret += half;
+        n = -n;
+    }
+    const int max_exact = half / 2;
+    if (n < max_exact) return ret + n;
+    float r = logf((float)n / (float)max_exact) / (float)log((double)max_distance / max_exact) *
+              (float)(half - max_exact);
+    int v = max_exact + (int)r;
+    if (v > half - 1) v = half - 1;
+    return ret + v;
+}
+
+/* The relative-position bias of an MPNet attention stage for the batch's S: [heads, S, S]. */
+static void fill_rel_bias(struct ws *w, const struct hs_stage *st)
+{
+    if (w->rel_seq == w->ps && w->rel_stage == st) return;
+    const struct hs_encoder_dims *d = st->dims;
+    const struct hs_tensor *t = &st->w[HS_W_REL_BIAS];
+    const int S = w->ps, NH = d->heads;
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) {
+            int bucket = hs_rel_pos_bucket_local(j - i, d->rel_buckets, d->rel_max_distance);
+            for (int h = 0; h < NH; h++) {
+                size_t k = (size_t)bucket * NH + h;
+                float v;
+                if (t->dtype == HS_DTYPE_F32) {
+                    v = ((const float *)t->data)[k];
+                } else {
+                    uint16_t x = ((const uint16_t *)t->data)[k];
+                    uint32_t u;
+                    if (t->dtype == HS_DTYPE_BF16) {
+                        u = (uint32_t)x << 16;
+                    } else {
+                        uint32_t sign = (x >> 15) << 31, e = (x >> 10) & 31, m = x & 1023;
+                        if (e == 0) {
+                            float f = ldexpf((float)m, -24);
+                            memcpy(&u, &f, 4);
+                            u |= sign;
+                        } else if (e == 31) {
+                            u = sign | 0x7f800000u | (m << 13);
+                        } else {
+                            u = sign | ((e + 112) << 23) | (m << 13);
+                        }
+                    }
+                    memcpy(&v, &u, 4);
+                }
+                w->rel[((size_t)h * S + i) * S + j] = v;
+            }
+        }
+    w->rel_seq = S;
+    w->rel_stage = st;
+}
+
+/* The compiled graph of the pending range (compiling it on first use). Holds c->mu. */
+static hs_status graph_get(struct ov_ctx *c, struct ws *w, struct graph **out, struct hs_error *err)
+{
+    const int B = c->static_shapes ? w->pb : -1, S = c->static_shapes ? w->ps : -1;
+    pthread_mutex_lock(&c->mu);
+    for (struct graph *g = c->graphs; g; g = g->next)
+        if (g->n == w->n_pending && g->dtype == w->pending_dtype && g->batch == B && g->seq == S &&
+            !memcmp(g->stages, w->pending, sizeof(void *) * (size_t)g->n)) {
+            pthread_mutex_unlock(&c->mu);
+            *out = g;
+            return HS_STATUS_OK;
+        }
+    struct graph *g = calloc(1, sizeof *g);
+    hs_status st = HS_STATUS_OK;
+    if (!g) {
+        pthread_mutex_unlock(&c->mu);
+        return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
+    }
+    g->n = w->n_pending;
+    memcpy(g->stages, w->pending, sizeof(void *) * (size_t)g->n);
+    g->dtype = w->pending_dtype;
+    g->batch = B;
+    g->seq = S;
+    st = ov_ir_build(g->stages, g->n, B, S, &g->ir, err);
+    ov_status_e os = OK;
+    if (!st) {
+        int64_t dim = (int64_t)g->ir.bin_len;
+        ov_shape_t shape = {1, &dim};
+        os = ov_tensor_create_from_host_ptr(U8, shape, g->ir.bin, &g->weights);
+        if (os != OK) st = ov_fail(err, os, "weights tensor");
+    }
+    if (!st) {
+        os = ov_core_read_model_from_memory_buffer(core, g->ir.xml, g->ir.xml_len, g->weights,
+                                                   &g->model);
+        if (os != OK) st = ov_fail(err, os, "reading the graph");
+    }
+    if (!st) {
+        char threads[16];
+        snprintf(threads, sizeof threads, "%d", c->threads);
+        ov_property_t props[3] = {
+            {ov_property_key_hint_inference_precision, g->dtype == HS_DTYPE_F16 ? "f16" : "f32"},
+            {ov_property_key_hint_performance_mode, "LATENCY"},
+            {ov_property_key_inference_num_threads, threads},
+        };
+        const size_t n_props = c->threads > 0 && !strncmp(c->device, "CPU", 3) ? 3 : 2;
+        os = ov_core_compile_model_props(core, g->model, c->device, n_props, props, &g->compiled);
+        if (os != OK) st = ov_fail(err, os, "compiling the graph");
+    }
+    if (st) {
+        if (g->model) ov_model_free(g->model);
+        if (g->weights) ov_tensor_free(g->weights);
+        ov_ir_free(&g->ir);
+        free(g);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    if (host && host->log)
+        host->log(3, "openvino %s: compiled %d stages (%s .. %s), shape [%d, %d], %zu bytes of IR",
+                  c->device, g->n, g->stages[0]->name, g->stages[g->n - 1]->name, B, S,
+                  g->ir.xml_len + g->ir.bin_len);
+    g->next = c->graphs;
+    c->graphs = g;
+    pthread_mutex_unlock(&c->mu);
+    *out = g;
+    return HS_STATUS_OK;
+}
+
+static hs_status set_input(ov_infer_request_t *rq, size_t index, ov_element_type_e et, int rank,
+                           int64_t *dims, void *data, struct hs_error *err)
+{
+    ov_shape_t shape = {rank, dims};
+    ov_tensor_t *t = NULL;
+    ov_status_e os = ov_tensor_create_from_host_ptr(et, shape, data, &t);
+    if (os == OK) os = ov_infer_request_set_input_tensor_by_index(rq, index, t);
+    if (t) ov_tensor_free(t);
+    return os == OK ? HS_STATUS_OK : ov_fail(err, os, "setting an input");
+}
+
+/* Runs the recorded run of stages as one graph. */
+static hs_status flush(struct ov_ctx *c, struct ws *w, struct hs_error *err)
+{
+    if (!w->n_pending) return HS_STATUS_OK;
+    struct graph *g = NULL;
+    hs_status st = graph_get(c, w, &g, err);
+    if (st) {
+        w->n_pending = 0;
+        return st;
+    }
+    w->n_pending = 0;
+    int r = 0;
+    while (r < w->n_reqs && w->req_graph[r] != g) r++;
+    if (r == w->n_reqs) {
+        if (r == MAX_REQS) {
+            ov_infer_request_free(w->req[--w->n_reqs]);
+            r = w->n_reqs;
+        }
+        ov_status_e os = ov_compiled_model_create_infer_request(g->compiled, &w->req[r]);
+        if (os != OK) return ov_fail(err, os, "creating an infer request");
+        w->req_graph[r] = g;
+        w->n_reqs++;
+    }
+    ov_infer_request_t *rq = w->req[r];
+    const int64_t B = w->pb, S = w->ps, H = w->hidden;
+    for (int i = 0; i < g->ir.n_inputs && !st; i++) {
+        int64_t d2[2] = {B, S}, d3[3] = {B, S, H}, dp[2] = {B, H}, dr[3] = {w->heads, S, S};
+        switch (g->ir.input_order[i]) {
+        case OV_IN_IDS:
+            st = set_input(rq, (size_t)i, I32, 2, d2, w->ids, err);
+            break;
+        case OV_IN_TYPE_IDS:
+            st = set_input(rq, (size_t)i, I32, 2, d2, w->types, err);
+            break;
+        case OV_IN_POS_IDS:
+            st = set_input(rq, (size_t)i, I32, 2, d2, w->pos, err);
+            break;
+        case OV_IN_HIDDEN:
+            st = set_input(rq, (size_t)i, F32, 3, d3, w->hidden_buf, err);
+            break;
+        case OV_IN_POOLED:
+            st = set_input(rq, (size_t)i, F32, 2, dp, w->pooled, err);
+            break;
+        case OV_IN_MASK:
+            st = set_input(rq, (size_t)i, F32, 2, d2, w->mask, err);
+            break;
+        case OV_IN_REL_BIAS: {
+            const struct hs_stage *attn = NULL;
+            for (int k = 0; k < g->n && !attn; k++)
+                if (g->stages[k]->kind == HS_STAGE_ATTN) attn = g->stages[k];
+            fill_rel_bias(w, attn);
+            st = set_input(rq, (size_t)i, F32, 3, dr, w->rel, err);
+            break;
+        }
+        }
+    }
+    if (st) return st;
+    ov_status_e os = ov_infer_request_infer(rq);
+    if (os != OK) return ov_fail(err, os, "inference");
+    ov_tensor_t *out = NULL;
+    os = ov_infer_request_get_output_tensor_by_index(rq, 0, &out);
+    if (os != OK) return ov_fail(err, os, "reading the output");
+    void *data = NULL;
+    size_t bytes = 0;
+    os = ov_tensor_data(out, &data);
+    if (os == OK) os = ov_tensor_get_byte_size(out, &bytes);
+    if (os == OK) {
+        float *dst = g->ir.output_is_pooled ? w->pooled : w->hidden_buf;
+        size_t want = sizeof(float) * (size_t)B * (size_t)H * (g->ir.output_is_pooled ? 1 : S);
+        if (bytes != want) {
+            ov_tensor_free(out);
+            return hs_plugin_error(err, HS_STATUS_ENGINE,
+                                   "openvino: output of %zu bytes, expected %zu", bytes, want);
+        }
+        memcpy(dst, data, bytes);
+    }
+    ov_tensor_free(out);
+    return os == OK ? HS_STATUS_OK : ov_fail(err, os, "reading the output");
+}
+
+static hs_status ov_run_stage(void *p, void *wsp, const struct hs_stage *st, void *prep,
+                              struct hs_error *err)
+{
+    struct ws *w = wsp;
+    const struct prep *pr = prep;
+    if (!pr || pr->st != st)
+        return hs_plugin_error(err, HS_STATUS_INVALID_ARGUMENT,
+                               "openvino: stage %s was not prepared on this engine", st->name);
+    if (w->n_pending && (w->pending_dtype != pr->dtype || w->n_pending == 128)) {
+        hs_status s = flush(p, w, err);
+        if (s) return s;
+    }
+    w->pending_dtype = pr->dtype;
+    w->pending[w->n_pending++] = st;
+    return HS_STATUS_OK;
+}
+
+static hs_status ov_sync(void *p, void *wsp, struct hs_error *err)
+{
+    return flush(p, wsp, err);
+}
+
+static hs_status ov_act_write(void *p, void *wsp, enum hs_act_buf buf, const float *src,
+                              struct hs_error *err)
+{
+    struct ws *w = wsp;
+    w->n_pending = 0;
+    (void)p, (void)err;
+    const size_t H = (size_t)w->hidden;
+    if (buf == HS_ACT_BUF_POOLED) {
+        memcpy(w->pooled, src, sizeof(float) * (size_t)w->n_seqs * H);
+        return HS_STATUS_OK;
+    }
+    memset(w->hidden_buf, 0, sizeof(float) * (size_t)w->pb * (size_t)w->ps * H);
+    for (int i = 0; i < w->n_seqs; i++)
+        memcpy(w->hidden_buf + (size_t)i * w->ps * H, src + (size_t)w->offsets[i] * H,
+               sizeof(float) * (size_t)w->lengths[i] * H);
+    return HS_STATUS_OK;
+}
+
+static hs_status ov_act_read(void *p, void *wsp, enum hs_act_buf buf, float *dst,
+                             struct hs_error *err)
+{
+    struct ws *w = wsp;
+    hs_status s = flush(p, w, err);
+    if (s) return s;
+    const size_t H = (size_t)w->hidden;
+    if (buf == HS_ACT_BUF_POOLED) {
+        memcpy(dst, w->pooled, sizeof(float) * (size_t)w->n_seqs * H);
+        return HS_STATUS_OK;
+    }
+    for (int i = 0; i < w->n_seqs; i++)
+        memcpy(dst + (size_t)w->offsets[i] * H, w->hidden_buf + (size_t)i * w->ps * H,
+               sizeof(float) * (size_t)w->lengths[i] * H);
+    return HS_STATUS_OK;
+}
+
+static const struct hs_engine_iface ov_iface = {
+    .api_version = HS_ENGINE_API_VERSION,
+    .kind = "openvino",
+    .destroy = ov_destroy,
+    .caps = ov_caps,
+    .stage_prepare = ov_prepare,
+    .stage_release = ov_release,
+    .ws_create = ov_ws_create,
+    .ws_destroy = ov_ws_destroy,
+    .batch_begin = ov_batch_begin,
+    .act_write = ov_act_write,
+    .run_stage = ov_run_stage,
+    .act_read = ov_act_read,
+    .sync = ov_sync,
+};
+
+static hs_status ov_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                           struct hs_error *err)
+{
+    if (ov_device_count() == 0)
+        return hs_plugin_error(err, HS_STATUS_UNSUPPORTED, "openvino: no device%s",
+                               core ? "" : " (the runtime did not start)");
+    if (opts->device >= n_devices)
+        return hs_plugin_error(err, HS_STATUS_UNSUPPORTED,
+                               "openvino: device %d of %d (hetserve devices lists them)",
+                               opts->device, n_devices);
+    struct ov_ctx *c = calloc(1, sizeof *c);
+    if (!c) return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
+    snprintf(c->device, sizeof c->device, "%s", devices[opts->device]);
+    pthread_mutex_init(&c->mu, NULL);
+    c->threads = opts->threads;
+    const char *st = getenv("HS_OPENVINO_STATIC");
+    c->static_shapes = !strncmp(c->device, "NPU", 3) || (st && *st == '1');
+    char *v = NULL;
+    if (ov_core_get_property(core, c->device, ov_property_key_device_full_name, &v) == OK && v) {
+        snprintf(c->full_name, sizeof c->full_name, "%s", v);
+        ov_free(v);
+    } else {
+        snprintf(c->full_name, sizeof c->full_name, "%s", c->device);
+    }
+    c->dtypes = 1u << HS_DTYPE_F32;
+    v = NULL;
+    if (ov_core_get_property(core, c->device, ov_property_key_device_capabilities, &v) == OK && v) {
+        if (strstr(v, "FP16")) c->dtypes |= 1u << HS_DTYPE_F16;
+        ov_free(v);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "openvino%d", opts->device);
+    return host->engine_wrap(&ov_iface, c, opts->name ? opts->name : name, out, err);
+}
+
+static const struct hs_plugin plugin = {
+    .abi_version = HS_PLUGIN_ABI_VERSION,
+    .kind =
+        {
+            .name = "openvino",
+            .summary = "OpenVINO runtime (CPU, integrated GPU, NPU) as a plugin: the encoder as "
+                       "an OpenVINO graph written by hetserve; f32, f16 (GPU, NPU)",
+            .dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_F16,
+            .native = HS_DTYPE_F32,
+            .device_count = ov_device_count,
+            .create = ov_create,
+        },
+};
+
+const struct hs_plugin *hs_engine_plugin(const struct hs_plugin_host *h);
+__attribute__((visibility("default"))) const struct hs_plugin *
+hs_engine_plugin(const struct hs_plugin_host *h)
+{
+    if (!h || h->abi_version != HS_PLUGIN_ABI_VERSION) return NULL;
+    host = h;
+    return &plugin;
+}

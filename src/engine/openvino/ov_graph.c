@@ -1,0 +1,492 @@
+/* The OpenVINO engine's graph writer (ov_graph.h): OpenVINO IR v11, written from the stages.
+ *
+ * Every layer has one output; its port id is its number of inputs. Port dimensions are written
+ * as we know them (-1 where dynamic) and Parameters carry their partial shape; OpenVINO infers
+ * the rest. LayerNorm is MVN (mean and variance over the last axis, eps inside the square root,
+ * as torch) times gamma plus beta. */
+#include "engine/openvino/ov_graph.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/plugin.h"
+
+struct buf {
+    char *s;
+    size_t n, cap;
+    int oom;
+};
+
+static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct buf *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int r = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (r < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)r < b->cap - b->n) {
+            b->n += (size_t)r;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 1 << 16;
+        while (cap - b->n <= (size_t)r) cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+struct val {
+    int rank;
+    int64_t dim[4];
+    const char *prec; /* "FP32", "I32", "I64" */
+};
+
+#define MAX_LAYERS 4096
+
+struct gb {
+    struct buf layers, edges;
+    unsigned char *bin;
+    size_t bin_n, bin_cap;
+    int n; /* layers so far */
+    struct val v[MAX_LAYERS];
+    int n_in[MAX_LAYERS];
+    int params[OV_IN_COUNT]; /* layer id of each input, -1 = not yet */
+    struct ov_ir *ir;
+    int batch, seq, hidden, heads;
+    int oom;
+};
+
+static void port_dims(struct buf *b, const struct val *v)
+{
+    for (int i = 0; i < v->rank; i++) put(b, "<dim>%lld</dim>", (long long)v->dim[i]);
+}
+
+static struct val V(const char *prec, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    return (struct val){rank, {d0, d1, d2, d3}, prec};
+}
+
+/* Emits a layer with inputs ins[0..n_in) and one output of shape out. Returns its id. */
+static int
+layer(struct gb *g, const char *type, const char *version, const char *data, int n_in,
+      const int *ins, struct val out)
+{
+    if (g->n >= MAX_LAYERS) {
+        g->oom = 1;
+        return 0;
+    }
+    const int id = g->n++;
+    struct buf *b = &g->layers;
+    put(b, "<layer id=\"%d\" name=\"l%d\" type=\"%s\" version=\"%s\">", id, id, type, version);
+    if (data) put(b, "<data %s/>", data);
+    if (n_in) {
+        put(b, "<input>");
+        for (int i = 0; i < n_in; i++) {
+            put(b, "<port id=\"%d\" precision=\"%s\">", i, g->v[ins[i]].prec);
+            port_dims(b, &g->v[ins[i]]);
+            put(b, "</port>");
+            put(&g->edges,
+                "<edge from-layer=\"%d\" from-port=\"%d\" to-layer=\"%d\" to-port=\"%d\"/>", ins[i],
+                g->n_in[ins[i]], id, i);
+        }
+        put(b, "</input>");
+    }
+    if (strcmp(type, "Result")) {
+        put(b, "<output><port id=\"%d\" precision=\"%s\">", n_in, out.prec);
+        port_dims(b, &out);
+        put(b, "</port></output>");
+    }
+    put(b, "</layer>\n");
+    g->v[id] = out;
+    g->n_in[id] = n_in;
+    return id;
+}
+
+/* A constant from bytes (copied into the blob, 64-byte aligned). */
+static int constant(struct gb *g, const char *et, const char *prec, size_t esize, const void *data,
+                    struct val shape)
+{
+    size_t count = 1;
+    for (int i = 0; i < shape.rank; i++) count *= (size_t)shape.dim[i];
+    size_t bytes = count * esize, off = (g->bin_n + 63) & ~(size_t)63;
+    if (off + bytes > g->bin_cap) {
+        size_t cap = g->bin_cap ? g->bin_cap : 1 << 20;
+        while (cap < off + bytes) cap *= 2;
+        unsigned char *nb = aligned_alloc(64, cap);
+        if (!nb) {
+            g->oom = 1;
+            return 0;
+        }
+        if (g->bin_n) memcpy(nb, g->bin, g->bin_n);
+        free(g->bin);
+        g->bin = nb;
+        g->bin_cap = cap;
+    }
+    memset(g->bin + g->bin_n, 0, off - g->bin_n);
+    memcpy(g->bin + off, data, bytes);
+    g->bin_n = off + bytes;
+    char attrs[256], dims[96] = "";
+    size_t dn = 0;
+    for (int i = 0; i < shape.rank; i++)
+        dn += (size_t)snprintf(dims + dn, sizeof dims - dn, "%s%lld", i ? "," : "",
+                               (long long)shape.dim[i]);
+    snprintf(attrs, sizeof attrs, "element_type=\"%s\" shape=\"%s\" offset=\"%zu\" size=\"%zu\"",
+             et, dims, off, bytes);
+    shape.prec = prec;
+    return layer(g, "Const", "opset1", attrs, 0, NULL, shape);
+}
+
+static int const_i64(struct gb *g, int n, const int64_t *v)
+{
+    return constant(g, "i64", "I64", 8, v, V("I64", 1, n, 0, 0, 0));
+}
+
+static int const_scalar(struct gb *g, float x)
+{
+    return constant(g, "f32", "FP32", 4, &x, V("FP32", 0, 0, 0, 0, 0));
+}
+
+/* A weight tensor converted to f32. */
+static int weight(struct gb *g, const struct hs_tensor *t)
+{
+    size_t n = 1;
+    struct val s = {t->ndim, {0}, "FP32"};
+    for (int i = 0; i < t->ndim; i++) {
+        s.dim[i] = t->shape[i];
+        n *= (size_t)t->shape[i];
+    }
+    float *f = malloc(n * sizeof(float));
+    if (!f) {
+        g->oom = 1;
+        return 0;
+    }
+    const uint16_t *h = t->data;
+    for (size_t i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case HS_DTYPE_F32:
+            f[i] = ((const float *)t->data)[i];
+            break;
+        case HS_DTYPE_BF16: {
+            uint32_t u = (uint32_t)h[i] << 16;
+            memcpy(&f[i], &u, 4);
+            break;
+        }
+        default: { /* F16 */
+            uint32_t x = h[i], sign = (x >> 15) << 31, e = (x >> 10) & 31, m = x & 1023, u;
+            if (e == 0) { /* zero or subnormal */
+                float v = ldexpf((float)m, -24);
+                memcpy(&u, &v, 4);
+                u |= sign;
+            } else if (e == 31) {
+                u = sign | 0x7f800000u | (m << 13);
+            } else {
+                u = sign | ((e + 112) << 23) | (m << 13);
+            }
+            memcpy(&f[i], &u, 4);
+        }
+        }
+    }
+    int id = constant(g, "f32", "FP32", 4, f, s);
+    free(f);
+    return id;
+}
+
+static int binop(struct gb *g, const char *type, int a, int b, struct val out)
+{
+    int ins[2] = {a, b};
+    return layer(g, type, "opset1", "auto_broadcast=\"numpy\"", 2, ins, out);
+}
+
+static int param(struct gb *g, enum ov_input which)
+{
+    if (g->params[which] >= 0) return g->params[which];
+    const int64_t B = g->batch, S = g->seq, H = g->hidden;
+    struct val v;
+    const char *et = "f32";
+    switch (which) {
+    case OV_IN_IDS:
+    case OV_IN_TYPE_IDS:
+    case OV_IN_POS_IDS:
+        v = V("I32", 2, B, S, 0, 0);
+        et = "i32";
+        break;
+    case OV_IN_HIDDEN:
+        v = V("FP32", 3, B, S, H, 0);
+        break;
+    case OV_IN_POOLED:
+        v = V("FP32", 2, B, H, 0, 0);
+        break;
+    case OV_IN_MASK:
+        v = V("FP32", 2, B, S, 0, 0);
+        break;
+    default: /* OV_IN_REL_BIAS */
+        v = V("FP32", 3, g->heads, S, S, 0);
+        break;
+    }
+    char shape[96] = "", attrs[160];
+    size_t n = 0;
+    for (int i = 0; i < v.rank; i++)
+        n += v.dim[i] < 0 ? (size_t)snprintf(shape + n, sizeof shape - n, "%s?", i ? "," : "")
+                          : (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", i ? "," : "",
+                                             (long long)v.dim[i]);
+    snprintf(attrs, sizeof attrs, "shape=\"%s\" element_type=\"%s\"", shape, et);
+    int id = layer(g, "Parameter", "opset1", attrs, 0, NULL, v);
+    g->params[which] = id;
+    g->ir->inputs |= 1u << which;
+    g->ir->input_order[g->ir->n_inputs++] = which;
+    return id;
+}
+
+/* LayerNorm over the last axis of x (shape s): MVN * gamma + beta. */
+static int layer_norm(struct gb *g, int x, const struct hs_tensor *gamma,
+                      const struct hs_tensor *beta, float eps)
+{
+    struct val s = g->v[x];
+    int64_t axis = -1;
+    int ins[2] = {x, const_i64(g, 1, &axis)};
+    char attrs[128];
+    snprintf(attrs, sizeof attrs,
+             "eps=\"%.9g\" normalize_variance=\"true\" eps_mode=\"inside_sqrt\"", (double)eps);
+    int y = layer(g, "MVN", "opset6", attrs, 2, ins, s);
+    y = binop(g, "Multiply", y, weight(g, gamma), s);
+    return binop(g, "Add", y, weight(g, beta), s);
+}
+
+/* x [B, S, in] times W^T ([out, in]) plus b. */
+static int linear(struct gb *g, int x, const struct hs_tensor *w, const struct hs_tensor *b)
+{
+    struct val s = g->v[x];
+    s.dim[s.rank - 1] = w->shape[0];
+    int ins[2] = {x, weight(g, w)};
+    int y = layer(g, "MatMul", "opset1", "transpose_a=\"false\" transpose_b=\"true\"", 2, ins, s);
+    return b && b->data ? binop(g, "Add", y, weight(g, b), s) : y;
+}
+
+static int reshape(struct gb *g, int x, int n, const int64_t *shape, struct val out)
+{
+    int ins[2] = {x, const_i64(g, n, shape)};
+    return layer(g, "Reshape", "opset1", "special_zero=\"true\"", 2, ins, out);
+}
+
+static int transpose(struct gb *g, int x, int n, const int64_t *order, struct val out)
+{
+    int ins[2] = {x, const_i64(g, n, order)};
+    return layer(g, "Transpose", "opset1", NULL, 2, ins, out);
+}
+
+static int gather_rows(struct gb *g, const struct hs_tensor *table, int ids)
+{
+    int64_t zero = 0;
+    int ins[3] = {weight(g, table), ids,
+                  constant(g, "i64", "I64", 8, &zero, V("I64", 0, 0, 0, 0, 0))};
+    struct val out = V("FP32", 3, g->batch, g->seq, table->shape[1], 0);
+    return layer(g, "Gather", "opset8", "batch_dims=\"0\"", 3, ins, out);
+}
+
+static int embed(struct gb *g, const struct hs_stage *st)
+{
+    const struct hs_encoder_dims *d = st->dims;
+    int x = gather_rows(g, &st->w[HS_W_WORD_EMB], param(g, OV_IN_IDS));
+    struct val s = g->v[x];
+    x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_POS_EMB], param(g, OV_IN_POS_IDS)), s);
+    if (st->w[HS_W_TYPE_EMB].data)
+        x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_TYPE_EMB], param(g, OV_IN_TYPE_IDS)), s);
+    return layer_norm(g, x, &st->w[HS_W_EMB_LN_G], &st->w[HS_W_EMB_LN_B], d->ln_eps);
+}
+
+/* [B, 1, 1, S] additive mask: 0 on tokens, -30000 on padding (finite in f16 too). */
+static int mask_bias(struct gb *g)
+{
+    static const int64_t shape[4] = {0, 1, 1, -1};
+    int m = param(g, OV_IN_MASK);
+    struct val s4 = V("FP32", 4, g->batch, 1, 1, g->seq);
+    int r = reshape(g, m, 4, shape, s4);
+    r = binop(g, "Subtract", r, const_scalar(g, 1.0f), s4);
+    return binop(g, "Multiply", r, const_scalar(g, 30000.0f), s4);
+}
+
+static int attention(struct gb *g, int x, const struct hs_stage *st, int *bias)
+{
+    const struct hs_encoder_dims *d = st->dims;
+    const int64_t B = g->batch, S = g->seq, NH = d->heads, HD = d->head_dim, H = d->hidden;
+    const int64_t split[4] = {0, 0, NH, HD}, perm[4] = {0, 2, 1, 3}, merge[3] = {0, 0, H};
+    struct val s4 = V("FP32", 4, B, S, NH, HD), h4 = V("FP32", 4, B, NH, S, HD);
+    int qkv[3];
+    const enum hs_weight_role roles[3][2] = {
+        {HS_W_Q, HS_W_Q_B}, {HS_W_K, HS_W_K_B}, {HS_W_V, HS_W_V_B}};
+    for (int i = 0; i < 3; i++) {
+        int y = linear(g, x, &st->w[roles[i][0]], &st->w[roles[i][1]]);
+        y = reshape(g, y, 4, split, s4);
+        qkv[i] = transpose(g, y, 4, perm, h4);
+    }
+    struct val sc = V("FP32", 4, B, NH, S, S);
+    int ins[2] = {qkv[0], qkv[1]};
+    int scores =
+        layer(g, "MatMul", "opset1", "transpose_a=\"false\" transpose_b=\"true\"", 2, ins, sc);
+    scores = binop(g, "Multiply", scores, const_scalar(g, 1.0f / sqrtf((float)HD)), sc);
+    if (*bias < 0) *bias = mask_bias(g);
+    scores = binop(g, "Add", scores, *bias, sc);
+    if (st->w[HS_W_REL_BIAS].data) {
+        scores = binop(g, "Add", scores, param(g, OV_IN_REL_BIAS), sc);
+    }
+    int p = layer(g, "Softmax", "opset8", "axis=\"-1\"", 1, &scores, sc);
+    int ins2[2] = {p, qkv[2]};
+    int ctx =
+        layer(g, "MatMul", "opset1", "transpose_a=\"false\" transpose_b=\"false\"", 2, ins2, h4);
+    ctx = transpose(g, ctx, 4, perm, s4);
+    ctx = reshape(g, ctx, 3, merge, V("FP32", 3, B, S, H, 0));
+    int y = linear(g, ctx, &st->w[HS_W_ATTN_OUT], &st->w[HS_W_ATTN_OUT_B]);
+    y = binop(g, "Add", y, x, g->v[x]);
+    return layer_norm(g, y, &st->w[HS_W_ATTN_LN_G], &st->w[HS_W_ATTN_LN_B], d->ln_eps);
+}
+
+static int ffn(struct gb *g, int x, const struct hs_stage *st)
+{
+    const struct hs_encoder_dims *d = st->dims;
+    int h = linear(g, x, &st->w[HS_W_FFN_IN], &st->w[HS_W_FFN_IN_B]);
+    struct val s = g->v[h];
+    if (d->act == HS_ACT_RELU)
+        h = layer(g, "Relu", "opset1", NULL, 1, &h, s);
+    else
+        h = layer(g, "Gelu", "opset7",
+                  d->act == HS_ACT_GELU_TANH ? "approximation_mode=\"TANH\""
+                                             : "approximation_mode=\"ERF\"",
+                  1, &h, s);
+    int y = linear(g, h, &st->w[HS_W_FFN_OUT], &st->w[HS_W_FFN_OUT_B]);
+    y = binop(g, "Add", y, x, g->v[x]);
+    return layer_norm(g, y, &st->w[HS_W_FFN_LN_G], &st->w[HS_W_FFN_LN_B], d->ln_eps);
+}
+
+static int reduce(struct gb *g, const char *type, int x, int64_t axis, struct val out)
+{
+    int ins[2] = {x, const_i64(g, 1, &axis)};
+    return layer(g, type, "opset1", "keep_dims=\"false\"", 2, ins, out);
+}
+
+static int pool(struct gb *g, int x, const struct hs_stage *st)
+{
+    const int64_t B = g->batch, S = g->seq, H = g->hidden;
+    struct val out = V("FP32", 2, B, H, 0, 0);
+    if (st->dims->pool == HS_POOL_CLS) {
+        int64_t zero = 0, one = 1;
+        int ins[3] = {x, constant(g, "i64", "I64", 8, &zero, V("I64", 0, 0, 0, 0, 0)),
+                      constant(g, "i64", "I64", 8, &one, V("I64", 0, 0, 0, 0, 0))};
+        return layer(g, "Gather", "opset8", "batch_dims=\"0\"", 3, ins, out);
+    }
+    static const int64_t col[3] = {0, -1, 1};
+    int m = reshape(g, param(g, OV_IN_MASK), 3, col, V("FP32", 3, B, S, 1, 0));
+    int xm = binop(g, "Multiply", x, m, g->v[x]);
+    int sum = reduce(g, "ReduceSum", xm, 1, out);
+    int cnt = reduce(g, "ReduceSum", m, 1, V("FP32", 2, B, 1, 0, 0));
+    return binop(g, "Divide", sum, cnt, out);
+}
+
+static int normalize(struct gb *g, int x)
+{
+    struct val s = g->v[x], n = V("FP32", 2, g->batch, 1, 0, 0);
+    int sq = binop(g, "Multiply", x, x, s);
+    int64_t axis = -1;
+    int ins[2] = {sq, const_i64(g, 1, &axis)};
+    int ss = layer(g, "ReduceSum", "opset1", "keep_dims=\"true\"", 2, ins, n);
+    int norm = layer(g, "Sqrt", "opset1", NULL, 1, &ss, n);
+    norm = binop(g, "Maximum", norm, const_scalar(g, 1e-12f), n);
+    return binop(g, "Divide", x, norm, s);
+}
+
+const char *ov_input_name(enum ov_input i)
+{
+    static const char *const names[OV_IN_COUNT] = {"ids",    "type_ids", "pos_ids", "hidden",
+                                                   "pooled", "mask",     "rel_bias"};
+    return i < OV_IN_COUNT ? names[i] : "?";
+}
+
+void ov_ir_free(struct ov_ir *ir)
+{
+    free(ir->xml);
+    free(ir->bin);
+    memset(ir, 0, sizeof *ir);
+}
+
+hs_status ov_ir_build(const struct hs_stage *const *stages, int n, int batch, int seq,
+                      struct ov_ir *out, struct hs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n < 1) return hs_plugin_error(err, HS_STATUS_INVALID_ARGUMENT, "openvino: empty range");
+    struct gb *g = calloc(1, sizeof *g);
+    if (!g) return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
+    g->ir = out;
+    g->batch = batch;
+    g->seq = seq;
+    g->hidden = stages[0]->dims->hidden;
+    g->heads = stages[0]->dims->heads;
+    for (int i = 0; i < OV_IN_COUNT; i++) g->params[i] = -1;
+
+    int x = -1, bias = -1;
+    switch (stages[0]->kind) {
+    case HS_STAGE_EMBED:
+        break;
+    case HS_STAGE_NORMALIZE:
+        x = param(g, OV_IN_POOLED);
+        break;
+    default:
+        x = param(g, OV_IN_HIDDEN);
+    }
+    for (int i = 0; i < n; i++) {
+        const struct hs_stage *st = stages[i];
+        switch (st->kind) {
+        case HS_STAGE_EMBED:
+            x = embed(g, st);
+            break;
+        case HS_STAGE_ATTN:
+            x = attention(g, x, st, &bias);
+            break;
+        case HS_STAGE_FFN:
+            x = ffn(g, x, st);
+            break;
+        case HS_STAGE_POOL:
+            x = pool(g, x, st);
+            out->output_is_pooled = 1;
+            break;
+        case HS_STAGE_NORMALIZE:
+            x = normalize(g, x);
+            out->output_is_pooled = 1;
+            break;
+        default:
+            break;
+        }
+    }
+    layer(g, "Result", "opset1", NULL, 1, &x, g->v[x]);
+
+    struct buf xml = {0};
+    put(&xml, "<?xml version=\"1.0\"?>\n<net name=\"hetserve\" version=\"11\">\n<layers>\n");
+    put(&xml, "%.*s", (int)g->layers.n, g->layers.s ? g->layers.s : "");
+    put(&xml, "</layers>\n<edges>\n%.*s</edges>\n</net>\n", (int)g->edges.n,
+        g->edges.s ? g->edges.s : "");
+    const int failed = g->oom || g->layers.oom || g->edges.oom || xml.oom;
+    free(g->layers.s);
+    free(g->edges.s);
+    out->bin = g->bin;
+    out->bin_len = g->bin_n;
+    free(g);
+    out->xml = xml.s;
+    out->xml_len = xml.n;
+    if (failed) {
+        ov_ir_free(out);
+        return hs_plugin_error(err, HS_STATUS_NO_MEMORY,
+                               "openvino: out of memory writing the graph");
+    }
+    return HS_STATUS_OK;
+}
