@@ -149,6 +149,13 @@ def overload(out, cap):
         hit = good >= need
         other = a["other_http"] + a["conn_errors"] + a["timeouts"] + a["dropped"]
         w, u, e = prediction(out, tag)
+        comp = []
+        if kind == "A-busy":
+            comp = [row.get("st_compute_ms")
+                    for row in ok(csv_rows(os.path.join(out, tag + ".csv")))]
+            comp = [c for c in comp if c is not None]
+            # judged on the stall only: a core taken by the busy process is capacity gone
+            hit = bool(comp) and max(comp) < 350
         if kind == "A-rate":
             met.append(hit)
         print("%-9s %5s %7.1f %5.0f%% %7s %7s %7s %6d %5d %5d %13s %10s %8s  %s"
@@ -157,12 +164,11 @@ def overload(out, cap):
                  fmt(lat.get("max"), "%.0f"), a["status_429"], a["status_504"], other, w, u, e,
                  "yes" if hit else "no"))
         if kind == "A-busy":
-            comp = [row.get("st_compute_ms") for row in ok(csv_rows(os.path.join(out, tag + ".csv")))]
-            comp = [c for c in comp if c is not None]
             if comp:
                 print("  * with a busy process sharing the cores: batch compute P50 %.1f ms, P99 "
-                      "%.1f ms, max %.1f ms (the old OpenMP stall made every batch ~350 ms)"
-                      % (pct(comp, 50), pct(comp, 99), max(comp)))
+                      "%.1f ms, max %.1f ms (the old OpenMP stall made every batch ~350 ms; "
+                      "target: no batch at 350 ms; its goodput is not judged, the busy process "
+                      "takes capacity)" % (pct(comp, 50), pct(comp, 99), max(comp)))
     if met:
         print("target (goodput >= 90 %% of capacity at every overload point): %s"
               % ("REACHED" if all(met) else "NOT reached"))
