@@ -159,6 +159,9 @@ struct hs_engine_kind {
     int (*device_count)(void);
     /* Creates an engine on opts->device. NULL when the kind is not built in. */
     hs_status (*create)(const struct hs_engine_opts *opts, hs_engine_t *out, struct hs_error *err);
+    /* true: its batches run on another hetserve (engine/remote/remote.h): its lanes get a remote
+     * runner, no executor, and a model only on such engines is loaded without its weights */
+    bool remote;
 };
 
 /* Number of registered kinds; hs_engine_kind_at(i) for i in [0, n) returns them in order. */
@@ -219,6 +222,10 @@ void hs_engine_get_fault(hs_engine_t e, struct hs_engine_fault *out);
 /* Per-kind constructors (engine/<kind>/), also reached through the registry. */
 hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                struct hs_error *err);
+#ifdef HS_HAVE_REMOTE
+hs_status hs_engine_remote_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                                  struct hs_error *err);
+#endif
 #ifdef HS_HAVE_CUDA
 hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                 struct hs_error *err);

@@ -540,6 +540,9 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         .lengths = sl->lengths,
         .offsets = sl->offsets,
     };
+    for (int i = 0; i < n; i++) /* a remote engine's timeout */
+        if (!batch.deadline_ns || sl->taken[i]->req->deadline_ns < batch.deadline_ns)
+            batch.deadline_ns = sl->taken[i]->req->deadline_ns;
     uint64_t batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
     struct hs_batch_timing t = {0};
     struct hs_error err;
@@ -586,6 +589,8 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
                    (size_t)L->o.dim * sizeof(float));
         /* A multi-sequence request keeps the times of its last batch. */
         r->ts[HS_TS_BATCHED] = formed_ns;
+        if (t.hop_ns > 0)
+            r->ts[HS_TS_HOP] = start + (t.hop_ns < t.copy_in_ns ? t.hop_ns : t.copy_in_ns);
         r->ts[HS_TS_COPY_IN] = copy_in_end;
         r->ts[HS_TS_COMPUTE] = compute_end;
         r->ts[HS_TS_COPY_OUT] = copy_out_end;

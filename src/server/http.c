@@ -44,6 +44,8 @@ enum endpoint {
     EP_METRICS,
     EP_ADMIN_FAULT,
     EP_PREDICT,
+    EP_INTERNAL_BATCH,  /* internal.c: what a router sends its workers */
+    EP_INTERNAL_STATUS, /* internal.c */
 };
 
 /* the first try, a retry, a shadow copy; /predict: small, big and a retry of each */
@@ -211,8 +213,7 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     }
     if (k->routed) {
         const struct hs_route_decision *d = &k->dec;
-        if (d->lane >= 0)
-            MHD_add_response_header(r, "X-Engine", hs_engine_name(k->srv->lanes[d->lane].engine));
+        if (d->lane >= 0) MHD_add_response_header(r, "X-Engine", k->srv->lanes[d->lane].label);
         snprintf(tmp, sizeof tmp, "%s;policy=%s%s%s",
                  hs_router_route_name(k->srv->router, d->route), hs_route_policy_name(d->policy),
                  k->route_note ? ";" : "", k->route_note ? k->route_note : "");
@@ -230,7 +231,7 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     if (status == 405) {
         const char *allow = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED ||
                                     k->ep == EP_TOKENIZE || k->ep == EP_ADMIN_FAULT ||
-                                    k->ep == EP_PREDICT
+                                    k->ep == EP_PREDICT || k->ep == EP_INTERNAL_BATCH
                                 ? "POST"
                                 : "GET";
         MHD_add_response_header(r, "Allow", allow);
@@ -1204,6 +1205,8 @@ static enum endpoint endpoint_of(const char *url, bool *want_post)
         {"/ready", EP_READY, false},
         {"/metrics", EP_METRICS, false},
         {"/admin/fault", EP_ADMIN_FAULT, true},
+        {"/internal/v1/batch", EP_INTERNAL_BATCH, true},
+        {"/internal/v1/status", EP_INTERNAL_STATUS, false},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(url, table[i].path)) {
@@ -1275,7 +1278,9 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
     }
     if (k->submitted) {
         /* resumed: the scheduler has answered */
-        return k->ep == EP_PREDICT ? hs__predict_resume(k) : embed_finish(k);
+        return k->ep == EP_PREDICT          ? hs__predict_resume(k)
+               : k->ep == EP_INTERNAL_BATCH ? hs__internal_batch_resume(k)
+                                            : embed_finish(k);
     }
     conn_accept(k); /* the whole body is here */
     if (k->body_too_big)
@@ -1291,6 +1296,10 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         return admin_fault(k);
     case EP_PREDICT:
         return hs__predict_begin(k);
+    case EP_INTERNAL_BATCH:
+        return hs__internal_batch_begin(k);
+    case EP_INTERNAL_STATUS:
+        return hs__internal_status(k);
     default:
         return simple(k);
     }
@@ -1314,7 +1323,8 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!k) return;
     *con_cls = NULL;
     k->ts[HS_TS_SENT] = hs_now_ns();
-    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_PREDICT;
+    bool model_req = k->ep == EP_OPENAI_EMBED || k->ep == EP_TEI_EMBED || k->ep == EP_PREDICT ||
+                     k->ep == EP_INTERNAL_BATCH;
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         char decision[400] = "";
@@ -1322,8 +1332,7 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
                      hs_router_route_name(s->router, k->dec.route),
                      hs_route_policy_name(k->dec.policy),
-                     k->dec.lane >= 0 ? hs_engine_name(s->lanes[k->dec.lane].engine) : "none",
-                     k->dec.reason);
+                     k->dec.lane >= 0 ? s->lanes[k->dec.lane].label : "none", k->dec.reason);
         hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts,
                          k->routed ? decision : NULL);
     }
@@ -1389,6 +1398,11 @@ enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *hea
     k->x_value = value;
     k->ts[HS_TS_POST] = hs_now_ns();
     return send_buf(k, 200, b, "application/json", 0);
+}
+
+enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, const char *ctype)
+{
+    return send_buf(k, status, b, ctype, 0);
 }
 
 int hs__http_status(hs_status st)
