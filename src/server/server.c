@@ -482,7 +482,11 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
              * model, which a router then trusts for a lane it stops choosing. */
             float *warm = hs_malloc(sizeof(float) * (size_t)sm->model->config.dims.hidden);
             const char *text = "warm up";
+            /* (a pinned engine pins its caller: this thread's CPUs are put back after) */
+            cpu_set_t cpus;
+            bool saved = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
             if (warm) hs_executor_embed_texts(sl->exec, &text, 1, warm, NULL, NULL);
+            if (saved) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
             hs_free(warm);
             s->n_lanes++;
 

@@ -36,8 +36,8 @@ models:
   - path: {model}
     engine: pool
 breaker:
-  window_requests: 10
-  min_requests: 3
+  window_requests: 4
+  min_requests: 2
   error_ratio_max: 0.5
   open_ms: {open_ms}
   half_open_probes: 2

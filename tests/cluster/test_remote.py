@@ -106,8 +106,9 @@ def test_frozen_worker_opens_its_breaker_and_rejoins():
         assert rejoined is not None
         # exactly one answer per request sent; none lost
         assert load.sent == len(res) and statuses.get(-1, 0) == 0
-        # after it rejoined, the worker takes traffic again
-        assert any(x[2] == "pool/0" and x[0] > t_cont + rejoined for x in res)
+        # it rejoined through half-open probes that it answered
+        assert any(x[1] == 200 and x[2] == "pool/0" and "policy=probe" in x[3] and x[0] >= t_stop
+                   for x in res)
         assert len(failed_over) >= len(frozen) * 0.5
     finally:
         ws[0].proc.send_signal(signal.SIGCONT)

@@ -111,7 +111,7 @@ static bool norm_addr(const char *s, int port, char out[HS_REMOTE_ADDR_MAX])
     return w > 0 && w < HS_REMOTE_ADDR_MAX;
 }
 
-/* The workers as configured now: up to ADDRS_MAX addresses, sorted, without duplicates.
+/* The workers as configured now: up to ADDRS_MAX addresses, without duplicates.
  * Returns the count, or -1 when the source could not be read (the pool then keeps what it
  * has: a resolver that fails for a moment must not empty a pool). */
 static int resolve(struct hs_remote_pool *p, char out[ADDRS_MAX][HS_REMOTE_ADDR_MAX])
@@ -145,10 +145,12 @@ static int resolve(struct hs_remote_pool *p, char out[ADDRS_MAX][HS_REMOTE_ADDR_
         for (int i = 0; i < p->o.n_endpoints && n < ADDRS_MAX; i++)
             memcpy(out[n++], p->static_list[i], HS_REMOTE_ADDR_MAX);
     }
-    qsort(out, (size_t)n, HS_REMOTE_ADDR_MAX, (int (*)(const void *, const void *))strcmp);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (!m || strcmp(out[m - 1], out[i])) memmove(out[m++], out[i], HS_REMOTE_ADDR_MAX);
+    int m = 0; /* in their order (a static list's i-th worker is slot i), without duplicates */
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < m && strcmp(out[k], out[i])) k++;
+        if (k == m) memmove(out[m++], out[i], HS_REMOTE_ADDR_MAX);
+    }
     return m;
 }
 
