@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench bench-serving setup clean asan tsan fuzz format format-check quantized \
+.PHONY: all build run test bench bench-serving bench-remote setup clean asan tsan fuzz format format-check quantized \
 	soak soak-quick
 
 all: build
@@ -40,6 +40,10 @@ bench: build
 bench-serving: build
 	bash bench/serving.sh $(BUILD)
 	bash bench/hybrid/run.sh $(BUILD)
+
+# A router and workers on loopback: hop cost, router decisions per second, 1/2/3 workers (~1 min).
+bench-remote: build
+	bash bench/remote.sh $(BUILD)
 
 # Soak test with faults, not in CI (tests/soak/run.sh, tools/soak/hetsoak.c): the real server on
 # 127.0.0.1 under load swinging between 0.5x and 3x of its measured capacity, with injected

@@ -180,6 +180,9 @@ struct hs_engine_kind {
      * with `threads` threads on a shape the encoders use; *what names the measurement. 0 = not
      * measured. */
     double (*gemm_gflops)(int device, int threads, double seconds, const char **what);
+    /* true: its batches run on another hetserve (engine/remote/remote.h): its lanes get a remote
+     * runner, no executor, and a model only on such engines is loaded without its weights */
+    bool remote;
 };
 
 /* Number of registered kinds; hs_engine_kind_at(i) for i in [0, n) returns them in order. */
@@ -258,6 +261,10 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
                             int64_t *scratch);
 int64_t hs_engine_cpu_mem_available(int device);
 double hs_engine_cpu_gemm_gflops(int device, int threads, double seconds, const char **what);
+#ifdef HS_HAVE_REMOTE
+hs_status hs_engine_remote_create(const struct hs_engine_opts *opts, hs_engine_t *out,
+                                  struct hs_error *err);
+#endif
 #ifdef HS_HAVE_CUDA
 hs_status hs_engine_cuda_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                 struct hs_error *err);

@@ -12,7 +12,8 @@
 #define HS_ENGINE_KIND_LIST(X)                                                                     \
     X(cpu)                                                                                         \
     X(cuda)                                                                                        \
-    X(openvino)
+    X(openvino)                                                                                    \
+    X(remote)
 
 #define HS__KIND_DECL(k) extern const struct hs_engine_kind hs__engine_kind_##k;
 HS_ENGINE_KIND_LIST(HS__KIND_DECL)

@@ -122,6 +122,7 @@ struct hs_batch {
     const int32_t *type_ids; /* [n_tokens], or NULL for all zeros */
     const int32_t *lengths;  /* [n_seqs] */
     const int32_t *offsets;  /* [n_seqs + 1] */
+    int64_t deadline_ns;     /* earliest deadline of its requests (hs_now_ns clock); 0 = none */
 };
 
 /* Which activation buffer of a workspace a copy moves. */

@@ -1,6 +1,7 @@
 /* hetserve — a loaded encoder model (see model.h for the contract). */
 #include "model/model.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -199,7 +200,7 @@ static const char *base_name(const char *dir, size_t *len)
     return dir + b;
 }
 
-hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err)
+static hs_status load(const char *dir, bool weights, struct hs_model **out, struct hs_error *err)
 {
     if (!dir || !out || !*dir)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "model load: NULL or empty argument");
@@ -246,6 +247,7 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
         goto fail;
     }
 
+    if (!weights) goto done;
     if ((s = hs_safetensors_open(L.st_path, &m->weights, err))) goto fail;
     if ((s = build_stages(&L))) goto fail;
     {
@@ -264,12 +266,22 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
         }
         if ((s = hs_quant_attach_smoothing(m, dir, err))) goto fail;
     }
-
+done:
     *out = m;
     return HS_STATUS_OK;
 fail:
     hs_model_free(m);
     return s;
+}
+
+hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err)
+{
+    return load(dir, true, out, err);
+}
+
+hs_status hs_model_load_meta(const char *dir, struct hs_model **out, struct hs_error *err)
+{
+    return load(dir, false, out, err);
 }
 
 void hs_model_free(struct hs_model *m)

@@ -30,6 +30,9 @@ struct hs_model {
 };
 
 hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err);
+/* The model's configuration and tokenizer only (a router's: its batches run on workers):
+ * weights NULL, no stages (n_stages 0), no quantization plan. */
+hs_status hs_model_load_meta(const char *dir, struct hs_model **out, struct hs_error *err);
 void hs_model_free(struct hs_model *m);
 
 /* Tokenizes one text for this model: [CLS] .. [SEP] truncated to max_tokens (<= 0: the model's

@@ -36,6 +36,7 @@ enum hs_priority {
     X(ROUTED, "route")                                                                             \
     X(ENQUEUED, "enqueue")                                                                         \
     X(BATCHED, "queue")                                                                            \
+    X(HOP, "hop") /* remote lanes: the round trip to the worker minus the worker's time */         \
     X(COPY_IN, "copy_in")                                                                          \
     X(COMPUTE, "compute")                                                                          \
     X(COPY_OUT, "copy_out")                                                                        \

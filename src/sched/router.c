@@ -56,6 +56,7 @@ struct hs_router {
     int n_engines;
     struct breaker br[HS_SCHED_MAX_LANES];
     int lane_engine[HS_SCHED_MAX_LANES];
+    bool lane_off[HS_SCHED_MAX_LANES];               /* hs_router_set_lane_enabled */
     struct route_state rs[HS_ROUTER_MAX_ROUTES + 1]; /* [n_routes] = fallback */
     double retry_tokens;
     hs_cascade_fn cascade_fn;
@@ -305,6 +306,10 @@ static int pick_lane(struct hs_router *rt, int route, const struct hs_route_quer
     for (int k = 0; k < r->n_lanes; k++) {
         int l = r->lanes[k];
         if (l == exclude) continue;
+        if (rt->lane_off[l]) { /* no worker behind it now: as good as blocked */
+            *blocked = true;
+            continue;
+        }
         bool fits;
         double w = hs_sched_lane_predict(rt->s, l, q->req, &fits);
         if (!fits) continue;
@@ -695,6 +700,14 @@ void hs_router_on_shadow(struct hs_router *rt, int route, bool ok, const double 
 /* ---------------------------------------------------------------------------------------------
  * introspection
  */
+
+void hs_router_set_lane_enabled(struct hs_router *rt, int lane, bool enabled)
+{
+    if (lane < 0 || lane >= HS_SCHED_MAX_LANES) return;
+    pthread_mutex_lock(&rt->mu);
+    rt->lane_off[lane] = !enabled;
+    pthread_mutex_unlock(&rt->mu);
+}
 
 const struct hs_router_opts *hs_router_opts(const struct hs_router *rt)
 {

@@ -238,6 +238,10 @@ void hs_router_on_result(struct hs_router *rt, int lane, bool probe, hs_status s
  * when the copy failed or could not be compared). */
 void hs_router_on_shadow(struct hs_router *rt, int route, bool ok, const double *cosines, int n);
 
+/* Takes a lane out of every choice (false) or back (true): a remote lane whose worker slot is
+ * empty. Decisions count a disabled lane as blocked. Thread-safe. */
+void hs_router_set_lane_enabled(struct hs_router *rt, int lane, bool enabled);
+
 const struct hs_router_opts *hs_router_opts(const struct hs_router *rt);
 int hs_router_route_count(const struct hs_router *rt);
 const char *hs_router_route_name(const struct hs_router *rt, int route); /* "fallback" for -1 */

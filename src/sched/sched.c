@@ -540,6 +540,9 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         .lengths = sl->lengths,
         .offsets = sl->offsets,
     };
+    for (int i = 0; i < n; i++) /* a remote engine's timeout */
+        if (!batch.deadline_ns || sl->taken[i]->req->deadline_ns < batch.deadline_ns)
+            batch.deadline_ns = sl->taken[i]->req->deadline_ns;
     uint64_t batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
     struct hs_batch_timing t = {0};
     struct hs_error err;
@@ -564,9 +567,15 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         hs_log_error("lane %s/%s: batch %llu (%dx%d) failed: %s", L->engine, L->model,
                      (unsigned long long)batch_id, shape_b, shape_s, err.msg);
         pthread_mutex_lock(&L->mu);
-        for (int i = 0; i < n; i++)
-            lane_fail_locked(L, sl->taken[i]->req, st, 0, &c, "engine %s failed: %s", L->engine,
+        /* a runner that gave up at the deadline (a remote worker): the engine is to blame, as
+         * with the reaper's in-batch timeouts, only when the batch overran twice its prediction */
+        bool blame = st == HS_STATUS_TIMEOUT && (double)(end - start) / 1e9 > 2 * sl->run_pred_s;
+        for (int i = 0; i < n; i++) {
+            struct hs_request *r = sl->taken[i]->req;
+            if (st == HS_STATUS_TIMEOUT && !atomic_load(&r->answered)) r->in_batch_timeout = blame;
+            lane_fail_locked(L, r, st, 0, &c, "engine %s failed: %s", L->engine,
                              err.msg[0] ? err.msg : hs_status_str(st));
+        }
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
     }
@@ -586,6 +595,8 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
                    (size_t)L->o.dim * sizeof(float));
         /* A multi-sequence request keeps the times of its last batch. */
         r->ts[HS_TS_BATCHED] = formed_ns;
+        if (t.hop_ns > 0)
+            r->ts[HS_TS_HOP] = start + (t.hop_ns < t.copy_in_ns ? t.hop_ns : t.copy_in_ns);
         r->ts[HS_TS_COPY_IN] = copy_in_end;
         r->ts[HS_TS_COMPUTE] = compute_end;
         r->ts[HS_TS_COPY_OUT] = copy_out_end;

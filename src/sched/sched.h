@@ -65,6 +65,7 @@ struct hs_batch_timing {
     int64_t copy_in_ns;
     int64_t compute_ns;
     int64_t copy_out_ns;
+    int64_t hop_ns; /* remote engines: network round trip (counted inside copy_in_ns); 0 = none */
 };
 
 /* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from

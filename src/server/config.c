@@ -125,6 +125,13 @@ static const struct key keys[] = {
      "open connections at most (the open-file limit is raised to fit when allowed)"},
     {C(server, trace_file), K_STR, 0, 0, "",
      "Chrome/Perfetto trace-event JSON of every batch and request stage; \"\" = off"},
+    {C(server, role), K_STR, 0, 0, "auto",
+     "worker (local engines only) | router (remote engines only: tokenizer and model metadata, "
+     "never the weights) | auto (router when every engine is remote)",
+     .choices = "auto | worker | router"},
+    {C(server, internal), K_BOOL, 0, 0, "true",
+     "serve POST /internal/v1/batch and GET /internal/v1/status, the API routers call (servers "
+     "with local engines)"},
 
     {LIST("", "engines", engines, n_engines, engine_cfg), .def = "1",
      .doc = "compute devices; each gets its own queue and batcher"},
@@ -156,6 +163,28 @@ static const struct key keys[] = {
     {E("memory_mb", memory_mb), K_INT, 0, 1 << 30, "0",
      "memory this engine may use (memory plan: weights, activations, workspace, runtime, "
      "margin); 0 = what its device has available (cpu: MemAvailable, shared by the cpu engines)"},
+    {E("endpoints", endpoints), K_NAMES, 0, 0, "",
+     "kind remote: workers as host:port, each its own lane (queue, breaker, metrics)", F_OMIT,
+     N(engine_cfg, n_endpoints)},
+    {E("dns", dns), K_STR, 0, 0, "",
+     "kind remote: or a name whose every IPv4 address is a worker (a headless Service), "
+     "re-resolved every refresh_s",
+     F_OMIT},
+    {E("endpoints_file", endpoints_file), K_STR, 0, 0, "",
+     "kind remote: or a file of host:port lines, re-read every refresh_s", F_OMIT},
+    {E("port", port), K_INT, 1, 65535, "8080", "kind remote: workers' port for dns and bare hosts",
+     F_OMIT},
+    {E("refresh_s", refresh_s), K_INT, 1, 86400, "10", "kind remote: dns / file re-read period",
+     F_OMIT},
+    {E("workers_max", workers_max), K_INT, 0, 16, "0",
+     "kind remote: worker slots (lanes per model); 0 = the endpoints' count (dns / file: 4)",
+     F_OMIT},
+    {E("timeout_ms", timeout_ms), K_INT, 0, 86400000, "2000",
+     "kind remote: a round trip longer than this fails the batch (breaker, retry elsewhere); "
+     "0 = the batch's deadline alone",
+     F_OMIT},
+    {E("connect_timeout_ms", connect_timeout_ms), K_INT, 1, 600000, "500",
+     "kind remote: TCP connect timeout", F_OMIT},
 
     {LIST("", "models", models, n_models, model_cfg), .def = "1",
      .doc = "model instances; weights stay resident on their engines"},
@@ -729,6 +758,21 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
             hs_engine_kind_names(known, sizeof known);
             return BAD("engine '%s': unknown kind '%s' (known: %s)", e->name, e->kind, known);
         }
+        int sources = (e->n_endpoints > 0) + !!e->dns[0] + !!e->endpoints_file[0];
+        if (k->remote && sources != 1)
+            return BAD("engine '%s' (kind remote): give its workers as one of endpoints, dns or "
+                       "endpoints_file",
+                       e->name);
+        if (!k->remote && sources)
+            return BAD("engine '%s': endpoints, dns and endpoints_file are for kind remote",
+                       e->name);
+        if (k->remote && e->n_endpoints > 0 && e->workers_max > 0 &&
+            e->workers_max < e->n_endpoints)
+            return BAD("engine '%s': workers_max %d is below its %d endpoints", e->name,
+                       e->workers_max, e->n_endpoints);
+        if (k->remote ? !strcmp(c->server.role, "worker") : !strcmp(c->server.role, "router"))
+            return BAD("engine '%s' (kind %s): a %s has %s", e->name, e->kind, c->server.role,
+                       k->remote ? "local engines only" : "remote engines only");
         int dt = e->dtype[0] ? hs_compute_dtype_parse(e->dtype) : (int)k->native;
         if (dt < 0 || !(k->dtypes & (1u << dt)))
             return BAD("engine '%s': dtype '%s' is not one a %s engine computes in (hetserve "

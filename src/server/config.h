@@ -52,6 +52,16 @@ struct hs_engine_cfg {
     int batch_max_tokens; /* 0 = batching.batch_max_tokens */
     int queue_max;        /* 0 = limits.queue_max */
     int memory_mb;        /* memory this engine may use; 0 = what its device has available */
+    /* kind remote (engine/remote/remote.h): its workers, one of three sources */
+    int n_endpoints;
+    char endpoints[16][32];   /* static host:port list */
+    char dns[256];            /* a name resolved to every IPv4 address, re-resolved */
+    char endpoints_file[256]; /* a file of host:port lines, re-read */
+    int port;                 /* for dns and list items without a port */
+    int refresh_s;            /* dns / file re-read period */
+    int workers_max;          /* worker slots = lanes per model; 0 = the static list's length */
+    int timeout_ms;           /* longest round trip to a worker; 0 = the batch's deadline */
+    int connect_timeout_ms;
 };
 
 struct hs_model_cfg {
@@ -99,6 +109,8 @@ struct hs_config {
         int connections_max;      /* open connections at most */
         int http_yield;           /* HTTP threads in SCHED_BATCH (no wake-up preemption) */
         char trace_file[1024];    /* empty = no trace */
+        char role[8];             /* auto | worker | router */
+        int internal;             /* serve /internal/v1/batch and /internal/v1/status */
     } server;
     int n_engines;
     struct hs_engine_cfg engines[HS_CONFIG_MAX_ENGINES];

@@ -203,8 +203,7 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     }
     if (k->job && k->job->routed) {
         const struct hs_route_decision *d = &k->job->dec;
-        if (d->lane >= 0)
-            MHD_add_response_header(r, "X-Engine", hs_engine_name(k->srv->lanes[d->lane].engine));
+        if (d->lane >= 0) MHD_add_response_header(r, "X-Engine", k->srv->lanes[d->lane].label);
         snprintf(tmp, sizeof tmp, "%s;policy=%s%s%s",
                  hs_router_route_name(k->srv->router, d->route), hs_route_policy_name(d->policy),
                  k->route_note ? ";" : "", k->route_note ? k->route_note : "");
@@ -972,6 +971,10 @@ static const struct endpoint endpoints[] = {
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
     {"/predict", "POST", EP_TIMED | EP_MODEL, hs__predict_begin, hs__predict_resume},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
+    /* what a router sends its workers (internal.c) */
+    {"/internal/v1/batch", "POST", EP_TIMED | EP_MODEL, hs__internal_batch_begin,
+     hs__internal_batch_resume},
+    {"/internal/v1/status", "GET", 0, hs__internal_status, NULL},
     {"/v1/models", "GET", 0, models, NULL},
     {"/health", "GET", 0, health, NULL},
     {"/ready", "GET", 0, ready, NULL},
@@ -1082,7 +1085,7 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (d)
             snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
                      hs_router_route_name(s->router, d->route), hs_route_policy_name(d->policy),
-                     d->lane >= 0 ? hs_engine_name(s->lanes[d->lane].engine) : "none", d->reason);
+                     d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason);
         hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL);
     }
     /* The owner's references: on each job's scheduler requests (the arena goes once the
@@ -1143,6 +1146,11 @@ enum MHD_Result hs__conn_reply(struct conn *k, struct hs_buf *b, const char *hea
     k->x_value = value;
     k->ts[HS_TS_POST] = hs_now_ns();
     return send_buf(k, 200, b, "application/json", 0);
+}
+
+enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, const char *ctype)
+{
+    return send_buf(k, status, b, ctype, 0);
 }
 
 int hs__http_status(hs_status st)

@@ -109,8 +109,10 @@ void hs_metrics_request(struct hs_metrics *m, int lane, enum hs_outcome o, const
     atomic_fetch_add_explicit(&L->outcome[o], 1, memory_order_relaxed);
     int64_t last = 0;
     for (int i = 1; i < HS_TS_COUNT; i++) {
-        if (ts[i] && ts[i - 1] && ts[i] >= ts[i - 1])
-            hist_observe(&L->stage[i], (double)(ts[i] - ts[i - 1]) / 1e9);
+        int p = i - 1;
+        if (p == HS_TS_HOP && !ts[p]) p--; /* a local lane has no hop */
+        if (ts[i] && ts[p] && ts[i] >= ts[p])
+            hist_observe(&L->stage[i], (double)(ts[i] - ts[p]) / 1e9);
         if (ts[i]) last = ts[i];
     }
     if (ts[0] && last >= ts[0]) hist_observe(&L->latency, (double)(last - ts[0]) / 1e9);

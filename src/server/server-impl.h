@@ -39,7 +39,10 @@ void hs__server_checks_metrics(const struct hs_server *s, struct hs_buf *b);
 struct hs_served_lane {
     struct hs_served_model *sm;
     hs_engine_t engine;
-    struct hs_executor *exec;
+    struct hs_executor *exec; /* NULL on a remote lane */
+    char label[48];           /* the lane's engine label: the engine's name, or a remote
+                                 engine's "<name>/<worker slot>" */
+    int worker;               /* remote lanes: the worker slot; -1 on local lanes */
 };
 
 /* The check of one lane against its model's cpu f32 reference, made at load (verify.h). */
@@ -55,6 +58,7 @@ struct hs_lane_check {
 #define HS_SERVER_SEND_WAIT_MS 2000
 
 struct hs_predict; /* POST /predict: heads and cascade (predict.c) */
+struct hs_remote_pool;
 
 struct hs_server {
     struct hs_config cfg;
@@ -80,6 +84,10 @@ struct hs_server {
     pthread_cond_t inflight_cv;
     int64_t inflight;
     struct hs_predict *predict; /* NULL when the config has no cascade section */
+    /* remote engines' worker pools, by engine index (NULL for local engines) */
+    struct hs_remote_pool *pools[HS_CONFIG_MAX_ENGINES];
+    bool router_role;  /* every engine is remote: models without weights */
+    bool internal_api; /* the internal API (internal.c) is served */
 };
 
 /* The libmicrohttpd callbacks (http.c). */
@@ -88,6 +96,15 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
                                  size_t *upload_size, void **con_cls);
 void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         enum MHD_RequestTerminationCode why);
+
+/* --- the internal API routers call (internal.c): POST to the batch endpoint, GET the
+ * status one (/internal/v1/batch, /internal/v1/status). begin: the body is in; resume: the batch's
+ * request was answered. */
+enum MHD_Result hs__internal_batch_begin(struct conn *k);
+enum MHD_Result hs__internal_batch_resume(struct conn *k);
+enum MHD_Result hs__internal_status(struct conn *k);
+/* Sends b as the response with this status and content type (binary bodies). */
+enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, const char *ctype);
 
 /* The engine named name, NULL when none (server.c). */
 hs_engine_t hs__server_engine(struct hs_server *s, const char *name);

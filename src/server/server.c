@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "engine/remote/remote.h"
 #include "model/verify.h"
 #include "server/json.h"
 #include "server/memplan.h"
@@ -35,6 +36,103 @@ static void on_batch(void *ctx, const struct hs_batch_report *r)
     hs_metrics_batch(s->metrics, r);
     hs_trace_batch(s->trace, r);
 }
+
+static bool kind_remote(const char *kind)
+{
+    const struct hs_engine_kind *k = hs_engine_kind_find(kind);
+    return k && k->remote;
+}
+
+/* The batching and admission options every lane of engine ec takes from the config. */
+static void lane_opts_common(const struct hs_config *c, const struct hs_engine_cfg *ec,
+                             const struct hs_served_model *sm, struct hs_lane_opts *o)
+{
+    o->model = sm->name;
+    o->dim = sm->model->config.dims.hidden;
+    o->seq_max = sm->model->config.max_seq_len;
+    o->pad_id = sm->model->config.pad_token_id;
+    o->batch_window_us =
+        ec->batch_window_us >= 0 ? ec->batch_window_us : c->batching.batch_window_us;
+    o->batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
+    o->batch_max_tokens =
+        ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;
+    o->n_buckets = c->batching.n_buckets;
+    memcpy(o->buckets, c->batching.buckets, sizeof c->batching.buckets);
+    o->n_shapes = ec->n_shapes;
+    memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
+    o->queue_max = ec->queue_max > 0 ? ec->queue_max : c->limits.queue_max;
+    o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
+    o->wait_max_ms = c->scheduler.wait_max_ms;
+    o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
+    o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
+    o->slots = ec->slots > 0 ? ec->slots : 1;
+}
+
+#ifdef HS_HAVE_REMOTE
+static hs_status pool_create(const struct hs_engine_cfg *ec, struct hs_remote_pool **out,
+                             struct hs_error *err)
+{
+    const char *eps[16];
+    for (int i = 0; i < ec->n_endpoints; i++) eps[i] = ec->endpoints[i];
+    bool dynamic = ec->dns[0] || ec->endpoints_file[0];
+    struct hs_remote_opts o = {
+        .name = ec->name,
+        .n_endpoints = dynamic ? 0 : ec->n_endpoints,
+        .endpoints = eps,
+        .dns = ec->dns,
+        .endpoints_file = ec->endpoints_file,
+        .port = ec->port,
+        .refresh_s = ec->refresh_s,
+        .workers_max = ec->workers_max > 0 ? ec->workers_max
+                       : dynamic           ? 4
+                                           : 0,
+        .dtype = hs_config_lane_dtype(NULL, ec) == HS_DTYPE_F16 ? HS_WIRE_F16 : HS_WIRE_F32,
+        .timeout_ms = ec->timeout_ms,
+        .connect_timeout_ms = ec->connect_timeout_ms,
+    };
+    return hs_remote_pool_create(&o, out, err);
+}
+
+/* One lane per worker slot of remote engine e (index ei) for model sm. */
+static hs_status remote_lanes(struct hs_server *s, struct hs_served_model *sm, int ei,
+                              struct hs_lane_opts *lanes, struct hs_error *err)
+{
+    const struct hs_engine_cfg *ec = &s->cfg.engines[ei];
+    struct hs_remote_pool *pool = s->pools[ei];
+    for (int w = 0; w < hs_remote_pool_workers(pool); w++) {
+        if (s->n_lanes >= HS_SCHED_MAX_LANES)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: more than %d lanes (a remote engine has one per worker "
+                                "slot and model)",
+                                HS_SCHED_MAX_LANES);
+        struct hs_served_lane *sl = &s->lanes[s->n_lanes];
+        struct hs_lane_opts *o = &lanes[s->n_lanes];
+        sl->sm = sm;
+        sl->engine = s->engines[ei];
+        sl->worker = w;
+        char label[sizeof sl->label];
+        snprintf(label, sizeof label, "%s/%d", ec->name, w);
+        memcpy(sl->label, label, sizeof label);
+        lane_opts_common(&s->cfg, ec, sm, o);
+        o->engine = sl->label;
+        hs_status st =
+            hs_remote_pool_runner(pool, w, s->n_lanes, sm->name, o->dim, o->slots, &o->runner, err);
+        if (st) return st;
+        char addr[HS_REMOTE_ADDR_MAX];
+        hs_remote_pool_endpoint(pool, w, addr, sizeof addr);
+        hs_log_info("model %s on remote engine %s: lane %s -> %s, %d slot(s)", sm->name, ec->name,
+                    sl->label, addr[0] ? addr : "(no worker yet)", o->slots);
+        s->n_lanes++;
+    }
+    return HS_STATUS_OK;
+}
+
+static void on_lane_change(void *ctx, int lane, bool enabled)
+{
+    struct hs_server *s = ctx;
+    hs_router_set_lane_enabled(s->router, lane, enabled);
+}
+#endif
 
 hs_engine_t hs__server_engine(struct hs_server *s, const char *name)
 {
@@ -208,7 +306,11 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
                 return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                     "config: route '%s': model %s is not resident on engine %s",
                                     rc->name, sm->name, rc->engines[k]);
-            r->lanes[r->n_lanes++] = l;
+            /* a remote engine has a lane per worker slot: the route takes them all */
+            for (; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
+                if (s->lanes[l].sm == sm &&
+                    !strcmp(hs_engine_name(s->lanes[l].engine), rc->engines[k]))
+                    r->lanes[r->n_lanes++] = l;
         }
         if (r->n_lanes == 0) {
             /* every lane it names failed its check (check: exclude): it degrades to the
@@ -302,7 +404,13 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             goto fail;
         }
         s->n_engines++;
+#ifdef HS_HAVE_REMOTE
+        if (kind_remote(ec->kind) && (st = pool_create(ec, &s->pools[i], err))) goto fail;
+#endif
     }
+    s->router_role = true;
+    for (int i = 0; i < c->n_engines; i++) s->router_role &= kind_remote(c->engines[i].kind);
+    s->internal_api = c->server.internal && !s->router_role;
 
     struct hs_lane_opts lanes[HS_SCHED_MAX_LANES];
     memset(lanes, 0, sizeof lanes);
@@ -311,7 +419,13 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         struct hs_executor *ref_exec = NULL; /* this model's f32 reference, for lane checks */
         const struct hs_model_cfg *mc = &c->models[i];
         struct hs_served_model *sm = &s->models[i];
-        st = hs_model_load(mc->path, &sm->model, err);
+        /* a model only on remote engines needs its tokenizer and metadata, not its weights */
+        bool meta_only = true;
+        for (int j = 0; j < (mc->n_engines ? mc->n_engines : 1); j++)
+            meta_only &=
+                kind_remote(hs_config_engine(c, mc->n_engines ? mc->engines[j] : mc->engine)->kind);
+        st = meta_only ? hs_model_load_meta(mc->path, &sm->model, err)
+                       : hs_model_load(mc->path, &sm->model, err);
         if (st) goto fail;
         s->n_models++;
         snprintf(sm->name, sizeof sm->name, "%s", mc->name[0] ? mc->name : sm->model->name);
@@ -332,9 +446,23 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 goto fail;
             }
             const struct hs_engine_cfg *ec = hs_config_engine(c, en);
+            if (kind_remote(ec->kind)) {
+#ifdef HS_HAVE_REMOTE
+                st = remote_lanes(s, sm, (int)(ec - c->engines), lanes, err);
+#else
+                st = hs_error_set(err, HS_STATUS_UNSUPPORTED, "remote engines are not built in");
+#endif
+                if (st) {
+                    hs_executor_free(ref_exec);
+                    goto fail;
+                }
+                continue;
+            }
             struct hs_served_lane *sl = &s->lanes[s->n_lanes];
             sl->sm = sm;
             sl->engine = hs__server_engine(s, en);
+            sl->worker = -1;
+            snprintf(sl->label, sizeof sl->label, "%s", en);
             int lane_batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
             int lane_tokens_max =
                 ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;
@@ -369,27 +497,22 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 goto fail;
             }
             if (!keep) continue;
+            /* One batch before serving: the first run's costs (page faults on the weights,
+             * kernels set up) would otherwise land on the first request and on the service-time
+             * model, which a router then trusts for a lane it stops choosing. */
+            float *warm = hs_malloc(sizeof(float) * (size_t)sm->model->config.dims.hidden);
+            const char *text = "warm up";
+            /* (a pinned engine pins its caller: this thread's CPUs are put back after) */
+            cpu_set_t cpus;
+            bool saved = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
+            if (warm) hs_executor_embed_texts(sl->exec, &text, 1, warm, NULL, NULL);
+            if (saved) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
+            hs_free(warm);
             s->n_lanes++;
 
             struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
-            o->engine = en;
-            o->model = sm->name;
-            o->dim = sm->model->config.dims.hidden;
-            o->seq_max = seq_max;
-            o->pad_id = sm->model->config.pad_token_id;
-            o->batch_window_us =
-                ec->batch_window_us >= 0 ? ec->batch_window_us : c->batching.batch_window_us;
-            o->batch_max = lane_batch_max;
-            o->batch_max_tokens = lane_tokens_max;
-            o->n_buckets = c->batching.n_buckets;
-            memcpy(o->buckets, c->batching.buckets, sizeof c->batching.buckets);
-            o->n_shapes = ec->n_shapes;
-            memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
-            o->queue_max = ec->queue_max > 0 ? ec->queue_max : c->limits.queue_max;
-            o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
-            o->wait_max_ms = c->scheduler.wait_max_ms;
-            o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
-            o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
+            lane_opts_common(c, ec, sm, o);
+            o->engine = sl->label;
             o->slots = xo.slots;
             o->runner = (struct hs_runner){exec_run, sl};
             hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)",
@@ -421,6 +544,10 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     }
     st = hs_dispatch_create(s->sched, s->router, &s->dispatch, err);
     if (st) goto fail;
+#ifdef HS_HAVE_REMOTE
+    for (int i = 0; i < s->n_engines; i++)
+        if (s->pools[i]) hs_remote_pool_start(s->pools[i], on_lane_change, s);
+#endif
     st = hs_metrics_create(s->sched, &s->metrics, err);
     if (st) goto fail;
     hs_metrics_set_router(s->metrics, s->router);
@@ -579,9 +706,15 @@ void hs_server_destroy(struct hs_server *s)
     /* a running daemon is shut down first: requests are answered before it stops */
     if (s->daemon) hs_server_shutdown(s);
     for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
+#ifdef HS_HAVE_REMOTE
+    for (int i = 0; i < HS_CONFIG_MAX_ENGINES; i++) hs_remote_pool_stop(s->pools[i]);
+#endif
     /* answers what is queued: done callbacks use the dispatch and the router */
     hs_sched_destroy(s->sched);
     hs_dispatch_free(s->dispatch);
+#ifdef HS_HAVE_REMOTE
+    for (int i = 0; i < HS_CONFIG_MAX_ENGINES; i++) hs_remote_pool_free(s->pools[i]);
+#endif
     hs_router_free(s->router);
     hs_metrics_free(s->metrics);
     hs__predict_free(s->predict);

@@ -68,6 +68,10 @@ static void find_lanes(void)
             printf("conformance %s: skipped: not built into this binary\n", k->name);
             continue;
         }
+        if (k->remote) { /* runs no stage here: tests/cluster compares its answers */
+            printf("conformance %s: skipped: batches run on a worker (tests/cluster)\n", k->name);
+            continue;
+        }
         if (hs_engine_kind_devices(k) == 0) {
             printf("conformance %s: skipped: no device\n", k->name);
             continue;

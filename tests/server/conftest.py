@@ -18,6 +18,8 @@ limits:
   body_bytes_max: 65536
   items_max: 64
   chars_max: 2000
+scheduler:
+  wait_max_ms: 0  # bursts of concurrent clients on a slow machine must not be refused early
 """
 
 

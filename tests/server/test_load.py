@@ -27,6 +27,7 @@ limits:
   timeout_ms: 300000
 scheduler:
   throughput_init_tokens_per_s: 1000000000
+  wait_max_ms: 0
 """
 
 LONG = ["%d " % i + "tokens make this sequence long enough to fill its bucket " * 24
@@ -50,6 +51,17 @@ class Background:
     def join(self):
         self.t.join()
         return self.result
+
+
+def wait_lane(server, field, timeout_s=60):
+    """Waits until the first lane's /internal/v1/status shows field > 0."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        st, _, v = server.get("/internal/v1/status")
+        if st == 200 and json.loads(v)["lanes"][0][field] > 0:
+            return
+        time.sleep(0.005)
+    raise AssertionError("lane never showed %s > 0" % field)
 
 
 def test_deadline_expires_while_queued():
@@ -92,12 +104,14 @@ def test_overload_429_with_retry_after():
         # now that throughput is measured, a deadline shorter than the predicted wait is refused
         # while the engine is busy (an idle engine takes what fits: a wrong prediction is only
         # corrected by running a batch)
-        big = Background(s, "/embed", {"inputs": LONG[:8], "truncate": True})
-        time.sleep(0.2)
+        # a long batch running (seen in the lane's status) when the request comes
+        bigs = [Background(s, "/embed", {"inputs": LONG[:8], "truncate": True})]
+        wait_lane(s, "running_seqs")
         st, h, b = s.post("/embed", {"inputs": LONG[:8], "truncate": True, "timeout_ms": 20})
         assert st == 429 and "predicted" in b["error"]["message"], b
         assert int(h["retry-after"]) >= 1
-        assert big.join()[0] == 200
+        done = [x.join() for x in bigs]
+        assert all(d[0] == 200 for d in done), [(d[0], d[2]) for d in done]
         # batch class is shed first: it may fill only part of the queue
         assert s.get("/health")[0] == 200
     finally:
@@ -112,7 +126,14 @@ def test_sigterm_during_load_loses_nothing():
         pending = [Background(s, "/embed", {"inputs": texts[i:i + 4]}) for i in range(0, 48, 4)]
         pending += [Background(s, "/v1/embeddings", {"input": t}, headers={"X-Priority": "batch"})
                     for t in texts[:12]]
-        time.sleep(0.3)  # every request accepted and queued
+        # every request accepted (queued or in the running batch) before the signal: 12 x 4 + 12
+        # sequences
+        for _ in range(1000):
+            st, _, v = s.get("/internal/v1/status")
+            lanes = json.loads(v)["lanes"] if st == 200 else []
+            if sum(l["queued_seqs"] + l["running_seqs"] for l in lanes) >= 60:
+                break
+            time.sleep(0.01)
         s.signal()
         for p in pending:
             st, _, b = p.join()
