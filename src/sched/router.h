@@ -56,7 +56,7 @@
 
 #define HS_ROUTER_MAX_ROUTES  16
 #define HS_ROUTER_MAX_RULES   32
-#define HS_ROUTE_MAX_LANES    8
+#define HS_ROUTE_MAX_LANES    32
 #define HS_BREAKER_MAX_WINDOW 256
 
 enum hs_route_kind {

@@ -54,7 +54,7 @@
 #include "engine/stage.h"
 #include "sched/request.h"
 
-#define HS_SCHED_MAX_LANES    16
+#define HS_SCHED_MAX_LANES    64
 #define HS_SCHED_MAX_BUCKETS  16
 #define HS_SCHED_MAX_SHAPES   64
 #define HS_SCHED_MAX_SLOTS    16

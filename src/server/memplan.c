@@ -177,6 +177,13 @@ hs_status hs_mem_plan_make(const struct hs_config *c, struct hs_mem_plan *out, s
         me->limit_bytes = (int64_t)ec->memory_mb * 1024 * 1024;
         me->runtime_bytes = (int64_t)c->limits.memory_runtime_mb * 1024 * 1024;
         snprintf(me->shape, sizeof me->shape, "no lanes");
+        /* a remote engine's batches run on its workers, which plan their own memory: here it
+         * holds no weights, activations or workspace */
+        if (kind && kind->remote) {
+            snprintf(me->shape, sizeof me->shape, "remote: on its workers");
+            me->runtime_bytes = 0;
+            continue;
+        }
         int64_t largest = -1;
         for (int mi = 0; mi < c->n_models; mi++) {
             const struct hs_model_cfg *mc = &c->models[mi];

@@ -307,10 +307,16 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
                                     "config: route '%s': model %s is not resident on engine %s",
                                     rc->name, sm->name, rc->engines[k]);
             /* a remote engine has a lane per worker slot: the route takes them all */
-            for (; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
+            for (; l < s->n_lanes; l++)
                 if (s->lanes[l].sm == sm &&
-                    !strcmp(hs_engine_name(s->lanes[l].engine), rc->engines[k]))
+                    !strcmp(hs_engine_name(s->lanes[l].engine), rc->engines[k])) {
+                    if (r->n_lanes == HS_ROUTE_MAX_LANES)
+                        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                            "config: route '%s' would have more than %d lanes "
+                                            "(engines' worker slots included)",
+                                            rc->name, HS_ROUTE_MAX_LANES);
                     r->lanes[r->n_lanes++] = l;
+                }
         }
         if (r->n_lanes == 0) {
             /* every lane it names failed its check (check: exclude): it degrades to the
