@@ -99,6 +99,13 @@ struct hs_config {
         int connections_max;      /* open connections at most */
         int http_yield;           /* HTTP threads in SCHED_BATCH (no wake-up preemption) */
         char trace_file[1024];    /* empty = no trace */
+        struct {                  /* one JSON line per request (server/capture.h) */
+            char file[1024];      /* empty = no capture */
+            double sample_ratio;  /* share of requests captured */
+            int texts;            /* record the request texts */
+            int64_t max_bytes;    /* rotate (file -> file.1) before the file passes this */
+            int64_t buffer_bytes; /* ring between requests and the writer; full = drop */
+        } capture;
     } server;
     int n_engines;
     struct hs_engine_cfg engines[HS_CONFIG_MAX_ENGINES];
