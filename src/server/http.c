@@ -32,6 +32,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "server/dashboard.h"
 #include "server/server-impl.h"
 
 struct conn;
@@ -866,6 +867,15 @@ static enum MHD_Result metrics(struct conn *k)
     return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
 }
 
+/* GET /dashboard: the embedded page (server/dashboard.h); it reads /metrics itself. */
+static enum MHD_Result dashboard(struct conn *k)
+{
+    size_t len;
+    struct hs_buf b = {.data = (char *)hs_dashboard_page(&len)};
+    b.len = len;
+    return send_buf(k, 200, &b, "text/html; charset=utf-8", 0);
+}
+
 /* POST /admin/fault {"engine", "fail_next", "slow_factor", "hang_ms"}: replaces the engine's
  * injected faults (absent fields are 0 / no fault). Only when admin.enabled, only from
  * loopback, and with admin.token set only with `Authorization: Bearer <token>`. */
@@ -977,6 +987,7 @@ static const struct endpoint endpoints[] = {
     {"/health", "GET", 0, health, NULL},
     {"/ready", "GET", 0, ready, NULL},
     {"/metrics", "GET", 0, metrics, NULL},
+    {"/dashboard", "GET", 0, dashboard, NULL},
     {"/admin/fault", "POST", 0, admin_fault, NULL},
 };
 
