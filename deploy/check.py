@@ -257,6 +257,29 @@ def check_monitoring(docs, hpa_metrics, metrics):
           (sorted(defined), sorted(hpa_metrics)))
 
 
+def check_grafana(metrics):
+    """deploy/grafana/*.json: well-formed dashboards whose queries use only exported metrics."""
+    files = sorted(glob.glob(os.path.join(DEPLOY, "grafana", "*.json")))
+    if not files:
+        fail("deploy/grafana: no dashboard JSON")
+    for path in files:
+        rel = os.path.relpath(path, ROOT)
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except ValueError as e:
+            fail("%s: not JSON: %s" % (rel, e))
+            continue
+        exprs = [t.get("expr", "") for p in d.get("panels", []) for t in p.get("targets", [])]
+        if not d.get("title") or not exprs:
+            fail("%s: a dashboard needs a title and panels with queries" % rel)
+        for e in exprs:
+            for n in re.findall(r"hetserve_[a-z0-9_]+", e):
+                if n not in metrics:
+                    fail("%s queries %s, which hetserve does not export" % (rel, n))
+        print("ok   %s: %d panels, %d queries" % (rel, len(d.get("panels", [])), len(exprs)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hetserve", default=os.path.join(ROOT, "build", "hetserve"))
@@ -321,6 +344,7 @@ def main():
                 if m["type"] == "Pods":
                     hpa_metrics.add(m["pods"]["metric"]["name"])
     check_monitoring(monitoring_docs, hpa_metrics, metrics)
+    check_grafana(metrics)
     r = subprocess.run([hadolint_path(), "--no-color", "--failure-threshold", "warning",
                         os.path.join(DEPLOY, "Dockerfile")], capture_output=True, text=True)
     if r.returncode != 0:

@@ -111,6 +111,13 @@ struct hs_config {
         char trace_file[1024];    /* empty = no trace */
         char role[8];             /* auto | worker | router */
         int internal;             /* serve /internal/v1/batch and /internal/v1/status */
+        struct {                  /* one JSON line per request (server/capture.h) */
+            char file[1024];      /* empty = no capture */
+            double sample_ratio;  /* share of requests captured */
+            int texts;            /* record the request texts */
+            int64_t max_bytes;    /* rotate (file -> file.1) before the file passes this */
+            int64_t buffer_bytes; /* ring between requests and the writer; full = drop */
+        } capture;
     } server;
     int n_engines;
     struct hs_engine_cfg engines[HS_CONFIG_MAX_ENGINES];

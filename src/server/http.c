@@ -32,6 +32,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "server/dashboard.h"
 #include "server/server-impl.h"
 
 struct conn;
@@ -861,7 +862,17 @@ static enum MHD_Result metrics(struct conn *k)
     hs_metrics_render(k->srv->metrics, &b);
     hs__predict_metrics(k->srv, &b);
     hs__server_checks_metrics(k->srv, &b);
+    hs_capture_metrics(k->srv->capture, &b);
     return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
+}
+
+/* GET /dashboard: the embedded page (server/dashboard.h); it reads /metrics itself. */
+static enum MHD_Result dashboard(struct conn *k)
+{
+    size_t len;
+    struct hs_buf b = {.data = (char *)hs_dashboard_page(&len)};
+    b.len = len;
+    return send_buf(k, 200, &b, "text/html; charset=utf-8", 0);
 }
 
 /* POST /admin/fault {"engine", "fail_next", "slow_factor", "hang_ms"}: replaces the engine's
@@ -979,6 +990,7 @@ static const struct endpoint endpoints[] = {
     {"/health", "GET", 0, health, NULL},
     {"/ready", "GET", 0, ready, NULL},
     {"/metrics", "GET", 0, metrics, NULL},
+    {"/dashboard", "GET", 0, dashboard, NULL},
     {"/admin/fault", "POST", 0, admin_fault, NULL},
 };
 
@@ -1067,6 +1079,40 @@ static enum hs_outcome outcome_of(int status)
     return HS_OUTCOME_ERROR;
 }
 
+/* The request's capture line (server/capture.h), when it is in the sample: formatted in the
+ * connection's arena and handed to the capture's ring, which never waits for the disk. */
+static void capture_request(struct hs_server *s, struct conn *k)
+{
+    if (!hs_capture_sampled(s->capture, k->id)) return;
+    const struct hs_job *j0 = k->n_jobs ? k->jobs[0] : NULL;
+    const struct hs_route_decision *d = k->job && k->job->routed ? &k->job->dec : NULL;
+    struct hs_capture_rec r = {
+        .id = k->id,
+        .endpoint = k->ep->path,
+        .status = k->http_status,
+        .ts = k->ts,
+        .model = j0 ? j0->model : NULL,
+        .has_qos = j0 != NULL,
+        .priority = j0 ? j0->priority : HS_PRIORITY_INTERACTIVE,
+        .deadline_ns = j0 ? j0->deadline_ns : 0,
+        .n_seqs = j0 ? j0->n_seqs : 0,
+        .seqs = j0 ? j0->seqs : NULL,
+        .route = d ? hs_router_route_name(s->router, d->route) : NULL,
+        .policy = d ? hs_route_policy_name(d->policy) : NULL,
+        .note = k->route_note,
+        .body = k->body,
+        .body_len = k->body_len,
+        .input_field = (k->ep->flags & EP_OPENAI) ? "input" : "inputs",
+    };
+    for (int i = 0; i < k->n_jobs && r.n_engines < 2; i++)
+        if (k->jobs[i]->lane >= 0)
+            r.engines[r.n_engines++] = hs_engine_name(s->lanes[k->jobs[i]->lane].engine);
+    struct hs_buf b;
+    hs_buf_init(&b, k->arena, 1024);
+    hs_capture_format(s->capture, &r, &b);
+    if (!b.oom) hs_capture_push(s->capture, b.data, b.len);
+}
+
 void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         enum MHD_RequestTerminationCode why)
 {
@@ -1087,6 +1133,7 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                      hs_router_route_name(s->router, d->route), hs_route_policy_name(d->policy),
                      d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason);
         hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL);
+        capture_request(s, k);
     }
     /* The owner's references: on each job's scheduler requests (the arena goes once the
      * scheduler let go of them all), then the connection's own. */

@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/trace.h"
+#include "server/capture.h"
 
 struct conn; /* one HTTP request (http.c) */
 
@@ -75,6 +76,7 @@ struct hs_server {
     struct hs_dispatch *dispatch; /* every model request's way through sched and router */
     struct hs_metrics *metrics;
     struct hs_trace *trace;
+    struct hs_capture *capture; /* NULL: server.capture.file is empty */
     struct MHD_Daemon *daemon;
     int port;
     atomic_bool draining;

@@ -563,6 +563,15 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         st = hs_trace_open(c->server.trace_file, s->sched, &s->trace, err);
         if (st) goto fail;
     }
+    if (c->server.capture.file[0]) {
+        struct hs_capture_opts co = {.path = c->server.capture.file,
+                                     .sample_ratio = c->server.capture.sample_ratio,
+                                     .texts = c->server.capture.texts,
+                                     .max_bytes = c->server.capture.max_bytes,
+                                     .buffer_bytes = c->server.capture.buffer_bytes};
+        st = hs_capture_open(&co, &s->capture, err);
+        if (st) goto fail;
+    }
     *out = s;
     return HS_STATUS_OK;
 fail:
@@ -725,6 +734,7 @@ void hs_server_destroy(struct hs_server *s)
     hs_metrics_free(s->metrics);
     hs__predict_free(s->predict);
     hs_trace_close(s->trace);
+    hs_capture_close(s->capture);
     for (int i = 0; i < s->n_lanes; i++) hs_executor_free(s->lanes[i].exec);
     for (int i = 0; i < s->n_models; i++) hs_model_free(s->models[i].model);
     for (int i = 0; i < s->n_engines; i++) hs_engine_destroy(s->engines[i]);

@@ -26,6 +26,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/status.h"
+#include "replay.h"
 #include "stats.h"
 #include "workload.h"
 
@@ -38,6 +39,8 @@ enum endpoint { ENDPOINT_OPENAI, ENDPOINT_TEI };
 
 struct opts {
     const char *url, *model, *lengths, *texts, *words, *priority, *csv;
+    const char *replay, *vocab; /* hetbench replay FILE: the capture, the model's vocab.txt */
+    double speed;
     enum endpoint endpoint;
     double rate, duration_s, warmup_s;
     unsigned concurrency, batch_items, max_inflight;
@@ -67,6 +70,9 @@ struct bench {
     struct hs_bench_words words;
     struct hs_bench_corpus corpus;
     int use_corpus;
+    struct hs_bench_replay rp; /* hetbench replay */
+    char *class_url[HS_BENCH_MIX_MAX];
+    struct hs_tokenizer *tok;
     struct hs_bench_st_names st_names;
 
     struct hs_bench_record *rec;
@@ -123,6 +129,14 @@ static void usage(FILE *f)
         "  --csv FILE          one row per request, then a '# summary' row\n"
         "  --json              JSON summary on stdout instead of the table\n"
         "  --quiet             no progress line on stderr (none either when stderr is not a tty)\n"
+        "\n"
+        "usage: hetbench replay FILE [--speed K] [--vocab FILE] [--url URL] [output options]\n"
+        "Sends the requests of a hetserve capture file (server.capture, docs/CAPTURE.md) open\n"
+        "loop at their captured arrival times divided by K (default 1), to the captured endpoints\n"
+        "with their priorities and deadlines: their texts when captured, else texts generated to\n"
+        "the captured token lengths with the WordPiece vocabulary --vocab (default\n"
+        "$HS_MODEL_DIR/vocab.txt, or models/all-MiniLM-L6-v2/vocab.txt). Also --timeout-ms,\n"
+        "--max-inflight, --seed.\n"
         "exit status: 0 ok, 1 no request succeeded, 2 bad usage or setup, 130 interrupted\n",
         REQUESTS_HARD_MAX);
 }
@@ -145,16 +159,32 @@ static int parse_num(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o)
+static int parse_opts(int argc, char **argv, struct opts *o, int replay)
 {
     static const struct option longopts[] = {
-        {"url", 1, 0, 'u'},        {"endpoint", 1, 0, 'e'},    {"model", 1, 0, 'm'},
-        {"rate", 1, 0, 'r'},       {"concurrency", 1, 0, 'c'}, {"duration", 1, 0, 'd'},
-        {"requests", 1, 0, 'n'},   {"warmup", 1, 0, 'W'},      {"max-inflight", 1, 0, 'I'},
-        {"timeout-ms", 1, 0, 'T'}, {"batch-items", 1, 0, 'k'}, {"lengths", 1, 0, 'L'},
-        {"words", 1, 0, 'w'},      {"texts", 1, 0, 'f'},       {"priority", 1, 0, 'p'},
-        {"seed", 1, 0, 's'},       {"csv", 1, 0, 'C'},         {"json", 0, 0, 'j'},
-        {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},        {0, 0, 0, 0},
+        {"url", 1, 0, 'u'},
+        {"endpoint", 1, 0, 'e'},
+        {"model", 1, 0, 'm'},
+        {"rate", 1, 0, 'r'},
+        {"concurrency", 1, 0, 'c'},
+        {"duration", 1, 0, 'd'},
+        {"requests", 1, 0, 'n'},
+        {"warmup", 1, 0, 'W'},
+        {"max-inflight", 1, 0, 'I'},
+        {"timeout-ms", 1, 0, 'T'},
+        {"batch-items", 1, 0, 'k'},
+        {"lengths", 1, 0, 'L'},
+        {"words", 1, 0, 'w'},
+        {"texts", 1, 0, 'f'},
+        {"priority", 1, 0, 'p'},
+        {"seed", 1, 0, 's'},
+        {"csv", 1, 0, 'C'},
+        {"json", 0, 0, 'j'},
+        {"quiet", 0, 0, 'q'},
+        {"help", 0, 0, 'h'},
+        {"speed", 1, 0, 'S'},
+        {"vocab", 1, 0, 'V'},
+        {0, 0, 0, 0},
     };
     *o = (struct opts){.url = DEFAULT_URL,
                        .model = "all-MiniLM-L6-v2",
@@ -164,6 +194,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                        .batch_items = 1,
                        .max_inflight = 1024,
                        .timeout_ms = 30000,
+                       .speed = 1,
                        .seed = 1};
     int ch;
     double v;
@@ -189,6 +220,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'C':
             o->csv = optarg;
+            break;
+        case 'V':
+            o->vocab = optarg;
+            break;
+        case 'S':
+            if (parse_num(optarg, 1e-3, 1e6, &o->speed))
+                return fail("--speed must be in [0.001, 1e6], not '%s'", optarg);
             break;
         case 'j':
             o->json = 1;
@@ -253,6 +291,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             usage(stderr);
             return 2;
         }
+    }
+    if (replay) {
+        if (optind != argc - 1) return fail("%s", "usage: hetbench replay FILE [options]");
+        o->replay = argv[optind];
+        /* the capture decides what is sent and when */
+        o->rate = 1;
+        o->duration_s = 86400 * 366.0;
+        return 0;
     }
     if (optind < argc) return fail("unexpected argument '%s' (see --help)", argv[optind]);
     if ((o->rate > 0) == (o->concurrency > 0))
@@ -417,21 +463,34 @@ static int launch(struct bench *b, int64_t intended_ns)
     r->send_ns = intended_ns - b->start_ns;
     r->warmup = intended_ns < b->warmup_ns;
     r->items = (uint16_t)b->o.batch_items;
-    r->cls = (uint16_t)(b->use_corpus ? hs_bench_corpus_pick_class(&b->corpus, &b->rng)
-                                      : hs_bench_lengths_pick(&b->lengths, &b->rng));
+    const struct hs_bench_replay_req *rq = b->o.replay ? &b->rp.req[idx] : NULL;
+    if (rq) {
+        r->cls = (uint16_t)rq->cls;
+        r->items = (uint16_t)(rq->items > 65535 ? 65535 : rq->items);
+    } else {
+        r->cls = (uint16_t)(b->use_corpus ? hs_bench_corpus_pick_class(&b->corpus, &b->rng)
+                                          : hs_bench_lengths_pick(&b->lengths, &b->rng));
+    }
     r->prio = (uint16_t)(b->prio.n ? hs_bench_mix_pick(&b->prio, &b->rng) : 0);
     if (b->inflight >= b->o.max_inflight) {
         r->status = HS_BENCH_OUTCOME_DROPPED;
         return 0;
     }
     struct slot *s = slot_get(b);
-    if (!s || build_body(b, s, r->cls)) return fail("%s", "out of memory building a request");
+    if (!s) return fail("%s", "out of memory building a request");
+    if (rq) {
+        s->body.len = 0;
+        if (hs_bench_buf_append(&s->body, rq->body, rq->body_len))
+            return fail("%s", "out of memory building a request");
+    } else if (build_body(b, s, r->cls)) {
+        return fail("%s", "out of memory building a request");
+    }
     s->rec = idx;
     s->intended_ns = intended_ns;
     s->resp.len = 0;
     s->st_hdr[0] = 0;
     CURL *e = s->easy;
-    curl_easy_setopt(e, CURLOPT_URL, b->target_url);
+    curl_easy_setopt(e, CURLOPT_URL, rq ? b->class_url[rq->cls] : b->target_url);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
 #endif
@@ -548,6 +607,14 @@ static int reap(struct bench *b, int closed)
     return 0;
 }
 
+/* The open loop's next arrival after one at prev: Poisson, or the capture's next request. */
+static int64_t next_arrival(struct bench *b, int64_t prev)
+{
+    if (!b->o.replay) return prev + (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+    if (b->n_rec >= b->rp.n) return prev; /* due at once: may_send then stops the loop */
+    return b->start_ns + b->rp.req[b->n_rec].at_ns;
+}
+
 static int run(struct bench *b)
 {
     int closed = b->o.concurrency > 0;
@@ -558,7 +625,7 @@ static int run(struct bench *b)
         for (unsigned i = 0; i < b->o.concurrency && may_send(b, b->start_ns); i++)
             if (launch(b, hs_now_ns())) return 2;
     } else {
-        next_ns += (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+        next_ns = next_arrival(b, next_ns);
     }
     for (;;) {
         int64_t now = hs_now_ns();
@@ -570,7 +637,7 @@ static int run(struct bench *b)
                     break;
                 }
                 if (launch(b, next_ns)) return 2;
-                next_ns += (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+                next_ns = next_arrival(b, next_ns);
             }
         }
         if (!may_send(b, now) && closed) b->stopping = 1;
@@ -631,11 +698,13 @@ static const char *status_text(int32_t st, char *buf, size_t n)
 
 static const char *class_name(const struct bench *b, int k)
 {
+    if (b->o.replay) return b->rp.class_name[k];
     return b->use_corpus ? b->corpus.class_name[k] : b->lengths.c[k].name;
 }
 
 static int n_classes(const struct bench *b)
 {
+    if (b->o.replay) return b->rp.n_classes;
     return b->use_corpus ? b->corpus.n_classes : b->lengths.n;
 }
 
@@ -658,7 +727,14 @@ static void report_text(const struct bench *b, double *scratch)
     struct hs_bench_summary all;
     hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, scratch, &all);
     double secs = measured_s(b);
-    if (b->o.concurrency)
+    if (b->o.replay)
+        printf("hetbench: replay of %s at %gx, %zu requests (%zu lines without inputs skipped)\n"
+               "texts     %zu captured, %zu generated: %zu exact token length, %zu off by one, "
+               "%zu worse (largest difference %d)\n",
+               b->o.replay, b->o.speed, b->rp.n, b->rp.skipped, b->rp.texts_captured,
+               b->rp.gen_exact + b->rp.gen_off_by_one + b->rp.gen_worse, b->rp.gen_exact,
+               b->rp.gen_off_by_one, b->rp.gen_worse, b->rp.gen_max_diff);
+    else if (b->o.concurrency)
         printf("hetbench: closed loop, %u clients, %s %s, %u item(s)/request\n", b->o.concurrency,
                b->o.endpoint == ENDPOINT_TEI ? "tei" : "openai", b->target_url, b->o.batch_items);
     else
@@ -724,10 +800,20 @@ static void report_json(const struct bench *b, double *scratch)
     struct hs_bench_buf url = {0};
     hs_bench_buf_append_json_str(&url, b->target_url);
     printf("{\"mode\":\"%s\",\"offered_rps\":%.3f,\"concurrency\":%u,\"batch_items\":%u,"
-           "\"url\":%s,\"seed\":%llu,\"measured_s\":%.4f,\"connections\":%ld,\"all\":",
-           b->o.concurrency ? "closed" : "open", b->o.rate, b->o.concurrency, b->o.batch_items,
-           url.p ? url.p : "\"\"", (unsigned long long)b->o.seed, secs, b->connects);
+           "\"url\":%s,\"seed\":%llu,\"measured_s\":%.4f,\"connections\":%ld,",
+           b->o.replay        ? "replay"
+           : b->o.concurrency ? "closed"
+                              : "open",
+           b->o.replay ? 0 : b->o.rate, b->o.concurrency, b->o.batch_items, url.p ? url.p : "\"\"",
+           (unsigned long long)b->o.seed, secs, b->connects);
     hs_bench_buf_free(&url);
+    if (b->o.replay)
+        printf("\"replay\":{\"speed\":%g,\"requests\":%zu,\"skipped\":%zu,\"texts_captured\":%zu,"
+               "\"generated_exact\":%zu,\"generated_off_by_one\":%zu,\"generated_worse\":%zu,"
+               "\"generated_max_diff\":%d},",
+               b->o.speed, b->rp.n, b->rp.skipped, b->rp.texts_captured, b->rp.gen_exact,
+               b->rp.gen_off_by_one, b->rp.gen_worse, b->rp.gen_max_diff);
+    printf("\"all\":");
     hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, scratch, &s);
     json_summary(&s, secs);
     printf(",\"classes\":{");
@@ -806,10 +892,43 @@ static int no_success(const struct bench *b)
     return 1;
 }
 
+/* hetbench replay: the capture's requests prepared ahead, one URL per endpoint. */
+static int prepare_replay(struct bench *b)
+{
+    struct hs_error err = {0};
+    char vocab[1100];
+    const char *dir = getenv("HS_MODEL_DIR");
+    if (b->o.vocab)
+        snprintf(vocab, sizeof vocab, "%s", b->o.vocab);
+    else
+        snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir ? dir : "models/all-MiniLM-L6-v2");
+    /* without a vocabulary a capture with texts still replays */
+    if (hs_tokenizer_load(vocab, NULL, &b->tok, &err) && b->o.vocab)
+        return fail("--vocab: %s", err.msg);
+    if (hs_bench_replay_load(b->o.replay, b->tok, b->o.speed, b->o.seed, &b->rp, &err))
+        return fail("replay: %s", err.msg);
+    b->o.requests = b->rp.n;
+    for (size_t i = 0; i < b->rp.n; i++) {
+        int k = b->rp.req[i].cls;
+        if (b->class_url[k]) continue;
+        CURLU *u = curl_url();
+        if (!u || curl_url_set(u, CURLUPART_URL, b->target_url, 0) != CURLUE_OK ||
+            curl_url_set(u, CURLUPART_PATH, b->rp.req[i].endpoint, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_URL, &b->class_url[k], 0) != CURLUE_OK) {
+            curl_url_cleanup(u);
+            return fail("replay: endpoint '%s' does not make a URL", b->rp.req[i].endpoint);
+        }
+        curl_url_cleanup(u);
+    }
+    return 0;
+}
+
 static int prepare(struct bench *b)
 {
     struct hs_error err = {0};
-    if (b->o.texts) {
+    if (b->o.replay) {
+        if (prepare_replay(b)) return 2;
+    } else if (b->o.texts) {
         if (hs_bench_corpus_load(b->o.texts, &b->corpus, &err)) return fail("--texts: %s", err.msg);
         b->use_corpus = 1;
     } else {
@@ -869,13 +988,18 @@ static void cleanup(struct bench *b)
     curl_free(b->target_url);
     hs_bench_corpus_free(&b->corpus);
     hs_bench_words_free(&b->words);
+    hs_bench_replay_free(&b->rp);
+    hs_tokenizer_free(b->tok);
+    for (int k = 0; k < HS_BENCH_MIX_MAX; k++) curl_free(b->class_url[k]);
     hs_free(b->rec);
 }
 
 int main(int argc, char **argv)
 {
     static struct bench b;
-    int rc = parse_opts(argc, argv, &b.o);
+    /* hetbench replay FILE [options]: getopt sees "replay" as the program name */
+    int replay = argc > 1 && !strcmp(argv[1], "replay");
+    int rc = replay ? parse_opts(argc - 1, argv + 1, &b.o, 1) : parse_opts(argc, argv, &b.o, 0);
     if (rc) return rc;
     if (curl_global_init(CURL_GLOBAL_DEFAULT)) return fail("%s", "curl_global_init failed");
     if (!(rc = setup_target(&b)) && !(rc = prepare(&b))) {
