@@ -49,11 +49,25 @@ static void row(FILE *f, const struct hs_plan *p, const struct hs_plan *single, 
             p->meets ? "meets" : "misses");
 }
 
-/* Sets c's first model to plan p (its routes and rules replaced). */
+/* The configuration's model a profile lane measured: by name, else by the folder's base name;
+ * the first when none matches. */
+static int model_index(const struct hs_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_models; i++) {
+        const struct hs_model_cfg *m = &c->models[i];
+        const char *base = strrchr(m->path, '/');
+        base = base && base[1] ? base + 1 : m->path;
+        if (m->name[0] ? !strcmp(m->name, name) : !strcmp(base, name) || !strcmp(m->path, name))
+            return i;
+    }
+    return 0;
+}
+
+/* Sets the planned model of c to plan p (the configuration's routes and rules replaced). */
 static void apply(struct hs_config *c, const struct hs_plan *p, const struct hs_plan_opts *o,
                   const struct hs_traffic *t, int layers)
 {
-    struct hs_model_cfg *m = &c->models[0];
+    struct hs_model_cfg *m = &c->models[model_index(c, p->a->model)];
     memset(&m->placement, 0, sizeof m->placement);
     m->n_engines = 0;
     memset(m->engines, 0, sizeof m->engines);
@@ -72,6 +86,7 @@ static void apply(struct hs_config *c, const struct hs_plan *p, const struct hs_
             struct hs_route_cfg *rc = &c->routes[r];
             snprintf(rc->name, sizeof rc->name, "%s", r ? "long" : "short");
             snprintf(rc->kind, sizeof rc->kind, "engines");
+            snprintf(rc->model, sizeof rc->model, "%s", p->a->model);
             rc->n_engines = 1;
             snprintf(rc->engines[0], sizeof rc->engines[0], "%s", r ? p->b->engine : p->a->engine);
             rc->failover_ratio_max = 0.3;
