@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"verify", hs_cmd_verify, "check every engine against the golden embeddings"},
     {"quantize", hs_cmd_quantize, "find the stages an int8 lane keeps in f32; write the plan"},
     {"profile", hs_cmd_profile, "measure every lane's stage kinds over shapes; the memory plan"},
+    {"plan", hs_cmd_plan, "choose a placement from a profile, traffic and a P99 objective"},
     {"serve", hs_cmd_serve, "run the HTTP inference server"},
     {"config", hs_cmd_config, "print the documented default configuration, or check a file"},
 };

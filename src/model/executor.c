@@ -21,6 +21,9 @@ struct hs_executor {
     int n_eng;
     struct exec_engine eng[HS_EXEC_MAX_ENGINES];
     float **xfer; /* [slots] host buffers for activations crossing engines */
+    int n_bound;
+    int bound_from[HS_EXEC_MAX_BOUNDARIES], bound_to[HS_EXEC_MAX_BOUNDARIES]; /* into eng[] */
+    int *stage_bound; /* [n_stages]: boundary entered before stage i, -1 none */
 };
 
 void hs_placement_single(const struct hs_model *m, hs_engine_t e, struct hs_placement *out)
@@ -40,6 +43,56 @@ void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, h
         int on_a = st->kind == HS_STAGE_EMBED ||
                    ((st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN) && st->layer < n_first);
         out->engine[i] = on_a ? a : b;
+    }
+}
+
+hs_status hs_placement_ranges(const struct hs_model *m, int n, const hs_engine_t *engine,
+                              const int *from, const int *to, struct hs_placement *out,
+                              struct hs_error *err)
+{
+    const int layers = m->config.dims.layers;
+    int owner[HS_PLAN_MAX_STAGES];
+    memset(out, 0, sizeof *out);
+    out->n_stages = m->n_stages;
+    if (layers < 1 || layers > HS_PLAN_MAX_STAGES || n < 1)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "placement: no layer ranges");
+    for (int l = 0; l < layers; l++) owner[l] = -1;
+    for (int r = 0; r < n; r++) {
+        if (from[r] < 0 || to[r] <= from[r] || to[r] > layers)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "placement: layers[%d] is [%d, %d): model %s has layers 0..%d", r,
+                                from[r], to[r], m->name, layers);
+        for (int l = from[r]; l < to[r]; l++) {
+            if (owner[l] >= 0)
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                    "placement: layer %d is in layers[%d] and layers[%d]", l,
+                                    owner[l], r);
+            owner[l] = r;
+        }
+    }
+    for (int l = 0; l < layers; l++)
+        if (owner[l] < 0)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "placement: layer %d of model %s (%d layers) is in no range", l,
+                                m->name, layers);
+    for (int i = 0; i < m->n_stages && i < HS_PLAN_MAX_STAGES; i++) {
+        const struct hs_stage *st = &m->stages[i];
+        int l = st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN ? st->layer
+                : st->kind == HS_STAGE_EMBED                          ? 0
+                                                                      : layers - 1;
+        out->engine[i] = engine[owner[l]];
+    }
+    return HS_STATUS_OK;
+}
+
+void hs_placement_modules(const struct hs_model *m, hs_engine_t attn, hs_engine_t ffn,
+                          struct hs_placement *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_stages = m->n_stages;
+    for (int i = 0; i < m->n_stages && i < HS_PLAN_MAX_STAGES; i++) {
+        enum hs_stage_kind k = m->stages[i].kind;
+        out->engine[i] = k == HS_STAGE_EMBED || k == HS_STAGE_ATTN ? attn : ffn;
     }
 }
 
@@ -72,6 +125,17 @@ const struct hs_model *hs_executor_model(const struct hs_executor *x)
     return x->model;
 }
 
+int hs_executor_n_boundaries(const struct hs_executor *x)
+{
+    return x->n_bound;
+}
+
+void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from, hs_engine_t *to)
+{
+    *from = x->eng[x->bound_from[i]].engine;
+    *to = x->eng[x->bound_to[i]].engine;
+}
+
 void hs_executor_free(struct hs_executor *x)
 {
     if (!x) return;
@@ -89,6 +153,7 @@ void hs_executor_free(struct hs_executor *x)
     hs_free(x->xfer);
     hs_free(x->prep);
     hs_free(x->stage_eng);
+    hs_free(x->stage_bound);
     hs_free(x);
 }
 
@@ -129,7 +194,8 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
     x->prep = hs_calloc((size_t)m->n_stages, sizeof(void *));
     x->stage_eng = hs_calloc((size_t)m->n_stages, sizeof(int));
     x->xfer = hs_calloc((size_t)o.slots, sizeof(float *));
-    if (!x->prep || !x->stage_eng || !x->xfer) goto oom;
+    x->stage_bound = hs_calloc((size_t)m->n_stages, sizeof(int));
+    if (!x->prep || !x->stage_eng || !x->xfer || !x->stage_bound) goto oom;
 
     for (int i = 0; i < m->n_stages; i++) {
         hs_engine_t e = plan->engine[i];
@@ -148,6 +214,23 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
             x->eng[x->n_eng++].engine = e;
         }
         x->stage_eng[i] = k;
+    }
+    /* the boundaries: each ordered pair of engines that hands an activation over */
+    for (int i = 0; i < m->n_stages; i++) {
+        x->stage_bound[i] = -1;
+        if (i == 0 || x->stage_eng[i] == x->stage_eng[i - 1]) continue;
+        int a = x->stage_eng[i - 1], b = x->stage_eng[i], k = 0;
+        while (k < x->n_bound && !(x->bound_from[k] == a && x->bound_to[k] == b)) k++;
+        if (k == HS_EXEC_MAX_BOUNDARIES) {
+            hs_executor_free(x);
+            return hs_error_set(err, HS_STATUS_UNSUPPORTED, "executor: too many boundaries");
+        }
+        if (k == x->n_bound) {
+            x->bound_from[k] = a;
+            x->bound_to[k] = b;
+            x->n_bound++;
+        }
+        x->stage_bound[i] = k;
     }
     const size_t hidden = (size_t)m->config.dims.hidden;
     int multi = x->n_eng > 1;
@@ -205,8 +288,10 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                                 b->lengths[i], x->opts.seq_max);
 
     struct hs_exec_timing t = {0};
+    t.n_boundaries = x->n_bound;
     const struct hs_model *m = x->model;
     int cur = -1;
+    int64_t last_sync_ns = 0; /* the sync that ended the current engine's run */
     hs_status st = HS_STATUS_OK;
     for (int i = 0; i < x->n_stages; i++) {
         int k = x->stage_eng[i];
@@ -226,8 +311,13 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                     st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
                 if (st == HS_STATUS_OK)
                     st = hs_engine_act_write(ee->engine, ee->ws[slot], buf, x->xfer[slot], err);
-                t.transfer_ns += hs_now_ns() - t0;
+                int64_t dt = hs_now_ns() - t0;
+                int bi = x->stage_bound[i];
+                t.transfer_ns += dt;
                 t.n_transfers++;
+                t.boundary_copy_ns[bi] += dt;
+                t.boundary_sync_ns[bi] += last_sync_ns;
+                t.boundary_count[bi]++;
             }
             if (st != HS_STATUS_OK) return st;
             cur = k;
@@ -235,8 +325,11 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
         int64_t t0 = hs_now_ns();
         st = hs_engine_run_stage(ee->engine, ee->ws[slot], &m->stages[i], x->prep[i], err);
         /* end of this engine's run of stages: wait for it so compute time is honest */
-        if (st == HS_STATUS_OK && (i + 1 == x->n_stages || x->stage_eng[i + 1] != k))
+        if (st == HS_STATUS_OK && (i + 1 == x->n_stages || x->stage_eng[i + 1] != k)) {
+            int64_t t1 = hs_now_ns();
             st = hs_engine_sync(ee->engine, ee->ws[slot], err);
+            last_sync_ns = hs_now_ns() - t1;
+        }
         t.compute_ns += hs_now_ns() - t0;
         if (st != HS_STATUS_OK) return st;
     }

@@ -40,6 +40,17 @@ hs_status hs_placement_keep_f32(const struct hs_model *m, const char *stages,
 /* Layer split: embed and layers [0, n_first) on a, the rest (and pool/normalize) on b. */
 void hs_placement_layers(const struct hs_model *m, hs_engine_t a, int n_first, hs_engine_t b,
                          struct hs_placement *out);
+/* Layer ranges: range r runs layers [from[r], to[r]) on engine[r]; embed goes with the range that
+ * holds layer 0, pool and normalize with the one that holds the last layer. The ranges must
+ * cover the model's layers exactly once: HS_STATUS_INVALID_INPUT naming the first gap, overlap
+ * or layer the model does not have. */
+hs_status hs_placement_ranges(const struct hs_model *m, int n, const hs_engine_t *engine,
+                              const int *from, const int *to, struct hs_placement *out,
+                              struct hs_error *err);
+/* Module split: embed and every attention stage on attn, every FFN stage (and pool, normalize,
+ * which follow the last FFN) on ffn. */
+void hs_placement_modules(const struct hs_model *m, hs_engine_t attn, hs_engine_t ffn,
+                          struct hs_placement *out);
 
 struct hs_executor_opts {
     int batch_max;       /* sequences per batch (default 32) */
@@ -52,13 +63,22 @@ struct hs_executor_opts {
     bool no_quant_plan;
 };
 
+#define HS_EXEC_MAX_BOUNDARIES 8
+
 /* Timings of one batch, nanoseconds. */
 struct hs_exec_timing {
     int64_t copy_in_ns;  /* batch_begin on the first engine */
-    int64_t compute_ns;  /* all run_stage calls */
+    int64_t compute_ns;  /* all run_stage calls, and the syncs that end each engine's run */
     int64_t transfer_ns; /* activation copies at engine boundaries */
     int64_t copy_out_ns; /* final act_read */
     int n_transfers;
+    /* Per boundary (hs_executor_boundary: one per ordered pair of engines that hand over an
+     * activation, however often): the copies' time (part of transfer_ns) and the syncs that
+     * ended the giving engine's runs before them (part of compute_ns). */
+    int n_boundaries;
+    int64_t boundary_copy_ns[HS_EXEC_MAX_BOUNDARIES];
+    int64_t boundary_sync_ns[HS_EXEC_MAX_BOUNDARIES];
+    int boundary_count[HS_EXEC_MAX_BOUNDARIES]; /* hand-overs this batch */
 };
 
 struct hs_executor;
@@ -75,6 +95,10 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
 void hs_executor_free(struct hs_executor *x);
 const struct hs_executor_opts *hs_executor_opts(const struct hs_executor *x);
 const struct hs_model *hs_executor_model(const struct hs_executor *x);
+/* Boundaries of the plan (0 for a single engine), and boundary i's giving and taking engines.
+ * Fixed at create; thread-safe. */
+int hs_executor_n_boundaries(const struct hs_executor *x);
+void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from, hs_engine_t *to);
 
 /* Runs one batch on slot `slot` (0 <= slot < opts.slots). out: [b->n_seqs, hidden] fp32.
  * HS_STATUS_INVALID_ARGUMENT when the batch exceeds the workspace sizes; engine failures

@@ -95,6 +95,9 @@ struct hs_request {
     uint64_t batch_id;     /* last batch that carried one of its sequences */
     double predicted_s;    /* admission's predicted wait from enqueue to answer, seconds */
     double predicted_bias; /* the lane's bias factor that prediction included */
+    /* its last batch's engine boundaries (struct hs_batch_timing), for Server-Timing */
+    int n_boundaries;
+    int64_t boundary_copy_ns[8], boundary_sync_ns[8];
 
     /* --- scheduler-owned --- */
     atomic_int refs;

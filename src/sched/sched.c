@@ -601,6 +601,11 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         r->ts[HS_TS_COMPUTE] = compute_end;
         r->ts[HS_TS_COPY_OUT] = copy_out_end;
         r->batch_id = batch_id;
+        r->n_boundaries = t.n_boundaries;
+        for (int k = 0; k < t.n_boundaries && k < HS_BATCH_MAX_BOUNDARIES; k++) {
+            r->boundary_copy_ns[k] = t.boundary_copy_ns[k];
+            r->boundary_sync_ns[k] = t.boundary_sync_ns[k];
+        }
     }
     sl->n_taken = 0;
     pthread_mutex_unlock(&L->mu);

@@ -60,12 +60,19 @@
 #define HS_SCHED_MAX_SLOTS    16
 #define HS_SCHED_PRED_BUCKETS 6
 
+#define HS_BATCH_MAX_BOUNDARIES 8
+
 /* Time spent inside one batch run, nanoseconds. */
 struct hs_batch_timing {
     int64_t copy_in_ns;
     int64_t compute_ns;
     int64_t copy_out_ns;
     int64_t hop_ns; /* remote engines: network round trip (counted inside copy_in_ns); 0 = none */
+    /* a split placement's engine boundaries (part of compute_ns): the activation copies across
+     * each, and the syncs of the giving engine before them; 0 boundaries for one engine */
+    int n_boundaries;
+    int64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
+    int64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
 };
 
 /* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from

@@ -62,6 +62,7 @@ union any_item {
     struct hs_model_cfg m;
     struct hs_route_cfg r;
     struct hs_rule_cfg u;
+    struct hs_layer_range_cfg l;
 };
 
 struct ctx {
@@ -255,6 +256,69 @@ static const struct key keys[] = {
     {M("check_cos_mean", check_cos_mean), K_DOUBLE, 0, 1, "0",
      "tolerance of that check, mean cosine; 0 = the lane dtype's (int8 0.998, bf16 0.999, f16 "
      "0.9999)"},
+
+    {.section = "models[]",
+     .name = "placement",
+     .type = K_MAP,
+     .flags = F_OMIT,
+     .doc = "which engine runs each stage of its lane: {layers: [{engine: a, from: 0, to: 3}, "
+            "{engine: b, from: 3, to: 6}]} or {modules: {attention: a, ffn: b}}; neither = single "
+            "(every stage on its engine). A split model has one lane, on engine (default: the "
+            "engine of its first stage)"},
+    {.section = "models[].placement",
+     .name = "layers",
+     F(model_cfg, placement.layers),
+     .type = K_LIST,
+     N(model_cfg, placement.n_layers),
+     .item = sizeof(struct hs_layer_range_cfg),
+     .def = "0",
+     .doc = "layer ranges [from, to), covering every layer once; embed goes with layer 0, pool "
+            "with the last"},
+    {.section = "models[].placement.layers[]",
+     .name = "engine",
+     F(layer_range_cfg, engine),
+     K_STR,
+     0,
+     0,
+     "",
+     "engines[].name",
+     F_REQ},
+    {.section = "models[].placement.layers[]",
+     .name = "from",
+     F(layer_range_cfg, from),
+     K_INT,
+     0,
+     4096,
+     "0",
+     "first layer"},
+    {.section = "models[].placement.layers[]",
+     .name = "to",
+     F(layer_range_cfg, to),
+     K_INT,
+     0,
+     4096,
+     "0",
+     "one past the last layer"},
+    {.section = "models[].placement",
+     .name = "modules",
+     .type = K_MAP,
+     .doc = "attention (and embed) on one engine, FFN (and pool) on another"},
+    {.section = "models[].placement.modules",
+     .name = "attention",
+     F(model_cfg, placement.attention),
+     K_STR,
+     0,
+     0,
+     "",
+     "engines[].name"},
+    {.section = "models[].placement.modules",
+     .name = "ffn",
+     F(model_cfg, placement.ffn),
+     K_STR,
+     0,
+     0,
+     "",
+     "engines[].name"},
 
     {SEC("batching"), .doc = "how requests of one length bucket are batched"},
     {C(batching, batch_window_us), K_INT, 0, 60e6, "2000",
@@ -528,6 +592,14 @@ static void fill_model_engines(struct hs_config *c)
 {
     for (struct hs_model_cfg *m = c->models; m < c->models + c->n_models; m++) {
         if (m->n_engines) memcpy(m->engine, m->engines[0], sizeof m->engine);
+        const struct hs_placement_cfg *p = &m->placement;
+        if (!m->engine[0] && p->n_layers) {
+            int first = 0; /* the range holding layer 0 */
+            for (int r = 1; r < p->n_layers; r++)
+                if (p->layers[r].from < p->layers[first].from) first = r;
+            memcpy(m->engine, p->layers[first].engine, sizeof m->engine);
+        }
+        if (!m->engine[0] && p->attention[0]) memcpy(m->engine, p->attention, sizeof m->engine);
         if (!m->engine[0])
             snprintf(m->engine, sizeof m->engine, "%s", c->n_engines ? c->engines[0].name : "");
     }
@@ -788,6 +860,84 @@ int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cf
     return k ? (int)k->native : -1;
 }
 
+int hs_config_placement_split(const struct hs_model_cfg *m)
+{
+    return m->placement.n_layers > 0 || m->placement.attention[0] || m->placement.ffn[0];
+}
+
+int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine)
+{
+    const struct hs_placement_cfg *p = &m->placement;
+    int on = !strcmp(m->engine, engine);
+    for (int j = 0; j < m->n_engines; j++) on |= !strcmp(m->engines[j], engine);
+    for (int r = 0; r < p->n_layers; r++) on |= !strcmp(p->layers[r].engine, engine);
+    return on || !strcmp(p->attention, engine) || !strcmp(p->ffn, engine);
+}
+
+/* models[i].placement: engines configured and computing in the lane's dtype, layer ranges
+ * without overlap or gap from layer 0 (that they reach the model's last layer is checked when
+ * it loads), one lane. Errors name the key path. */
+static hs_status check_placement(const struct hs_config *c, int i, struct hs_error *err)
+{
+    const struct hs_model_cfg *m = &c->models[i];
+    const struct hs_placement_cfg *p = &m->placement;
+    if (!hs_config_placement_split(m)) return HS_STATUS_OK;
+    if (p->n_layers && (p->attention[0] || p->ffn[0]))
+        return BAD("models[%d].placement: layers or modules, not both", i);
+    if (!p->n_layers && (!p->attention[0] || !p->ffn[0]))
+        return BAD("models[%d].placement.modules: needs both attention and ffn", i);
+    if (m->n_engines > 1)
+        return BAD("models[%d].engines: a model with a split placement has one lane (on engine)",
+                   i);
+    const struct hs_engine_cfg *lane = hs_config_engine(c, m->engine);
+    const char *names[HS_CONFIG_MAX_ENGINES + 2];
+    char paths[HS_CONFIG_MAX_ENGINES + 2][64];
+    int n = 0;
+    for (int r = 0; r < p->n_layers; r++, n++) {
+        names[n] = p->layers[r].engine;
+        snprintf(paths[n], sizeof paths[n], "models[%d].placement.layers[%d].engine", i, r);
+    }
+    if (!p->n_layers) {
+        names[n] = p->attention;
+        snprintf(paths[n++], sizeof paths[0], "models[%d].placement.modules.attention", i);
+        names[n] = p->ffn;
+        snprintf(paths[n++], sizeof paths[0], "models[%d].placement.modules.ffn", i);
+    }
+    bool lane_named = false;
+    for (int k = 0; k < n; k++) {
+        const struct hs_engine_cfg *e = hs_config_engine(c, names[k]);
+        if (!e) return BAD("%s: engine '%s' is not configured", paths[k], names[k]);
+        lane_named |= !strcmp(names[k], m->engine);
+        const struct hs_engine_kind *kind = hs_engine_kind_find(e->kind);
+        int dt = hs_config_lane_dtype(m, lane ? lane : e);
+        if (kind && dt >= 0 && !(kind->dtypes & (1u << dt)))
+            return BAD("%s: the lane computes in %s, which a %s engine does not", paths[k],
+                       hs_compute_dtype_name((enum hs_dtype)dt), kind->name);
+    }
+    if (!lane_named)
+        return BAD("models[%d].engine: '%s' is not one of its placement's engines", i, m->engine);
+    /* layer ranges, in any order: from 0, no gap, no overlap */
+    for (int r = 0; r < p->n_layers; r++) {
+        const struct hs_layer_range_cfg *a = &p->layers[r];
+        if (a->to <= a->from)
+            return BAD("models[%d].placement.layers[%d]: to (%d) must be above from (%d)", i, r,
+                       a->to, a->from);
+        for (int q = 0; q < r; q++)
+            if (a->from < p->layers[q].to && p->layers[q].from < a->to)
+                return BAD("models[%d].placement.layers[%d]: layers %d..%d overlap layers[%d] "
+                           "(%d..%d)",
+                           i, r, a->from, a->to - 1, q, p->layers[q].from, p->layers[q].to - 1);
+    }
+    for (int at = 0, left = p->n_layers; left > 0; left--) {
+        int r = 0;
+        while (r < p->n_layers && p->layers[r].from != at) r++;
+        if (r == p->n_layers)
+            return BAD("models[%d].placement.layers: no range starts at layer %d (a gap)", i, at);
+        at = p->layers[r].to;
+    }
+    return HS_STATUS_OK;
+}
+
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
 {
     hs_status st = check_keys("", (const char *)c, "", err);
@@ -840,6 +990,7 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
         }
         if (m->dtype[0] && hs_compute_dtype_parse(m->dtype) < 0)
             return BAD("model '%s': dtype '%s' (f32, f16, bf16 or int8)", mn, m->dtype);
+        if ((st = check_placement(c, i, err))) return st;
         for (int j = 0; j < n; j++) {
             const struct hs_engine_cfg *e =
                 hs_config_engine(c, m->n_engines ? m->engines[j] : m->engine);
@@ -965,6 +1116,21 @@ static void put_value(struct line *l, const struct key *k, const char *sec, cons
                 sep = ", ";
             }
         app(l, "}");
+    }
+    if (k->type == K_LIST) { /* a list inside an item: flow style */
+        app(l, "[");
+        for (int i = 0; i < *(const int *)(base + k->n_off); i++) {
+            const char *sep = "{";
+            app(l, "%s", i ? ", " : "");
+            for (const struct key *s = keys; s < KEYS_END; s++)
+                if (!strcmp(s->section, child(sub, sec, k))) {
+                    app(l, "%s%s: ", sep, s->name);
+                    put_value(l, s, sub, p + (size_t)i * k->item);
+                    sep = ", ";
+                }
+            app(l, "}");
+        }
+        app(l, "]");
     }
     if (k->type != K_INTS && k->type != K_SHAPES && k->type != K_NAMES) return;
     app(l, "[");

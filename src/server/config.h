@@ -64,6 +64,18 @@ struct hs_engine_cfg {
     int connect_timeout_ms;
 };
 
+/* models[].placement: which engine runs each stage of the model's one lane. Neither layers nor
+ * modules given = single (every stage on the lane's engine). */
+struct hs_layer_range_cfg {
+    char engine[32];
+    int from, to; /* layers [from, to) */
+};
+struct hs_placement_cfg {
+    int n_layers; /* layer ranges; 0 = no layer split */
+    struct hs_layer_range_cfg layers[HS_CONFIG_MAX_ENGINES];
+    char attention[32], ffn[32]; /* module split: both given, or neither */
+};
+
 struct hs_model_cfg {
     char name[128]; /* empty: the folder's base name */
     char path[1024];
@@ -73,7 +85,13 @@ struct hs_model_cfg {
     char dtype[8]; /* "" = each engine's dtype; else this dtype on every engine it is on */
     char check[8]; /* lane check at load: refuse | exclude | off */
     double check_cos_min, check_cos_mean; /* its tolerance; 0 = the lane dtype's */
+    struct hs_placement_cfg placement;
 };
+
+/* Is m's placement a split (layers or modules) rather than single? */
+int hs_config_placement_split(const struct hs_model_cfg *m);
+/* Whether model m uses engine e: it is resident there or its placement names it. */
+int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine);
 
 struct hs_route_cfg {
     char name[32];

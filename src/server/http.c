@@ -175,8 +175,23 @@ static void server_timing(struct conn *k, char *out, size_t cap)
         prev = k->ts[i];
     }
     if (n < cap)
-        snprintf(out + n, cap - n, "%stotal;dur=%.3f", n ? ", " : "",
-                 hs_ns_to_ms(prev - k->ts[HS_TS_RECEIVED]));
+        n += (size_t)snprintf(out + n, cap - n, "%stotal;dur=%.3f", n ? ", " : "",
+                              hs_ns_to_ms(prev - k->ts[HS_TS_RECEIVED]));
+    /* a split lane's boundaries, parts of compute: the copy across each and the giving
+     * engine's sync before it */
+    const struct hs_request *r = k->job ? k->job->req : NULL;
+    if (!r || r->lane < 0 || r->lane >= k->srv->n_lanes) return;
+    const struct hs_executor *x = k->srv->lanes[r->lane].exec;
+    for (int i = 0; i < r->n_boundaries && i < hs_executor_n_boundaries(x) && n < cap; i++) {
+        hs_engine_t a, b;
+        hs_executor_boundary(x, i, &a, &b);
+        n += (size_t)snprintf(out + n, cap - n,
+                              ", boundary_copy;desc=\"%s>%s\";dur=%.3f, boundary_sync;desc=\"%s\";"
+                              "dur=%.3f",
+                              hs_engine_name(a), hs_engine_name(b),
+                              hs_ns_to_ms(r->boundary_copy_ns[i]), hs_engine_name(a),
+                              hs_ns_to_ms(r->boundary_sync_ns[i]));
+    }
 }
 
 static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, const char *ctype,
@@ -863,6 +878,7 @@ static enum MHD_Result metrics(struct conn *k)
     hs__predict_metrics(k->srv, &b);
     hs__server_checks_metrics(k->srv, &b);
     hs_capture_metrics(k->srv->capture, &b);
+    hs__server_boundary_metrics(k->srv, &b);
     return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
 }
 

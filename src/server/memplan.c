@@ -191,6 +191,7 @@ hs_status hs_mem_plan_make(const struct hs_config *c, struct hs_mem_plan *out, s
             bool on = false;
             for (int j = 0; j < (mc->n_engines ? mc->n_engines : 1); j++)
                 on |= !strcmp(mc->n_engines ? mc->engines[j] : mc->engine, ec->name);
+            on |= hs_config_model_uses(mc, ec->name); /* a split: counted whole on each */
             if (!on || !pm->ok) continue;
             me->n_lanes++;
             const int dt = hs_config_lane_dtype(mc, ec);

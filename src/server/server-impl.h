@@ -44,7 +44,15 @@ struct hs_served_lane {
     char label[48];           /* the lane's engine label: the engine's name, or a remote
                                  engine's "<name>/<worker slot>" */
     int worker;               /* remote lanes: the worker slot; -1 on local lanes */
+    /* per boundary of its placement (hs_executor_boundary), since start: copy and sync time,
+     * hand-overs (hetserve_boundary_* in /metrics) */
+    atomic_int_fast64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
+    atomic_int_fast64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
+    atomic_int_fast64_t boundary_count[HS_BATCH_MAX_BOUNDARIES];
 };
+
+/* Renders the boundary series of every split lane (hetserve_boundary_*). */
+void hs__server_boundary_metrics(const struct hs_server *s, struct hs_buf *b);
 
 /* The check of one lane against its model's cpu f32 reference, made at load (verify.h). */
 struct hs_lane_check {

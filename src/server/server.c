@@ -27,6 +27,14 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
     t->copy_in_ns = et.copy_in_ns;
     t->compute_ns = et.compute_ns + et.transfer_ns;
     t->copy_out_ns = et.copy_out_ns;
+    t->n_boundaries = et.n_boundaries;
+    for (int i = 0; i < et.n_boundaries && i < HS_BATCH_MAX_BOUNDARIES; i++) {
+        t->boundary_copy_ns[i] = et.boundary_copy_ns[i];
+        t->boundary_sync_ns[i] = et.boundary_sync_ns[i];
+        atomic_fetch_add(&sl->boundary_copy_ns[i], et.boundary_copy_ns[i]);
+        atomic_fetch_add(&sl->boundary_sync_ns[i], et.boundary_sync_ns[i]);
+        atomic_fetch_add(&sl->boundary_count[i], et.boundary_count[i]);
+    }
     return st;
 }
 
@@ -162,8 +170,9 @@ static hs_status check_lane(struct hs_server *s, const struct hs_model_cfg *mc,
 {
     *keep = true;
     if (!strcmp(mc->check, "off")) return HS_STATUS_OK;
-    if (!strcmp(hs_engine_kind(sl->engine), "cpu") && dtype == HS_DTYPE_F32)
-        return HS_STATUS_OK; /* the reference itself */
+    if (!strcmp(hs_engine_kind(sl->engine), "cpu") && dtype == HS_DTYPE_F32 &&
+        !hs_config_placement_split(mc))
+        return HS_STATUS_OK; /* the reference itself (a split is checked against it) */
     hs_status st = HS_STATUS_OK;
     if (!*ref_engine)
         st =
@@ -234,6 +243,38 @@ void hs__server_checks_metrics(const struct hs_server *s, struct hs_buf *b)
             hs_buf_printf(b,
                           "hetserve_lane_check_%s{model=\"%s\",engine=\"%s\",dtype=\"%s\"} %.7g\n",
                           series[m].name, c->model, c->engine, hs_compute_dtype_name(c->dtype), v);
+        }
+    }
+}
+
+void hs__server_boundary_metrics(const struct hs_server *s, struct hs_buf *b)
+{
+    static const char *const series[] = {"copy_seconds_total", "sync_seconds_total",
+                                         "handovers_total"};
+    static const char *const help[] = {
+        "Activation copies across a split lane's engine boundary",
+        "Syncs of the giving engine before its hand-overs across the boundary",
+        "Activations handed over across the boundary"};
+    bool any = false;
+    for (int l = 0; l < s->n_lanes; l++) any |= hs_executor_n_boundaries(s->lanes[l].exec) > 0;
+    for (int m = 0; any && m < 3; m++) {
+        hs_buf_printf(b, "# HELP hetserve_boundary_%s %s\n# TYPE hetserve_boundary_%s counter\n",
+                      series[m], help[m], series[m]);
+        for (int l = 0; l < s->n_lanes; l++) {
+            const struct hs_served_lane *sl = &s->lanes[l];
+            for (int i = 0; i < hs_executor_n_boundaries(sl->exec); i++) {
+                hs_engine_t from, to;
+                hs_executor_boundary(sl->exec, i, &from, &to);
+                int64_t v = atomic_load(m == 0   ? &sl->boundary_copy_ns[i]
+                                        : m == 1 ? &sl->boundary_sync_ns[i]
+                                                 : &sl->boundary_count[i]);
+                hs_buf_printf(b,
+                              "hetserve_boundary_%s{model=\"%s\",engine=\"%s\",from=\"%s\","
+                              "to=\"%s\"} %.9g\n",
+                              series[m], sl->sm->name, hs_engine_name(sl->engine),
+                              hs_engine_name(from), hs_engine_name(to),
+                              m < 2 ? (double)v / 1e9 : (double)v);
+            }
         }
     }
 }
@@ -352,6 +393,33 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
     o->breaker.half_open_probes = c->breaker.half_open_probes;
     o->retry_budget_ratio = c->retry.budget_ratio;
     o->retry_budget_max = c->retry.budget_max;
+    return HS_STATUS_OK;
+}
+
+/* The placement of models[mi]'s lane on engine e: single, or the split its config names. */
+static hs_status lane_placement(struct hs_server *s, int mi, const struct hs_model *m,
+                                hs_engine_t e, struct hs_placement *plan, struct hs_error *err)
+{
+    const struct hs_placement_cfg *p = &s->cfg.models[mi].placement;
+    if (p->n_layers) {
+        hs_engine_t eng[HS_CONFIG_MAX_ENGINES];
+        int from[HS_CONFIG_MAX_ENGINES], to[HS_CONFIG_MAX_ENGINES];
+        for (int r = 0; r < p->n_layers; r++) {
+            eng[r] = hs__server_engine(s, p->layers[r].engine);
+            from[r] = p->layers[r].from;
+            to[r] = p->layers[r].to;
+        }
+        struct hs_error pe = {0};
+        if (hs_placement_ranges(m, p->n_layers, eng, from, to, plan, &pe))
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: models[%d].placement.layers: %s", mi,
+                                pe.msg + strlen("placement: "));
+    } else if (p->attention[0]) {
+        hs_placement_modules(m, hs__server_engine(s, p->attention), hs__server_engine(s, p->ffn),
+                             plan);
+    } else {
+        hs_placement_single(m, e, plan);
+    }
     return HS_STATUS_OK;
 }
 
@@ -481,7 +549,11 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             }
             if (tokens_max < seq_max) tokens_max = seq_max;
             struct hs_placement plan;
-            hs_placement_single(sm->model, sl->engine, &plan);
+            st = lane_placement(s, i, sm->model, sl->engine, &plan, err);
+            if (st) {
+                hs_executor_free(ref_exec);
+                goto fail;
+            }
             struct hs_executor_opts xo = {.batch_max = batch_max,
                                           .tokens_max = tokens_max,
                                           .seq_max = seq_max,

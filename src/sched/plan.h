@@ -1,0 +1,110 @@
+/* hetserve — placement planning from measured costs (`hetserve plan`).
+ *
+ * Given a profile (sched/costs.h), the engines it measured, a traffic description (a request
+ * rate and a length histogram) and a latency objective, hs_plan_make predicts each candidate
+ * plan's latency and throughput and picks one:
+ *   single    every request on one engine, whole model (one candidate per measured engine);
+ *   buckets   requests up to a length threshold on engine a, longer ones on engine b (every
+ *             ordered pair, every bucket boundary);
+ *   layers    one lane whose first `cut` layers run on a, the rest on b (every pair, every cut);
+ *   modules   one lane with attention on a and FFN on b (every pair).
+ * Splits are offered only between engines measured in the same dtype.
+ *
+ * The model, kept simple so that its output can be checked by hand:
+ *   service time of a batch (n sequences, bucket S) on a lane =
+ *     single:  the profile's whole-model time at (n, S) (compute, sync, copies, overhead);
+ *     split:   the sum of each stage's measured (compute + sync) on its engine, plus at every
+ *              boundary the giving stage's copy_out, the taking engine's batch_begin (embed
+ *              copy_in) and the taking stage's copy_in, plus the first engine's executor overhead
+ *              (its whole-model time minus its stages' sum); stages run one after the other
+ *              (no pipelining across batches).
+ *   Cells the profile lacks are interpolated (costs.h).
+ *   latency: a discrete-event simulation of the lane's batcher (Poisson arrivals at the lane's
+ *     share of the rate, lengths from the histogram, sequences padded to their bucket, a batch
+ *     when the bucket's oldest has waited window_us or it holds batch_max sequences, one batch
+ *     at a time per lane (slots 1)), deterministic service times as above; P50/P99 of
+ *     arrival-to-answer. A lane loaded at or past its capacity has no finite latency.
+ *   capacity: the rate at which the busiest lane's full batches (batch_max) take all its time.
+ * The batch window of each plan is chosen from a few candidates (the one with the lowest P99).
+ * The chosen plan: among plans whose P99 meets the objective with every lane under 90 % busy,
+ * the one using the fewest engines, then the lowest P99; when none meets it, the lowest P99.
+ * Not modelled: HTTP and tokenization time, other work on the machine, CPU engines sharing
+ * cores, priorities, more than one slot.
+ */
+#ifndef HS_SCHED_PLAN_H
+#define HS_SCHED_PLAN_H
+
+#include <stdbool.h>
+
+#include "core/status.h"
+#include "sched/costs.h"
+
+#define HS_TRAFFIC_MAX_LENGTHS 64
+#define HS_PLAN_MAX            256
+#define HS_PLAN_MAX_BUCKETS    16
+
+/* Requests of one sequence each, at rate_per_s, of these lengths with these shares (sum 1). */
+struct hs_traffic {
+    double rate_per_s;
+    int n;
+    int tokens[HS_TRAFFIC_MAX_LENGTHS];
+    double share[HS_TRAFFIC_MAX_LENGTHS];
+};
+
+/* "rate=40;16:0.6,64:0.3,256:0.1" (rate in requests per second; tokens:weight, weights
+ * normalized) or a captured trace file, one request per line: "<seconds> <tokens>" (rate = the
+ * lines over the time they span; lengths binned by the buckets). HS_STATUS_INVALID_INPUT saying
+ * what is wrong. */
+hs_status hs_traffic_parse(const char *spec, struct hs_traffic *t, struct hs_error *err);
+hs_status hs_traffic_load(const char *path, const int *buckets, int n_buckets, struct hs_traffic *t,
+                          struct hs_error *err);
+
+enum hs_plan_kind { HS_PLAN_SINGLE, HS_PLAN_BUCKETS, HS_PLAN_LAYERS, HS_PLAN_MODULES };
+
+struct hs_plan {
+    enum hs_plan_kind kind;
+    const struct hs_cost_lane *a, *b; /* b: NULL for single */
+    int threshold;                    /* buckets: longest sequence (tokens) on a */
+    int cut;                          /* layers: layers [0, cut) on a */
+    int window_us;                    /* batch window chosen */
+    char name[128];
+    /* predictions at the traffic's rate */
+    double p50_ms, p99_ms; /* infinity when a lane is past its capacity */
+    double capacity_rps;   /* rate at which the busiest lane saturates */
+    double busy[2];        /* share of each lane's time busy at the rate */
+    double batch_mean[2];  /* mean sequences per batch */
+    int engines;           /* engines it uses */
+    bool meets;            /* P99 within the objective and every lane under 90 % busy */
+};
+
+struct hs_plan_opts {
+    double slo_ms; /* P99 objective */
+    int batch_max; /* sequences per batch */
+    int n_buckets; /* the server's buckets, ascending (seq_max last) */
+    int buckets[HS_PLAN_MAX_BUCKETS];
+    int layers;       /* the model's layers (from the profile's attn count when 0) */
+    int sim_requests; /* simulated requests per lane and window; default 20000 */
+    unsigned kinds;   /* 1 << hs_plan_kind: only these may be chosen; 0 = any */
+};
+
+/* "single", "buckets", "layers", "modules"; -1 when none */
+int hs_plan_kind_parse(const char *s);
+
+struct hs_plan_result {
+    int n;
+    struct hs_plan plans[HS_PLAN_MAX];
+    int chosen;      /* index into plans */
+    int best_single; /* the single-engine plan with the lowest P99 (-1 none) */
+};
+
+/* Predicts every candidate plan over the measured lanes of costs (of one model) for traffic t
+ * and chooses one. HS_STATUS_INVALID_INPUT when no lane is measured. out is large: hs_malloc
+ * it. Deterministic (a fixed seed). */
+hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
+                       const struct hs_plan_opts *o, struct hs_plan_result *out,
+                       struct hs_error *err);
+
+/* Predicted batch time (ms) of n sequences of bucket S on plan p's lane `lane` (0 or 1). */
+double hs_plan_batch_ms(const struct hs_plan *p, int lane, int n, int bucket);
+
+#endif

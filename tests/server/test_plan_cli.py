@@ -1,0 +1,103 @@
+# Black-box tests of `hetserve plan`: from a quick profile of two CPU engines, a traffic
+# description and a P99 objective it prints the chosen plan beside the alternatives and writes a
+# configuration that `config --check` accepts and `serve` serves, for every kind of plan.
+import os
+import subprocess
+
+import pytest
+
+from hetserve_fixture import BINARY, MODEL, Server
+
+ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
+BASE = """engines:
+  - {name: cpu_a, kind: cpu, threads: 1, cores: [0]}
+  - {name: cpu_b, kind: cpu, threads: 1, cores: [1]}
+models:
+  - path: "%s"
+    engines: [cpu_a, cpu_b]
+""" % MODEL
+TRAFFIC = "rate=20;12:0.6,40:0.3,120:0.1"
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plan")
+    base = d / "base.yaml"
+    base.write_text(BASE)
+    out = d / "p.json"
+    r = subprocess.run([BINARY, "profile", "--config", str(base), "--quick", "--no-gemm",
+                        "--quiet", "--out", str(out)], capture_output=True, text=True, env=ENV,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def plan(profile, tmp_path, *extra):
+    out = tmp_path / "plan.yaml"
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", TRAFFIC,
+                        "--slo", "500", "--out", str(out)] + list(extra),
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    return r, out
+
+
+def test_prints_the_choice_beside_the_alternatives(profile, tmp_path):
+    r, out = plan(profile, tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("traffic: 20.0 requests/s, lengths 12:60% 40:30% 120:10%")
+    chosen = [l for l in lines if l.startswith("* ")]
+    assert len(chosen) == 1
+    for alt in ("all on cpu_a", "all on cpu_b", "tokens on cpu_", "layers 0-",
+                "attention on cpu_"):
+        assert any(alt in l for l in lines), (alt, r.stdout)
+    assert "chosen: " in r.stdout and " meets 500.0 ms with " in r.stdout
+    assert out.read_text().startswith("# written by hetserve plan from ")
+
+
+@pytest.mark.parametrize("kind,expect", [
+    ("single", "engine: cpu_"),
+    ("buckets", "tokens_max: "),
+    ("layers", "placement: {layers: [{engine: cpu_"),
+    ("modules", "modules: {attention: cpu_"),
+])
+def test_every_kind_of_plan_writes_a_config_serve_runs(profile, tmp_path, kind, expect):
+    r, out = plan(profile, tmp_path, "--kind", kind)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert expect in text, text
+    chk = subprocess.run([BINARY, "config", "--check", str(out)], capture_output=True, text=True)
+    assert chk.returncode == 0, chk.stderr
+    srv = Server(text, model=None)
+    try:
+        status, hdrs, body = srv.post("/v1/embeddings", {"input": ["hello", "a planned lane"]})
+        assert status == 200 and len(body["data"]) == 2, body
+        if kind in ("layers", "modules"):
+            assert "boundary_copy" in hdrs["server-timing"]
+    finally:
+        srv.stop()
+
+
+def test_usage_and_input_errors(profile, tmp_path):
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile)], capture_output=True, text=True)
+    assert r.returncode == 2 and "required" in r.stderr
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", "rate=x",
+                        "--slo", "50"], capture_output=True, text=True)
+    assert r.returncode == 2 and "traffic: rate" in r.stderr
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", TRAFFIC,
+                        "--slo", "50", "--kind", "diagonal"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--kind" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "hetserve-profile", "version": 1, "lanes": [{"model": 3}]}')
+    r = subprocess.run([BINARY, "plan", "--profile", str(bad), "--traffic", TRAFFIC,
+                        "--slo", "50"], capture_output=True, text=True)
+    assert r.returncode == 1 and "lanes[0].model: expected a string" in r.stderr, r.stderr
+
+
+def test_a_captured_trace_is_traffic(profile, tmp_path):
+    trace = tmp_path / "trace.txt"
+    trace.write_text("".join("%.3f %d\n" % (i * 0.05, 10 if i % 3 else 100) for i in range(201)))
+    out = tmp_path / "t.yaml"
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", str(trace),
+                        "--slo", "500", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("traffic: 20.0 requests/s, lengths 16:67% 128:33%"), r.stdout
