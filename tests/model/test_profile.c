@@ -144,8 +144,10 @@ static void profile_one_lane(const char *dir, enum hs_dtype dtype)
         check_series(whole, whole_series, 4, o.n_min);
         const double w = median_of(whole, "compute");
         assert_true(w > 0);
-        /* generous: other work shares this machine */
-        if (!(sum > 0.5 * w && sum < 2.0 * w))
+        /* generous (other work shares this machine, sanitizer builds time differently): it
+         * catches a profiler that times stages on inputs the model never gives them (that was 5x)
+         */
+        if (!(sum > 0.25 * w && sum < 4.0 * w))
             fail_msg("cell %zu: stage medians add to %.4f ms, the whole model takes %.4f ms", i,
                      sum, w);
     }
