@@ -94,7 +94,9 @@ hs_server_stop || echo "serving: server B exited non-zero" >&2
 hs_server_start A "$BENCH_TMP/A.yaml" || exit 1
 echo "serving: config A (defaults) at $SERVER_URL"
 warm
+metrics A-capacity.before
 bench A-capacity --concurrency 96 --duration "$DURATION" --warmup "$WARMUP" || exit 1
+metrics A-capacity.after
 CAP_A=$(field "$BENCH_OUT/A-capacity.json" rps)
 echo "serving: capacity A ~ $CAP_A req/s, B ~ $CAP_B req/s (closed loop)"
 # the engine alone (the server idle meanwhile): batch 1 and 32 at 16/32 tokens, and batch 32 at
@@ -102,11 +104,25 @@ echo "serving: capacity A ~ $CAP_A req/s, B ~ $CAP_B req/s (closed loop)"
 # after that run so that both see the same machine
 if [ -x "$BUILD/bench_cpu" ]; then
   MEAN=$(python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))["all"]; print(max(1, round(a["tokens_ok"] / max(1, a["items_ok"]))))' "$BENCH_OUT/A-capacity.json")
-  echo "serving: engine alone (bench_cpu, $(nproc) threads; mean request length $MEAN tokens)"
+  # the run's mean batch size, from the batch-size histogram's sum and count before and after
+  BMEAN=$(python3 -c '
+import sys
+def get(p):
+    d = {}
+    for l in open(p):
+        for k in ("hetserve_batch_size_sum{", "hetserve_batch_size_count{"):
+            if l.startswith(k): d[k] = d.get(k, 0) + float(l.rsplit(" ", 1)[1])
+    return d
+a, b = get(sys.argv[1]), get(sys.argv[2])
+n = b.get("hetserve_batch_size_count{", 0) - a.get("hetserve_batch_size_count{", 0)
+s = b.get("hetserve_batch_size_sum{", 0) - a.get("hetserve_batch_size_sum{", 0)
+print(max(1, round(s / n)) if n > 0 else 32)' "$BENCH_OUT/A-capacity.before.metrics" "$BENCH_OUT/A-capacity.after.metrics")
+  echo "serving: engine alone (bench_cpu, $(nproc) threads; A's batches: $BMEAN sequences of $MEAN tokens on average)"
   "$BUILD/bench_cpu" --model "$MODEL" --threads "$(nproc)" \
-    --shapes "32x32,1x16,1x32,32x16,32x32,32x$MEAN" --seconds "$((DURATION / 4 + 1))" --no-peak \
-    2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
+    --shapes "32x32,1x16,1x32,32x16,32x32,32x$MEAN,${BMEAN}x$MEAN" --seconds "$((DURATION / 4 + 1))" \
+    --no-peak 2>/dev/null | grep '^{' >"$BENCH_OUT/engine.jsonl"
   echo "$MEAN" >"$BENCH_OUT/engine-mean-len.txt"
+  echo "$BMEAN" >"$BENCH_OUT/engine-mean-batch.txt"
 fi
 
 RATES=${SERVING_RATES:-$(python3 -c 'import sys; a = float(sys.argv[1]); print(" ".join("%.1f" % (m * a) for m in (0.9, 1.5, 3.0)))' "$CAP_A")}
