@@ -24,6 +24,7 @@
 #define HS_ENGINE_STAGE_H
 
 #include <stdbool.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "core/tensor.h"
@@ -64,7 +65,27 @@ struct hs_encoder_dims {
  * [0, num_buckets): half the buckets for each sign; within a half, distances below a quarter of
  * num_buckets get a bucket each, larger ones log-spaced up to max_distance, beyond which all
  * share the last. Computed in float32 as HF's torch code does, so bucket edges agree. */
-int hs_rel_pos_bucket(int rel, int num_buckets, int max_distance);
+/* (inline: engine plugins, which link nothing of hetserve, share it) */
+static inline int hs_rel_pos_bucket(int rel, int num_buckets, int max_distance)
+{
+    /* HF MPNet relative_position_bucket: n = -rel; half = num_buckets / 2; ret = half when n < 0;
+     * then exact buckets below half / 2, log-spaced ones above. */
+    int n = -rel, ret = 0;
+    const int half = num_buckets / 2;
+    if (n < 0) {
+        ret += half;
+        n = -n;
+    }
+    const int max_exact = half / 2;
+    if (n < max_exact) return ret + n;
+    /* float32 as torch: log(n / max_exact) / log(max_distance / max_exact) * (half - max_exact),
+     * truncated toward zero */
+    float r = logf((float)n / (float)max_exact) / (float)log((double)max_distance / max_exact) *
+              (float)(half - max_exact);
+    int v = max_exact + (int)r;
+    if (v > half - 1) v = half - 1;
+    return ret + v;
+}
 
 /* Weight roles. Linear weights are [out, in] as stored by PyTorch; biases [out]. */
 enum hs_weight_role {

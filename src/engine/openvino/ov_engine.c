@@ -273,25 +273,6 @@ static hs_status ov_batch_begin(void *p, void *wsp, const struct hs_batch *b, st
     return HS_STATUS_OK;
 }
 
-/* MPNet's relative-position bucket, as engine/stage.h's hs_rel_pos_bucket (the plugin links
- * nothing of hetserve): float32 arithmetic as HF's torch code, so bucket edges agree. */
-static int hs_rel_pos_bucket_local(int rel, int num_buckets, int max_distance)
-{
-    int n = -rel, ret = 0;
-    const int half = num_buckets / 2;
-    if (n < 0) {
-        ret += half;
-        n = -n;
-    }
-    const int max_exact = half / 2;
-    if (n < max_exact) return ret + n;
-    float r = logf((float)n / (float)max_exact) / (float)log((double)max_distance / max_exact) *
-              (float)(half - max_exact);
-    int v = max_exact + (int)r;
-    if (v > half - 1) v = half - 1;
-    return ret + v;
-}
-
 /* The relative-position bias of an MPNet attention stage for the batch's S: [heads, S, S]. */
 static void fill_rel_bias(struct ws *w, const struct hs_stage *st)
 {
@@ -301,7 +282,7 @@ static void fill_rel_bias(struct ws *w, const struct hs_stage *st)
     const int S = w->ps, NH = d->heads;
     for (int i = 0; i < S; i++)
         for (int j = 0; j < S; j++) {
-            int bucket = hs_rel_pos_bucket_local(j - i, d->rel_buckets, d->rel_max_distance);
+            int bucket = hs_rel_pos_bucket(j - i, d->rel_buckets, d->rel_max_distance);
             for (int h = 0; h < NH; h++) {
                 size_t k = (size_t)bucket * NH + h;
                 float v;
