@@ -127,7 +127,7 @@ const struct hs_model *hs_executor_model(const struct hs_executor *x)
 
 int hs_executor_n_boundaries(const struct hs_executor *x)
 {
-    return x->n_bound;
+    return x ? x->n_bound : 0; /* NULL: a lane without an executor (a remote engine's) */
 }
 
 void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from, hs_engine_t *to)

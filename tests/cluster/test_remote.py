@@ -151,3 +151,73 @@ def test_deadline_holds_when_the_worker_hangs():
         w.proc.send_signal(signal.SIGCONT)
         r.stop()
         w.stop()
+
+
+TWO_POOLS = """
+engines:
+  - {{name: pa, kind: remote, endpoints: ["127.0.0.1:{a}"], slots: 2, batch_window_us: 0,
+      timeout_ms: 600, connect_timeout_ms: 300}}
+  - {{name: pb, kind: remote, endpoints: ["127.0.0.1:{b}"], slots: 2, batch_window_us: 0,
+      timeout_ms: 600, connect_timeout_ms: 300}}
+models:
+  - path: {model}
+    engines: [pa, pb]
+routes:
+  - {{name: ra, engines: [pa], failover: {{route: rb, ratio_max: 0.3}}}}
+  - {{name: rb, engines: [pb]}}
+router:
+  default_route: ra
+breaker:
+  window_requests: 4
+  min_requests: 2
+  error_ratio_max: 0.5
+  open_ms: 60000
+retry:
+  budget_ratio: 0
+  budget_max: 0
+limits:
+  timeout_ms: 20000
+"""
+
+
+def counter(srv, name, route):
+    _, _, m = srv.get("/metrics")
+    for line in m.decode().splitlines():
+        if line.startswith('%s{route="%s"}' % (name, route)):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_pool_down_fails_over_under_its_cap():
+    """Pool A's only worker frozen: its breaker opens, and of the requests that then find route
+    ra blocked at most 30 % go to pool B; the rest are refused (429), none lost or doubled."""
+    from cluster import MODEL
+    wa, wb = start_worker(), start_worker()
+    r = start_router(TWO_POOLS.format(a=wa.port, b=wb.port, model=MODEL))
+    try:
+        with Load(r, n=4, texts=TEXTS) as load:
+            time.sleep(1.0)
+            wa.proc.send_signal(signal.SIGSTOP)
+            opened = wait_for(lambda: breaker_of(r, 0) == "open", 10)
+            t_open = time.monotonic()
+            time.sleep(3)
+        res = load.results
+        after = [x for x in res if x[0] >= t_open + 0.1]
+        to_b = [x for x in after if x[1] == 200 and x[2].startswith("pb")]
+        refused = [x for x in after if x[1] == 429]
+        blocked = counter(r, "hetserve_route_blocked_total", "ra")
+        failed_over = counter(r, "hetserve_route_failed_over_total", "ra")
+        print("breaker open after %.2f s; after it %d requests: %d to pool B, %d refused; "
+              "route ra blocked %d, failed over %d (%.0f %%)"
+              % (opened or -1, len(after), len(to_b), len(refused), blocked, failed_over,
+                 100 * failed_over / max(1, blocked)))
+        assert opened is not None and opened <= 3.0
+        assert load.sent == len(res) and all(x[1] != -1 for x in res)  # one answer each
+        assert blocked >= 20 and failed_over >= 1
+        assert failed_over <= 0.3 * blocked + 1  # the cap, at all times
+        assert set(x[1] for x in after) <= {200, 429}
+        assert len(to_b) <= 0.3 * len(after) + 2 and len(refused) > 0
+    finally:
+        wa.proc.send_signal(signal.SIGCONT)
+        for n in (r, wa, wb):
+            n.stop()
