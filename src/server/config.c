@@ -201,6 +201,11 @@ static const struct key keys[] = {
      "the buckets",
      N(engine_cfg, n_shapes)},
     {E("slots", slots), K_INT, 1, HS_SCHED_MAX_SLOTS, "1", "quota: batches in flight at once"},
+    {E("slices", slices), K_INT, 1, HS_CONFIG_MAX_SLICES, "1",
+     "compute slices (cpu): the engine becomes this many engines <name>/0 .. <name>/N-1, each on "
+     "a disjoint share of its cores (of the process's cores when unpinned) and of its threads, "
+     "each its own lane per model (routing, metrics, X-Engine); weights are shared. Routes, "
+     "rules and models naming the engine take every slice"},
     {E("batch_window_us", batch_window_us), K_INT, -1, 60e6, "-1",
      "this engine's batching.batch_window_us; -1 = the batching section's"},
     {E("batch_max", batch_max), K_INT, 0, 65536, "0", "this engine's batch_max; 0 = batching's"},
@@ -907,6 +912,10 @@ static hs_status check_placement(const struct hs_config *c, int i, struct hs_err
     for (int k = 0; k < n; k++) {
         const struct hs_engine_cfg *e = hs_config_engine(c, names[k]);
         if (!e) return BAD("%s: engine '%s' is not configured", paths[k], names[k]);
+        if (e->slices > 1)
+            return BAD("%s: engine '%s' has %d slices; the engines of a split placement cannot be "
+                       "sliced (yet)",
+                       paths[k], names[k], e->slices);
         lane_named |= !strcmp(names[k], m->engine);
         const struct hs_engine_kind *kind = hs_engine_kind_find(e->kind);
         int dt = hs_config_lane_dtype(m, lane ? lane : e);
@@ -936,6 +945,63 @@ static hs_status check_placement(const struct hs_config *c, int i, struct hs_err
         at = p->layers[r].to;
     }
     return HS_STATUS_OK;
+}
+
+/* engines[i].slices: a kind that slices (cpu: core sets), enough cores and threads to split,
+ * no other engine named like one of its slices. */
+static hs_status check_slices(const struct hs_config *c, int i, const struct hs_engine_kind *k,
+                              struct hs_error *err)
+{
+    const struct hs_engine_cfg *e = &c->engines[i];
+    if (e->slices <= 1) return HS_STATUS_OK;
+    if (k->remote)
+        return BAD("engines[%d].slices: engine '%s' is remote: it has a lane per worker slot "
+                   "already (workers_max); slices are for local engines",
+                   i, e->name);
+    if (strcmp(k->name, "cpu"))
+        return BAD("engines[%d].slices: engine '%s' (kind %s): not supported yet: streams (only "
+                   "cpu engines slice, into core sets)",
+                   i, e->name, k->name);
+    if (e->n_cores > 0 && e->slices > e->n_cores)
+        return BAD("engines[%d].slices: %d slices need at least %d cores; engine '%s' has %d "
+                   "(engines[%d].cores)",
+                   i, e->slices, e->slices, e->name, e->n_cores, i);
+    if (e->threads > 0 && e->slices > e->threads)
+        return BAD("engines[%d].slices: %d threads cannot be split into %d slices (engine '%s')", i,
+                   e->threads, e->slices, e->name);
+    size_t len = strlen(e->name);
+    if (len + (e->slices > 10 ? 3 : 2) >= sizeof e->name)
+        return BAD("engines[%d].name: '%s' leaves no room for its slices' names (<name>/<k>, at "
+                   "most %zu characters)",
+                   i, e->name, sizeof e->name - 1);
+    for (int j = 0; j < c->n_engines; j++)
+        if (j != i && !strncmp(c->engines[j].name, e->name, len) && c->engines[j].name[len] == '/')
+            return BAD("engines[%d].name: '%s' is also the name of a slice of engine '%s' "
+                       "(engines[%d].slices)",
+                       j, c->engines[j].name, e->name, i);
+    return HS_STATUS_OK;
+}
+
+int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int n_avail,
+                    int cores[HS_ENGINE_MAX_CORES], int *threads)
+{
+    const int n = e->slices > 1 ? e->slices : 1;
+    const int *set = e->n_cores > 0 ? e->cores : avail;
+    const int n_set = e->n_cores > 0 ? e->n_cores : n == 1 ? 0 : n_avail;
+    /* shares as equal as they go, the first ones one larger */
+    const int from = k * (n_set / n) + (k < n_set % n ? k : n_set % n);
+    const int count = n_set / n + (k < n_set % n);
+    for (int i = 0; i < count && i < HS_ENGINE_MAX_CORES; i++) cores[i] = set[from + i];
+    *threads = e->threads > 0 ? e->threads / n + (k < e->threads % n) : 0;
+    return count < HS_ENGINE_MAX_CORES ? count : HS_ENGINE_MAX_CORES;
+}
+
+void hs_config_slice_name(const struct hs_engine_cfg *e, int k, char *buf, size_t n)
+{
+    if (e->slices > 1)
+        snprintf(buf, n, "%s/%d", e->name, k);
+    else
+        snprintf(buf, n, "%s", e->name);
 }
 
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
@@ -975,6 +1041,7 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
             return BAD("engine '%s': dtype '%s' is not one a %s engine computes in (hetserve "
                        "devices lists them)",
                        e->name, e->dtype, k->name);
+        if ((st = check_slices(c, i, k, err))) return st;
     }
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *m = &c->models[i];

@@ -31,6 +31,7 @@
 #define HS_CONFIG_MAX_MODELS  8
 #define HS_CONFIG_MAX_ROUTES  16
 #define HS_CONFIG_MAX_RULES   32
+#define HS_CONFIG_MAX_SLICES  16 /* engines[].slices at most */
 
 struct hs_engine_cfg {
     char name[32];
@@ -46,7 +47,12 @@ struct hs_engine_cfg {
     int cores[HS_ENGINE_MAX_CORES];
     int n_shapes; /* 0 = any (batch, seq) */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
-    int slots;            /* batches in flight at once (quota) */
+    int slots; /* batches in flight at once (quota) */
+    /* compute slices: at load the engine becomes this many engines "<name>/0" .. "<name>/N-1",
+     * each on a disjoint share of its core set (of the process's cores when unpinned) with a
+     * share of its threads, each its own lane per model (queue, breaker, metrics, X-Engine);
+     * weights are prepared once and shared. 1 = the engine itself. cpu only. */
+    int slices;
     int batch_window_us;  /* -1 = batching.batch_window_us */
     int batch_max;        /* 0 = batching.batch_max */
     int batch_max_tokens; /* 0 = batching.batch_max_tokens */
@@ -222,6 +228,15 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
 /* Compute dtype of model m's lane on engine e: the model's dtype when it names one, else the
  * engine's, else the engine kind's native dtype; -1 when the names are not valid. */
 int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cfg *e);
+
+/* Slice k of engine e (engines[].slices): writes its cores to cores[] (the k-th of e->slices
+ * near-equal shares of e's core set, or of avail[0..n_avail) when e is unpinned) and its
+ * threads to *threads (the k-th share of e->threads; 0 = one per core). With one slice: e's own
+ * cores (none when unpinned) and threads. Returns the slice's core count; 0 = unpinned. */
+int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int n_avail,
+                    int cores[HS_ENGINE_MAX_CORES], int *threads);
+/* The name of slice k of e: "<name>/<k>", or e's name when it has one slice. */
+void hs_config_slice_name(const struct hs_engine_cfg *e, int k, char *buf, size_t n);
 
 /* The engine named name, NULL when none. */
 const struct hs_engine_cfg *hs_config_engine(const struct hs_config *c, const char *name);

@@ -89,12 +89,18 @@ static hs_status read_model(const struct hs_model_cfg *mc, struct plan_model *pm
     return HS_STATUS_OK;
 }
 
-static int engine_threads(const struct hs_engine_cfg *e)
+/* Compute threads of slice k of e (the engine itself when it has one slice). */
+static int engine_threads(const struct hs_engine_cfg *e, int k)
 {
-    if (e->threads > 0) return e->threads;
-    if (e->n_cores > 0) return e->n_cores;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int avail[HS_ENGINE_MAX_CORES], n_avail = online > 0 ? (int)online : 1,
+                                    cores[HS_ENGINE_MAX_CORES];
+    if (n_avail > HS_ENGINE_MAX_CORES) n_avail = HS_ENGINE_MAX_CORES;
+    for (int i = 0; i < n_avail; i++) avail[i] = i;
+    int threads, n_cores = hs_config_slice(e, k, avail, n_avail, cores, &threads);
+    if (threads > 0) return threads;
+    if (n_cores > 0) return n_cores;
+    return n_avail;
 }
 
 /* One prepared (model, kind, device, stage, dtype): made once, whoever asks first. */
@@ -175,7 +181,9 @@ hs_status hs_mem_plan_make(const struct hs_config *c, struct hs_mem_plan *out, s
         snprintf(me->kind, sizeof me->kind, "%s", ec->kind);
         me->device = ec->device;
         me->limit_bytes = (int64_t)ec->memory_mb * 1024 * 1024;
-        me->runtime_bytes = (int64_t)c->limits.memory_runtime_mb * 1024 * 1024;
+        /* slices: each its own runtime, workspaces and activations; the weights once */
+        const int slices = ec->slices > 1 ? ec->slices : 1;
+        me->runtime_bytes = (int64_t)c->limits.memory_runtime_mb * 1024 * 1024 * slices;
         snprintf(me->shape, sizeof me->shape, "no lanes");
         /* a remote engine's batches run on its workers, which plan their own memory: here it
          * holds no weights, activations or workspace */
@@ -234,13 +242,20 @@ hs_status hs_mem_plan_make(const struct hs_config *c, struct hs_mem_plan *out, s
                                       .dims = &pm->config.dims,
                                       .dtypes = dtypes};
             int64_t act = 0, scratch = 0;
-            hs_engine_kind_ws_bytes(kind, &spec, engine_threads(ec), &act, &scratch);
+            for (int k = 0; k < slices; k++) {
+                int64_t a = 0, w = 0;
+                hs_engine_kind_ws_bytes(kind, &spec, engine_threads(ec, k), &a, &w);
+                act += a;
+                scratch += w;
+            }
             me->activation_bytes += act * slots;
             me->workspace_bytes += scratch * slots;
             if (act * slots > largest) {
                 largest = act * slots;
-                snprintf(me->shape, sizeof me->shape, "%d x %d (%d tokens) x %d slot%s", batch_max,
-                         seq_max, tokens_max, slots, slots == 1 ? "" : "s");
+                int n = snprintf(me->shape, sizeof me->shape, "%d x %d (%d tokens) x %d slot%s",
+                                 batch_max, seq_max, tokens_max, slots, slots == 1 ? "" : "s");
+                if (slices > 1 && n > 0 && (size_t)n < sizeof me->shape)
+                    snprintf(me->shape + n, sizeof me->shape - (size_t)n, " x %d slices", slices);
             }
         }
         const int64_t sum =

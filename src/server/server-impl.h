@@ -41,9 +41,10 @@ struct hs_served_lane {
     struct hs_served_model *sm;
     hs_engine_t engine;
     struct hs_executor *exec; /* NULL on a remote lane */
-    char label[48];           /* the lane's engine label: the engine's name, or a remote
-                                 engine's "<name>/<worker slot>" */
+    char label[48];           /* the lane's engine label: the engine's name (a slice's
+                                 "<name>/<slice>"), or a remote engine's "<name>/<worker slot>" */
     int worker;               /* remote lanes: the worker slot; -1 on local lanes */
+    int engine_cfg;           /* its engine's index in cfg.engines (a slice: the sliced one's) */
     /* per boundary of its placement (hs_executor_boundary), since start: copy and sync time,
      * hand-overs (hetserve_boundary_* in /metrics) */
     atomic_int_fast64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
@@ -71,8 +72,11 @@ struct hs_remote_pool;
 
 struct hs_server {
     struct hs_config cfg;
+    /* engine instances: engines[i] for i < cfg.n_engines is cfg.engines[i] (its slice 0 when it
+     * has slices), the further slices follow; engine_cfg[i] is each one's cfg.engines index */
     int n_engines;
-    hs_engine_t engines[HS_CONFIG_MAX_ENGINES];
+    hs_engine_t engines[HS_CONFIG_MAX_ENGINES * HS_CONFIG_MAX_SLICES];
+    int engine_cfg[HS_CONFIG_MAX_ENGINES * HS_CONFIG_MAX_SLICES];
     int n_models;
     struct hs_served_model models[HS_CONFIG_MAX_MODELS];
     int n_lanes;

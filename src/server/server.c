@@ -118,6 +118,7 @@ static hs_status remote_lanes(struct hs_server *s, struct hs_served_model *sm, i
         sl->sm = sm;
         sl->engine = s->engines[ei];
         sl->worker = w;
+        sl->engine_cfg = ei;
         char label[sizeof sl->label];
         snprintf(label, sizeof label, "%s/%d", ec->name, w);
         memcpy(sl->label, label, sizeof label);
@@ -146,16 +147,29 @@ hs_engine_t hs__server_engine(struct hs_server *s, const char *name)
 {
     for (int i = 0; i < s->n_engines; i++)
         if (!strcmp(hs_engine_name(s->engines[i]), name)) return s->engines[i];
+    /* a sliced engine's own name: its first slice */
+    for (int i = 0; i < s->cfg.n_engines && i < s->n_engines; i++)
+        if (!strcmp(s->cfg.engines[i].name, name)) return s->engines[i];
     return NULL;
+}
+
+/* Is lane l model sm's on the configured engine named engine (any of its slices)? */
+static bool lane_on(const struct hs_server *s, int l, const struct hs_served_model *sm,
+                    const char *engine)
+{
+    const struct hs_served_lane *sl = &s->lanes[l];
+    return sl->sm == sm && !strcmp(s->cfg.engines[sl->engine_cfg].name, engine);
 }
 
 /* Was model sm's lane on engine `engine` left out by a failed check (check: exclude)? */
 static bool lane_excluded(const struct hs_server *s, const struct hs_served_model *sm,
                           const char *engine)
 {
+    const size_t len = strlen(engine);
     for (int i = 0; i < s->n_checks; i++)
         if (s->checks[i].excluded && !strcmp(s->checks[i].model, sm->name) &&
-            !strcmp(s->checks[i].engine, engine))
+            !strncmp(s->checks[i].engine, engine, len) &&
+            (!s->checks[i].engine[len] || s->checks[i].engine[len] == '/')) /* or a slice's */
             return true;
     return false;
 }
@@ -279,11 +293,11 @@ void hs__server_boundary_metrics(const struct hs_server *s, struct hs_buf *b)
     }
 }
 
-/* Lane of model m on engine e; -1 when the model is not resident there. */
+/* First lane of model m on configured engine e; -1 when the model is not resident there. */
 static int lane_of(const struct hs_server *s, const struct hs_served_model *sm, const char *engine)
 {
     for (int i = 0; i < s->n_lanes; i++)
-        if (s->lanes[i].sm == sm && !strcmp(hs_engine_name(s->lanes[i].engine), engine)) return i;
+        if (lane_on(s, i, sm, engine)) return i;
     return -1;
 }
 
@@ -347,14 +361,14 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
                 return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                     "config: route '%s': model %s is not resident on engine %s",
                                     rc->name, sm->name, rc->engines[k]);
-            /* a remote engine has a lane per worker slot: the route takes them all */
+            /* a remote engine has a lane per worker slot, a sliced one a lane per slice: the
+             * route takes them all */
             for (; l < s->n_lanes; l++)
-                if (s->lanes[l].sm == sm &&
-                    !strcmp(hs_engine_name(s->lanes[l].engine), rc->engines[k])) {
+                if (lane_on(s, l, sm, rc->engines[k])) {
                     if (r->n_lanes == HS_ROUTE_MAX_LANES)
                         return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                             "config: route '%s' would have more than %d lanes "
-                                            "(engines' worker slots included)",
+                                            "(engines' worker slots and slices included)",
                                             rc->name, HS_ROUTE_MAX_LANES);
                     r->lanes[r->n_lanes++] = l;
                 }
@@ -462,26 +476,51 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     pthread_cond_init(&s->inflight_cv, NULL);
     const struct hs_config *c = &s->cfg;
 
-    for (int i = 0; i < c->n_engines; i++) {
-        const struct hs_engine_cfg *ec = &c->engines[i];
-        struct hs_engine_opts eo = {
-            .name = ec->name, .threads = ec->threads, .n_cores = ec->n_cores, .device = ec->device};
-        memcpy(eo.cores, ec->cores, sizeof eo.cores);
-        st = hs_engine_create(ec->kind, &eo, &s->engines[i], err);
-        if (st) {
-            if (err) {
-                char why[sizeof err->msg];
-                snprintf(why, sizeof why, "%s", err->msg);
-                hs_error_set(err, st, "engine %s (kind %s, device %d): %s", ec->name, ec->kind,
-                             ec->device, why);
-            }
-            goto fail;
-        }
-        s->n_engines++;
-#ifdef HS_HAVE_REMOTE
-        if (kind_remote(ec->kind) && (st = pool_create(ec, &s->pools[i], err))) goto fail;
-#endif
+    /* the cores an unpinned sliced engine shares out: those this process may use */
+    int avail[HS_ENGINE_MAX_CORES], n_avail = 0;
+    {
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int k = 0; k < CPU_SETSIZE && n_avail < HS_ENGINE_MAX_CORES; k++)
+                if (CPU_ISSET(k, &set)) avail[n_avail++] = k;
     }
+    /* slice 0 of every engine at its config index (remote pools and lookups by index), then
+     * the further slices */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < c->n_engines; i++) {
+            const struct hs_engine_cfg *ec = &c->engines[i];
+            if (ec->slices > 1 && ec->n_cores == 0 && ec->slices > n_avail) {
+                st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                  "config: engines[%d].slices: %d slices need at least %d cores; "
+                                  "engine '%s' is unpinned and this process may use %d",
+                                  i, ec->slices, ec->slices, ec->name, n_avail);
+                goto fail;
+            }
+            for (int k = pass; k < (pass ? ec->slices : 1); k++) {
+                char name[48];
+                hs_config_slice_name(ec, k, name, sizeof name);
+                struct hs_engine_opts eo = {.name = name, .device = ec->device};
+                eo.n_cores = hs_config_slice(ec, k, avail, n_avail, eo.cores, &eo.threads);
+                st = hs_engine_create(ec->kind, &eo, &s->engines[s->n_engines], err);
+                if (st) {
+                    if (err) {
+                        char why[sizeof err->msg];
+                        snprintf(why, sizeof why, "%s", err->msg);
+                        hs_error_set(err, st, "engine %s (kind %s, device %d): %s", name, ec->kind,
+                                     ec->device, why);
+                    }
+                    goto fail;
+                }
+                s->engine_cfg[s->n_engines++] = i;
+                if (ec->slices > 1)
+                    hs_log_info("engine %s: slice %d of %s, %d core(s) from %d, %d thread(s)", name,
+                                k, ec->name, eo.n_cores, eo.cores[0],
+                                eo.threads > 0 ? eo.threads : eo.n_cores);
+#ifdef HS_HAVE_REMOTE
+                if (kind_remote(ec->kind) && (st = pool_create(ec, &s->pools[i], err))) goto fail;
+#endif
+            }
+        }
     s->router_role = true;
     for (int i = 0; i < c->n_engines; i++) s->router_role &= kind_remote(c->engines[i].kind);
     s->internal_api = c->server.internal && !s->router_role;
@@ -513,13 +552,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         sm->lane = s->n_lanes;
         int n_on = mc->n_engines ? mc->n_engines : 1;
         for (int j = 0; j < n_on; j++) {
-            const char *en = mc->n_engines ? mc->engines[j] : mc->engine;
-            if (s->n_lanes >= HS_SCHED_MAX_LANES) {
-                st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                  "config: more than %d (model, engine) pairs", HS_SCHED_MAX_LANES);
-                goto fail;
-            }
-            const struct hs_engine_cfg *ec = hs_config_engine(c, en);
+            const char *en_cfg = mc->n_engines ? mc->engines[j] : mc->engine;
+            const struct hs_engine_cfg *ec = hs_config_engine(c, en_cfg);
             if (kind_remote(ec->kind)) {
 #ifdef HS_HAVE_REMOTE
                 st = remote_lanes(s, sm, (int)(ec - c->engines), lanes, err);
@@ -532,70 +566,84 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 }
                 continue;
             }
-            struct hs_served_lane *sl = &s->lanes[s->n_lanes];
-            sl->sm = sm;
-            sl->engine = hs__server_engine(s, en);
-            sl->worker = -1;
-            snprintf(sl->label, sizeof sl->label, "%s", en);
-            int lane_batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
-            int lane_tokens_max =
-                ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;
-            int seq_max = sm->model->config.max_seq_len;
-            int batch_max = lane_batch_max, tokens_max = lane_tokens_max;
-            for (int k = 0; k < ec->n_shapes; k++) {
-                if (ec->shapes[k].batch > batch_max) batch_max = ec->shapes[k].batch;
-                if (ec->shapes[k].batch * ec->shapes[k].seq > tokens_max)
-                    tokens_max = ec->shapes[k].batch * ec->shapes[k].seq;
-            }
-            if (tokens_max < seq_max) tokens_max = seq_max;
-            struct hs_placement plan;
-            st = lane_placement(s, i, sm->model, sl->engine, &plan, err);
-            if (st) {
-                hs_executor_free(ref_exec);
-                goto fail;
-            }
-            struct hs_executor_opts xo = {.batch_max = batch_max,
-                                          .tokens_max = tokens_max,
-                                          .seq_max = seq_max,
-                                          .slots = ec->slots > 0 ? ec->slots : 1,
-                                          .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec)};
-            st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
-            if (st) {
-                hs_executor_free(ref_exec);
-                goto fail;
-            }
-            bool keep = true;
-            st = check_lane(s, mc, sm, sl, xo.dtype, &ref_engine, &ref_exec, &keep, err);
-            if (st || !keep) {
-                hs_executor_free(sl->exec);
-                memset(sl, 0, sizeof *sl);
-            }
-            if (st) {
-                hs_executor_free(ref_exec);
-                goto fail;
-            }
-            if (!keep) continue;
-            /* One batch before serving: the first run's costs (page faults on the weights,
-             * kernels set up) would otherwise land on the first request and on the service-time
-             * model, which a router then trusts for a lane it stops choosing. */
-            float *warm = hs_malloc(sizeof(float) * (size_t)sm->model->config.dims.hidden);
-            const char *text = "warm up";
-            /* (a pinned engine pins its caller: this thread's CPUs are put back after) */
-            cpu_set_t cpus;
-            bool saved = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
-            if (warm) hs_executor_embed_texts(sl->exec, &text, 1, warm, NULL, NULL);
-            if (saved) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
-            hs_free(warm);
-            s->n_lanes++;
+            /* a lane on every slice of the engine (one when it has no slices) */
+            for (int ei = 0; ei < s->n_engines; ei++) {
+                if (s->engine_cfg[ei] != (int)(ec - c->engines)) continue;
+                if (s->n_lanes >= HS_SCHED_MAX_LANES) {
+                    st =
+                        hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                     "config: more than %d (model, engine) pairs (slices included)",
+                                     HS_SCHED_MAX_LANES);
+                    hs_executor_free(ref_exec);
+                    goto fail;
+                }
+                const char *en = hs_engine_name(s->engines[ei]);
+                struct hs_served_lane *sl = &s->lanes[s->n_lanes];
+                sl->sm = sm;
+                sl->engine = s->engines[ei];
+                sl->worker = -1;
+                sl->engine_cfg = s->engine_cfg[ei];
+                snprintf(sl->label, sizeof sl->label, "%s", en);
+                int lane_batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
+                int lane_tokens_max =
+                    ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;
+                int seq_max = sm->model->config.max_seq_len;
+                int batch_max = lane_batch_max, tokens_max = lane_tokens_max;
+                for (int k = 0; k < ec->n_shapes; k++) {
+                    if (ec->shapes[k].batch > batch_max) batch_max = ec->shapes[k].batch;
+                    if (ec->shapes[k].batch * ec->shapes[k].seq > tokens_max)
+                        tokens_max = ec->shapes[k].batch * ec->shapes[k].seq;
+                }
+                if (tokens_max < seq_max) tokens_max = seq_max;
+                struct hs_placement plan;
+                st = lane_placement(s, i, sm->model, sl->engine, &plan, err);
+                if (st) {
+                    hs_executor_free(ref_exec);
+                    goto fail;
+                }
+                struct hs_executor_opts xo = {.batch_max = batch_max,
+                                              .tokens_max = tokens_max,
+                                              .seq_max = seq_max,
+                                              .slots = ec->slots > 0 ? ec->slots : 1,
+                                              .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec)};
+                st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
+                if (st) {
+                    hs_executor_free(ref_exec);
+                    goto fail;
+                }
+                bool keep = true;
+                st = check_lane(s, mc, sm, sl, xo.dtype, &ref_engine, &ref_exec, &keep, err);
+                if (st || !keep) {
+                    hs_executor_free(sl->exec);
+                    memset(sl, 0, sizeof *sl);
+                }
+                if (st) {
+                    hs_executor_free(ref_exec);
+                    goto fail;
+                }
+                if (!keep) continue;
+                /* One batch before serving: the first run's costs (page faults on the weights,
+                 * kernels set up) would otherwise land on the first request and on the service-time
+                 * model, which a router then trusts for a lane it stops choosing. */
+                float *warm = hs_malloc(sizeof(float) * (size_t)sm->model->config.dims.hidden);
+                const char *text = "warm up";
+                /* (a pinned engine pins its caller: this thread's CPUs are put back after) */
+                cpu_set_t cpus;
+                bool saved = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
+                if (warm) hs_executor_embed_texts(sl->exec, &text, 1, warm, NULL, NULL);
+                if (saved) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
+                hs_free(warm);
+                s->n_lanes++;
 
-            struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
-            lane_opts_common(c, ec, sm, o);
-            o->engine = sl->label;
-            o->slots = xo.slots;
-            o->runner = (struct hs_runner){exec_run, sl};
-            hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)",
-                        sm->name, mc->path, en, hs_compute_dtype_name(xo.dtype), o->dim, seq_max,
-                        o->slots);
+                struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
+                lane_opts_common(c, ec, sm, o);
+                o->engine = sl->label;
+                o->slots = xo.slots;
+                o->runner = (struct hs_runner){exec_run, sl};
+                hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)",
+                            sm->name, mc->path, en, hs_compute_dtype_name(xo.dtype), o->dim,
+                            seq_max, o->slots);
+            }
         }
         hs_executor_free(ref_exec);
         if (sm->lane == s->n_lanes) {
@@ -606,6 +654,14 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     }
     hs_engine_destroy(ref_engine);
     ref_engine = NULL;
+    {
+        /* slices and engines with equal prep keys hold one copy of the weights: say so */
+        int alive = 0;
+        int64_t shared = 0;
+        hs_engine_prep_counts(&alive, &shared);
+        hs_log_info("weights: %d stage preparation(s) held, %lld prepare(s) served by sharing one",
+                    alive, (long long)shared);
+    }
     struct hs_sched_observer obs = {on_batch, s};
     st = hs_sched_create(lanes, s->n_lanes, &obs, &s->sched, err);
     if (st) goto fail;
@@ -623,7 +679,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     st = hs_dispatch_create(s->sched, s->router, &s->dispatch, err);
     if (st) goto fail;
 #ifdef HS_HAVE_REMOTE
-    for (int i = 0; i < s->n_engines; i++)
+    for (int i = 0; i < c->n_engines; i++)
         if (s->pools[i]) hs_remote_pool_start(s->pools[i], on_lane_change, s);
 #endif
     st = hs_metrics_create(s->sched, &s->metrics, err);

@@ -394,6 +394,76 @@ static void engine_kind_device_dtype(void **state)
     }
 }
 
+/* engines[].slices: parsed, printed, split into core and thread shares, refused with the key path
+ * where it cannot be. */
+static void engine_slices(void **state)
+{
+    (void)state;
+    struct hs_config c;
+    struct hs_error err = {0};
+    hs_config_defaults(&c, NULL);
+    assert_int_equal(c.engines[0].slices, 1);
+    static const char yaml[] = "engines:\n  - {name: s, kind: cpu, cores: \"0-4\", threads: 5, "
+                               "slices: 2}\nmodels:\n  - {path: p}\n";
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", &c, &err) || hs_config_validate(&c, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.engines[0].slices, 2);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    hs_config_print(&c, f);
+    fclose(f);
+    assert_non_null(strstr(text, "slices: 2"));
+    free(text);
+    /* shares: cores 0-2 and 3-4, threads 3 and 2 */
+    int cores[HS_ENGINE_MAX_CORES], threads = 0;
+    char name[48];
+    assert_int_equal(hs_config_slice(&c.engines[0], 0, NULL, 0, cores, &threads), 3);
+    assert_int_equal(cores[0], 0);
+    assert_int_equal(cores[2], 2);
+    assert_int_equal(threads, 3);
+    assert_int_equal(hs_config_slice(&c.engines[0], 1, NULL, 0, cores, &threads), 2);
+    assert_int_equal(cores[0], 3);
+    assert_int_equal(cores[1], 4);
+    assert_int_equal(threads, 2);
+    hs_config_slice_name(&c.engines[0], 1, name, sizeof name);
+    assert_string_equal(name, "s/1");
+    /* unpinned: shares of the cores given as available; one slice: the engine as it is */
+    static const int avail[] = {2, 5, 7};
+    c.engines[0].n_cores = 0;
+    c.engines[0].threads = 0;
+    assert_int_equal(hs_config_slice(&c.engines[0], 1, avail, 3, cores, &threads), 1);
+    assert_int_equal(cores[0], 7);
+    assert_int_equal(threads, 0);
+    c.engines[0].slices = 1;
+    assert_int_equal(hs_config_slice(&c.engines[0], 0, avail, 3, cores, &threads), 0);
+    hs_config_slice_name(&c.engines[0], 0, name, sizeof name);
+    assert_string_equal(name, "s");
+    static const char *const bad[][2] = {
+        {"engines:\n  - {name: e, cores: [0, 1], slices: 3}\n",
+         "engines[0].slices: 3 slices need at least 3 cores; engine 'e' has 2"},
+        {"engines:\n  - {name: e, threads: 1, slices: 2}\n",
+         "engines[0].slices: 1 threads cannot be split into 2 slices"},
+        {"engines:\n  - {name: e, slices: 17}\n", "engines[0].slices: 17 is out of range"},
+        {"engines:\n  - {name: e, kind: cuda, slices: 2}\n",
+         "engines[0].slices: engine 'e' (kind cuda): not supported yet: streams"},
+        {"engines:\n  - {name: e, kind: remote, endpoints: [\"h:1\"], slices: 2}\n",
+         "engines[0].slices: engine 'e' is remote"},
+        {"engines:\n  - {name: e, slices: 2}\n  - {name: e/1}\n",
+         "engines[1].name: 'e/1' is also the name of a slice of engine 'e'"},
+        {"engines:\n  - {name: a, slices: 2}\n  - {name: b}\n"
+         "models:\n  - {path: p, placement: {modules: {attention: a, ffn: b}}}\n",
+         "models[0].placement.modules.attention: engine 'a' has 2 slices"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hs_config_defaults(&c, NULL);
+        hs_status st = hs_config_parse(bad[i][0], strlen(bad[i][0]), "f", &c, &err);
+        if (!st) st = hs_config_validate(&c, &err);
+        assert_int_equal(st, HS_STATUS_INVALID_INPUT);
+        if (!strstr(err.msg, bad[i][1])) fail_msg("'%s' not in '%s'", bad[i][1], err.msg);
+    }
+}
+
 /* Values set in code (command-line overrides) are held to the table's ranges and choices too. */
 static void validate_checks_the_table(void **state)
 {
@@ -428,6 +498,7 @@ int main(void)
         cmocka_unit_test(errors_name_file_line_and_path),
         cmocka_unit_test(engine_kind_device_dtype),
         cmocka_unit_test(validate_checks_the_table),
+        cmocka_unit_test(engine_slices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
