@@ -293,15 +293,17 @@ static bool rule_matches(const struct hs_route_rule *ru, const struct hs_route_q
     return true;
 }
 
-/* Earliest predicted completion among route's lanes that fit r and whose breaker admits it
- * (lock held; the predictions take the lane locks, which never wait on the router). Returns
- * the lane or -1; *blocked: some lane fit but its breaker refused. */
+/* Earliest predicted completion among route's lanes that fit r and whose breaker admits it, or
+ * a half-open lane's probe first (never for a shadow) (lock held; the predictions take the lane
+ * locks, which never wait on the router). Returns the lane or -1; *blocked: some lane fit but
+ * its breaker refused. */
 static int pick_lane(struct hs_router *rt, int route, const struct hs_route_query *q, int exclude,
-                     int64_t now, bool *blocked, bool *probe, double *pred)
+                     bool shadow, int64_t now, bool *blocked, bool *probe, double *pred)
 {
     const struct hs_route *r = &rt->o.routes[route];
-    int best = -1;
+    int best = -1, probe_lane = -1;
     bool best_probe = false;
+    double probe_pred = 0;
     *blocked = false;
     for (int k = 0; k < r->n_lanes; k++) {
         int l = r->lanes[k];
@@ -318,12 +320,26 @@ static int pick_lane(struct hs_router *rt, int route, const struct hs_route_quer
             *blocked = true;
             continue;
         }
+        /* A half-open lane is probed by the first request it can answer in time (or while
+         * idle), even when another lane predicts earlier: a lane whose estimate went pessimistic
+         * while it was away (a frozen worker's late answers) would otherwise never be probed and
+         * stay half-open for good. */
+        if (pr && !shadow && probe_lane < 0 &&
+            (now + (int64_t)(w * 1e9) <= q->req->deadline_ns || hs_sched_lane_idle(rt->s, l))) {
+            probe_lane = l;
+            probe_pred = w;
+        }
         /* A closed lane wins over a probe at equal cost: probes are for testing, not load. */
         if (best < 0 || w < *pred || (w == *pred && best_probe && !pr)) {
             best = l;
             *pred = w;
             best_probe = pr;
         }
+    }
+    if (probe_lane >= 0) {
+        *pred = probe_pred;
+        *probe = true;
+        return probe_lane;
     }
     *probe = best_probe;
     return best;
@@ -389,7 +405,7 @@ static void decide_shadow(struct hs_router *rt, const struct hs_route_query *q, 
     bool blocked, probe;
     double pred = 0;
     /* A shadow never probes a breaker nor displaces real work: closed lanes only. */
-    int lane = pick_lane(rt, r->shadow_route, q, exclude, now, &blocked, &probe, &pred);
+    int lane = pick_lane(rt, r->shadow_route, q, exclude, true, now, &blocked, &probe, &pred);
     if (lane < 0 || probe) return;
     d->shadow_route = r->shadow_route;
     d->shadow_lane = lane;
@@ -403,7 +419,7 @@ static void place(struct hs_router *rt, const struct hs_route_query *q, int rout
     const struct hs_route *r = &rt->o.routes[route];
     bool blocked, probe;
     double pred = 0;
-    int lane = pick_lane(rt, route, q, -1, now, &blocked, &probe, &pred);
+    int lane = pick_lane(rt, route, q, -1, false, now, &blocked, &probe, &pred);
     if (lane < 0 && !blocked) {
         fallback(rt, q, d, "no lane of the route fits the request");
         return;
@@ -423,7 +439,7 @@ static void place(struct hs_router *rt, const struct hs_route_query *q, int rout
                    "engine breaker open and the failover cap is reached");
             return;
         }
-        lane = pick_lane(rt, r->failover_route, q, -1, now, &blocked, &probe, &pred);
+        lane = pick_lane(rt, r->failover_route, q, -1, false, now, &blocked, &probe, &pred);
         if (lane < 0) {
             reject(rt, d, route, HS_STATUS_OVERLOADED, reopen,
                    "engine breaker open and the failover route cannot take it");
@@ -526,11 +542,11 @@ void hs_router_retry(struct hs_router *rt, const struct hs_route_query *q,
     double pred = 0;
     int route = from, lane = -1;
     if (from >= 0) {
-        lane = pick_lane(rt, from, q, prev->lane, now, &blocked, &probe, &pred);
+        lane = pick_lane(rt, from, q, prev->lane, false, now, &blocked, &probe, &pred);
         int fo = rt->o.routes[from].failover_route;
         if ((lane < 0 || probe) && fo >= 0) {
             route = fo;
-            lane = pick_lane(rt, fo, q, prev->lane, now, &blocked, &probe, &pred);
+            lane = pick_lane(rt, fo, q, prev->lane, false, now, &blocked, &probe, &pred);
         }
     }
     /* A retry goes to a healthy engine only: never a probe, never past the deadline. */
@@ -566,7 +582,7 @@ void hs_router_escalate(struct hs_router *rt, const struct hs_route_query *q,
     snprintf(d->reason, sizeof d->reason, "cascade %s escalates", cr->name);
     bool blocked, probe;
     double pred = 0;
-    int lane = pick_lane(rt, cr->cascade_big, q, -1, now, &blocked, &probe, &pred);
+    int lane = pick_lane(rt, cr->cascade_big, q, -1, false, now, &blocked, &probe, &pred);
     if (lane < 0) {
         /* The judge counted these inputs as escalated; they stay small after all. */
         rs->st.escalated -= q->req->n_seqs;

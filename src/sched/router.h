@@ -31,7 +31,9 @@
  * (hs_router_on_result): engine errors, timeouts inside a batch that overran twice its predicted
  * time and batches slower than latency_max_ms are failures. Closed -> open when, over the last
  * window_requests outcomes (at least min_requests), the failure share reaches error_ratio_max; open
- * -> half- open after open_ms; half-open admits half_open_probes probe requests: all succeed ->
+ * -> half- open after open_ms; half-open admits half_open_probes probe requests (a half-open
+ * lane takes the first requests it can answer within their deadline, even where another lane
+ * predicts earlier: its estimate may have gone pessimistic while it was away): all succeed ->
  * closed, one fails -> open again. Retries (a request that failed with an engine error, sent once
  * more to another lane or the failover route) draw from a budget: every routed request deposits
  * budget_ratio tokens up to budget_max, a retry takes one; without a token, no retry. When
