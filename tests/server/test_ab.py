@@ -80,9 +80,10 @@ def capture(tmp_path_factory):
 
 
 def ab(trace, a, b, *args):
-    out = subprocess.run([HETBENCH, "ab", "--trace", trace, "--a", "http://127.0.0.1:%d" % a,
-                          "--b", "http://127.0.0.1:%d" % b, "--speed", "8", "--resamples", "200",
-                          "--json"] + list(args), capture_output=True, text=True, timeout=120)
+    src = ["--trace", trace, "--speed", "8"] if trace else []
+    out = subprocess.run([HETBENCH, "ab", "--a", "http://127.0.0.1:%d" % a,
+                          "--b", "http://127.0.0.1:%d" % b, "--resamples", "200", "--json"]
+                         + src + list(args), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)
 
@@ -92,8 +93,14 @@ def test_identical_servers_agree(capture):
     s2 = Server(F32 % ("", 512))
     try:
         r = ab(path, s1.port, s2.port)
+        # no trace file: the generated workload, drawn once and sent to both
+        g = ab(None, s1.port, s2.port, "--rate", "40", "--requests", "8", "--batch-items", "2",
+               "--endpoint", "tei", "--lengths", "short=50:4-8,long=50:30-40")
     finally:
         s2.stop()
+    assert g["trace"] == "generated" and set(g["classes"]) == {"short", "long"}
+    assert g["all"]["requests"] == 8 and g["all"]["both_ok"] == 8
+    assert g["all"]["quality"]["cosine_min"] >= 0.99999
     a = r["all"]
     assert r["mode"] == "ab" and a["requests"] == N and a["both_ok"] == N
     assert a["a"]["errors"] == {} and a["b"]["errors"] == {}

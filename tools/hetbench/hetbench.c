@@ -165,7 +165,9 @@ static void usage(FILE *f)
         "of A's vs B's embeddings per request (min, P1, mean) and /predict label agreement.\n"
         "--header H adds 'Name: value' to both sides, --a-header / --b-header to one (compare\n"
         "two routes of one server). --b defaults to --a. Also --speed, --vocab, --timeout-ms,\n"
-        "--max-inflight, --json.\n"
+        "--max-inflight, --json. Without --trace, the trace is the generated workload\n"
+        "(--rate with --duration or --requests, --lengths/--texts, --batch-items, --endpoint,\n"
+        "--seed), drawn once before the run.\n"
         "exit status: 0 ok, 1 no request succeeded, 2 bad usage or setup, 130 interrupted\n",
         REQUESTS_HARD_MAX);
 }
@@ -340,10 +342,16 @@ static int parse_opts(int argc, char **argv, struct opts *o, int mode)
     }
     if (mode == 2) {
         if (optind < argc) return fail("unexpected argument '%s' (see --help)", argv[optind]);
-        if (!o->replay) return fail("%s", "hetbench ab needs --trace FILE (a capture file)");
         if (!o->url_b) o->url_b = o->url;
         if (o->csv) return fail("%s", "--csv is not supported by hetbench ab (use --json)");
+        if (o->priority || o->concurrency)
+            return fail("%s", "hetbench ab takes no --priority or --concurrency (use --header)");
         o->ab = 1;
+        if (!o->replay) { /* the trace is generated: --rate and the usual request options */
+            if (o->rate <= 0) return fail("%s", "hetbench ab needs --trace FILE or --rate R");
+            if (o->warmup_s > 0) return fail("%s", "hetbench ab takes no --warmup");
+            return 0;
+        }
         o->rate = 1;
         o->duration_s = 86400 * 366.0;
         return 0;
@@ -714,7 +722,8 @@ static int reap(struct bench *b, int closed)
 /* The open loop's next arrival after one at prev: Poisson, or the capture's next request. */
 static int64_t next_arrival(struct bench *b, int64_t prev)
 {
-    if (!b->o.replay) return prev + (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+    if (!b->o.replay && !b->o.ab)
+        return prev + (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
     size_t i = b->o.ab ? b->n_rec / 2 : b->n_rec;
     if (i >= b->rp.n) return prev; /* due at once: may_send then stops the loop */
     return b->start_ns + b->rp.req[i].at_ns;
@@ -803,13 +812,13 @@ static const char *status_text(int32_t st, char *buf, size_t n)
 
 static const char *class_name(const struct bench *b, int k)
 {
-    if (b->o.replay) return b->rp.class_name[k];
+    if (b->o.replay || b->o.ab) return b->rp.class_name[k];
     return b->use_corpus ? b->corpus.class_name[k] : b->lengths.c[k].name;
 }
 
 static int n_classes(const struct bench *b)
 {
-    if (b->o.replay) return b->rp.n_classes;
+    if (b->o.replay || b->o.ab) return b->rp.n_classes;
     return b->use_corpus ? b->corpus.n_classes : b->lengths.n;
 }
 
@@ -1107,7 +1116,7 @@ static int ab_report(struct bench *b)
         struct hs_bench_buf u[3] = {{0}};
         hs_bench_buf_append_json_str(&u[0], b->o.url);
         hs_bench_buf_append_json_str(&u[1], b->o.url_b);
-        hs_bench_buf_append_json_str(&u[2], b->o.replay);
+        hs_bench_buf_append_json_str(&u[2], b->o.replay ? b->o.replay : "generated");
         printf("{\"mode\":\"ab\",\"a\":%s,\"b\":%s,\"trace\":%s,\"speed\":%g,\"seed\":%llu,"
                "\"resamples\":%u,\"unreadable_2xx\":%zu,\"all\":",
                u[0].p ? u[0].p : "\"\"", u[1].p ? u[1].p : "\"\"", u[2].p ? u[2].p : "\"\"",
@@ -1118,7 +1127,8 @@ static int ab_report(struct bench *b)
     } else {
         printf("hetbench ab: %s at %gx, %zu requests to each side, %u bootstrap resamples "
                "(95 %% intervals)\nA %s",
-               b->o.replay, b->o.speed, n, b->o.resamples, b->o.url);
+               b->o.replay ? b->o.replay : "generated trace", b->o.speed, n, b->o.resamples,
+               b->o.url);
         for (int i = 0; i < b->o.n_ab_hdr[0]; i++) printf("  [%s]", b->o.ab_hdr[0][i]);
         printf("\nB %s", b->o.url_b);
         for (int i = 0; i < b->o.n_ab_hdr[1]; i++) printf("  [%s]", b->o.ab_hdr[1][i]);
@@ -1204,6 +1214,59 @@ static int prepare_replay(struct bench *b)
     return 0;
 }
 
+/* hetbench ab without --trace: the generated workload (Poisson arrivals at --rate for
+ * --duration or --requests, --lengths / --texts, --batch-items, --endpoint) drawn ahead of the
+ * run as a trace, so that both sides get the same bodies. */
+static int ab_generate(struct bench *b)
+{
+    uint64_t cap = (uint64_t)(b->o.rate * b->o.duration_s * 2) + 64;
+    if (cap > b->o.requests) cap = b->o.requests;
+    struct hs_bench_replay *rp = &b->rp;
+    rp->req = hs_calloc((size_t)cap, sizeof *rp->req);
+    if (!rp->req) return fail("%s", "out of memory");
+    rp->n_classes = b->use_corpus ? b->corpus.n_classes : b->lengths.n;
+    for (int k = 0; k < rp->n_classes; k++)
+        snprintf(rp->class_name[k], sizeof rp->class_name[k], "%s",
+                 b->use_corpus ? b->corpus.class_name[k] : b->lengths.c[k].name);
+    const char *path = b->o.endpoint == ENDPOINT_TEI ? "/embed" : "/v1/embeddings";
+    /* the URL's own path, when it has one, as for the load modes */
+    const char *given = strstr(b->target_url, "://");
+    given = given ? strchr(given + 3, '/') : NULL;
+    if (given && strcmp(given, "/")) path = given;
+    struct slot tmp = {0};
+    double t_s = 0;
+    for (uint64_t i = 0; i < cap; i++) {
+        t_s += hs_bench_rng_exp(&b->rng, b->o.rate);
+        if (t_s >= b->o.duration_s) break;
+        int cls = b->use_corpus ? hs_bench_corpus_pick_class(&b->corpus, &b->rng)
+                                : hs_bench_lengths_pick(&b->lengths, &b->rng);
+        struct hs_bench_replay_req *q = &rp->req[rp->n];
+        q->endpoint = hs_malloc(strlen(path) + 1);
+        if (!q->endpoint || build_body(b, &tmp, cls)) {
+            hs_bench_buf_free(&tmp.body);
+            return fail("%s", "out of memory");
+        }
+        memcpy(q->endpoint, path, strlen(path) + 1);
+        q->body = tmp.body.p;
+        q->body_len = tmp.body.len;
+        tmp.body = (struct hs_bench_buf){0};
+        q->at_ns = (int64_t)(t_s * 1e9);
+        q->cls = cls;
+        q->items = b->o.batch_items;
+        rp->n++;
+    }
+    if (!rp->n) return fail("%s", "hetbench ab: the generated trace is empty (raise --duration)");
+    b->o.duration_s = 86400 * 366.0;
+    b->o.requests = 2 * rp->n;
+    if (class_urls(b, b->target_url, b->class_url) ||
+        class_urls(b, b->target_url_b, b->class_url_b))
+        return 2;
+    b->ab_body = hs_calloc(2 * rp->n, sizeof *b->ab_body);
+    b->ab_q = hs_calloc(rp->n, sizeof *b->ab_q);
+    if (!b->ab_body || !b->ab_q) return fail("%s", "out of memory");
+    return 0;
+}
+
 static int prepare(struct bench *b)
 {
     struct hs_error err = {0};
@@ -1244,6 +1307,7 @@ static int prepare(struct bench *b)
         b->ab_hdrs[side] = h;
     }
     hs_bench_rng_seed(&b->rng, b->o.seed);
+    if (b->o.ab && !b->o.replay && ab_generate(b)) return 2;
     b->multi = curl_multi_init();
     if (!b->multi) return fail("%s", "curl_multi_init failed");
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
