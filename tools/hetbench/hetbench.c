@@ -26,6 +26,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/status.h"
+#include "ab.h"
 #include "replay.h"
 #include "stats.h"
 #include "workload.h"
@@ -34,6 +35,7 @@
 #define DEFAULT_LENGTHS    "100:8-32"
 #define REQUESTS_HARD_MAX  10000000u
 #define RESPONSE_MAX_BYTES (64u << 20)
+#define AB_HEADERS_MAX     8
 
 enum endpoint { ENDPOINT_OPENAI, ENDPOINT_TEI };
 
@@ -41,6 +43,12 @@ struct opts {
     const char *url, *model, *lengths, *texts, *words, *priority, *csv;
     const char *replay, *vocab; /* hetbench replay FILE: the capture, the model's vocab.txt */
     double speed;
+    /* hetbench ab: B's base URL, extra request headers per side, bootstrap resamples */
+    int ab;
+    const char *url_b;
+    const char *ab_hdr[2][AB_HEADERS_MAX];
+    int n_ab_hdr[2];
+    unsigned resamples;
     enum endpoint endpoint;
     double rate, duration_s, warmup_s;
     unsigned concurrency, batch_items, max_inflight;
@@ -72,6 +80,17 @@ struct bench {
     int use_corpus;
     struct hs_bench_replay rp; /* hetbench replay */
     char *class_url[HS_BENCH_MIX_MAX];
+    /* hetbench ab: B's URLs, each side's headers, each record's 2xx response body */
+    char *target_url_b;
+    char *class_url_b[HS_BENCH_MIX_MAX];
+    struct curl_slist *ab_hdrs[2];
+    struct hs_bench_buf *ab_body; /* [2 * rp.n], by record, until both answers are compared */
+    struct ab_quality {
+        double cosine; /* NAN: none */
+        int8_t agree;  /* -1: no labels */
+        uint8_t done;
+    } * ab_q;             /* [rp.n], by request */
+    size_t ab_unreadable; /* 2xx answers that hold no rows */
     struct hs_tokenizer *tok;
     struct hs_bench_st_names st_names;
 
@@ -137,6 +156,18 @@ static void usage(FILE *f)
         "the captured token lengths with the WordPiece vocabulary --vocab (default\n"
         "$HS_MODEL_DIR/vocab.txt, or models/all-MiniLM-L6-v2/vocab.txt). Also --timeout-ms,\n"
         "--max-inflight, --seed.\n"
+        "\n"
+        "usage: hetbench ab --a URL --b URL --trace FILE [--a-header H] [--b-header H] [options]\n"
+        "Sends every request of a capture file (as replay does) to A and to B at the same\n"
+        "intended time, open loop, alternating which leaves first, and reports per class the\n"
+        "count, P50/P99 latency of each side and the ratio B/A with 95%% bootstrap intervals\n"
+        "(--resamples N, default 1000, --seed), errors by status, and the quality diff: cosine\n"
+        "of A's vs B's embeddings per request (min, P1, mean) and /predict label agreement.\n"
+        "--header H adds 'Name: value' to both sides, --a-header / --b-header to one (compare\n"
+        "two routes of one server). --b defaults to --a. Also --speed, --vocab, --timeout-ms,\n"
+        "--max-inflight, --json. Without --trace, the trace is the generated workload\n"
+        "(--rate with --duration or --requests, --lengths/--texts, --batch-items, --endpoint,\n"
+        "--seed), drawn once before the run.\n"
         "exit status: 0 ok, 1 no request succeeded, 2 bad usage or setup, 130 interrupted\n",
         REQUESTS_HARD_MAX);
 }
@@ -159,32 +190,30 @@ static int parse_num(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o, int replay)
+static int add_ab_header(struct opts *o, int side, const char *h)
+{
+    const char *colon = strchr(h, ':');
+    if (!colon || colon == h || strpbrk(h, "\r\n"))
+        return fail("a header is 'Name: value', not '%s'", h);
+    if (o->n_ab_hdr[side] == AB_HEADERS_MAX) return fail("%s", "too many headers for one side");
+    o->ab_hdr[side][o->n_ab_hdr[side]++] = h;
+    return 0;
+}
+
+/* mode: 0 load, 1 replay, 2 ab */
+static int parse_opts(int argc, char **argv, struct opts *o, int mode)
 {
     static const struct option longopts[] = {
-        {"url", 1, 0, 'u'},
-        {"endpoint", 1, 0, 'e'},
-        {"model", 1, 0, 'm'},
-        {"rate", 1, 0, 'r'},
-        {"concurrency", 1, 0, 'c'},
-        {"duration", 1, 0, 'd'},
-        {"requests", 1, 0, 'n'},
-        {"warmup", 1, 0, 'W'},
-        {"max-inflight", 1, 0, 'I'},
-        {"timeout-ms", 1, 0, 'T'},
-        {"batch-items", 1, 0, 'k'},
-        {"lengths", 1, 0, 'L'},
-        {"words", 1, 0, 'w'},
-        {"texts", 1, 0, 'f'},
-        {"priority", 1, 0, 'p'},
-        {"seed", 1, 0, 's'},
-        {"csv", 1, 0, 'C'},
-        {"json", 0, 0, 'j'},
-        {"quiet", 0, 0, 'q'},
-        {"help", 0, 0, 'h'},
-        {"speed", 1, 0, 'S'},
-        {"vocab", 1, 0, 'V'},
-        {0, 0, 0, 0},
+        {"url", 1, 0, 'u'},        {"endpoint", 1, 0, 'e'},    {"model", 1, 0, 'm'},
+        {"rate", 1, 0, 'r'},       {"concurrency", 1, 0, 'c'}, {"duration", 1, 0, 'd'},
+        {"requests", 1, 0, 'n'},   {"warmup", 1, 0, 'W'},      {"max-inflight", 1, 0, 'I'},
+        {"timeout-ms", 1, 0, 'T'}, {"batch-items", 1, 0, 'k'}, {"lengths", 1, 0, 'L'},
+        {"words", 1, 0, 'w'},      {"texts", 1, 0, 'f'},       {"priority", 1, 0, 'p'},
+        {"seed", 1, 0, 's'},       {"csv", 1, 0, 'C'},         {"json", 0, 0, 'j'},
+        {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},        {"speed", 1, 0, 'S'},
+        {"vocab", 1, 0, 'V'},      {"a", 1, 0, 'u'},           {"b", 1, 0, 'B'},
+        {"trace", 1, 0, 't'},      {"header", 1, 0, 'H'},      {"a-header", 1, 0, '1'},
+        {"b-header", 1, 0, '2'},   {"resamples", 1, 0, 'R'},   {0, 0, 0, 0},
     };
     *o = (struct opts){.url = DEFAULT_URL,
                        .model = "all-MiniLM-L6-v2",
@@ -195,6 +224,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int replay)
                        .max_inflight = 1024,
                        .timeout_ms = 30000,
                        .speed = 1,
+                       .resamples = 1000,
                        .seed = 1};
     int ch;
     double v;
@@ -223,6 +253,24 @@ static int parse_opts(int argc, char **argv, struct opts *o, int replay)
             break;
         case 'V':
             o->vocab = optarg;
+            break;
+        case 'B':
+            o->url_b = optarg;
+            break;
+        case 't':
+            o->replay = optarg;
+            break;
+        case 'H':
+            if (add_ab_header(o, 0, optarg) || add_ab_header(o, 1, optarg)) return 2;
+            break;
+        case '1':
+        case '2':
+            if (add_ab_header(o, ch - '1', optarg)) return 2;
+            break;
+        case 'R':
+            if (parse_num(optarg, 0, 100000, &v) || v != floor(v))
+                return fail("--resamples must be an integer in [0, 100000], not '%s'", optarg);
+            o->resamples = (unsigned)v;
             break;
         case 'S':
             if (parse_num(optarg, 1e-3, 1e6, &o->speed))
@@ -292,7 +340,23 @@ static int parse_opts(int argc, char **argv, struct opts *o, int replay)
             return 2;
         }
     }
-    if (replay) {
+    if (mode == 2) {
+        if (optind < argc) return fail("unexpected argument '%s' (see --help)", argv[optind]);
+        if (!o->url_b) o->url_b = o->url;
+        if (o->csv) return fail("%s", "--csv is not supported by hetbench ab (use --json)");
+        if (o->priority || o->concurrency)
+            return fail("%s", "hetbench ab takes no --priority or --concurrency (use --header)");
+        o->ab = 1;
+        if (!o->replay) { /* the trace is generated: --rate and the usual request options */
+            if (o->rate <= 0) return fail("%s", "hetbench ab needs --trace FILE or --rate R");
+            if (o->warmup_s > 0) return fail("%s", "hetbench ab takes no --warmup");
+            return 0;
+        }
+        o->rate = 1;
+        o->duration_s = 86400 * 366.0;
+        return 0;
+    }
+    if (mode == 1) {
         if (optind != argc - 1) return fail("%s", "usage: hetbench replay FILE [options]");
         o->replay = argv[optind];
         /* the capture decides what is sent and when */
@@ -309,14 +373,15 @@ static int parse_opts(int argc, char **argv, struct opts *o, int replay)
 
 /* ---- target ---- */
 
-static int setup_target(struct bench *b)
+/* Checks url (loopback, http) and makes *out the endpoint's full URL. */
+static int setup_target(struct bench *b, const char *url, char **out)
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL;
     int rc = 2;
     if (!u) return fail("%s", "out of memory");
-    if (curl_url_set(u, CURLUPART_URL, b->o.url, 0) != CURLUE_OK) {
-        fail("cannot parse --url '%s'", b->o.url);
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+        fail("cannot parse URL '%s'", url);
         goto out;
     }
     curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
@@ -324,7 +389,7 @@ static int setup_target(struct bench *b)
     curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
     curl_url_get(u, CURLUPART_PATH, &path, 0);
     if (!scheme || strcasecmp(scheme, "http")) {
-        fail("only http:// URLs are supported, not '%s'", b->o.url);
+        fail("only http:// URLs are supported, not '%s'", url);
         goto out;
     }
     if (!hs_bench_host_is_loopback(host)) {
@@ -338,12 +403,14 @@ static int setup_target(struct bench *b)
         const char *p = b->o.endpoint == ENDPOINT_TEI ? "/embed" : "/v1/embeddings";
         if (curl_url_set(u, CURLUPART_PATH, p, 0) != CURLUE_OK) goto out;
     }
-    if (curl_url_get(u, CURLUPART_URL, &b->target_url, 0) != CURLUE_OK) goto out;
+    if (curl_url_get(u, CURLUPART_URL, out, 0) != CURLUE_OK) goto out;
     if (!strcasecmp(host, "localhost")) {
         /* Never let a resolver (or /etc/hosts) send "localhost" anywhere else. */
         char entry[128];
         snprintf(entry, sizeof entry, "localhost:%s:127.0.0.1", port ? port : "80");
-        b->resolve = curl_slist_append(NULL, entry);
+        struct curl_slist *r = curl_slist_append(b->resolve, entry);
+        if (!r) goto out;
+        b->resolve = r;
     }
     rc = 0;
 out:
@@ -439,6 +506,13 @@ static void slot_put(struct bench *b, struct slot *s)
     b->free_slots = s;
 }
 
+/* hetbench ab: record 2i or 2i+1 of request i goes to A (0) or B (1); which one leaves first
+ * alternates with i, so that neither side is systematically second. */
+static int ab_side(size_t idx)
+{
+    return (int)((idx ^ (idx >> 1)) & 1);
+}
+
 static struct hs_bench_record *rec_new(struct bench *b, size_t *idx)
 {
     if (b->n_rec == b->cap_rec) {
@@ -463,7 +537,10 @@ static int launch(struct bench *b, int64_t intended_ns)
     r->send_ns = intended_ns - b->start_ns;
     r->warmup = intended_ns < b->warmup_ns;
     r->items = (uint16_t)b->o.batch_items;
-    const struct hs_bench_replay_req *rq = b->o.replay ? &b->rp.req[idx] : NULL;
+    const struct hs_bench_replay_req *rq = b->o.ab       ? &b->rp.req[idx / 2]
+                                           : b->o.replay ? &b->rp.req[idx]
+                                                         : NULL;
+    int side = b->o.ab ? ab_side(idx) : 0;
     if (rq) {
         r->cls = (uint16_t)rq->cls;
         r->items = (uint16_t)(rq->items > 65535 ? 65535 : rq->items);
@@ -490,7 +567,10 @@ static int launch(struct bench *b, int64_t intended_ns)
     s->resp.len = 0;
     s->st_hdr[0] = 0;
     CURL *e = s->easy;
-    curl_easy_setopt(e, CURLOPT_URL, rq ? b->class_url[rq->cls] : b->target_url);
+    curl_easy_setopt(e, CURLOPT_URL,
+                     side ? b->class_url_b[rq->cls]
+                     : rq ? b->class_url[rq->cls]
+                          : b->target_url);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
 #endif
@@ -501,7 +581,7 @@ static int launch(struct bench *b, int64_t intended_ns)
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, b->o.timeout_ms);
     curl_easy_setopt(e, CURLOPT_RESOLVE, b->resolve);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, b->hdrs[r->prio]);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, b->o.ab ? b->ab_hdrs[side] : b->hdrs[r->prio]);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, s->body.p);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.len);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -513,6 +593,28 @@ static int launch(struct bench *b, int64_t intended_ns)
     r->late_ns = hs_now_ns() - intended_ns;
     b->inflight++;
     return 0;
+}
+
+/* hetbench ab: compares the two answers of request i (records 2i, 2i+1) and frees them. */
+static void ab_compare(struct bench *b, size_t i)
+{
+    struct hs_bench_ab_rows rows[2];
+    int parsed = 1;
+    for (size_t j = 2 * i; j < 2 * i + 2; j++) {
+        struct hs_bench_buf *body = &b->ab_body[j];
+        int32_t st = b->rec[j].status;
+        if (hs_bench_ab_rows_parse(body->p ? body->p : "", body->len, &rows[ab_side(j)])) {
+            parsed = 0;
+            if (st >= 200 && st < 300) b->ab_unreadable++;
+        }
+        hs_bench_buf_free(body);
+    }
+    struct ab_quality *q = &b->ab_q[i];
+    q->cosine = parsed ? hs_bench_ab_cosine_min(&rows[0], &rows[1]) : NAN;
+    q->agree = (int8_t)(parsed ? hs_bench_ab_labels_agree(&rows[0], &rows[1]) : -1);
+    q->done = 1;
+    hs_bench_ab_rows_free(&rows[0]);
+    hs_bench_ab_rows_free(&rows[1]);
 }
 
 static int32_t parse_prompt_tokens(const char *resp)
@@ -541,6 +643,12 @@ static void complete(struct bench *b, CURLMsg *msg, int64_t now)
         r->status = (int32_t)code;
         if (code >= 200 && code < 300) {
             r->tokens = parse_prompt_tokens(s->resp.p);
+            /* ab: the answer is compared after the run; swap buffers instead of copying */
+            if (b->o.ab) {
+                struct hs_bench_buf t = b->ab_body[s->rec];
+                b->ab_body[s->rec] = s->resp;
+                s->resp = t;
+            }
             if (s->st_hdr[0]) hs_bench_server_timing_parse(s->st_hdr, &b->st_names, r);
         } else if (code != 429 && code != 504 && !b->first_error[0]) {
             snprintf(b->first_error, sizeof b->first_error, "HTTP %ld: %.200s", code,
@@ -553,6 +661,10 @@ static void complete(struct bench *b, CURLMsg *msg, int64_t now)
             snprintf(b->first_error, sizeof b->first_error, "%s", curl_easy_strerror(cc));
     }
     if (!r->warmup && now > b->last_done_ns) b->last_done_ns = now;
+    /* ab: the second answer of a request compares both and frees them, so that memory follows
+     * what is in flight, not the length of the trace */
+    size_t partner = s->rec ^ 1;
+    if (b->o.ab && partner < b->n_rec && b->rec[partner].status != 0) ab_compare(b, s->rec / 2);
     curl_multi_remove_handle(b->multi, s->easy);
     b->inflight--;
     slot_put(b, s);
@@ -610,9 +722,11 @@ static int reap(struct bench *b, int closed)
 /* The open loop's next arrival after one at prev: Poisson, or the capture's next request. */
 static int64_t next_arrival(struct bench *b, int64_t prev)
 {
-    if (!b->o.replay) return prev + (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
-    if (b->n_rec >= b->rp.n) return prev; /* due at once: may_send then stops the loop */
-    return b->start_ns + b->rp.req[b->n_rec].at_ns;
+    if (!b->o.replay && !b->o.ab)
+        return prev + (int64_t)(hs_bench_rng_exp(&b->rng, b->o.rate) * 1e9);
+    size_t i = b->o.ab ? b->n_rec / 2 : b->n_rec;
+    if (i >= b->rp.n) return prev; /* due at once: may_send then stops the loop */
+    return b->start_ns + b->rp.req[i].at_ns;
 }
 
 static int run(struct bench *b)
@@ -698,13 +812,13 @@ static const char *status_text(int32_t st, char *buf, size_t n)
 
 static const char *class_name(const struct bench *b, int k)
 {
-    if (b->o.replay) return b->rp.class_name[k];
+    if (b->o.replay || b->o.ab) return b->rp.class_name[k];
     return b->use_corpus ? b->corpus.class_name[k] : b->lengths.c[k].name;
 }
 
 static int n_classes(const struct bench *b)
 {
-    if (b->o.replay) return b->rp.n_classes;
+    if (b->o.replay || b->o.ab) return b->rp.n_classes;
     return b->use_corpus ? b->corpus.n_classes : b->lengths.n;
 }
 
@@ -881,6 +995,169 @@ static int write_csv(const struct bench *b, double *scratch)
     return 0;
 }
 
+/* ---- hetbench ab: pairs and their report ---- */
+
+static void print_ci(const char *name, const struct hs_bench_ci *c)
+{
+    printf(" %s %.2f [%.2f, %.2f]", name, c->est, c->lo, c->hi);
+}
+
+static void print_errors(const struct hs_bench_ab_side *s)
+{
+    char buf[16];
+    if (!s->n_status) printf(" none");
+    for (int i = 0; i < s->n_status; i++)
+        printf(" %s:%llu", status_text(s->status[i], buf, sizeof buf),
+               (unsigned long long)s->status_n[i]);
+    if (s->n_status_other) printf(" other:%llu", (unsigned long long)s->n_status_other);
+}
+
+static void ab_text_class(const char *label, const struct hs_bench_ab_summary *s)
+{
+    printf("%s: %llu requests, both 2xx %llu\n", label, (unsigned long long)s->n,
+           (unsigned long long)s->n_both);
+    for (int k = 0; k < 2; k++) {
+        printf("  %c  2xx %-6llu latency ms", "AB"[k], (unsigned long long)s -> side[k].n_2xx);
+        print_ci("p50", &s->side[k].p50_ms);
+        print_ci(" p99", &s->side[k].p99_ms);
+        printf("  errors");
+        print_errors(&s->side[k]);
+        printf("\n");
+    }
+    printf("  B/A (both 2xx)     ");
+    print_ci("p50", &s->ratio_p50);
+    print_ci(" p99", &s->ratio_p99);
+    printf("\n");
+    if (s->n_cosine)
+        printf(
+            "  cosine A vs B: n %llu  min %.6f  p1 %.6f  mean %.6f  below %.3f: %llu (%.1f %%)\n",
+            (unsigned long long)s->n_cosine, s->cos_min, s->cos_p1, s->cos_mean, HS_BENCH_AB_COS_OK,
+            (unsigned long long)s->n_cos_below,
+            100.0 * (double)s->n_cos_below / (double)s->n_cosine);
+    if (s->n_labels)
+        printf("  labels A vs B: n %llu  agree %llu (%.1f %%)\n", (unsigned long long)s->n_labels,
+               (unsigned long long)s->n_agree, 100.0 * (double)s->n_agree / (double)s->n_labels);
+}
+
+static void json_ci(const char *name, const struct hs_bench_ci *c)
+{
+    printf("\"%s\":{\"est\":%.4f,\"lo\":%.4f,\"hi\":%.4f}", name, c->est, c->lo, c->hi);
+}
+
+static void json_num_or_null(const char *name, double v, int ok)
+{
+    if (ok)
+        printf(",\"%s\":%.8f", name, v);
+    else
+        printf(",\"%s\":null", name);
+}
+
+static void ab_json_class(const struct hs_bench_ab_summary *s)
+{
+    char buf[16];
+    printf("{\"requests\":%llu,\"both_ok\":%llu", (unsigned long long)s->n,
+           (unsigned long long)s->n_both);
+    for (int k = 0; k < 2; k++) {
+        const struct hs_bench_ab_side *d = &s->side[k];
+        printf(",\"%c\":{\"ok\":%llu,", "ab"[k], (unsigned long long)d -> n_2xx);
+        json_ci("p50_ms", &d->p50_ms);
+        printf(",");
+        json_ci("p99_ms", &d->p99_ms);
+        printf(",\"errors\":{");
+        for (int i = 0; i < d->n_status; i++)
+            printf("%s\"%s\":%llu", i ? "," : "", status_text(d->status[i], buf, sizeof buf),
+                   (unsigned long long)d->status_n[i]);
+        if (d->n_status_other)
+            printf("%s\"other\":%llu", d->n_status ? "," : "",
+                   (unsigned long long)d->n_status_other);
+        printf("}}");
+    }
+    printf(",");
+    json_ci("ratio_p50", &s->ratio_p50);
+    printf(",");
+    json_ci("ratio_p99", &s->ratio_p99);
+    printf(",\"quality\":{\"n_cosine\":%llu", (unsigned long long)s->n_cosine);
+    json_num_or_null("cosine_min", s->cos_min, s->n_cosine > 0);
+    json_num_or_null("cosine_p1", s->cos_p1, s->n_cosine > 0);
+    json_num_or_null("cosine_mean", s->cos_mean, s->n_cosine > 0);
+    printf(",\"below_0999\":%llu,\"n_labels\":%llu,\"labels_agree\":%llu",
+           (unsigned long long)s->n_cos_below, (unsigned long long)s->n_labels,
+           (unsigned long long)s->n_agree);
+    json_num_or_null("agreement", s->n_labels ? (double)s->n_agree / (double)s->n_labels : 0,
+                     s->n_labels > 0);
+    printf("}}");
+}
+
+/* The pairs of an ab run (both answers of each request compared) and the report. Returns 0, 1
+ * when a side has not one 2xx, 2 when out of memory. */
+static int ab_report(struct bench *b)
+{
+    size_t n = b->n_rec / 2;
+    struct hs_bench_ab_pair *pr = hs_calloc(n ? n : 1, sizeof *pr);
+    if (!pr) return fail("%s", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (!b->ab_q[i].done) ab_compare(b, i); /* one side dropped, never sent */
+        pr[i].cosine = b->ab_q[i].cosine;
+        pr[i].agree = b->ab_q[i].agree;
+        for (size_t j = 2 * i; j < 2 * i + 2; j++) {
+            pr[i].status[ab_side(j)] = b->rec[j].status;
+            pr[i].latency_ms[ab_side(j)] = (double)b->rec[j].latency_ns / 1e6;
+            pr[i].cls = b->rec[j].cls;
+        }
+    }
+    size_t bad_body = b->ab_unreadable;
+    struct hs_bench_ab_summary all;
+    int rc = 0;
+    if (hs_bench_ab_summarize(pr, n, HS_BENCH_ANY, b->o.resamples, b->o.seed, &all)) {
+        hs_free(pr);
+        return fail("%s", "out of memory");
+    }
+    if (b->o.json) {
+        struct hs_bench_buf u[3] = {{0}};
+        hs_bench_buf_append_json_str(&u[0], b->o.url);
+        hs_bench_buf_append_json_str(&u[1], b->o.url_b);
+        hs_bench_buf_append_json_str(&u[2], b->o.replay ? b->o.replay : "generated");
+        printf("{\"mode\":\"ab\",\"a\":%s,\"b\":%s,\"trace\":%s,\"speed\":%g,\"seed\":%llu,"
+               "\"resamples\":%u,\"unreadable_2xx\":%zu,\"all\":",
+               u[0].p ? u[0].p : "\"\"", u[1].p ? u[1].p : "\"\"", u[2].p ? u[2].p : "\"\"",
+               b->o.speed, (unsigned long long)b->o.seed, b->o.resamples, bad_body);
+        for (int k = 0; k < 3; k++) hs_bench_buf_free(&u[k]);
+        ab_json_class(&all);
+        printf(",\"classes\":{");
+    } else {
+        printf("hetbench ab: %s at %gx, %zu requests to each side, %u bootstrap resamples "
+               "(95 %% intervals)\nA %s",
+               b->o.replay ? b->o.replay : "generated trace", b->o.speed, n, b->o.resamples,
+               b->o.url);
+        for (int i = 0; i < b->o.n_ab_hdr[0]; i++) printf("  [%s]", b->o.ab_hdr[0][i]);
+        printf("\nB %s", b->o.url_b);
+        for (int i = 0; i < b->o.n_ab_hdr[1]; i++) printf("  [%s]", b->o.ab_hdr[1][i]);
+        printf("\n");
+        if (bad_body) printf("2xx answers that hold no embeddings or labels: %zu\n", bad_body);
+        ab_text_class("all", &all);
+    }
+    for (int k = 0; k < n_classes(b); k++) {
+        struct hs_bench_ab_summary s;
+        if (hs_bench_ab_summarize(pr, n, (unsigned)k, b->o.resamples, b->o.seed, &s)) {
+            rc = fail("%s", "out of memory");
+            break;
+        }
+        if (b->o.json) {
+            printf("%s\"%s\":", k ? "," : "", class_name(b, k)); /* names are [A-Za-z0-9_.-] */
+            ab_json_class(&s);
+        } else if (n_classes(b) > 1) {
+            char label[64];
+            snprintf(label, sizeof label, "class %s", class_name(b, k));
+            ab_text_class(label, &s);
+        }
+    }
+    if (b->o.json) printf("}}\n");
+    if (!b->o.json && b->first_error[0]) printf("first error: %s\n", b->first_error);
+    hs_free(pr);
+    if (!rc && (!all.side[0].n_2xx || !all.side[1].n_2xx)) rc = 1;
+    return rc;
+}
+
 /* ---- main ---- */
 
 /* Exit status 1 when not one measured request succeeded: a script should not mistake a run
@@ -890,6 +1167,24 @@ static int no_success(const struct bench *b)
     for (size_t i = 0; i < b->n_rec; i++)
         if (!b->rec[i].warmup && b->rec[i].status >= 200 && b->rec[i].status < 300) return 0;
     return 1;
+}
+
+/* One URL per endpoint of the capture, on the server at base. */
+static int class_urls(struct bench *b, const char *base, char **url)
+{
+    for (size_t i = 0; i < b->rp.n; i++) {
+        int k = b->rp.req[i].cls;
+        if (url[k]) continue;
+        CURLU *u = curl_url();
+        if (!u || curl_url_set(u, CURLUPART_URL, base, 0) != CURLUE_OK ||
+            curl_url_set(u, CURLUPART_PATH, b->rp.req[i].endpoint, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_URL, &url[k], 0) != CURLUE_OK) {
+            curl_url_cleanup(u);
+            return fail("replay: endpoint '%s' does not make a URL", b->rp.req[i].endpoint);
+        }
+        curl_url_cleanup(u);
+    }
+    return 0;
 }
 
 /* hetbench replay: the capture's requests prepared ahead, one URL per endpoint. */
@@ -907,19 +1202,68 @@ static int prepare_replay(struct bench *b)
         return fail("--vocab: %s", err.msg);
     if (hs_bench_replay_load(b->o.replay, b->tok, b->o.speed, b->o.seed, &b->rp, &err))
         return fail("replay: %s", err.msg);
-    b->o.requests = b->rp.n;
-    for (size_t i = 0; i < b->rp.n; i++) {
-        int k = b->rp.req[i].cls;
-        if (b->class_url[k]) continue;
-        CURLU *u = curl_url();
-        if (!u || curl_url_set(u, CURLUPART_URL, b->target_url, 0) != CURLUE_OK ||
-            curl_url_set(u, CURLUPART_PATH, b->rp.req[i].endpoint, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_URL, &b->class_url[k], 0) != CURLUE_OK) {
-            curl_url_cleanup(u);
-            return fail("replay: endpoint '%s' does not make a URL", b->rp.req[i].endpoint);
-        }
-        curl_url_cleanup(u);
+    /* ab: every request twice, records 2i and 2i+1 (which side each is: ab_side) */
+    b->o.requests = b->o.ab ? 2 * b->rp.n : b->rp.n;
+    if (class_urls(b, b->target_url, b->class_url)) return 2;
+    if (b->o.ab) {
+        if (class_urls(b, b->target_url_b, b->class_url_b)) return 2;
+        b->ab_body = hs_calloc(2 * b->rp.n, sizeof *b->ab_body);
+        b->ab_q = hs_calloc(b->rp.n, sizeof *b->ab_q);
+        if (!b->ab_body || !b->ab_q) return fail("%s", "out of memory");
     }
+    return 0;
+}
+
+/* hetbench ab without --trace: the generated workload (Poisson arrivals at --rate for
+ * --duration or --requests, --lengths / --texts, --batch-items, --endpoint) drawn ahead of the
+ * run as a trace, so that both sides get the same bodies. */
+static int ab_generate(struct bench *b)
+{
+    uint64_t cap = (uint64_t)(b->o.rate * b->o.duration_s * 2) + 64;
+    if (cap > b->o.requests) cap = b->o.requests;
+    struct hs_bench_replay *rp = &b->rp;
+    rp->req = hs_calloc((size_t)cap, sizeof *rp->req);
+    if (!rp->req) return fail("%s", "out of memory");
+    rp->n_classes = b->use_corpus ? b->corpus.n_classes : b->lengths.n;
+    for (int k = 0; k < rp->n_classes; k++)
+        snprintf(rp->class_name[k], sizeof rp->class_name[k], "%s",
+                 b->use_corpus ? b->corpus.class_name[k] : b->lengths.c[k].name);
+    const char *path = b->o.endpoint == ENDPOINT_TEI ? "/embed" : "/v1/embeddings";
+    /* the URL's own path, when it has one, as for the load modes */
+    const char *given = strstr(b->target_url, "://");
+    given = given ? strchr(given + 3, '/') : NULL;
+    if (given && strcmp(given, "/")) path = given;
+    struct slot tmp = {0};
+    double t_s = 0;
+    for (uint64_t i = 0; i < cap; i++) {
+        t_s += hs_bench_rng_exp(&b->rng, b->o.rate);
+        if (t_s >= b->o.duration_s) break;
+        int cls = b->use_corpus ? hs_bench_corpus_pick_class(&b->corpus, &b->rng)
+                                : hs_bench_lengths_pick(&b->lengths, &b->rng);
+        struct hs_bench_replay_req *q = &rp->req[rp->n];
+        q->endpoint = hs_malloc(strlen(path) + 1);
+        if (!q->endpoint || build_body(b, &tmp, cls)) {
+            hs_bench_buf_free(&tmp.body);
+            return fail("%s", "out of memory");
+        }
+        memcpy(q->endpoint, path, strlen(path) + 1);
+        q->body = tmp.body.p;
+        q->body_len = tmp.body.len;
+        tmp.body = (struct hs_bench_buf){0};
+        q->at_ns = (int64_t)(t_s * 1e9);
+        q->cls = cls;
+        q->items = b->o.batch_items;
+        rp->n++;
+    }
+    if (!rp->n) return fail("%s", "hetbench ab: the generated trace is empty (raise --duration)");
+    b->o.duration_s = 86400 * 366.0;
+    b->o.requests = 2 * rp->n;
+    if (class_urls(b, b->target_url, b->class_url) ||
+        class_urls(b, b->target_url_b, b->class_url_b))
+        return 2;
+    b->ab_body = hs_calloc(2 * rp->n, sizeof *b->ab_body);
+    b->ab_q = hs_calloc(rp->n, sizeof *b->ab_q);
+    if (!b->ab_body || !b->ab_q) return fail("%s", "out of memory");
     return 0;
 }
 
@@ -954,7 +1298,16 @@ static int prepare(struct bench *b)
         if (!h) return fail("%s", "out of memory");
         b->hdrs[k] = h;
     }
+    for (int side = 0; b->o.ab && side < 2; side++) {
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        h = h ? curl_slist_append(h, "Expect:") : NULL;
+        for (int i = 0; h && i < b->o.n_ab_hdr[side]; i++)
+            h = curl_slist_append(h, b->o.ab_hdr[side][i]);
+        if (!h) return fail("%s", "out of memory");
+        b->ab_hdrs[side] = h;
+    }
     hs_bench_rng_seed(&b->rng, b->o.seed);
+    if (b->o.ab && !b->o.replay && ab_generate(b)) return 2;
     b->multi = curl_multi_init();
     if (!b->multi) return fail("%s", "curl_multi_init failed");
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -991,6 +1344,13 @@ static void cleanup(struct bench *b)
     hs_bench_replay_free(&b->rp);
     hs_tokenizer_free(b->tok);
     for (int k = 0; k < HS_BENCH_MIX_MAX; k++) curl_free(b->class_url[k]);
+    for (int k = 0; k < HS_BENCH_MIX_MAX; k++) curl_free(b->class_url_b[k]);
+    for (int k = 0; k < 2; k++) curl_slist_free_all(b->ab_hdrs[k]);
+    curl_free(b->target_url_b);
+    if (b->ab_body)
+        for (size_t i = 0; i < 2 * b->rp.n; i++) hs_bench_buf_free(&b->ab_body[i]);
+    hs_free(b->ab_body);
+    hs_free(b->ab_q);
     hs_free(b->rec);
 }
 
@@ -998,11 +1358,12 @@ int main(int argc, char **argv)
 {
     static struct bench b;
     /* hetbench replay FILE [options]: getopt sees "replay" as the program name */
-    int replay = argc > 1 && !strcmp(argv[1], "replay");
-    int rc = replay ? parse_opts(argc - 1, argv + 1, &b.o, 1) : parse_opts(argc, argv, &b.o, 0);
+    int mode = argc < 2 ? 0 : !strcmp(argv[1], "replay") ? 1 : !strcmp(argv[1], "ab") ? 2 : 0;
+    int rc = mode ? parse_opts(argc - 1, argv + 1, &b.o, mode) : parse_opts(argc, argv, &b.o, 0);
     if (rc) return rc;
     if (curl_global_init(CURL_GLOBAL_DEFAULT)) return fail("%s", "curl_global_init failed");
-    if (!(rc = setup_target(&b)) && !(rc = prepare(&b))) {
+    if (!(rc = setup_target(&b, b.o.url, &b.target_url)) &&
+        !(rc = b.o.ab ? setup_target(&b, b.o.url_b, &b.target_url_b) : 0) && !(rc = prepare(&b))) {
         signal(SIGINT, on_sigint);
         signal(SIGTERM, on_sigint);
         signal(SIGPIPE, SIG_IGN);
@@ -1013,6 +1374,8 @@ int main(int argc, char **argv)
         double *scratch = hs_malloc((b.n_rec ? b.n_rec : 1) * sizeof *scratch);
         if (!scratch) {
             rc = fail("%s", "out of memory");
+        } else if (b.o.ab) {
+            rc = ab_report(&b);
         } else {
             if (b.o.json)
                 report_json(&b, scratch);
@@ -1022,7 +1385,7 @@ int main(int argc, char **argv)
             hs_free(scratch);
         }
         if (!rc && interrupted) rc = 130;
-        if (!rc && no_success(&b)) rc = 1;
+        if (!rc && !b.o.ab && no_success(&b)) rc = 1;
     }
     cleanup(&b);
     curl_global_cleanup();
