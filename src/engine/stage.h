@@ -144,6 +144,8 @@ struct hs_batch {
     const int32_t *lengths;  /* [n_seqs] */
     const int32_t *offsets;  /* [n_seqs + 1] */
     int64_t deadline_ns;     /* earliest deadline of its requests (hs_now_ns clock); 0 = none */
+    int batch_class;         /* 1 when every request in it is batch-class priority (a remote
+                                engine's workers shed those first); 0 otherwise */
 };
 
 /* Which activation buffer of a workspace a copy moves. */

@@ -540,9 +540,12 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         .lengths = sl->lengths,
         .offsets = sl->offsets,
     };
-    for (int i = 0; i < n; i++) /* a remote engine's timeout */
+    batch.batch_class = n > 0;
+    for (int i = 0; i < n; i++) { /* a remote engine's timeout and priority */
         if (!batch.deadline_ns || sl->taken[i]->req->deadline_ns < batch.deadline_ns)
             batch.deadline_ns = sl->taken[i]->req->deadline_ns;
+        if (sl->taken[i]->req->priority != HS_PRIORITY_BATCH) batch.batch_class = 0;
+    }
     uint64_t batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
     struct hs_batch_timing t = {0};
     struct hs_error err;

@@ -221,3 +221,27 @@ def test_pool_down_fails_over_under_its_cap():
         wa.proc.send_signal(signal.SIGCONT)
         for n in (r, wa, wb):
             n.stop()
+
+
+def test_batch_priority_reaches_the_worker(tmp_path):
+    """A batch-class request through the router is batch class on the worker too (its shedding
+    order), an interactive one stays interactive: seen in the worker's capture."""
+    from cluster import WORKER_YAML, Node
+    cap = tmp_path / "worker.jsonl"
+    w = Node(WORKER_YAML.format(threads=1) + "server:\n  capture: {file: %s}\n" % cap)
+    r = start_router(router_config(["127.0.0.1:%d" % w.port]))
+    try:
+        assert embed(r, ["batch work"], headers={"X-Priority": "batch"})[0] == 200
+        assert embed(r, ["interactive work"])[0] == 200
+        lines = []
+        for _ in range(200):  # the capture's writer thread appends shortly after
+            if cap.exists():
+                lines = [json.loads(x) for x in cap.read_text().splitlines() if x.strip()]
+            if len(lines) >= 2:
+                break
+            time.sleep(0.02)
+        prios = sorted(x["priority"] for x in lines if x["endpoint"] == "/internal/v1/batch")
+        assert prios == ["batch", "interactive"], lines
+    finally:
+        r.stop()
+        w.stop()

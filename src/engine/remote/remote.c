@@ -301,8 +301,8 @@ static hs_status rl_run(void *ctx, int slot, const struct hs_batch *b, float *ou
     S->req.len = 0;
     if (!bytes_reserve(&S->req, size))
         return hs_error_set(err, HS_STATUS_NO_MEMORY, "remote %s: batch buffer", p->name);
-    S->req.len = hs_wire_req_encode(S->req.p, L->model, p->o.dtype, 0, (int)left_ms, b->n_seqs,
-                                    b->lengths, b->n_tokens, b->ids);
+    S->req.len = hs_wire_req_encode(S->req.p, L->model, p->o.dtype, b->batch_class, (int)left_ms,
+                                    b->n_seqs, b->lengths, b->n_tokens, b->ids);
     S->resp.len = 0;
     char url[HS_REMOTE_ADDR_MAX + 32];
     snprintf(url, sizeof url, "http://%s/internal/v1/batch", addr);
