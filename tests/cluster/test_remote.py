@@ -245,3 +245,22 @@ def test_batch_priority_reaches_the_worker(tmp_path):
     finally:
         r.stop()
         w.stop()
+
+
+def test_dns_name_resolves_to_the_worker():
+    """`dns:` resolves a name to every IPv4 address (here localhost -> 127.0.0.1) and serves
+    through the worker there, as a Kubernetes headless Service's name would."""
+    from cluster import ROUTER_YAML, MODEL
+    w = start_worker()
+    yaml = ROUTER_YAML.format(workers="dns: localhost\n    port: %d" % w.port, timeout_ms=2000,
+                              open_ms=1000, workers_max=2, model=MODEL)
+    r = start_router(yaml)
+    try:
+        assert wait_for(lambda: embed(r, ["resolved"])[0] == 200, 10) is not None
+        s, h, _ = embed(r, ["resolved again"])
+        assert s == 200 and h["x-engine"].startswith("pool/")
+        st = status(r.port)
+        assert any(l.get("worker") == "127.0.0.1:%d" % w.port for l in st["lanes"]), st
+    finally:
+        r.stop()
+        w.stop()
