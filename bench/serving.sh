@@ -152,3 +152,12 @@ hs_server_stop || echo "serving: server A exited non-zero" >&2
 echo "serving: load after: $(hs_load_note)"
 { echo "# load after: $(hs_load_note)"; } >>"$BENCH_OUT/load.txt"
 python3 bench/serving_report.py "$BENCH_OUT" | tee "$BENCH_OUT/summary.txt"
+# pictures next to the tables: latency CDF of the overload points, P99 vs offered load
+if command -v gnuplot >/dev/null; then
+  # shellcheck disable=SC2046 # our own file names, no spaces; ls -v orders the rates numerically
+  bash bench/plot.sh cdf "$BENCH_OUT/latency-cdf.png" \
+    $(ls -v "$BENCH_OUT"/A-rate-*.csv "$BENCH_OUT"/A-busy-*.csv 2>/dev/null)
+  bash bench/plot.sh p99 "$BENCH_OUT/p99-vs-load.png" "$BENCH_OUT/p99.csv"
+else
+  echo "plots skipped: gnuplot not installed"
+fi

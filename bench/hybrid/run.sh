@@ -224,3 +224,14 @@ fi
 
 echo "# load after: $(hs_load_note)" >>"$BENCH_OUT/load.txt"
 python3 bench/hybrid/report.py "$BENCH_OUT" | tee "$BENCH_OUT/summary.txt"
+# pictures next to the tables: P99 vs offered load per config and class (results.csv), and the
+# latency CDF per class of every config at the highest load
+if command -v gnuplot >/dev/null; then
+  bash bench/plot.sh p99 "$BENCH_OUT/p99-vs-load.png" "$BENCH_OUT/results.csv"
+  RMAX=$(echo "$RATES" | tr ' ' '\n' | sort -g | tail -1)
+  # shellcheck disable=SC2046 # our own file names, no spaces
+  bash bench/plot.sh cdf "$BENCH_OUT/latency-cdf.png" \
+    $(ls "$RUNS"/?-"$RMAX".csv "$RUNS"/?-"$RMAX".short.csv "$RUNS"/?-"$RMAX".long.csv 2>/dev/null)
+else
+  echo "plots skipped: gnuplot not installed"
+fi
