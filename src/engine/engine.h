@@ -138,6 +138,10 @@ struct hs_engine_opts {
     void (*cpu_observe)(void *ctx, const struct hs_stage *st, int linear, const float *x, int rows,
                         int k);
     void *cpu_observe_ctx;
+    /* (optional) device by name, for kinds whose runtime names its devices (OpenVINO: "CPU",
+     * "GPU", "NPU", "AUTO"); NULL or "" = by `device` ordinal. The last member: a plugin built
+     * before it never reads it. */
+    const char *device_name;
 };
 
 /* Chosen by measurement (bench_cpu, single and two threads): below it the packed kernel beats

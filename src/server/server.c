@@ -499,15 +499,21 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             for (int k = pass; k < (pass ? ec->slices : 1); k++) {
                 char name[48];
                 hs_config_slice_name(ec, k, name, sizeof name);
-                struct hs_engine_opts eo = {.name = name, .device = ec->device};
+                struct hs_engine_opts eo = {
+                    .name = name, .device = ec->device, .device_name = ec->device_name};
                 eo.n_cores = hs_config_slice(ec, k, avail, n_avail, eo.cores, &eo.threads);
                 st = hs_engine_create(ec->kind, &eo, &s->engines[s->n_engines], err);
                 if (st) {
                     if (err) {
                         char why[sizeof err->msg];
                         snprintf(why, sizeof why, "%s", err->msg);
-                        hs_error_set(err, st, "engine %s (kind %s, device %d): %s", name, ec->kind,
-                                     ec->device, why);
+                        char dev[48];
+                        if (ec->device_name[0])
+                            snprintf(dev, sizeof dev, "'%s'", ec->device_name);
+                        else
+                            snprintf(dev, sizeof dev, "%d", ec->device);
+                        hs_error_set(err, st, "engine %s (kind %s, device %s): %s", name, ec->kind,
+                                     dev, why);
                     }
                     goto fail;
                 }
