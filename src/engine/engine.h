@@ -56,6 +56,9 @@ struct hs_engine_caps {
 enum hs_engine_feature {
     /* MPNet (stage.h): dims.pos_offset, no token-type table, w[HS_W_REL_BIAS] in attention */
     HS_ENGINE_FEAT_MPNET = 1u << 0,
+    /* not a model feature: the engine compiles per input shape on first use (OpenVINO), so the
+     * server warms each of a lane's bucket shapes at load rather than on the first request */
+    HS_ENGINE_FEAT_SHAPE_COMPILE = 1u << 1,
 };
 
 /* Cumulative counters, one schema for every engine. */
