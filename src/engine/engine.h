@@ -56,6 +56,9 @@ struct hs_engine_caps {
 enum hs_engine_feature {
     /* MPNet (stage.h): dims.pos_offset, no token-type table, w[HS_W_REL_BIAS] in attention */
     HS_ENGINE_FEAT_MPNET = 1u << 0,
+    /* not a model feature: the engine compiles per input shape on first use (OpenVINO), so the
+     * server warms each of a lane's bucket shapes at load rather than on the first request */
+    HS_ENGINE_FEAT_SHAPE_COMPILE = 1u << 1,
 };
 
 /* Cumulative counters, one schema for every engine. */
@@ -138,6 +141,10 @@ struct hs_engine_opts {
     void (*cpu_observe)(void *ctx, const struct hs_stage *st, int linear, const float *x, int rows,
                         int k);
     void *cpu_observe_ctx;
+    /* (optional) device by name, for kinds whose runtime names its devices (OpenVINO: "CPU",
+     * "GPU", "NPU", "AUTO"); NULL or "" = by `device` ordinal. The last member: a plugin built
+     * before it never reads it. */
+    const char *device_name;
 };
 
 /* Chosen by measurement (bench_cpu, single and two threads): below it the packed kernel beats

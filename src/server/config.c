@@ -189,6 +189,8 @@ static const struct key keys[] = {
      "an engine plugin to load (a shared object named libhs_engine_*.so, engine/plugin.h); "
      "kind `plugin` takes the kind it declares; \"\" = none"},
     {E("device", device), K_INT, 0, 1024, "0", "device ordinal of the kind (GPU number)"},
+    {E("device_name", device_name), K_STR, 0, 0, "",
+     "OpenVINO device: CPU | GPU | NPU | AUTO; \"\" = by `device` ordinal"},
     {E("dtype", dtype), K_STR, 0, 0, "",
      "compute dtype of its lanes: \"\" = the kind's native (cpu f32, cuda f16) | f32 | f16 | bf16 "
      "| int8"},

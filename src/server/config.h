@@ -39,11 +39,12 @@ struct hs_engine_cfg {
     /* an engine plugin's shared object (engine/plugin.h); with kind "plugin", kind becomes the
      * plugin's kind once the file is parsed */
     char library[256];
-    int device;    /* device ordinal of the kind (cuda:1 is kind cuda, device 1) */
-    char dtype[8]; /* compute dtype of this engine's lanes: "" = the kind's native (cpu f32,
-                      cuda f16) | f32 | f16 | bf16 | int8 */
-    int threads;   /* 0 = all cores of the core set */
-    int n_cores;   /* 0 = no pinning */
+    int device;           /* device ordinal of the kind (cuda:1 is kind cuda, device 1) */
+    char device_name[32]; /* OpenVINO: the runtime's device name; "" = by device ordinal */
+    char dtype[8];        /* compute dtype of this engine's lanes: "" = the kind's native (cpu f32,
+                             cuda f16) | f32 | f16 | bf16 | int8 */
+    int threads;          /* 0 = all cores of the core set */
+    int n_cores;          /* 0 = no pinning */
     int cores[HS_ENGINE_MAX_CORES];
     int n_shapes; /* 0 = any (batch, seq) */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];

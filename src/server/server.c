@@ -76,6 +76,62 @@ static void lane_opts_common(const struct hs_config *c, const struct hs_engine_c
     o->slots = ec->slots > 0 ? ec->slots : 1;
 }
 
+/* On a lane whose engines compile per shape (HS_ENGINE_FEAT_SHAPE_COMPILE), one batch of each
+ * shape the scheduler will form for a single request: a sequence as long as each length bucket
+ * (the whitelist's shapes when there is one), so that no first request of a bucket pays the
+ * compile. Errors are left to the first real batch, which reports them. */
+static void warm_shapes(const struct hs_config *c, const struct hs_engine_cfg *ec,
+                        struct hs_served_lane *sl, int seq_max)
+{
+    bool per_shape = false;
+    struct hs_engine_caps caps;
+    hs_engine_caps(sl->engine, &caps);
+    per_shape |= caps.features & HS_ENGINE_FEAT_SHAPE_COMPILE;
+    for (int i = 0; i < hs_executor_n_boundaries(sl->exec); i++) {
+        hs_engine_t from, to;
+        hs_executor_boundary(sl->exec, i, &from, &to);
+        hs_engine_caps(from, &caps);
+        per_shape |= caps.features & HS_ENGINE_FEAT_SHAPE_COMPILE;
+        hs_engine_caps(to, &caps);
+        per_shape |= caps.features & HS_ENGINE_FEAT_SHAPE_COMPILE;
+    }
+    if (!per_shape) return;
+    struct hs_shape shapes[HS_SCHED_MAX_SHAPES + HS_SCHED_MAX_BUCKETS];
+    int n = 0;
+    if (ec->n_shapes) {
+        for (int k = 0; k < ec->n_shapes; k++)
+            if (ec->shapes[k].seq <= seq_max) shapes[n++] = ec->shapes[k];
+    } else {
+        for (int k = 0; k < c->batching.n_buckets && c->batching.buckets[k] < seq_max; k++)
+            shapes[n++] = (struct hs_shape){.batch = 1, .seq = c->batching.buckets[k]};
+        shapes[n++] = (struct hs_shape){.batch = 1, .seq = seq_max};
+    }
+    const struct hs_executor_opts *xo = hs_executor_opts(sl->exec);
+    const int pad = sl->sm->model->config.pad_token_id;
+    for (int k = 0; k < n; k++) {
+        const int nb = shapes[k].batch, len = shapes[k].seq;
+        if (nb > xo->batch_max || nb * len > xo->tokens_max) continue;
+        int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)nb * (size_t)len);
+        int32_t *lengths = hs_malloc(sizeof(int32_t) * (size_t)nb);
+        int32_t *offsets = hs_malloc(sizeof(int32_t) * (size_t)(nb + 1));
+        float *out =
+            hs_malloc(sizeof(float) * (size_t)nb * (size_t)sl->sm->model->config.dims.hidden);
+        if (ids && lengths && offsets && out) {
+            for (int i = 0; i < nb * len; i++) ids[i] = pad;
+            for (int i = 0; i <= nb; i++) offsets[i] = i * len;
+            for (int i = 0; i < nb; i++) lengths[i] = len;
+            struct hs_batch b = {.n_seqs = nb,
+                                 .seq_max = len,
+                                 .n_tokens = nb * len,
+                                 .ids = ids,
+                                 .lengths = lengths,
+                                 .offsets = offsets};
+            hs_executor_run(sl->exec, 0, &b, out, NULL, NULL);
+        }
+        hs_free(ids), hs_free(lengths), hs_free(offsets), hs_free(out);
+    }
+}
+
 #ifdef HS_HAVE_REMOTE
 static hs_status pool_create(const struct hs_engine_cfg *ec, struct hs_remote_pool **out,
                              struct hs_error *err)
@@ -499,15 +555,21 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
             for (int k = pass; k < (pass ? ec->slices : 1); k++) {
                 char name[48];
                 hs_config_slice_name(ec, k, name, sizeof name);
-                struct hs_engine_opts eo = {.name = name, .device = ec->device};
+                struct hs_engine_opts eo = {
+                    .name = name, .device = ec->device, .device_name = ec->device_name};
                 eo.n_cores = hs_config_slice(ec, k, avail, n_avail, eo.cores, &eo.threads);
                 st = hs_engine_create(ec->kind, &eo, &s->engines[s->n_engines], err);
                 if (st) {
                     if (err) {
                         char why[sizeof err->msg];
                         snprintf(why, sizeof why, "%s", err->msg);
-                        hs_error_set(err, st, "engine %s (kind %s, device %d): %s", name, ec->kind,
-                                     ec->device, why);
+                        char dev[48];
+                        if (ec->device_name[0])
+                            snprintf(dev, sizeof dev, "'%s'", ec->device_name);
+                        else
+                            snprintf(dev, sizeof dev, "%d", ec->device);
+                        hs_error_set(err, st, "engine %s (kind %s, device %s): %s", name, ec->kind,
+                                     dev, why);
                     }
                     goto fail;
                 }
@@ -631,6 +693,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 cpu_set_t cpus;
                 bool saved = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
                 if (warm) hs_executor_embed_texts(sl->exec, &text, 1, warm, NULL, NULL);
+                warm_shapes(c, ec, sl, seq_max);
                 if (saved) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
                 hs_free(warm);
                 s->n_lanes++;

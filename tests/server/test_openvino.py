@@ -81,3 +81,44 @@ def test_cpu_and_openvino_serve_one_model():
         assert st == 200, ready
     finally:
         s.stop()
+
+
+def runtime_devices():
+    """The OpenVINO runtime's device names, as `hetserve devices` shows them (isa: "CPU ...")."""
+    if not os.path.exists(PLUGIN):
+        return []
+    out = subprocess.run([BINARY, "devices"], capture_output=True, text=True, timeout=120)
+    return [e["isa"].split()[0] for e in json.loads(out.stdout)["engines"] if e["kind"] == "openvino"]
+
+
+NAMED = """
+engines:
+  - name: ov
+    kind: plugin
+    library: "%s"
+    device_name: %s
+    threads: 1
+models:
+  - path: "%s"
+limits:
+  timeout_ms: 300000
+"""
+
+
+@pytest.mark.skipif("CPU" not in runtime_devices(), reason="the OpenVINO runtime lists no CPU device")
+def test_device_by_name_serves():
+    s = Server(NAMED % (PLUGIN, "CPU", MODEL), model=None)
+    try:
+        st, h, out = s.post("/v1/embeddings", {"input": "a device chosen by its name"})
+        assert st == 200, out
+        assert h["x-engine"] == "ov"
+    finally:
+        s.stop()
+
+
+@pytest.mark.skipif("NPU" in runtime_devices(), reason="the OpenVINO runtime has an NPU")
+def test_device_by_name_absent_is_refused():
+    with pytest.raises(RuntimeError) as e:
+        Server(NAMED % (PLUGIN, "NPU", MODEL), model=None)
+    listed = ", ".join(runtime_devices())
+    assert "openvino: no device 'NPU' (the runtime lists %s)" % listed in str(e.value)

@@ -1,7 +1,8 @@
 /* The OpenVINO engine, built as an engine plugin (engine/plugin.h): libhs_engine_openvino.so.
  *
  * Devices are what the OpenVINO runtime reports (CPU, GPU, NPU, ...), in its order: device
- * ordinal i of the kind is the runtime's i-th available device. The engine runs the stages it is
+ * ordinal i of the kind is the runtime's i-th available device; opts.device_name names one
+ * instead (engines[].device_name: CPU, GPU, NPU, AUTO). The engine runs the stages it is
  * given as OpenVINO graphs that it writes itself (ov_graph.h) from the stages' weights and reads
  * with ov_core_read_model_from_memory_buffer: no model file, no converter.
  *
@@ -24,6 +25,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openvino/c/openvino.h>
 
@@ -152,7 +154,7 @@ static void ov_caps(void *p, struct hs_engine_caps *out)
         snprintf(out->gemm, sizeof out->gemm, "OpenVINO %s", v.buildNumber);
         ov_version_free(&v);
     }
-    out->features = HS_ENGINE_FEAT_MPNET;
+    out->features = HS_ENGINE_FEAT_MPNET | HS_ENGINE_FEAT_SHAPE_COMPILE;
 }
 
 static hs_status ov_prepare(void *p, const struct hs_stage *st, enum hs_dtype dtype, void **out,
@@ -545,19 +547,55 @@ static const struct hs_engine_iface ov_iface = {
     .sync = ov_sync,
 };
 
+/* The runtime's device named name: an exact name of its list ("GPU.1"), or a family ("GPU": its
+ * first device of that family), case-insensitive; AUTO (and AUTO:...) goes to OpenVINO as
+ * given, which picks among the devices itself. */
+static hs_status device_by_name(const char *name, const char **out, struct hs_error *err)
+{
+    if (!strncasecmp(name, "AUTO", 4) && (name[4] == 0 || name[4] == ':')) {
+        *out = name;
+        if (!strcasecmp(name, "AUTO")) *out = "AUTO";
+        return HS_STATUS_OK;
+    }
+    for (int i = 0; i < n_devices; i++)
+        if (!strcasecmp(devices[i], name)) {
+            *out = devices[i];
+            return HS_STATUS_OK;
+        }
+    const size_t n = strlen(name);
+    for (int i = 0; i < n_devices; i++)
+        if (!strncasecmp(devices[i], name, n) && devices[i][n] == '.') {
+            *out = devices[i];
+            return HS_STATUS_OK;
+        }
+    char list[MAX_DEVICES * 66] = "";
+    for (int i = 0; i < n_devices; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 devices[i]);
+    return hs_plugin_error(err, HS_STATUS_UNSUPPORTED,
+                           "openvino: no device '%s' (the runtime lists %s)", name, list);
+}
+
 static hs_status ov_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                            struct hs_error *err)
 {
     if (ov_device_count() == 0)
         return hs_plugin_error(err, HS_STATUS_UNSUPPORTED, "openvino: no device%s",
                                core ? "" : " (the runtime did not start)");
-    if (opts->device >= n_devices)
+    const char *device = NULL;
+    if (opts->device_name && *opts->device_name) {
+        hs_status s = device_by_name(opts->device_name, &device, err);
+        if (s) return s;
+    } else if (opts->device >= n_devices) {
         return hs_plugin_error(err, HS_STATUS_UNSUPPORTED,
                                "openvino: device %d of %d (hetserve devices lists them)",
                                opts->device, n_devices);
+    } else {
+        device = devices[opts->device];
+    }
     struct ov_ctx *c = calloc(1, sizeof *c);
     if (!c) return hs_plugin_error(err, HS_STATUS_NO_MEMORY, "openvino: out of memory");
-    snprintf(c->device, sizeof c->device, "%s", devices[opts->device]);
+    snprintf(c->device, sizeof c->device, "%s", device);
     pthread_mutex_init(&c->mu, NULL);
     c->threads = opts->threads;
     const char *st = getenv("HS_OPENVINO_STATIC");
