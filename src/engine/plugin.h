@@ -52,8 +52,11 @@
 #include "engine/engine.h"
 
 /* 1: engine.h's interface at HS_ENGINE_API_VERSION 1, struct hs_plugin_host and struct
- * hs_plugin as below. */
-#define HS_PLUGIN_ABI_VERSION 1
+ *    hs_plugin as below.
+ * 2: struct hs_engine_opts gained device_name, struct hs_batch gained batch_class (a plugin
+ *    built for 2 would read past the end of a version-1 host's structs), and
+ *    HS_ENGINE_FEAT_SHAPE_COMPILE. */
+#define HS_PLUGIN_ABI_VERSION 2
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */

@@ -1121,8 +1121,7 @@ static void capture_request(struct hs_server *s, struct conn *k)
         .input_field = (k->ep->flags & EP_OPENAI) ? "input" : "inputs",
     };
     for (int i = 0; i < k->n_jobs && r.n_engines < 2; i++)
-        if (k->jobs[i]->lane >= 0)
-            r.engines[r.n_engines++] = s->lanes[k->jobs[i]->lane].label;
+        if (k->jobs[i]->lane >= 0) r.engines[r.n_engines++] = s->lanes[k->jobs[i]->lane].label;
     struct hs_buf b;
     hs_buf_init(&b, k->arena, 1024);
     hs_capture_format(s->capture, &r, &b);
