@@ -322,6 +322,8 @@ static double lane_batch_s(const struct lane *L, int b, double tokens)
  * the line at most to 8x its prediction, so a single stalled batch (a preempted thread, a page
  * fault storm) cannot make the lane look hopeless; a lasting slowdown is still learned within a
  * few batches. */
+static void fit_solve(struct cost_fit *f);
+
 static void lane_learn(struct lane *L, int b, double padded, double t)
 {
     struct cost_fit *f = &L->fit[b];
@@ -341,6 +343,12 @@ static void lane_learn(struct lane *L, int b, double padded, double t)
     f->spp += padded * padded;
     f->spt += padded * t;
     f->measured = true;
+    fit_solve(f);
+}
+
+/* The line through the fit's weighted sums (lock held). */
+static void fit_solve(struct cost_fit *f)
+{
     /* slope and intercept, when the batch sizes seen vary by more than ~10 % */
     double mean_p = f->sp / f->w, mean_t = f->st / f->w;
     double var_p = f->spp / f->w - mean_p * mean_p;
@@ -1083,6 +1091,45 @@ double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_reque
     pthread_mutex_unlock(&L->mu);
     if (fits) *fits = w >= 0;
     return w < 0 ? 0 : w;
+}
+
+hs_status hs_sched_lane_seed(struct hs_sched *s, int lane, int seq_len, double tokens1, double t1_s,
+                             double tokens2, double t2_s)
+{
+    if (lane < 0 || lane >= s->n || !(tokens1 > 0) || !(tokens2 > tokens1) || !(t1_s > 0) ||
+        !(t2_s > 0))
+        return HS_STATUS_INVALID_ARGUMENT;
+    struct lane *L = s->lanes[lane];
+    int b = 0;
+    while (b < L->n_buckets && L->bucket_len[b] != seq_len) b++;
+    if (b == L->n_buckets) return HS_STATUS_NOT_FOUND;
+    pthread_mutex_lock(&L->mu);
+    struct cost_fit *f = &L->fit[b];
+    /* two observations of weight 1/2: the first real batch (weight 1) outweighs them */
+    f->w = 1;
+    f->sp = 0.5 * (tokens1 + tokens2);
+    f->st = 0.5 * (t1_s + t2_s);
+    f->spp = 0.5 * (tokens1 * tokens1 + tokens2 * tokens2);
+    f->spt = 0.5 * (tokens1 * t1_s + tokens2 * t2_s);
+    f->measured = true;
+    fit_solve(f);
+    pthread_mutex_unlock(&L->mu);
+    return HS_STATUS_OK;
+}
+
+void hs_sched_lane_fit(struct hs_sched *s, int lane, int seq_len, double *fixed_s,
+                       double *per_token_s)
+{
+    *fixed_s = *per_token_s = 0;
+    if (lane < 0 || lane >= s->n) return;
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    for (int b = 0; b < L->n_buckets; b++)
+        if (L->bucket_len[b] == seq_len && L->fit[b].measured) {
+            *fixed_s = L->fit[b].fixed_s;
+            *per_token_s = L->fit[b].per_token_s;
+        }
+    pthread_mutex_unlock(&L->mu);
 }
 
 bool hs_sched_lane_idle(struct hs_sched *s, int lane)

@@ -186,6 +186,15 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int lane, struct hs_request *
  * rest of the running batches, shared by the slots, plus its own padded work. *fits receives
  * false when a sequence fits no shape of the lane. Thread-safe. */
 double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits);
+/* Seeds the service-time line of lane's bucket of length seq_len from measured costs (a
+ * `hetserve profile`): a batch of tokens1 real tokens took t1_s seconds, one of tokens2 took
+ * t2_s (tokens2 > tokens1). The batches that run refine it and soon replace it. NOT_FOUND when
+ * the lane has no such bucket, INVALID_ARGUMENT for nonsense. Thread-safe. */
+hs_status hs_sched_lane_seed(struct hs_sched *s, int lane, int seq_len, double tokens1, double t1_s,
+                             double tokens2, double t2_s);
+/* The current line of that bucket (0, 0 until it has one). Thread-safe. */
+void hs_sched_lane_fit(struct hs_sched *s, int lane, int seq_len, double *fixed_s,
+                       double *per_token_s);
 /* True when lane has nothing queued and no batch running: admission then takes any request
  * that fits, whatever the prediction (the router follows the same rule). Thread-safe. */
 bool hs_sched_lane_idle(struct hs_sched *s, int lane);

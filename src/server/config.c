@@ -364,6 +364,10 @@ static const struct key keys[] = {
     {C(scheduler, throughput_ewma_alpha), K_DOUBLE, 0.001, 1, "0.2",
      "weight of the newest batch in the measured service times"},
     {C(scheduler, retry_after_min_s), K_INT, 0, 86400, "1", "smallest Retry-After sent with 429"},
+    {C(scheduler, profile), K_STR, 0, 0, "",
+     "a `hetserve profile` JSON: each lane's per-bucket service times start from its measured "
+     "costs instead of throughput_init_tokens_per_s (the batches that run then refine them); "
+     "\"\" = none"},
 
     {LIST("", "routes", routes, n_routes, route_cfg), .def = "0",
      .doc =

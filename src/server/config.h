@@ -169,6 +169,7 @@ struct hs_config {
     struct {
         double shed_batch_ratio;
         int wait_max_ms;
+        char profile[1024]; /* hetserve profile JSON seeding the service-time model; "" = none */
         double throughput_init_tokens_per_s;
         double throughput_ewma_alpha;
         int retry_after_min_s;

@@ -15,6 +15,7 @@
 #include "model/verify.h"
 #include "server/json.h"
 #include "server/memplan.h"
+#include "sched/costs.h"
 #include "server/server-impl.h"
 
 /* The executor-facing adapter the scheduler's batcher calls: one slot per lane. */
@@ -498,6 +499,54 @@ static void log_plan_line(void *ctx, const char *text)
     hs_log_info("%s", text);
 }
 
+/* scheduler.profile: every local lane's buckets start from the profile's measured batch times
+ * (the whole model at one sequence and at the bucket's full batch, full-length sequences) instead
+ * of the configured initial throughput; lanes the profile did not measure keep it. */
+static hs_status seed_from_profile(struct hs_server *s, const char *path, struct hs_error *err)
+{
+    struct hs_costs *costs = hs_malloc(sizeof *costs);
+    if (!costs) return hs_error_set(err, HS_STATUS_NO_MEMORY, "scheduler.profile");
+    hs_status st = hs_costs_load(path, costs, err);
+    if (st) {
+        hs_free(costs);
+        return st;
+    }
+    for (int i = 0; i < s->n_lanes; i++) {
+        const struct hs_served_lane *sl = &s->lanes[i];
+        const struct hs_lane_opts *o = hs_sched_lane_opts(s->sched, i);
+        if (!sl->exec) continue; /* a remote lane: its workers have their own */
+        const struct hs_cost_lane *cl =
+            hs_costs_lane(costs, hs_engine_name(sl->engine), o->model, NULL);
+        if (!cl || !cl->ok) {
+            hs_log_warn("scheduler.profile %s: no measured lane for %s on %s: it starts from "
+                        "throughput_init_tokens_per_s",
+                        path, o->model, sl->label);
+            continue;
+        }
+        int seeded = 0;
+        for (int k = 0; k <= o->n_buckets; k++) {
+            int len = k < o->n_buckets ? o->buckets[k] : o->seq_max;
+            if (len > o->seq_max ||
+                (k == o->n_buckets && o->n_buckets && o->buckets[o->n_buckets - 1] >= len))
+                continue;
+            int cap = o->batch_max;
+            if (o->batch_max_tokens / len < cap) cap = o->batch_max_tokens / len;
+            if (cap < 2) cap = 2;
+            double t1 = hs_costs_whole_ms(cl, 1, len) / 1e3,
+                   t2 = hs_costs_whole_ms(cl, cap, len) / 1e3;
+            if (hs_sched_lane_seed(s->sched, i, len, len, t1, (double)cap * len, t2) ==
+                HS_STATUS_OK)
+                seeded++;
+        }
+        double fixed, per_token;
+        hs_sched_lane_fit(s->sched, i, o->buckets[0], &fixed, &per_token);
+        hs_log_info("lane %s/%s: %d bucket(s) seeded from %s (bucket %d: %.2f ms + %.1f us/token)",
+                    sl->label, o->model, seeded, path, o->buckets[0], fixed * 1e3, per_token * 1e6);
+    }
+    hs_free(costs);
+    return HS_STATUS_OK;
+}
+
 hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                            struct hs_error *err)
 {
@@ -728,6 +777,10 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     struct hs_sched_observer obs = {on_batch, s};
     st = hs_sched_create(lanes, s->n_lanes, &obs, &s->sched, err);
     if (st) goto fail;
+    if (c->scheduler.profile[0]) {
+        st = seed_from_profile(s, c->scheduler.profile, err);
+        if (st) goto fail;
+    }
     {
         struct hs_router_opts *ro = hs_malloc(sizeof *ro);
         if (!ro) {

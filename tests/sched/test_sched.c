@@ -3,6 +3,7 @@
  * gate the test opens, and waits have generous limits only so that a bug fails instead of hangs. */
 #include "testutil.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -770,6 +771,42 @@ static void predictions_checked(void **state)
     runner_free(c);
 }
 
+/* A lane's buckets can start from measured costs (a profile) instead of the initial
+ * throughput: the line through the two measured batches predicts an idle lane's request. */
+static void seeded_from_measured_costs(void **state)
+{
+    (void)state;
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.throughput_init_tokens_per_s = 1; /* absurd: only the seed can make predictions sane */
+    o.batch_window_us = 0;
+    struct hs_sched *s = sched_new(&o);
+    /* bucket 16: 16 tokens in 2 ms, 512 tokens in 12 ms -> 1.677 ms + 20.16 us/token */
+    assert_int_equal(hs_sched_lane_seed(s, 0, 16, 16, 0.002, 512, 0.012), HS_STATUS_OK);
+    double fixed, per_token;
+    hs_sched_lane_fit(s, 0, 16, &fixed, &per_token);
+    assert_true(fabs(per_token - 0.010 / 496) < 1e-12);
+    assert_true(fabs(fixed - (0.002 - 16 * 0.010 / 496)) < 1e-9);
+    int len = 10;
+    struct treq *t = treq_new(1, &len, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    bool fits;
+    double w = hs_sched_lane_predict(s, 0, &t->r, &fits);
+    assert_true(fits);
+    assert_true(fabs(w - (fixed + 10 * per_token)) < 1e-9);
+    /* an unseeded bucket still predicts from the initial throughput: 40 tokens at 1 token/s */
+    int len2 = 40;
+    struct treq *t2 = treq_new(1, &len2, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_true(hs_sched_lane_predict(s, 0, &t2->r, &fits) > 30);
+    assert_int_equal(hs_sched_lane_seed(s, 0, 17, 16, 0.002, 512, 0.012), HS_STATUS_NOT_FOUND);
+    assert_int_equal(hs_sched_lane_seed(s, 0, 16, 16, 0.002, 8, 0.012), HS_STATUS_INVALID_ARGUMENT);
+    hs_request_unref(&t->r);
+    hs_request_unref(&t2->r);
+    hs_free(t);
+    hs_free(t2);
+    hs_sched_destroy(s);
+    runner_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +826,7 @@ int main(void)
         cmocka_unit_test(wait_max_refuses_early),
         cmocka_unit_test(doomed_request_not_computed),
         cmocka_unit_test(predictions_checked),
+        cmocka_unit_test(seeded_from_measured_costs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

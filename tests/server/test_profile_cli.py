@@ -55,3 +55,26 @@ def test_config_check_refuses_a_plan_that_does_not_fit(tmp_path):
     r = subprocess.run([BINARY, "config", "--check", str(cfg)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "engine roomy needs" in r.stderr and "limit 4.0 GB" in r.stderr
+
+
+def test_serve_seeds_its_service_times_from_a_profile(tmp_path):
+    """scheduler.profile: the lanes start from the measured costs (logged per lane), the server
+    serves; a profile that cannot be read refuses the start with its reason."""
+    from hetserve_fixture import Server
+    prof = tmp_path / "p.json"
+    r = subprocess.run([BINARY, "profile", "--model", MODEL, "--quick", "--out", str(prof),
+                        "--quiet"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = Server("engines:\n  - name: cpu0\n    kind: cpu\nscheduler:\n  profile: %s\n" % prof)
+    try:
+        assert s.post("/embed", {"inputs": "seeded"})[0] == 200
+        assert "bucket(s) seeded from" in s.stderr()
+    finally:
+        s.stop()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "hetserve-profile", "version": 1}')
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("engines:\n  - name: cpu0\n    kind: cpu\nscheduler:\n  profile: %s\n" % bad)
+    r = subprocess.run([BINARY, "serve", "--model", MODEL, "--config", str(cfg), "--port", "0"],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.returncode != 0 and "bad.json" in r.stderr, r.stderr
