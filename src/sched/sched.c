@@ -497,6 +497,14 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
 
 const double hs_sched_pred_bounds[HS_SCHED_PRED_BUCKETS] = {0.25, 0.5, 0.8, 1.25, 2, 4};
 
+/* Whether a batch that has run ran_s seconds is the engine's fault when a deadline passes in it:
+ * only past twice its prediction (a request that spent its time queued under overload and ran
+ * out during a normal batch is the load's doing, and must not open the engine's breaker). */
+static bool slot_overran(const struct slot *sl, double ran_s)
+{
+    return ran_s > 2 * sl->run_pred_s;
+}
+
 /* Compares an answered request's time in the scheduler with what admission predicted. */
 static void lane_check_prediction(struct lane *L, const struct hs_request *r, int64_t now)
 {
@@ -578,9 +586,9 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         hs_log_error("lane %s/%s: batch %llu (%dx%d) failed: %s", L->engine, L->model,
                      (unsigned long long)batch_id, shape_b, shape_s, err.msg);
         pthread_mutex_lock(&L->mu);
-        /* a runner that gave up at the deadline (a remote worker): the engine is to blame, as
-         * with the reaper's in-batch timeouts, only when the batch overran twice its prediction */
-        bool blame = st == HS_STATUS_TIMEOUT && (double)(end - start) / 1e9 > 2 * sl->run_pred_s;
+        /* a runner that gave up at the deadline (a remote worker): blamed as the reaper's
+         * in-batch timeouts are (slot_overran) */
+        bool blame = st == HS_STATUS_TIMEOUT && slot_overran(sl, (double)(end - start) / 1e9);
         for (int i = 0; i < n; i++) {
             struct hs_request *r = sl->taken[i]->req;
             if (st == HS_STATUS_TIMEOUT && !atomic_load(&r->answered)) r->in_batch_timeout = blame;
@@ -733,11 +741,9 @@ static int64_t lane_reap(struct lane *L, int64_t now, struct chain *c)
             struct hs_request *r = sl->taken[k]->req;
             if (atomic_load(&r->answered)) continue;
             if (r->deadline_ns <= now) {
-                /* The engine is to blame (its breaker hears of it) only when the batch overran
-                 * twice its prediction; a request that spent its time queued under overload
-                 * and ran out during a normal batch is the load's doing, not the engine's. */
+                /* the engine's breaker hears of it only when the batch overran (slot_overran) */
                 double ran_s = (double)(now - sl->run_start_ns) / 1e9;
-                r->in_batch_timeout = ran_s > 2 * sl->run_pred_s;
+                r->in_batch_timeout = slot_overran(sl, ran_s);
                 lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
                                  "deadline passed while engine %s ran its batch (%.1f ms%s)",
                                  L->engine, ran_s * 1e3,

@@ -300,9 +300,8 @@ static int body_error(char *msg, size_t cap, int status, const char *fmt, ...)
 
 static struct hs_served_model *find_model(struct hs_server *s, const char *name)
 {
-    if (!name) return &s->models[0];
-    for (int i = 0; i < s->n_models; i++)
-        if (!strcmp(s->models[i].name, name)) return &s->models[i];
+    struct hs_served_model *sm = hs__server_model(s, name);
+    if (sm || !name) return sm;
     /* Accept a path-like name whose last component matches ("sentence-transformers/x"). */
     const char *slash = strrchr(name, '/');
     if (slash)

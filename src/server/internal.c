@@ -25,13 +25,6 @@ struct batch_state {
     struct hs_job *job; /* the batch as one dispatch job */
 };
 
-static struct hs_served_model *model_named(struct hs_server *s, const char *name)
-{
-    for (int i = 0; i < s->n_models; i++)
-        if (!strcmp(s->models[i].name, name)) return &s->models[i];
-    return NULL;
-}
-
 enum MHD_Result hs__internal_batch_begin(struct conn *k)
 {
     struct hs_server *s = hs__conn_server(k);
@@ -47,7 +40,7 @@ enum MHD_Result hs__internal_batch_begin(struct conn *k)
     if (hs_wire_req_decode(body, len, &wr, &e) != HS_STATUS_OK)
         return hs__conn_error(k, 400, 0, e.msg);
     ts[HS_TS_PARSED] = hs_now_ns();
-    struct hs_served_model *sm = model_named(s, wr.model);
+    struct hs_served_model *sm = wr.model[0] ? hs__server_model(s, wr.model) : NULL;
     if (!sm) return hs__conn_error(k, 404, 0, "batch: model not served here");
     if (atomic_load(&s->draining)) return hs__conn_error(k, 503, 0, "server is shutting down");
     const int seq_max = sm->model->config.max_seq_len;

@@ -122,6 +122,8 @@ enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, cons
 
 /* The engine named name, NULL when none (server.c). */
 hs_engine_t hs__server_engine(struct hs_server *s, const char *name);
+/* The served model named name (the first one for NULL or ""), NULL when none (server.c). */
+struct hs_served_model *hs__server_model(struct hs_server *s, const char *name);
 
 /* --- POST /predict (predict.c) ---
  * Loads the heads named by cfg.cascade and checks them against the served models; *out is NULL

@@ -358,7 +358,7 @@ static int lane_of(const struct hs_server *s, const struct hs_served_model *sm, 
     return -1;
 }
 
-static struct hs_served_model *model_named(struct hs_server *s, const char *name)
+struct hs_served_model *hs__server_model(struct hs_server *s, const char *name)
 {
     if (!name || !*name) return &s->models[0];
     for (int i = 0; i < s->n_models; i++)
@@ -402,7 +402,7 @@ static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, stru
             continue;
         }
         r->kind = HS_ROUTE_KIND_LANES;
-        struct hs_served_model *sm = model_named(s, rc->model);
+        struct hs_served_model *sm = hs__server_model(s, rc->model);
         if (!sm)
             return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                 "config: route '%s' names model '%s', which is not served",
