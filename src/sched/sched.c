@@ -117,6 +117,11 @@ struct slot {
      * what a batch costs under a backlog; 0 otherwise */
     int64_t backlog_since_ns;
     int64_t last_end_ns; /* end of the last engine call */
+    /* the running batch's particulars, from batch_begin to batch_end */
+    int run_b, run_n, run_shape_b;
+    int64_t run_formed_ns, run_tokens;
+    uint64_t run_batch_id;
+    bool stepping; /* stepped scheduler: a batch is out with the simulator */
 };
 
 struct lane {
@@ -176,7 +181,16 @@ struct hs_sched {
     int64_t reap_at;
     uint64_t kick;
     bool stop;
+    /* stepped (hs_sched_create_stepped): no threads, the caller's clock */
+    bool stepped;
+    int64_t step_now;
 };
+
+/* The scheduler's clock: monotonic time, or a stepped scheduler's simulated time. */
+static int64_t sched_now(const struct hs_sched *s)
+{
+    return s->stepped ? s->step_now : hs_now_ns();
+}
 
 static void cond_init_monotonic(pthread_cond_t *c)
 {
@@ -525,66 +539,84 @@ static void lane_check_prediction(struct lane *L, const struct hs_request *r, in
     }
 }
 
-static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
+/* Starts the batch of the n sequences the slot took from bucket b: its input arrays (none on a
+ * stepped scheduler, which runs no engine), its id, and its start and predicted duration for the
+ * predictor and the reaper. */
+static void batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct hs_batch *batch)
 {
     struct lane *L = sl->L;
     struct hs_sched *s = L->s;
     int shape_b = lane_shape_batch(L, b, n);
     int shape_s = L->shape_seq[b];
     int64_t tokens = 0;
-    int32_t off = 0;
-    for (int i = 0; i < shape_b; i++) {
-        sl->offsets[i] = off;
-        if (i < n) {
-            struct hs_seq *q = sl->taken[i];
-            memcpy(sl->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
-            sl->lengths[i] = q->n_tokens;
-            tokens += q->n_tokens;
-        } else {
-            sl->ids[off] = L->o.pad_id;
-            sl->lengths[i] = 1;
+    for (int i = 0; i < n; i++) tokens += sl->taken[i]->n_tokens;
+    memset(batch, 0, sizeof *batch);
+    if (!s->stepped) {
+        int32_t off = 0;
+        for (int i = 0; i < shape_b; i++) {
+            sl->offsets[i] = off;
+            if (i < n) {
+                struct hs_seq *q = sl->taken[i];
+                memcpy(sl->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
+                sl->lengths[i] = q->n_tokens;
+            } else {
+                sl->ids[off] = L->o.pad_id;
+                sl->lengths[i] = 1;
+            }
+            off += sl->lengths[i];
         }
-        off += sl->lengths[i];
+        sl->offsets[shape_b] = off;
+        *batch = (struct hs_batch){
+            .n_seqs = shape_b,
+            .seq_max = shape_s,
+            .n_tokens = off,
+            .ids = sl->ids,
+            .type_ids = NULL,
+            .lengths = sl->lengths,
+            .offsets = sl->offsets,
+        };
+        batch->batch_class = n > 0;
+        for (int i = 0; i < n; i++) { /* a remote engine's timeout and priority */
+            if (!batch->deadline_ns || sl->taken[i]->req->deadline_ns < batch->deadline_ns)
+                batch->deadline_ns = sl->taken[i]->req->deadline_ns;
+            if (sl->taken[i]->req->priority != HS_PRIORITY_BATCH) batch->batch_class = 0;
+        }
     }
-    sl->offsets[shape_b] = off;
-    struct hs_batch batch = {
-        .n_seqs = shape_b,
-        .seq_max = shape_s,
-        .n_tokens = off,
-        .ids = sl->ids,
-        .type_ids = NULL,
-        .lengths = sl->lengths,
-        .offsets = sl->offsets,
-    };
-    batch.batch_class = n > 0;
-    for (int i = 0; i < n; i++) { /* a remote engine's timeout and priority */
-        if (!batch.deadline_ns || sl->taken[i]->req->deadline_ns < batch.deadline_ns)
-            batch.deadline_ns = sl->taken[i]->req->deadline_ns;
-        if (sl->taken[i]->req->priority != HS_PRIORITY_BATCH) batch.batch_class = 0;
-    }
-    uint64_t batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
-    struct hs_batch_timing t = {0};
-    struct hs_error err;
-    hs_error_clear(&err);
-    int64_t start = hs_now_ns();
+    sl->run_b = b;
+    sl->run_n = n;
+    sl->run_shape_b = shape_b;
+    sl->run_formed_ns = formed_ns;
+    sl->run_tokens = tokens;
+    sl->run_batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
     pthread_mutex_lock(&L->mu);
-    sl->run_start_ns = start;
+    sl->run_start_ns = sched_now(s);
     sl->run_pred_s = lane_batch_s(L, b, (double)tokens);
     pthread_mutex_unlock(&L->mu);
-    hs_status st = L->o.runner.run(L->o.runner.ctx, sl->idx, &batch, sl->out, &t, &err);
-    int64_t end = hs_now_ns();
+}
+
+/* Ends the slot's batch, which the engine finished at `end` with status st (t: its timing, err
+ * its error): answers its requests, reports the batch, learns its cost. */
+static void batch_end(struct slot *sl, int64_t end, hs_status st, const struct hs_batch_timing *t,
+                      const struct hs_error *err)
+{
+    struct lane *L = sl->L;
+    struct hs_sched *s = L->s;
+    const int b = sl->run_b, n = sl->run_n, shape_b = sl->run_shape_b, shape_s = L->shape_seq[b];
+    const int64_t start = sl->run_start_ns, formed_ns = sl->run_formed_ns, tokens = sl->run_tokens;
+    const uint64_t batch_id = sl->run_batch_id;
     sl->last_end_ns = end;
 
     int64_t copy_out_end = end;
-    int64_t compute_end = end - t.copy_out_ns;
-    int64_t copy_in_end = start + t.copy_in_ns;
+    int64_t compute_end = end - t->copy_out_ns;
+    int64_t copy_in_end = start + t->copy_in_ns;
     if (compute_end < start) compute_end = start;
     if (copy_in_end > compute_end) copy_in_end = compute_end;
 
     struct chain c = {NULL};
     if (st != HS_STATUS_OK) {
-        hs_log_error("lane %s/%s: batch %llu (%dx%d) failed: %s", L->engine, L->model,
-                     (unsigned long long)batch_id, shape_b, shape_s, err.msg);
+        if (st != HS_STATUS_SHUTDOWN)
+            hs_log_error("lane %s/%s: batch %llu (%dx%d) failed: %s", L->engine, L->model,
+                         (unsigned long long)batch_id, shape_b, shape_s, err->msg);
         pthread_mutex_lock(&L->mu);
         /* a runner that gave up at the deadline (a remote worker): blamed as the reaper's
          * in-batch timeouts are (slot_overran) */
@@ -593,7 +625,7 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
             struct hs_request *r = sl->taken[i]->req;
             if (st == HS_STATUS_TIMEOUT && !atomic_load(&r->answered)) r->in_batch_timeout = blame;
             lane_fail_locked(L, r, st, 0, &c, "engine %s failed: %s", L->engine,
-                             err.msg[0] ? err.msg : hs_status_str(st));
+                             err->msg[0] ? err->msg : hs_status_str(st));
         }
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
@@ -609,21 +641,21 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         struct hs_request *r = q->req;
         done_reqs[i] = r;
         if (atomic_load(&r->answered)) continue;
-        if (st == HS_STATUS_OK)
+        if (st == HS_STATUS_OK && r->out)
             memcpy(r->out + (size_t)q->index * (size_t)L->o.dim, sl->out + (size_t)i * L->o.dim,
                    (size_t)L->o.dim * sizeof(float));
         /* A multi-sequence request keeps the times of its last batch. */
         r->ts[HS_TS_BATCHED] = formed_ns;
-        if (t.hop_ns > 0)
-            r->ts[HS_TS_HOP] = start + (t.hop_ns < t.copy_in_ns ? t.hop_ns : t.copy_in_ns);
+        if (t->hop_ns > 0)
+            r->ts[HS_TS_HOP] = start + (t->hop_ns < t->copy_in_ns ? t->hop_ns : t->copy_in_ns);
         r->ts[HS_TS_COPY_IN] = copy_in_end;
         r->ts[HS_TS_COMPUTE] = compute_end;
         r->ts[HS_TS_COPY_OUT] = copy_out_end;
         r->batch_id = batch_id;
-        r->n_boundaries = t.n_boundaries;
-        for (int k = 0; k < t.n_boundaries && k < HS_BATCH_MAX_BOUNDARIES; k++) {
-            r->boundary_copy_ns[k] = t.boundary_copy_ns[k];
-            r->boundary_sync_ns[k] = t.boundary_sync_ns[k];
+        r->n_boundaries = t->n_boundaries;
+        for (int k = 0; k < t->n_boundaries && k < HS_BATCH_MAX_BOUNDARIES; k++) {
+            r->boundary_copy_ns[k] = t->boundary_copy_ns[k];
+            r->boundary_sync_ns[k] = t->boundary_sync_ns[k];
         }
     }
     sl->n_taken = 0;
@@ -634,7 +666,7 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
             int expect = 0;
             if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
                 r->status = HS_STATUS_OK;
-                lane_check_prediction(L, r, hs_now_ns());
+                lane_check_prediction(L, r, sched_now(s));
                 if (r->done) r->done(r, r->ctx);
             }
             hs_request_unref(r);
@@ -674,6 +706,18 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
         lane_learn(L, b, (double)tokens, (double)(end - from) / 1e9);
     }
     pthread_mutex_unlock(&L->mu);
+}
+
+static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
+{
+    struct lane *L = sl->L;
+    struct hs_batch batch;
+    batch_begin(sl, b, n, formed_ns, &batch);
+    struct hs_batch_timing t = {0};
+    struct hs_error err;
+    hs_error_clear(&err);
+    hs_status st = L->o.runner.run(L->o.runner.ctx, sl->idx, &batch, sl->out, &t, &err);
+    batch_end(sl, hs_now_ns(), st, &t, &err);
 }
 
 static void *lane_main(void *arg)
@@ -796,7 +840,7 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
     snprintf(L->model, sizeof L->model, "%s", o->model ? o->model : "model");
     L->o.engine = L->engine;
     L->o.model = L->model;
-    if (!o->runner.run)
+    if (!o->runner.run && !L->s->stepped)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "lane %s: no runner", L->engine);
     if (o->dim <= 0 || o->seq_max <= 0 || o->batch_max <= 0 || o->batch_max_tokens <= 0 ||
         o->batch_window_us < 0 || o->queue_max <= 0)
@@ -906,7 +950,7 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
     }
     L->throughput = o->throughput_init_tokens_per_s;
     atomic_init(&L->pred_bias, 1.0);
-    L->started_ns = hs_now_ns();
+    L->started_ns = sched_now(L->s);
     return HS_STATUS_OK;
 }
 
@@ -929,9 +973,9 @@ static void lane_free(struct lane *L)
     hs_free(L);
 }
 
-hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
-                          const struct hs_sched_observer *observer, struct hs_sched **out,
-                          struct hs_error *err)
+static hs_status sched_create(const struct hs_lane_opts *lanes, int n,
+                              const struct hs_sched_observer *observer, bool stepped,
+                              int64_t now_ns, struct hs_sched **out, struct hs_error *err)
 {
     *out = NULL;
     if (n <= 0 || n > HS_SCHED_MAX_LANES)
@@ -940,6 +984,8 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
     struct hs_sched *s = hs_calloc(1, sizeof *s);
     if (!s) return hs_error_set(err, HS_STATUS_NO_MEMORY, "scheduler");
     if (observer) s->obs = *observer;
+    s->stepped = stepped;
+    s->step_now = now_ns;
     atomic_init(&s->draining, false);
     atomic_init(&s->batch_seq, 0);
     pthread_mutex_init(&s->rmu, NULL);
@@ -961,7 +1007,7 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
         st = lane_setup(L, &lanes[i], err);
         if (st != HS_STATUS_OK) break;
     }
-    for (int i = 0; st == HS_STATUS_OK && i < s->n; i++) {
+    for (int i = 0; st == HS_STATUS_OK && !stepped && i < s->n; i++) {
         struct lane *L = s->lanes[i];
         for (int k = 0; st == HS_STATUS_OK && k < L->n_slots; k++) {
             if (pthread_create(&L->slots[k].thread, NULL, lane_main, &L->slots[k]) != 0)
@@ -971,7 +1017,7 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
                 L->slots[k].started = true;
         }
     }
-    if (st == HS_STATUS_OK) {
+    if (st == HS_STATUS_OK && !stepped) {
         if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0)
             st = hs_error_set(err, HS_STATUS_INTERNAL, "scheduler: cannot start reaper thread");
         else
@@ -983,6 +1029,25 @@ hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
     }
     *out = s;
     return HS_STATUS_OK;
+}
+
+hs_status hs_sched_create(const struct hs_lane_opts *lanes, int n,
+                          const struct hs_sched_observer *observer, struct hs_sched **out,
+                          struct hs_error *err)
+{
+    return sched_create(lanes, n, observer, false, 0, out, err);
+}
+
+hs_status hs_sched_create_stepped(const struct hs_lane_opts *lanes, int n,
+                                  const struct hs_sched_observer *observer, int64_t now_ns,
+                                  struct hs_sched **out, struct hs_error *err)
+{
+    if (now_ns <= 0) {
+        *out = NULL;
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "stepped scheduler: clock must start > 0");
+    }
+    return sched_create(lanes, n, observer, true, now_ns, out, err);
 }
 
 /* Answers every queued request of L, and with running those of its running batches not yet
@@ -1056,6 +1121,14 @@ void hs_sched_destroy(struct hs_sched *s)
     if (s->reaper_started) pthread_join(s->reaper, NULL);
     for (int i = 0; i < s->n; i++) {
         struct lane *L = s->lanes[i];
+        for (int k = 0; s->stepped && k < L->n_slots; k++)
+            if (L->slots[k].stepping) {
+                struct hs_error e;
+                hs_error_set(&e, HS_STATUS_SHUTDOWN, "scheduler destroyed");
+                L->slots[k].stepping = false;
+                batch_end(&L->slots[k], s->step_now, HS_STATUS_SHUTDOWN,
+                          &(struct hs_batch_timing){0}, &e);
+            }
         lane_answer_all(L, false, "server shutting down");
         if (!L->abandoned) lane_free(L);
     }
@@ -1093,7 +1166,7 @@ double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_reque
     }
     struct lane *L = s->lanes[lane];
     pthread_mutex_lock(&L->mu);
-    double w = lane_predict_locked(L, r, hs_now_ns());
+    double w = lane_predict_locked(L, r, sched_now(s));
     pthread_mutex_unlock(&L->mu);
     if (fits) *fits = w >= 0;
     return w < 0 ? 0 : w;
@@ -1153,7 +1226,7 @@ double hs_sched_lane_drain_s(struct hs_sched *s, int lane)
     if (lane < 0 || lane >= s->n) return 0;
     struct lane *L = s->lanes[lane];
     pthread_mutex_lock(&L->mu);
-    double w = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs_now_ns());
+    double w = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, sched_now(s));
     pthread_mutex_unlock(&L->mu);
     return w;
 }
@@ -1200,7 +1273,7 @@ static bool lane_evict_one(struct lane *L, struct chain *c)
         if (q && (!victim || q->enqueued_ns > victim->enqueued_ns)) victim = q;
     }
     if (!victim) return false;
-    double retry = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs_now_ns());
+    double retry = lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, sched_now(L->s));
     lane_fail_locked(L, victim->req, HS_STATUS_OVERLOADED, retry, c,
                      "shed under overload to make room for interactive requests");
     return true;
@@ -1218,14 +1291,14 @@ hs_status hs_sched_submit(struct hs_sched *s, struct hs_request *r)
 
 hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
 {
-    int64_t now = hs_now_ns();
+    int64_t now = sched_now(s);
     if (atomic_load(&s->draining))
         return reject(r, HS_STATUS_SHUTDOWN, 0, "server is shutting down");
     if ((unsigned)r->priority >= HS_PRIORITY_COUNT) r->priority = HS_PRIORITY_INTERACTIVE;
     if (li < 0 || li >= s->n) return reject(r, HS_STATUS_NOT_FOUND, 0, "no engine lane %d", li);
     struct lane *L = s->lanes[li];
     r->lane = li;
-    r->ts[HS_TS_ROUTED] = hs_now_ns();
+    r->ts[HS_TS_ROUTED] = now;
     if (r->n_seqs <= 0) return reject(r, HS_STATUS_INVALID_INPUT, 0, "request has no input");
     for (int i = 0; i < r->n_seqs; i++) {
         int len = r->seqs[i].n_tokens;
@@ -1285,7 +1358,7 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
         atomic_store(&r->pending, r->n_seqs);
         atomic_store(&r->answered, 0);
         hs_request_ref(r);
-        r->ts[HS_TS_ENQUEUED] = hs_now_ns();
+        r->ts[HS_TS_ENQUEUED] = sched_now(s);
         for (int i = 0; i < r->n_seqs; i++) {
             struct hs_seq *q = &r->seqs[i];
             q->enqueued_ns = now;
@@ -1386,4 +1459,105 @@ int hs_sched_lane_seq_shape(const struct hs_sched *s, int lane, int n_tokens)
     if (n_tokens > L->o.seq_max) return 0;
     int b = lane_bucket_of(L, n_tokens);
     return b < 0 ? 0 : L->shape_seq[b];
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * stepped: the scheduler driven by a discrete-event simulation
+ */
+
+void hs_sched_step_clock(struct hs_sched *s, int64_t now_ns)
+{
+    if (s->stepped && now_ns > s->step_now) s->step_now = now_ns;
+}
+
+int64_t hs_sched_step_now(const struct hs_sched *s)
+{
+    return sched_now(s);
+}
+
+bool hs_sched_step_begin(struct hs_sched *s, struct hs_sched_step *out, int64_t *wake)
+{
+    *wake = INT64_MAX;
+    if (!s->stepped) return false;
+    const int64_t now = s->step_now;
+    const bool draining = atomic_load(&s->draining);
+    for (int i = 0; i < s->n; i++) {
+        struct lane *L = s->lanes[i];
+        for (int k = 0; k < L->n_slots; k++) {
+            struct slot *sl = &L->slots[k];
+            if (sl->stepping) continue;
+            /* as a batcher thread's loop: pick, take (expired and doomed requests are answered
+             * here), run; a slot with nothing due is no longer under a backlog */
+            for (;;) {
+                int64_t due;
+                pthread_mutex_lock(&L->mu);
+                int b = lane_pick(L, now, draining, &due);
+                if (b < 0) {
+                    sl->backlog_since_ns = 0;
+                    pthread_mutex_unlock(&L->mu);
+                    if (due < *wake) *wake = due;
+                    break;
+                }
+                struct chain c = {NULL};
+                int n = lane_take(L, sl, b, now, &c);
+                sl->n_taken = n;
+                L->running_seqs += n;
+                L->running_batches += n > 0;
+                pthread_mutex_unlock(&L->mu);
+                chain_flush(&c);
+                if (n == 0) {
+                    pthread_mutex_lock(&L->mu);
+                    sl->backlog_since_ns = 0;
+                    pthread_mutex_unlock(&L->mu);
+                    continue;
+                }
+                struct hs_batch batch;
+                batch_begin(sl, b, n, now, &batch);
+                sl->stepping = true;
+                *out = (struct hs_sched_step){
+                    .lane = i,
+                    .slot = k,
+                    .n_seqs = n,
+                    .shape_batch = sl->run_shape_b,
+                    .shape_seq = L->shape_seq[b],
+                    .tokens = sl->run_tokens,
+                    .predicted_s = sl->run_pred_s,
+                };
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+void hs_sched_step_end(struct hs_sched *s, int lane, int slot, hs_status st,
+                       const struct hs_batch_timing *t)
+{
+    if (!s->stepped || lane < 0 || lane >= s->n) return;
+    struct lane *L = s->lanes[lane];
+    if (slot < 0 || slot >= L->n_slots || !L->slots[slot].stepping) return;
+    struct slot *sl = &L->slots[slot];
+    struct hs_error err;
+    hs_error_clear(&err);
+    if (st != HS_STATUS_OK) hs_error_set(&err, st, "simulated failure");
+    sl->stepping = false;
+    const int n = sl->run_n;
+    batch_end(sl, s->step_now, st, t ? t : &(struct hs_batch_timing){0}, &err);
+    pthread_mutex_lock(&L->mu);
+    L->running_seqs -= n;
+    L->running_batches -= n > 0;
+    sl->backlog_since_ns = sl->last_end_ns;
+    pthread_mutex_unlock(&L->mu);
+}
+
+int64_t hs_sched_step_reap(struct hs_sched *s)
+{
+    int64_t next = INT64_MAX;
+    for (int i = 0; s->stepped && i < s->n; i++) {
+        struct chain c = {NULL};
+        int64_t t = lane_reap(s->lanes[i], s->step_now, &c);
+        chain_flush(&c);
+        if (t < next) next = t;
+    }
+    return next;
 }

@@ -214,6 +214,40 @@ int hs_sched_lane_count(const struct hs_sched *s);
 const struct hs_lane_opts *hs_sched_lane_opts(const struct hs_sched *s, int lane);
 void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out);
 
+/* ---------------------------------------------------------------------------------------------
+ * Stepped mode: the same scheduler, its admission, predictions, batching, deadlines and
+ * learning, driven by a discrete-event simulation (hetsim) instead of threads and the monotonic
+ * clock. No thread is started; the caller owns the clock (nanoseconds, > 0, never going back)
+ * and calls, at every event: hs_sched_step_clock, then submit / end / reap as the event is, then
+ * hs_sched_step_begin until it returns false (the batches the idle slots' batchers would form
+ * now; each runs, in the simulation, until the caller ends it). Runners are not called and may
+ * be absent; requests need no token ids and no `out`. Single-threaded: every call from one
+ * thread; hs_sched_destroy answers what is still queued or out with SHUTDOWN.
+ */
+
+/* A batch formed on a stepped scheduler, running until hs_sched_step_end. */
+struct hs_sched_step {
+    int lane, slot;
+    int n_seqs;                 /* real sequences */
+    int shape_batch, shape_seq; /* padded shape (pad sequences included) */
+    int64_t tokens;             /* real tokens */
+    double predicted_s;         /* the lane's predicted duration */
+};
+
+hs_status hs_sched_create_stepped(const struct hs_lane_opts *lanes, int n,
+                                  const struct hs_sched_observer *observer, int64_t now_ns,
+                                  struct hs_sched **out, struct hs_error *err);
+void hs_sched_step_clock(struct hs_sched *s, int64_t now_ns);
+int64_t hs_sched_step_now(const struct hs_sched *s);
+/* The next batch an idle slot would form now: true with *b filled, or false with *wake the next
+ * time one may be due without new work (a batching window; INT64_MAX: none). */
+bool hs_sched_step_begin(struct hs_sched *s, struct hs_sched_step *b, int64_t *wake);
+/* The batch on (lane, slot) ended now with status st (t: its timing split, may be NULL). */
+void hs_sched_step_end(struct hs_sched *s, int lane, int slot, hs_status st,
+                       const struct hs_batch_timing *t);
+/* Answers the requests whose deadline has passed (the reaper); returns the next deadline. */
+int64_t hs_sched_step_reap(struct hs_sched *s);
+
 /* Shape a sequence of n_tokens would be batched in on lane (bucket length, or whitelisted
  * length); 0 when none fits. For tests and diagnostics. */
 int hs_sched_lane_seq_shape(const struct hs_sched *s, int lane, int n_tokens);

@@ -17,6 +17,7 @@
 #include "server/memplan.h"
 #include "sched/costs.h"
 #include "server/server-impl.h"
+#include "server/topology.h"
 
 /* The executor-facing adapter the scheduler's batcher calls: one slot per lane. */
 static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *out,
@@ -50,31 +51,6 @@ static bool kind_remote(const char *kind)
 {
     const struct hs_engine_kind *k = hs_engine_kind_find(kind);
     return k && k->remote;
-}
-
-/* The batching and admission options every lane of engine ec takes from the config. */
-static void lane_opts_common(const struct hs_config *c, const struct hs_engine_cfg *ec,
-                             const struct hs_served_model *sm, struct hs_lane_opts *o)
-{
-    o->model = sm->name;
-    o->dim = sm->model->config.dims.hidden;
-    o->seq_max = sm->model->config.max_seq_len;
-    o->pad_id = sm->model->config.pad_token_id;
-    o->batch_window_us =
-        ec->batch_window_us >= 0 ? ec->batch_window_us : c->batching.batch_window_us;
-    o->batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
-    o->batch_max_tokens =
-        ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;
-    o->n_buckets = c->batching.n_buckets;
-    memcpy(o->buckets, c->batching.buckets, sizeof c->batching.buckets);
-    o->n_shapes = ec->n_shapes;
-    memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
-    o->queue_max = ec->queue_max > 0 ? ec->queue_max : c->limits.queue_max;
-    o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
-    o->wait_max_ms = c->scheduler.wait_max_ms;
-    o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
-    o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
-    o->slots = ec->slots > 0 ? ec->slots : 1;
 }
 
 /* On a lane whose engines compile per shape (HS_ENGINE_FEAT_SHAPE_COMPILE), one batch of each
@@ -179,7 +155,7 @@ static hs_status remote_lanes(struct hs_server *s, struct hs_served_model *sm, i
         char label[sizeof sl->label];
         snprintf(label, sizeof label, "%s/%d", ec->name, w);
         memcpy(sl->label, label, sizeof label);
-        lane_opts_common(&s->cfg, ec, sm, o);
+        hs_topo_lane_opts(&s->cfg, ec, sm->name, &sm->model->config, o);
         o->engine = sl->label;
         hs_status st =
             hs_remote_pool_runner(pool, w, s->n_lanes, sm->name, o->dim, o->slots, &o->runner, err);
@@ -208,14 +184,6 @@ hs_engine_t hs__server_engine(struct hs_server *s, const char *name)
     for (int i = 0; i < s->cfg.n_engines && i < s->n_engines; i++)
         if (!strcmp(s->cfg.engines[i].name, name)) return s->engines[i];
     return NULL;
-}
-
-/* Is lane l model sm's on the configured engine named engine (any of its slices)? */
-static bool lane_on(const struct hs_server *s, int l, const struct hs_served_model *sm,
-                    const char *engine)
-{
-    const struct hs_served_lane *sl = &s->lanes[l];
-    return sl->sm == sm && !strcmp(s->cfg.engines[sl->engine_cfg].name, engine);
 }
 
 /* Was model sm's lane on engine `engine` left out by a failed check (check: exclude)? */
@@ -350,14 +318,6 @@ void hs__server_boundary_metrics(const struct hs_server *s, struct hs_buf *b)
     }
 }
 
-/* First lane of model m on configured engine e; -1 when the model is not resident there. */
-static int lane_of(const struct hs_server *s, const struct hs_served_model *sm, const char *engine)
-{
-    for (int i = 0; i < s->n_lanes; i++)
-        if (lane_on(s, i, sm, engine)) return i;
-    return -1;
-}
-
 struct hs_served_model *hs__server_model(struct hs_server *s, const char *name)
 {
     if (!name || !*name) return &s->models[0];
@@ -366,105 +326,26 @@ struct hs_served_model *hs__server_model(struct hs_server *s, const char *name)
     return NULL;
 }
 
+static bool topo_excluded(void *ctx, int m, const char *engine)
+{
+    struct hs_server *s = ctx;
+    return lane_excluded(s, &s->models[m], engine);
+}
+
 /* Translates the config's routes (names) into the router's (lane indexes). */
 static hs_status router_opts(struct hs_server *s, struct hs_router_opts *o, struct hs_error *err)
 {
-    const struct hs_config *c = &s->cfg;
-    memset(o, 0, sizeof *o);
-    o->default_route = -1;
-    o->fallback_lane = -1;
-    if (c->n_routes == 0) {
-        /* One route per model over every engine it is on. */
-        for (int m = 0; m < s->n_models; m++) {
-            struct hs_route *r = &o->routes[o->n_routes++];
-            snprintf(r->name, sizeof r->name, "%.31s", s->models[m].name);
-            r->kind = HS_ROUTE_KIND_LANES;
-            r->split_route = r->shadow_route = r->failover_route = -1;
-            for (int l = 0; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
-                if (s->lanes[l].sm == &s->models[m]) r->lanes[r->n_lanes++] = l;
-        }
-        o->default_route = 0;
+    struct hs_topo t = {.cfg = &s->cfg,
+                        .n_models = s->n_models,
+                        .n_lanes = s->n_lanes,
+                        .excluded = topo_excluded,
+                        .excluded_ctx = s};
+    for (int m = 0; m < s->n_models; m++) t.model_names[m] = s->models[m].name;
+    for (int l = 0; l < s->n_lanes; l++) {
+        t.lane_model[l] = (int)(s->lanes[l].sm - s->models);
+        t.lane_engine[l] = s->lanes[l].engine_cfg;
     }
-    for (int i = 0; i < c->n_routes; i++) {
-        const struct hs_route_cfg *rc = &c->routes[i];
-        struct hs_route *r = &o->routes[o->n_routes++];
-        snprintf(r->name, sizeof r->name, "%s", rc->name);
-        r->split_route = hs_config_route(c, rc->split_route);
-        r->split_ratio = rc->split_ratio;
-        r->shadow_route = hs_config_route(c, rc->shadow_route);
-        r->shadow_ratio = rc->shadow_ratio;
-        r->failover_route = hs_config_route(c, rc->failover_route);
-        r->failover_ratio_max = rc->failover_ratio_max;
-        if (!strcmp(rc->kind, "cascade")) {
-            r->kind = HS_ROUTE_KIND_CASCADE;
-            r->cascade_small = hs_config_route(c, rc->small);
-            r->cascade_big = hs_config_route(c, rc->big);
-            continue;
-        }
-        r->kind = HS_ROUTE_KIND_LANES;
-        struct hs_served_model *sm = hs__server_model(s, rc->model);
-        if (!sm)
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: route '%s' names model '%s', which is not served",
-                                rc->name, rc->model);
-        if (rc->n_engines == 0) {
-            for (int l = 0; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
-                if (s->lanes[l].sm == sm) r->lanes[r->n_lanes++] = l;
-        }
-        for (int k = 0; k < rc->n_engines; k++) {
-            int l = lane_of(s, sm, rc->engines[k]);
-            if (l < 0 && lane_excluded(s, sm, rc->engines[k])) continue;
-            if (l < 0)
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                    "config: route '%s': model %s is not resident on engine %s",
-                                    rc->name, sm->name, rc->engines[k]);
-            /* a remote engine has a lane per worker slot, a sliced one a lane per slice: the
-             * route takes them all */
-            for (; l < s->n_lanes; l++)
-                if (lane_on(s, l, sm, rc->engines[k])) {
-                    if (r->n_lanes == HS_ROUTE_MAX_LANES)
-                        return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                            "config: route '%s' would have more than %d lanes "
-                                            "(engines' worker slots and slices included)",
-                                            rc->name, HS_ROUTE_MAX_LANES);
-                    r->lanes[r->n_lanes++] = l;
-                }
-        }
-        if (r->n_lanes == 0) {
-            /* every lane it names failed its check (check: exclude): it degrades to the
-             * model's remaining lanes rather than refusing what its rules send it */
-            for (int l = 0; l < s->n_lanes && r->n_lanes < HS_ROUTE_MAX_LANES; l++)
-                if (s->lanes[l].sm == sm) r->lanes[r->n_lanes++] = l;
-            hs_log_warn("route '%s': every lane it names failed its check; it uses the model's "
-                        "other lanes",
-                        rc->name);
-        }
-    }
-    for (int i = 0; i < c->router.n_rules; i++) {
-        const struct hs_rule_cfg *rc = &c->router.rules[i];
-        struct hs_route_rule *ru = &o->rules[o->n_rules++];
-        ru->route = hs_config_route(c, rc->route);
-        ru->tokens_min = rc->tokens_min;
-        ru->tokens_max = rc->tokens_max;
-        snprintf(ru->task, sizeof ru->task, "%s", rc->task);
-        ru->priority = rc->priority[0] ? hs_priority_parse(rc->priority) : -1;
-        snprintf(ru->header, sizeof ru->header, "%s", rc->header);
-        snprintf(ru->value, sizeof ru->value, "%s", rc->value);
-    }
-    if (c->n_routes)
-        o->default_route =
-            c->router.default_route[0] ? hs_config_route(c, c->router.default_route) : 0;
-    if (c->router.fallback_engine[0])
-        o->fallback_lane = lane_of(s, &s->models[0], c->router.fallback_engine);
-    o->breaker.window_requests = c->breaker.window_requests;
-    o->breaker.min_requests = c->breaker.min_requests;
-    o->breaker.error_ratio_max = c->breaker.error_ratio_max;
-    o->breaker.latency_max_ms = c->breaker.latency_max_ms;
-    o->breaker.open_ms = c->breaker.open_ms;
-    o->breaker.half_open_probes = c->breaker.half_open_probes;
-    o->retry_budget_ratio = c->retry.budget_ratio;
-    o->retry_budget_max = c->retry.budget_max;
-    return HS_STATUS_OK;
+    return hs_topo_router_opts(&t, o, err);
 }
 
 /* The placement of models[mi]'s lane on engine e: single, or the split its config names. */
@@ -748,7 +629,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 s->n_lanes++;
 
                 struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
-                lane_opts_common(c, ec, sm, o);
+                hs_topo_lane_opts(c, ec, sm->name, &sm->model->config, o);
                 o->engine = sl->label;
                 o->slots = xo.slots;
                 o->runner = (struct hs_runner){exec_run, sl};
