@@ -192,7 +192,7 @@ static bool retry(struct hs_job *j, struct hs_request *r, int64_t now)
     /* Once admitted, r2's answer may run at once on another thread: j is not touched after. */
     hs_status st = hs_sched_submit_lane(d->sched, d2.lane, r2);
     if (st == HS_STATUS_OK) return true;
-    hs_router_on_result(d->router, d2.lane, d2.probe, st, 0, false, hs_now_ns());
+    hs_router_on_result(d->router, d2.lane, d2.probe, st, 0, false, hs_sched_now(d->sched));
     j->dec = prev;
     j->req = r;
     return false;
@@ -201,7 +201,7 @@ static bool retry(struct hs_job *j, struct hs_request *r, int64_t now)
 static void answer_done(struct hs_request *r, void *ctx)
 {
     struct hs_job *j = ctx;
-    int64_t now = hs_now_ns();
+    int64_t now = hs_sched_now(j->d->sched);
     hs_router_on_result(j->d->router, r->lane, j->dec.probe, r->status, batch_ns_of(r),
                         r->in_batch_timeout, now);
     if (r->status == HS_STATUS_ENGINE && j->retry && retry(j, r, now)) return;
@@ -236,7 +236,7 @@ static hs_status start(struct hs_dispatch *d, struct hs_job *j, const struct hs_
 
     /* decide */
     struct hs_route_query q = query_of(j, r);
-    int64_t now = hs_now_ns();
+    int64_t now = hs_sched_now(d->sched);
     if (!from) {
         hs_router_decide(d->router, &q, now, &j->dec);
     } else {
@@ -251,7 +251,7 @@ static hs_status start(struct hs_dispatch *d, struct hs_job *j, const struct hs_
         snprintf(j->msg, sizeof j->msg, "%s", d2.reason);
     }
     j->routed = true;
-    r->ts[HS_TS_ROUTED] = hs_now_ns();
+    r->ts[HS_TS_ROUTED] = hs_sched_now(d->sched);
     memcpy(j->ts, r->ts, sizeof j->ts);
     const struct hs_route_decision dec = j->dec; /* done may change j->dec once r is admitted */
     if (dec.status != HS_STATUS_OK)
@@ -263,7 +263,7 @@ static hs_status start(struct hs_dispatch *d, struct hs_job *j, const struct hs_
     r->out = j->owner.alloc(j->owner.ctx, (size_t)j->n_seqs * (size_t)j->dim * sizeof(float));
     if (!r->out) {
         hs_router_on_result(d->router, dec.lane, dec.probe, HS_STATUS_NO_MEMORY, 0, false,
-                            hs_now_ns());
+                            hs_sched_now(d->sched));
         return refuse(j, HS_STATUS_NO_MEMORY, 0, "out of memory");
     }
     if (retry_possible(d, &dec)) j->retry = request_new(j, j->priority, j->dim, answer_done);
@@ -278,7 +278,7 @@ static hs_status start(struct hs_dispatch *d, struct hs_job *j, const struct hs_
     /* submit */
     hs_status st = hs_sched_submit_lane(d->sched, dec.lane, r);
     if (st != HS_STATUS_OK) {
-        hs_router_on_result(d->router, dec.lane, dec.probe, st, 0, false, hs_now_ns());
+        hs_router_on_result(d->router, dec.lane, dec.probe, st, 0, false, hs_sched_now(d->sched));
         if (dec.shadow_lane >= 0) hs_router_on_shadow(d->router, dec.route, false, NULL, 0);
         j->lane = r->lane;
         memcpy(j->ts, r->ts, sizeof j->ts);

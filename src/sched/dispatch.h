@@ -71,7 +71,7 @@ struct hs_job {
     const char *(*header)(void *ctx, const char *name); /* (optional) request headers */
     void *header_ctx;
     enum hs_priority priority;
-    int64_t deadline_ns;       /* absolute, hs_now_ns clock */
+    int64_t deadline_ns;       /* absolute, the scheduler's clock (hs_sched_now) */
     int n_seqs;                /* >= 1 */
     const struct hs_seq *seqs; /* [n_seqs]: ids and n_tokens read (the ids must stay alive) */
     int64_t ts[HS_TS_COUNT];   /* the stamps so far; the answer's once it is answered */

@@ -1470,7 +1470,7 @@ void hs_sched_step_clock(struct hs_sched *s, int64_t now_ns)
     if (s->stepped && now_ns > s->step_now) s->step_now = now_ns;
 }
 
-int64_t hs_sched_step_now(const struct hs_sched *s)
+int64_t hs_sched_now(const struct hs_sched *s)
 {
     return sched_now(s);
 }

@@ -210,6 +210,9 @@ hs_status hs_sched_drain(struct hs_sched *s, int timeout_ms);
  * request. The scheduler stays valid until hs_sched_destroy. */
 void hs_sched_abort(struct hs_sched *s, const char *msg);
 
+/* The scheduler's clock: hs_now_ns, or a stepped scheduler's simulated time. Thread-safe. */
+int64_t hs_sched_now(const struct hs_sched *s);
+
 int hs_sched_lane_count(const struct hs_sched *s);
 const struct hs_lane_opts *hs_sched_lane_opts(const struct hs_sched *s, int lane);
 void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out);
@@ -238,7 +241,6 @@ hs_status hs_sched_create_stepped(const struct hs_lane_opts *lanes, int n,
                                   const struct hs_sched_observer *observer, int64_t now_ns,
                                   struct hs_sched **out, struct hs_error *err);
 void hs_sched_step_clock(struct hs_sched *s, int64_t now_ns);
-int64_t hs_sched_step_now(const struct hs_sched *s);
 /* The next batch an idle slot would form now: true with *b filled, or false with *wake the next
  * time one may be due without new work (a batching window; INT64_MAX: none). */
 bool hs_sched_step_begin(struct hs_sched *s, struct hs_sched_step *b, int64_t *wake);

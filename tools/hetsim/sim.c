@@ -1,0 +1,515 @@
+/* hetsim — the fleet simulator's core (sim.h). */
+#include "hetsim/sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "sched/dispatch.h"
+#include "sched/router.h"
+#include "sched/sched.h"
+#include "server/topology.h"
+
+/* The simulated clock starts here (a stepped scheduler's clock must be > 0). */
+#define T0_NS 1000000000LL
+
+void hs_sim_traffic_free(struct hs_sim_traffic *t)
+{
+    hs_free(t->a);
+    hs_free(t->token_store);
+    memset(t, 0, sizeof *t);
+}
+
+void hs_sim_result_free(struct hs_sim_result *r)
+{
+    for (int i = 0; i < r->n_engines; i++) hs_free(r->eng[i].util_bins);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * batch times
+ */
+
+static double ms_at(const struct hs_cost_lane *l, int n, int bucket)
+{
+    return hs_costs_whole_ms(l, n, bucket);
+}
+
+double hs_sim_batch_s(const struct hs_cost_lane *l, bool ragged, int n, int64_t tokens,
+                      int shape_batch, int shape_seq)
+{
+    if (!ragged || n <= 0) return ms_at(l, shape_batch, shape_seq) / 1e3;
+    /* the measured buckets, ascending */
+    int b[HS_COSTS_MAX_CELLS], nb = 0;
+    for (int i = 0; i < l->n_cells; i++) {
+        int v = l->cells[i].bucket, k = 0;
+        while (k < nb && b[k] < v) k++;
+        if (k < nb && b[k] == v) continue;
+        memmove(b + k + 1, b + k, (size_t)(nb - k) * sizeof *b);
+        b[k] = v;
+        nb++;
+    }
+    if (nb == 0) return 0;
+    double len = (double)tokens / n;
+    if (nb == 1 || len >= b[nb - 1]) return ms_at(l, n, (int)ceil(len)) / 1e3;
+    int k = 0;
+    while (k + 2 < nb && len > b[k + 1]) k++;
+    /* linear in the mean length between the measured buckets around it (below the smallest:
+     * along the first two, never under the smallest's time scaled by the length) */
+    double t0 = ms_at(l, n, b[k]), t1 = ms_at(l, n, b[k + 1]);
+    double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
+    double floor_ms = t0 * len / b[0];
+    if (t < floor_ms) t = floor_ms;
+    return t / 1e3;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * events
+ */
+
+enum ev_kind { EV_END, EV_WAKE, EV_REAP };
+
+struct ev {
+    int64_t at;
+    uint64_t seq; /* ties: in the order scheduled */
+    int kind, lane, slot;
+};
+
+struct heap {
+    struct ev *e;
+    size_t n, cap;
+    uint64_t seq;
+};
+
+static bool ev_before(const struct ev *a, const struct ev *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static hs_status heap_push(struct heap *h, int64_t at, int kind, int lane, int slot)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 256;
+        struct ev *e = hs_realloc(h->e, cap * sizeof *e);
+        if (!e) return HS_STATUS_NO_MEMORY;
+        h->e = e;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    h->e[i] = (struct ev){at, h->seq++, kind, lane, slot};
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_before(&h->e[i], &h->e[p])) break;
+        struct ev t = h->e[i];
+        h->e[i] = h->e[p];
+        h->e[p] = t;
+        i = p;
+    }
+    return HS_STATUS_OK;
+}
+
+static struct ev heap_pop(struct heap *h)
+{
+    struct ev top = h->e[0];
+    h->e[0] = h->e[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && ev_before(&h->e[l], &h->e[m])) m = l;
+        if (r < h->n && ev_before(&h->e[r], &h->e[m])) m = r;
+        if (m == i) break;
+        struct ev t = h->e[i];
+        h->e[i] = h->e[m];
+        h->e[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * jobs: the owner side of dispatch (what the HTTP layer is in the server)
+ */
+
+struct sim;
+
+struct block {
+    struct block *next;
+    max_align_t data[];
+};
+
+struct simjob {
+    struct hs_job j;
+    struct sim *sim;
+    struct block *blocks;
+    int refs;
+    bool released, in_submit, answered, warmup;
+    int cls;
+    int64_t arrival_ns;
+};
+
+struct lat {
+    double *v;
+    size_t n, cap;
+};
+
+struct sim {
+    const struct hs_sim_fleet *f;
+    struct hs_sched *s;
+    int n_lanes;
+    int lane_engine[HS_SCHED_MAX_LANES];
+    bool ragged[HS_SIM_MAX_ENGINES];
+    struct lat lat[HS_SIM_MAX_CLASSES];
+    struct hs_sim_result *res;
+    int64_t last_answer;
+    hs_status oom;
+};
+
+static void job_free(struct simjob *sj)
+{
+    struct block *b = sj->blocks;
+    while (b) {
+        struct block *next = b->next;
+        hs_free(b);
+        b = next;
+    }
+    hs_free(sj);
+}
+
+static void *job_alloc(void *ctx, size_t bytes)
+{
+    struct simjob *sj = ctx;
+    struct block *b = hs_calloc(1, sizeof *b + bytes);
+    if (!b) return NULL;
+    b->next = sj->blocks;
+    sj->blocks = b;
+    return b->data;
+}
+
+static void job_hold(void *ctx)
+{
+    ((struct simjob *)ctx)->refs++;
+}
+
+static void job_let_go(void *ctx)
+{
+    struct simjob *sj = ctx;
+    if (--sj->refs == 0 && sj->released) job_free(sj);
+}
+
+static void job_release(struct simjob *sj)
+{
+    sj->released = true;
+    if (sj->refs == 0)
+        job_free(sj);
+    else
+        hs_job_release(&sj->j); /* the last let_go frees it */
+}
+
+static void lat_add(struct sim *m, int cls, double ms)
+{
+    struct lat *l = &m->lat[cls];
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1024;
+        double *v = hs_realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            m->oom = HS_STATUS_NO_MEMORY;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = ms;
+}
+
+/* Counts a job's outcome in its class. */
+static void record(struct sim *m, struct simjob *sj, hs_status st, int64_t now)
+{
+    if (sj->warmup) return;
+    struct hs_sim_class_result *c = &m->res->cls[sj->cls];
+    c->n++;
+    if (st == HS_STATUS_OK) {
+        c->ok++;
+        lat_add(m, sj->cls, (double)(now - sj->arrival_ns) / 1e6 + m->f->overhead_ms);
+        if (now > m->last_answer) m->last_answer = now;
+    } else if (st == HS_STATUS_OVERLOADED) {
+        c->shed++;
+    } else if (st == HS_STATUS_TIMEOUT) {
+        c->timeout++;
+    } else {
+        c->other++;
+    }
+}
+
+static void job_done(struct hs_job *j, void *ctx)
+{
+    struct simjob *sj = ctx;
+    (void)j;
+    sj->answered = true;
+    record(sj->sim, sj, sj->j.status, hs_sched_now(sj->sim->s));
+    if (!sj->in_submit) job_release(sj);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the run
+ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+    if (!n) return 0;
+    size_t i = (size_t)ceil(p * (double)n) - 1;
+    if (p * (double)n <= 0) i = 0;
+    return v[i < n ? i : n - 1];
+}
+
+static void summarize(struct lat *l, struct hs_sim_class_result *c)
+{
+    qsort(l->v, l->n, sizeof *l->v, cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < l->n; i++) sum += l->v[i];
+    c->p50_ms = pct(l->v, l->n, 0.50);
+    c->p90_ms = pct(l->v, l->n, 0.90);
+    c->p99_ms = pct(l->v, l->n, 0.99);
+    c->mean_ms = l->n ? sum / (double)l->n : 0;
+    c->max_ms = l->n ? l->v[l->n - 1] : 0;
+}
+
+/* Adds a batch's busy time [start, end) to its engine, overall and per bin. */
+static hs_status busy_add(struct sim *m, int e, int64_t start, int64_t end)
+{
+    struct hs_sim_engine_result *r = &m->res->eng[e];
+    r->busy_s += (double)(end - start) / 1e9;
+    r->batches++;
+    double bin = m->res->bin_s;
+    double a = (double)(start - T0_NS) / 1e9, b = (double)(end - T0_NS) / 1e9;
+    int last = (int)(b / bin);
+    if (last >= r->n_bins) {
+        int n = last + 1 + 64;
+        double *v = hs_realloc(r->util_bins, (size_t)n * sizeof *v);
+        if (!v) return HS_STATUS_NO_MEMORY;
+        memset(v + r->n_bins, 0, (size_t)(n - r->n_bins) * sizeof *v);
+        r->util_bins = v;
+        r->n_bins = n;
+    }
+    for (int k = (int)(a / bin); k <= last; k++) {
+        double lo = k * bin > a ? k * bin : a, hi = (k + 1) * bin < b ? (k + 1) * bin : b;
+        if (hi > lo) r->util_bins[k] += hi - lo;
+    }
+    return HS_STATUS_OK;
+}
+
+static hs_status build(struct sim *m, const struct hs_sim_fleet *f, struct hs_lane_opts *lanes,
+                       struct hs_topo *topo, struct hs_error *err)
+{
+    const struct hs_config *c = f->cfg;
+    memset(topo, 0, sizeof *topo);
+    topo->cfg = c;
+    topo->n_models = c->n_models;
+    for (int i = 0; i < c->n_models; i++) topo->model_names[i] = f->model_names[i];
+    for (int e = 0; e < c->n_engines; e++) {
+        if (!f->cost[e])
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "engine %s has no measured costs (give a profile that measured "
+                                "it, or map it to one with --as)",
+                                c->engines[e].name);
+        m->ragged[e] = !strcmp(f->cost[e]->kind, "cpu");
+    }
+    for (int mi = 0; mi < c->n_models; mi++) {
+        const struct hs_model_cfg *mc = &c->models[mi];
+        int n_on = mc->n_engines ? mc->n_engines : 1;
+        for (int j = 0; j < n_on; j++) {
+            const struct hs_engine_cfg *ec =
+                hs_config_engine(c, mc->n_engines ? mc->engines[j] : mc->engine);
+            if (!ec)
+                return hs_error_set(err, HS_STATUS_INVALID_INPUT, "model %s: unknown engine",
+                                    f->model_names[mi]);
+            int e = (int)(ec - c->engines);
+            int copies = f->copies[e] > 0 ? f->copies[e] : 1;
+            for (int k = 0; k < copies; k++) {
+                if (m->n_lanes >= HS_SCHED_MAX_LANES)
+                    return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                        "fleet: more than %d lanes", HS_SCHED_MAX_LANES);
+                int l = m->n_lanes++;
+                hs_topo_lane_opts(c, ec, f->model_names[mi], f->models[mi], &lanes[l]);
+                lanes[l].engine = ec->name;
+                lanes[l].runner = (struct hs_runner){0};
+                topo->lane_model[l] = mi;
+                topo->lane_engine[l] = e;
+                m->lane_engine[l] = e;
+            }
+        }
+    }
+    topo->n_lanes = m->n_lanes;
+    return HS_STATUS_OK;
+}
+
+hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *t,
+                     struct hs_sim_result *out, struct hs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const struct hs_config *c = f->cfg;
+    struct sim *m = hs_calloc(1, sizeof *m);
+    struct hs_lane_opts *lanes = hs_calloc(HS_SCHED_MAX_LANES, sizeof *lanes);
+    struct hs_topo *topo = hs_calloc(1, sizeof *topo);
+    struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
+    struct hs_router *rt = NULL;
+    struct hs_dispatch *d = NULL;
+    struct heap h = {0};
+    hs_status st = HS_STATUS_OK;
+    if (!m || !lanes || !topo || !ro) {
+        st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator");
+        goto done;
+    }
+    m->f = f;
+    m->res = out;
+    out->bin_s = f->bin_s > 0 ? f->bin_s : 1.0;
+    out->n_classes = t->n_classes;
+    memcpy(out->class_name, t->class_name, sizeof out->class_name);
+    out->n_engines = c->n_engines;
+    for (int e = 0; e < c->n_engines; e++) {
+        snprintf(out->eng[e].name, sizeof out->eng[e].name, "%s", c->engines[e].name);
+        out->eng[e].copies = f->copies[e] > 0 ? f->copies[e] : 1;
+    }
+    if ((st = build(m, f, lanes, topo, err))) goto done;
+    if ((st = hs_sched_create_stepped(lanes, m->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
+    if ((st = hs_topo_router_opts(topo, ro, err))) goto done;
+    if ((st = hs_router_create(m->s, ro, &rt, err))) goto done;
+    if ((st = hs_dispatch_create(m->s, rt, &d, err))) goto done;
+
+    int64_t seqs_formed[HS_SIM_MAX_ENGINES] = {0};
+    int64_t wake_at = INT64_MAX, reap_at = INT64_MAX;
+    size_t next = 0;
+    int64_t now = T0_NS;
+    for (;;) {
+        int64_t arr = next < t->n ? T0_NS + (int64_t)(t->a[next].at_s * 1e9) : INT64_MAX;
+        int64_t evt = h.n ? h.e[0].at : INT64_MAX;
+        if (arr == INT64_MAX && evt == INT64_MAX) break;
+        out->events++;
+        if (arr <= evt) {
+            now = arr > now ? arr : now;
+            hs_sched_step_clock(m->s, now);
+            const struct hs_sim_arrival *a = &t->a[next++];
+            struct simjob *sj = hs_calloc(1, sizeof *sj);
+            struct hs_seq *seqs = sj ? job_alloc(sj, (size_t)a->n_inputs * sizeof *seqs) : NULL;
+            if (!seqs) {
+                hs_free(sj);
+                st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulated request");
+                goto done;
+            }
+            for (int i = 0; i < a->n_inputs; i++) seqs[i].n_tokens = a->tokens[i];
+            sj->sim = m;
+            sj->cls = a->cls;
+            sj->warmup = a->warmup;
+            sj->arrival_ns = now;
+            double timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : c->limits.timeout_ms;
+            sj->j = (struct hs_job){
+                .owner = {job_alloc, job_hold, job_let_go, job_done, sj},
+                .id = next,
+                .model = f->model_names[0],
+                .task = "embeddings",
+                .priority = (enum hs_priority)a->priority,
+                .deadline_ns = now + (int64_t)(timeout_ms * 1e6),
+                .n_seqs = a->n_inputs,
+                .seqs = seqs,
+            };
+            for (int k = 0; k < HS_TS_COUNT; k++) sj->j.ts[k] = now;
+            sj->in_submit = true;
+            hs_status s2 = hs_dispatch_submit(d, &sj->j);
+            sj->in_submit = false;
+            if (s2 != HS_STATUS_OK) record(m, sj, s2, now);
+            if (s2 != HS_STATUS_OK || sj->answered) job_release(sj);
+        } else {
+            struct ev e = heap_pop(&h);
+            now = e.at > now ? e.at : now;
+            hs_sched_step_clock(m->s, now);
+            if (e.kind == EV_END) hs_sched_step_end(m->s, e.lane, e.slot, HS_STATUS_OK, NULL);
+            if (e.kind == EV_WAKE && e.at == wake_at) wake_at = INT64_MAX;
+            if (e.kind == EV_REAP && e.at == reap_at) reap_at = INT64_MAX;
+        }
+        /* deadlines, then every batch the idle slots form now */
+        int64_t dl = hs_sched_step_reap(m->s);
+        if (dl < reap_at) {
+            reap_at = dl;
+            if (heap_push(&h, dl, EV_REAP, 0, 0)) goto oom;
+        }
+        struct hs_sched_step b;
+        int64_t wake;
+        while (hs_sched_step_begin(m->s, &b, &wake)) {
+            int e = m->lane_engine[b.lane];
+            double s = hs_sim_batch_s(f->cost[e], m->ragged[e], b.n_seqs, b.tokens, b.shape_batch,
+                                      b.shape_seq);
+            int64_t end = now + (int64_t)(s * 1e9);
+            if (end <= now) end = now + 1;
+            if (heap_push(&h, end, EV_END, b.lane, b.slot) || busy_add(m, e, now, end)) goto oom;
+            seqs_formed[e] += b.n_seqs;
+        }
+        if (wake < wake_at) {
+            wake_at = wake;
+            if (heap_push(&h, wake, EV_WAKE, 0, 0)) goto oom;
+        }
+        if (m->oom) goto oom;
+    }
+    out->span_s = (double)((m->last_answer > now ? m->last_answer : now) - T0_NS) / 1e9;
+    if (t->n && out->span_s < t->a[t->n - 1].at_s) out->span_s = t->a[t->n - 1].at_s;
+    for (int e = 0; e < c->n_engines; e++) {
+        struct hs_sim_engine_result *r = &out->eng[e];
+        int copies = r->copies;
+        r->util = out->span_s > 0 ? r->busy_s / (copies * out->span_s) : 0;
+        r->mean_batch_seqs = r->batches ? (double)seqs_formed[e] / (double)r->batches : 0;
+        for (int k = 0; k < r->n_bins; k++) r->util_bins[k] /= copies * out->bin_s;
+        /* trim the spare bins past the end */
+        int used = (int)(out->span_s / out->bin_s) + 1;
+        if (used < r->n_bins) r->n_bins = used;
+    }
+    struct lat all = {0};
+    for (int k = 0; k < t->n_classes; k++) {
+        struct hs_sim_class_result *cr = &out->cls[k];
+        summarize(&m->lat[k], cr);
+        out->all.n += cr->n;
+        out->all.ok += cr->ok;
+        out->all.shed += cr->shed;
+        out->all.timeout += cr->timeout;
+        out->all.other += cr->other;
+        if (m->lat[k].n) {
+            double *v = hs_realloc(all.v, (all.n + m->lat[k].n) * sizeof *v);
+            if (!v) goto oom;
+            memcpy(v + all.n, m->lat[k].v, m->lat[k].n * sizeof *v);
+            all.v = v;
+            all.n += m->lat[k].n;
+        }
+    }
+    summarize(&all, &out->all);
+    hs_free(all.v);
+    for (int r = -1; r < hs_router_route_count(rt); r++) {
+        struct hs_route_stats rs;
+        if (r < 0)
+            hs_router_fallback_stats(rt, &rs);
+        else
+            hs_router_route_stats(rt, r, &rs);
+        out->router_shed += rs.shed;
+        out->failed_over += rs.failed_over;
+        out->retries += rs.retries;
+    }
+    goto done;
+oom:
+    st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator events");
+done:
+    /* the scheduler first: it answers anything left (nothing after a full run) through dispatch */
+    if (m && m->s) hs_sched_destroy(m->s);
+    hs_dispatch_free(d);
+    hs_router_free(rt);
+    for (int k = 0; m && k < HS_SIM_MAX_CLASSES; k++) hs_free(m->lat[k].v);
+    hs_free(h.e);
+    hs_free(m);
+    hs_free(lanes);
+    hs_free(topo);
+    hs_free(ro);
+    if (st) hs_sim_result_free(out);
+    return st;
+}
