@@ -19,9 +19,10 @@
 # Each round runs, one after the other: hetserve f32, int8 (on the folder `hetserve quantize`
 # writes, made once when missing: delete it to redo), bf16 (bench_cpu --dtype), ORT f32, ORT int8
 # (quantize_dynamic, per-channel QInt8, on the optimised graph; bench/ort_bench.py), OpenVINO f32
-# (bench/ov_bench.py: the bare runtime), hetserve-openvino f32 (bench_cpu --engine openvino: the
-# same runtime inside hetserve, through the registry and the executor, as served; its row is
-# skipped with one line when the plugin is not built or finds no device). Round 1 also compares every engine's embeddings of the golden sentences
+# (bench/ov_bench.py: the bare runtime), hetserve-openvino f32 and int8 (bench_cpu --engine
+# openvino: the same runtime inside hetserve, through the registry and the executor, as served;
+# int8 on the quantized folder; its rows are skipped with one line when the plugin is not built
+# or finds no device). Round 1 also compares every engine's embeddings of the golden sentences
 # with its f32 reference (cosines; they do not change between rounds, so later rounds skip it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +47,7 @@ LOG=bench/out/cpu_bench.log # the Python peers' stderr (warnings, tracebacks)
 trap 'echo "run.sh: a step failed; its messages are above or in $LOG" >&2' ERR
 
 echo "== CPU engines: $MODEL, $THREADS threads, shapes $SHAPES, $ROUNDS interleaved rounds"
-echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32, hetserve-openvino f32; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32, hetserve-openvino f32/int8; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
 # hetserve's OpenVINO engine: one tiny call finds out whether the plugin loads and has a device
 # (bench_cpu exits 3 when the kind is not built or has no device)
 HS_OV=1
@@ -88,6 +89,8 @@ for r in $(seq "$ROUNDS"); do
         "${cos[@]}" 2>>"$LOG" | tag "$r"
     if [ "$HS_OV" = 1 ]; then
         "$BUILD/bench_cpu" --engine openvino --model "$MODEL" --dtype f32 "${common[@]}" \
+            --seconds "$BUDGET_S" --no-peak "${cos[@]}" | tag "$r"
+        "$BUILD/bench_cpu" --engine openvino --model "$INT8_MODEL" --dtype int8 "${common[@]}" \
             --seconds "$BUDGET_S" --no-peak "${cos[@]}" | tag "$r"
     fi
 done

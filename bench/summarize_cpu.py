@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the CPU table from bench/run.sh's JSON lines: hetserve's CPU engine (f32, int8, bf16) and
-its OpenVINO engine plugin (f32, when built) against ONNX Runtime (f32, int8) and OpenVINO called
+its OpenVINO engine plugin (f32, int8, when built) against ONNX Runtime (f32, int8) and OpenVINO called
 from Python (f32), then the ratios issue 8 item 8 targets, the OpenVINO engine's overhead over
 the bare runtime (issue 13) and which engine is fastest at each shape.
 
@@ -56,6 +56,7 @@ RATIOS = [
     ("hs int8 / hs f32", ("hetserve-cpu", "int8"), ("hetserve-cpu", "f32")),
     ("hs bf16 / hs f32", ("hetserve-cpu", "bf16"), ("hetserve-cpu", "f32")),
     ("hs int8 / ORT int8", ("hetserve-cpu", "int8"), ("onnxruntime", "int8")),
+    ("hs-OV int8 / hs-OV f32", ("hetserve-openvino", "int8"), ("hetserve-openvino", "f32")),
     ("ORT int8 / ORT f32", ("onnxruntime", "int8"), ("onnxruntime", "f32")),
 ]
 

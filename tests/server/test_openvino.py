@@ -122,3 +122,63 @@ def test_device_by_name_absent_is_refused():
         Server(NAMED % (PLUGIN, "NPU", MODEL), model=None)
     listed = ", ".join(runtime_devices())
     assert "openvino: no device 'NPU' (the runtime lists %s)" % listed in str(e.value)
+
+
+# ---- int8 on the OpenVINO lane: int8 weights with per-channel scales in hetserve's graph, the
+# runtime's dynamic activation quantization, the model's quantization plan honoured ----
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory):
+    """A quantized folder of MODEL: `make quantized`'s when it is there, else made here (~20 s)."""
+    made = MODEL.rstrip("/") + "-int8"
+    if os.path.exists(os.path.join(made, "quant.json")):
+        return made
+    out = str(tmp_path_factory.mktemp("q") / "minilm-int8")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([BINARY, "quantize", "--model", MODEL, "--out", out,
+                        "--calib", os.path.join(root, "data", "calib", "calib.txt")],
+                       capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+    assert os.path.exists(os.path.join(out, "quant.json")), r.stdout + r.stderr
+    return out
+
+
+INT8 = """
+engines:
+  - name: ov
+    kind: plugin
+    library: "%s"
+    dtype: int8
+    threads: 1
+models:
+  - path: "%s"
+    name: minilm
+limits:
+  timeout_ms: 300000
+"""
+
+
+@pytest.mark.skipif("CPU" not in runtime_devices(), reason="the OpenVINO runtime lists no CPU device")
+def test_int8_lane_passes_the_load_check(quantized):
+    s = Server(INT8 % (PLUGIN, quantized), model=None)
+    try:
+        text = "an int8 lane on the OpenVINO engine, checked against the f32 reference at load"
+        st, h, out = s.post("/v1/embeddings", {"input": text})
+        assert st == 200 and h["x-engine"] == "ov", out
+        st, _, metrics = s.get("/metrics")
+        assert 'hetserve_lane_check_pass{model="minilm",engine="ov",dtype="int8"} 1' in \
+            metrics.decode(), metrics.decode()
+        ref = subprocess.run([BINARY, "embed", "--model", quantized, text], capture_output=True,
+                             text=True, timeout=120)
+        assert ref.returncode == 0, ref.stderr
+        want = json.loads(ref.stdout)["data"][0]["embedding"]
+        assert cosine(out["data"][0]["embedding"], want) >= 0.99
+    finally:
+        s.stop()
+
+
+@pytest.mark.skipif("CPU" not in runtime_devices(), reason="the OpenVINO runtime lists no CPU device")
+def test_verify_int8(quantized):
+    r = subprocess.run([BINARY, "verify", "--engine", "openvino", "--dtype", "int8", "--model",
+                        quantized], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "verify: all passed" in r.stdout, r.stdout + r.stderr
+    assert " int8 " in r.stdout and "PASS" in r.stdout
