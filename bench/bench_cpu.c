@@ -1,9 +1,16 @@
-/* bench_cpu: the CPU engine on the default model at fixed shapes, plus oneDNN's sgemm rate at
- * M=4096, K=384, N=1536 as the machine's practical peak. Prints one JSON line per measurement
- * (the same fields as bench/ort_bench.py) so bench/run.sh can print ratios against the peers.
+/* bench_cpu: an engine (the CPU engine unless --engine names another kind) on the default model
+ * at fixed shapes, plus oneDNN's sgemm rate at M=4096, K=384, N=1536 as the machine's practical
+ * peak. Prints one JSON line per measurement (the same fields as bench/ort_bench.py) so
+ * bench/run.sh can print ratios against the peers.
  *
- *   bench_cpu [--model DIR] [--threads N] [--shapes 1x16,1x128,32x128] [--seconds S]
- *             [--iters N] [--no-peak] [--dtype f32|int8|bf16] [--golden DIR]
+ *   bench_cpu [--model DIR] [--engine KIND[:DEVICE]] [--threads N] [--shapes 1x16,1x128,32x128]
+ *             [--seconds S] [--iters N] [--no-peak] [--dtype f32|int8|bf16] [--golden DIR]
+ *
+ * --engine creates the engine through the registry, as `hetserve embed` and the server do: a
+ * plugin kind (openvino) is found the same way (plugins/ next to this binary, $HS_PLUGIN_PATH),
+ * so the engine hetserve serves with is timed, executor and copies included. Lines say
+ * "engine":"hetserve-<kind>". Exit status 3: the kind is not built or has no device (run.sh
+ * skips its row). The sgemm peak is only measured for the CPU kind.
  *
  * Inputs are full-length sequences of real vocabulary ids ([CLS] w... [SEP]); timing is the
  * median of repeated hs_executor_run calls after warm-up (engine compute + copy-in/out, no
@@ -13,8 +20,9 @@
  * `hetserve quantize` an int8 lane follows its plan (f32 stages, input smoothing).
  *
  * --golden DIR (e.g. tests/golden): before timing, the golden sentences (their token ids, in
- * batches of 32) run through an f32 lane and the --dtype lane of the same model; one JSON line
- * {"cosine":"hetserve-cpu",...} gives the lane's cosine to hetserve f32 (min, mean, worst
+ * batches of 32) run through an f32 lane on the CPU engine (the reference every lane is checked
+ * against) and the --dtype lane on the benchmarked engine; one JSON line
+ * {"cosine":"hetserve-<kind>",...} gives the lane's cosine to hetserve CPU f32 (min, mean, worst
  * sentence) and to the golden reference embeddings, and every timing line carries cos_min /
  * cos_mean. */
 #include <dnnl.h>
@@ -140,10 +148,11 @@ static struct cos_stats cos_compare(const float *a, const float *b, int count, i
     return c;
 }
 
-/* Embeds the golden sentences with an f32 lane and a `dtype` lane of m on e; prints the
- * cosines and returns the lane's agreement with hetserve f32 in *out. */
-static hs_status golden_cosines(const struct hs_model *m, hs_engine_t e, enum hs_dtype dtype,
-                                const char *golden_dir, struct cos_stats *out, struct hs_error *err)
+/* Embeds the golden sentences with an f32 lane of m on ref (the CPU engine) and a `dtype` lane
+ * on e; prints the cosines and returns the lane's agreement with hetserve f32 in *out. */
+static hs_status golden_cosines(const struct hs_model *m, hs_engine_t ref_engine, hs_engine_t e,
+                                enum hs_dtype dtype, const char *golden_dir, struct cos_stats *out,
+                                struct hs_error *err)
 {
     struct hs_golden *g = NULL;
     hs_status s = hs_golden_load_dir(golden_dir, &g, err);
@@ -160,10 +169,12 @@ static hs_status golden_cosines(const struct hs_model *m, hs_engine_t e, enum hs
     float *lane = hs_malloc(sizeof(float) * (size_t)g->count * (size_t)H);
     if (!ref || !lane) s = hs_error_set(err, HS_STATUS_NO_MEMORY, "bench_cpu: golden outputs");
     enum hs_dtype dtypes[2] = {HS_DTYPE_F32, dtype};
+    hs_engine_t engines[2] = {ref_engine, e};
     float *outs[2] = {ref, lane};
-    for (int k = 0; !s && k < (dtype == HS_DTYPE_F32 ? 1 : 2); k++) {
+    const bool same = ref_engine == e && dtype == HS_DTYPE_F32; /* the reference itself */
+    for (int k = 0; !s && k < (same ? 1 : 2); k++) {
         struct hs_placement plan;
-        hs_placement_single(m, e, &plan);
+        hs_placement_single(m, engines[k], &plan);
         struct hs_executor *x = NULL;
         struct hs_executor_opts xo = {
             .batch_max = batch_max, .seq_max = seq_max, .dtype = dtypes[k]};
@@ -172,21 +183,39 @@ static hs_status golden_cosines(const struct hs_model *m, hs_engine_t e, enum hs
         hs_executor_free(x);
     }
     if (!s) {
-        const float *mine = dtype == HS_DTYPE_F32 ? ref : lane;
+        const float *mine = same ? ref : lane;
         *out = cos_compare(mine, ref, g->count, H);
         struct cos_stats gl = cos_compare(mine, g->emb, g->count, H);
         struct cos_stats gf = cos_compare(ref, g->emb, g->count, H);
-        printf("{\"cosine\":\"hetserve-cpu\",\"dtype\":\"%s\",\"n\":%d,\"ref\":\"hetserve-f32\","
+        printf("{\"cosine\":\"hetserve-%s\",\"dtype\":\"%s\",\"n\":%d,\"ref\":\"hetserve-f32\","
                "\"cos_min\":%.6f,\"cos_mean\":%.6f,\"worst\":%d,\"golden_cos_min\":%.6f,"
                "\"golden_cos_mean\":%.6f,\"f32_golden_cos_min\":%.7f,\"quant_plan\":%s}\n",
-               hs_compute_dtype_name(dtype), g->count, out->min, out->mean, out->worst, gl.min,
-               gl.mean, gf.min, m->quant && m->quant->dtype == dtype ? "true" : "false");
+               hs_engine_kind(e), hs_compute_dtype_name(dtype), g->count, out->min, out->mean,
+               out->worst, gl.min, gl.mean, gf.min,
+               m->quant && m->quant->dtype == dtype ? "true" : "false");
         fflush(stdout);
     }
     hs_free(ref);
     hs_free(lane);
     hs_golden_free(g);
     return s;
+}
+
+/* "KIND" or "KIND:DEVICE" (hetserve embed's --engine syntax). */
+static bool parse_engine(const char *spec, char *kind, size_t kind_size, int *device)
+{
+    const char *colon = strchr(spec, ':');
+    const size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (n == 0 || n >= kind_size) return false;
+    memcpy(kind, spec, n);
+    kind[n] = '\0';
+    *device = 0;
+    if (!colon) return true;
+    char *end = NULL;
+    long d = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || d < 0 || d > 1024) return false;
+    *device = (int)d;
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -199,6 +228,8 @@ int main(int argc, char **argv)
     int iters = 0, peak = 1, dtype = HS_DTYPE_F32;
     const char *golden_dir = NULL;
     char shapes[256] = "1x16,1x128,32x128";
+    char kind[32] = "cpu";
+    int device = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
             model_dir = argv[++i];
@@ -217,35 +248,61 @@ int main(int argc, char **argv)
             dtype = hs_compute_dtype_parse(argv[++i]);
         else if (strcmp(argv[i], "--golden") == 0 && i + 1 < argc)
             golden_dir = argv[++i];
+        else if (strcmp(argv[i], "--engine") == 0 && i + 1 < argc &&
+                 parse_engine(argv[i + 1], kind, sizeof kind, &device))
+            i++;
         else {
-            fprintf(stderr, "usage: bench_cpu [--model DIR] [--threads N] [--shapes BxS,...] "
-                            "[--seconds S]\n"
-                            "                 [--iters N] [--no-peak] [--dtype f32|int8|bf16] "
-                            "[--golden DIR]\n");
+            fprintf(stderr, "usage: bench_cpu [--model DIR] [--engine KIND[:DEVICE]] [--threads N] "
+                            "[--shapes BxS,...]\n"
+                            "                 [--seconds S] [--iters N] [--no-peak] "
+                            "[--dtype f32|int8|bf16] [--golden DIR]\n");
             return 2;
         }
     }
     struct hs_error err = {0};
     struct hs_model *m = NULL;
-    hs_engine_t e = NULL;
-    if (hs_model_load(model_dir, &m, &err) ||
-        hs_engine_cpu_create(&(struct hs_engine_opts){.threads = threads}, &e, &err)) {
+    hs_engine_t e = NULL, ref = NULL;
+    const bool is_cpu = strcmp(kind, "cpu") == 0;
+    const struct hs_engine_kind *k = hs_engine_kind_find(kind);
+    if (!k || !hs_engine_kind_built(k)) {
+        char names[256];
+        hs_engine_kind_names(names, sizeof names);
+        fprintf(stderr, "bench_cpu: engine kind '%s' %s\n", kind,
+                k ? "is not built (no plugin found)" : "is unknown");
+        if (!k) fprintf(stderr, "bench_cpu: kinds: %s\n", names);
+        return k ? 3 : 2;
+    }
+    if (hs_model_load(model_dir, &m, &err)) {
         fprintf(stderr, "bench_cpu: %s\n", err.msg);
         return 1;
+    }
+    hs_status cs = hs_engine_create(
+        kind, &(struct hs_engine_opts){.threads = threads, .device = device}, &e, &err);
+    if (cs) {
+        fprintf(stderr, "bench_cpu: %s\n", err.msg);
+        return cs == HS_STATUS_UNSUPPORTED ? 3 : 1;
     }
     struct hs_engine_caps caps;
     hs_engine_caps(e, &caps);
     if (!(caps.dtypes & (1u << dtype))) {
-        fprintf(stderr, "bench_cpu: the CPU engine has no %s path on this machine\n",
-                hs_compute_dtype_name((enum hs_dtype)dtype));
-        return 1;
+        fprintf(stderr, "bench_cpu: engine %s (%s) has no %s path on this machine\n",
+                hs_engine_name(e), kind, hs_compute_dtype_name((enum hs_dtype)dtype));
+        return 3;
     }
-    if (peak) bench_sgemm(threads, seconds / 4);
-    struct cos_stats cos = {.min = -2.0, .mean = -2.0, .worst = -1}; /* -2: not measured */
-    if (golden_dir && golden_cosines(m, e, (enum hs_dtype)dtype, golden_dir, &cos, &err)) {
+    /* the f32 reference of the golden cosines is always the CPU engine */
+    if (golden_dir && !is_cpu &&
+        hs_engine_create("cpu", &(struct hs_engine_opts){.threads = threads}, &ref, &err)) {
         fprintf(stderr, "bench_cpu: %s\n", err.msg);
         return 1;
     }
+    if (peak && is_cpu) bench_sgemm(threads, seconds / 4);
+    struct cos_stats cos = {.min = -2.0, .mean = -2.0, .worst = -1}; /* -2: not measured */
+    if (golden_dir &&
+        golden_cosines(m, ref ? ref : e, e, (enum hs_dtype)dtype, golden_dir, &cos, &err)) {
+        fprintf(stderr, "bench_cpu: %s\n", err.msg);
+        return 1;
+    }
+    hs_engine_destroy(ref);
     char *save = NULL;
     for (char *tok = strtok_r(shapes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int batch = 0, seq = 0;
@@ -301,10 +358,10 @@ int main(int argc, char **argv)
         }
         qsort(times, (size_t)n, sizeof(double), cmp_double);
         double ms = times[n / 2];
-        printf("{\"engine\":\"hetserve-cpu\",\"dtype\":\"%s\",\"batch\":%d,\"seq\":%d,"
+        printf("{\"engine\":\"hetserve-%s\",\"dtype\":\"%s\",\"batch\":%d,\"seq\":%d,"
                "\"ms\":%.4f,\"p90_ms\":%.4f,\"seq_per_s\":%.2f,\"gflops\":%.2f,\"iters\":%d,"
                "\"threads\":%d",
-               hs_compute_dtype_name((enum hs_dtype)dtype), batch, seq, ms, times[n * 9 / 10],
+               kind, hs_compute_dtype_name((enum hs_dtype)dtype), batch, seq, ms, times[n * 9 / 10],
                batch / (ms / 1e3), encoder_flops(&m->config.dims, batch, seq) / (ms * 1e6), n,
                threads);
         if (cos.min > -2.0) printf(",\"cos_min\":%.6f,\"cos_mean\":%.6f", cos.min, cos.mean);

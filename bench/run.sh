@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make bench: hetserve's CPU engine (f32, int8, bf16 lanes) against ONNX Runtime (f32, int8) and
-# OpenVINO (f32) on the same model, machine and threads, then the serving and hybrid benchmarks
-# when present. Not part of CI; never gates on absolute time: it prints measured numbers and
+# make bench: hetserve's CPU engine (f32, int8, bf16 lanes) and its OpenVINO engine plugin (f32)
+# against ONNX Runtime (f32, int8) and OpenVINO called from Python (f32) on the same model, machine
+# and threads, then the serving and hybrid benchmarks when present. Not part of CI; never gates on absolute time: it prints measured numbers and
 # ratios against the peers measured in the same run (bench/summarize_cpu.py).
 #
 #   bench/run.sh [BUILD_DIR]     env: THREADS (2), SHAPES (1x16,1x128,32x128), ROUNDS (3),
@@ -19,7 +19,10 @@
 # Each round runs, one after the other: hetserve f32, int8 (on the folder `hetserve quantize`
 # writes, made once when missing: delete it to redo), bf16 (bench_cpu --dtype), ORT f32, ORT int8
 # (quantize_dynamic, per-channel QInt8, on the optimised graph; bench/ort_bench.py), OpenVINO f32
-# (bench/ov_bench.py). Round 1 also compares every engine's embeddings of the golden sentences
+# (bench/ov_bench.py: the bare runtime), hetserve-openvino f32 and int8 (bench_cpu --engine
+# openvino: the same runtime inside hetserve, through the registry and the executor, as served;
+# int8 on the quantized folder; its rows are skipped with one line when the plugin is not built
+# or finds no device). Round 1 also compares every engine's embeddings of the golden sentences
 # with its f32 reference (cosines; they do not change between rounds, so later rounds skip it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +47,15 @@ LOG=bench/out/cpu_bench.log # the Python peers' stderr (warnings, tracebacks)
 trap 'echo "run.sh: a step failed; its messages are above or in $LOG" >&2' ERR
 
 echo "== CPU engines: $MODEL, $THREADS threads, shapes $SHAPES, $ROUNDS interleaved rounds"
-echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+echo "   hetserve f32/int8/bf16, ONNX Runtime f32/int8, OpenVINO f32, hetserve-openvino f32/int8; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+# hetserve's OpenVINO engine: one tiny call finds out whether the plugin loads and has a device
+# (bench_cpu exits 3 when the kind is not built or has no device)
+HS_OV=1
+if ! "$BUILD/bench_cpu" --engine openvino --model "$MODEL" --shapes 1x2 --iters 1 --no-peak \
+    >/dev/null 2>bench/out/ov_probe.txt; then
+    HS_OV=0
+    echo "   hetserve-openvino: skipped ($(tail -n 1 bench/out/ov_probe.txt))"
+fi
 if [ ! -f "$INT8_MODEL/quant.json" ]; then
     if [ -e "$INT8_MODEL" ] && [ -n "$(ls -A "$INT8_MODEL")" ]; then
         echo "run.sh: $INT8_MODEL exists without quant.json; remove it to let hetserve quantize write it" >&2
@@ -76,6 +87,12 @@ for r in $(seq "$ROUNDS"); do
         "${cos[@]}" 2>>"$LOG" | tag "$r"
     $PY bench/ov_bench.py --model "$MODEL" "${common[@]}" --budget-s "$BUDGET_S" \
         "${cos[@]}" 2>>"$LOG" | tag "$r"
+    if [ "$HS_OV" = 1 ]; then
+        "$BUILD/bench_cpu" --engine openvino --model "$MODEL" --dtype f32 "${common[@]}" \
+            --seconds "$BUDGET_S" --no-peak "${cos[@]}" | tag "$r"
+        "$BUILD/bench_cpu" --engine openvino --model "$INT8_MODEL" --dtype int8 "${common[@]}" \
+            --seconds "$BUDGET_S" --no-peak "${cos[@]}" | tag "$r"
+    fi
 done
 echo "   load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 $PY bench/summarize_cpu.py "$OUTF"

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Prints the CPU table from bench/run.sh's JSON lines: hetserve (f32, int8, bf16) against ONNX
-Runtime (f32, int8) and OpenVINO (f32), then the ratios issue 8 item 8 targets.
+"""Prints the CPU table from bench/run.sh's JSON lines: hetserve's CPU engine (f32, int8, bf16) and
+its OpenVINO engine plugin (f32, int8, when built) against ONNX Runtime (f32, int8) and OpenVINO called
+from Python (f32), then the ratios issue 8 item 8 targets, the OpenVINO engine's overhead over
+the bare runtime (issue 13) and which engine is fastest at each shape.
 
 Rounds are interleaved (every engine once per round, in the same order), so all engines see the
 same machine conditions. Per shape and engine: the best (lowest) per-round median -- rounds
@@ -11,6 +13,12 @@ shown beside it, as a measure of how much the machine moved.
 Cosines (min and mean over the golden sentences, tests/golden/embeddings.json, fed as token
 ids): hetserve lanes against hetserve f32, ORT int8 and OpenVINO against ORT f32 on the same
 graph. They come from the {"cosine": ...} lines (or the cos_min fields of the timing lines).
+
+The OpenVINO overhead compares two ways of running the same model on the same runtime, device,
+threads and precision: hetserve's engine (bench_cpu --engine openvino: the executor, hetserve's
+own graph written from its loaded weights, padding and copies) against ov_bench.py's bare
+InferRequest.infer on the ONNX graph ORT runs (fused com.microsoft ops). Overhead = hs / bare - 1,
+target <= 5 %; it includes any difference between the two graphs, not only hetserve's layers.
 
 Usage: summarize_cpu.py [bench/out/cpu_vs_ort.jsonl]"""
 import json
@@ -23,7 +31,12 @@ ENGINES = [
     ("onnxruntime", "f32", "ORT f32"),
     ("onnxruntime", "int8", "ORT int8"),
     ("openvino", "f32", "OpenVINO f32"),
+    ("hetserve-openvino", "f32", "hs-OV f32"),
+    ("hetserve-openvino", "int8", "hs-OV int8"),
 ]
+# hetserve's OpenVINO engine against the bare runtime: at these shapes, target overhead <= 5 %.
+OV_OVERHEAD_SHAPES = [(1, 16), (1, 128), (32, 128)]
+OV_OVERHEAD_TARGET = 0.05
 COS_TARGET = 0.99
 # (label, faster engine, slower engine, shape, kind, target): "thr" = slower ms / faster ms
 # (>= target), "lat" = faster ms / slower ms (<= target).
@@ -39,9 +52,11 @@ TARGETS = [
 RATIOS = [
     ("hs f32 / ORT f32", ("hetserve-cpu", "f32"), ("onnxruntime", "f32")),
     ("hs f32 / OV f32", ("hetserve-cpu", "f32"), ("openvino", "f32")),
+    ("hs f32 / hs-OV f32", ("hetserve-cpu", "f32"), ("hetserve-openvino", "f32")),
     ("hs int8 / hs f32", ("hetserve-cpu", "int8"), ("hetserve-cpu", "f32")),
     ("hs bf16 / hs f32", ("hetserve-cpu", "bf16"), ("hetserve-cpu", "f32")),
     ("hs int8 / ORT int8", ("hetserve-cpu", "int8"), ("onnxruntime", "int8")),
+    ("hs-OV int8 / hs-OV f32", ("hetserve-openvino", "int8"), ("hetserve-openvino", "f32")),
     ("ORT int8 / ORT f32", ("onnxruntime", "int8"), ("onnxruntime", "f32")),
 ]
 
@@ -149,6 +164,47 @@ def main(path):
         sign = ">=" if kind == "thr" else "<="
         print(f"   {label}: {ratio:.2f}x [{min(rr):.2f}..{max(rr):.2f}] (target {sign} {target}x), "
               f"{cos_txt}: {verdict}" + (f" ({', '.join(why)})" if why else ""))
+
+    ov_overhead(runs)
+    winners(runs, shapes)
+
+
+def ov_overhead(runs):
+    """hetserve's OpenVINO engine over the bare runtime (ov_bench.py), same precision (f32)."""
+    hs, bare = ("hetserve-openvino", "f32"), ("openvino", "f32")
+    if not runs.get(hs):
+        print("\n   hetserve-openvino: not measured (plugin not built or no device)")
+        return
+    print(f"\n   hetserve's OpenVINO engine over the bare runtime (hs-OV f32 ms / OpenVINO f32 ms; "
+          f"target overhead <= {OV_OVERHEAD_TARGET:.0%}); per-round range in []")
+    for shape in OV_OVERHEAD_SHAPES:
+        x, y = best(runs, hs, shape), best(runs, bare, shape)
+        name = f"{shape[0]}x{shape[1]}"
+        if not x or not y:
+            print(f"   {name:>7}  not measured ({'hs-OV' if not x else 'bare OpenVINO'} missing)")
+            continue
+        ratio = x["ms"] / y["ms"]
+        rr = round_ratios(runs, hs, bare, shape, "lat")
+        verdict = "met" if ratio - 1 <= OV_OVERHEAD_TARGET else "NOT met"
+        print(f"   {name:>7}  {x['ms']:9.3f} / {y['ms']:9.3f} ms = {ratio:.3f}x "
+              f"[{min(rr):.3f}..{max(rr):.3f}], overhead {100 * (ratio - 1):+.1f} %: {verdict}")
+
+
+def winners(runs, shapes):
+    """The fastest engine (best-round median) per shape, overall and among the f32 ones."""
+    print("\n   fastest per shape (best-round median; runner-up and its ms / the winner's in ())")
+    for shape in shapes:
+        cells = []
+        for what, keep in (("any dtype", lambda dt: True), ("f32", lambda dt: dt == "f32")):
+            got = sorted((b["ms"], label) for eng, dt, label in ENGINES if keep(dt)
+                         for b in [best(runs, (eng, dt), shape)] if b)
+            if not got:
+                continue
+            txt = f"{what}: {got[0][1]} {got[0][0]:.3f} ms"
+            if len(got) > 1:
+                txt += f" ({got[1][1]} {got[1][0] / got[0][0]:.2f}x)"
+            cells.append(txt)
+        print(f"   {f'{shape[0]}x{shape[1]}':>7}  " + "; ".join(cells))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,6 @@ const struct hs_engine_kind hs__engine_kind_openvino = {
     .name = "openvino",
     .summary = "OpenVINO runtime (CPU, integrated GPU, NPU) as a plugin: the encoder as an "
                "OpenVINO graph written by hetserve; not loaded",
-    .dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_F16,
+    .dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_F16 | 1u << HS_DTYPE_I8,
     .native = HS_DTYPE_F32,
 };

@@ -159,20 +159,16 @@ static int const_scalar(struct gb *g, float x)
     return constant(g, "f32", "FP32", 4, &x, V("FP32", 0, 0, 0, 0, 0));
 }
 
-/* A weight tensor converted to f32. */
-static int weight(struct gb *g, const struct hs_tensor *t)
+static int binop(struct gb *g, const char *type, int a, int b, struct val out);
+
+/* A weight tensor's values as f32 (malloc'ed; NULL when out of memory). */
+static float *to_f32(const struct hs_tensor *t, size_t *count)
 {
     size_t n = 1;
-    struct val s = {t->ndim, {0}, "FP32"};
-    for (int i = 0; i < t->ndim; i++) {
-        s.dim[i] = t->shape[i];
-        n *= (size_t)t->shape[i];
-    }
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    *count = n;
     float *f = malloc(n * sizeof(float));
-    if (!f) {
-        g->oom = 1;
-        return 0;
-    }
+    if (!f) return NULL;
     const uint16_t *h = t->data;
     for (size_t i = 0; i < n; i++) {
         switch (t->dtype) {
@@ -199,9 +195,63 @@ static int weight(struct gb *g, const struct hs_tensor *t)
         }
         }
     }
+    return f;
+}
+
+/* A weight tensor converted to f32. */
+static int weight(struct gb *g, const struct hs_tensor *t)
+{
+    size_t n;
+    struct val s = {t->ndim, {0}, "FP32"};
+    for (int i = 0; i < t->ndim; i++) s.dim[i] = t->shape[i];
+    float *f = to_f32(t, &n);
+    if (!f) {
+        g->oom = 1;
+        return 0;
+    }
     int id = constant(g, "f32", "FP32", 4, f, s);
     free(f);
     return id;
+}
+
+/* A linear layer's weight w [n, k] as int8 with one f32 scale per output row, decompressed in
+ * the graph: Const i8 -> Convert f32 -> Multiply by Const f32 [n, 1]. OpenVINO's CPU plugin
+ * recognises that subgraph in front of a MatMul as compressed weights and keeps them int8.
+ * smooth (may be NULL): [k] SmoothQuant divisors of the layer's input; the weight's columns are
+ * multiplied by them before quantizing, as the CPU engine does (engine/cpu/qlinear.c). Rows are
+ * quantized symmetrically to [-127, 127], scale amax / 127 (1 for an all-zero row). */
+static int weight_i8(struct gb *g, const struct hs_tensor *w, const float *smooth)
+{
+    const int64_t n = w->shape[0], k = w->shape[1];
+    size_t count;
+    float *f = to_f32(w, &count);
+    int8_t *q = malloc((size_t)(n * k));
+    float *scale = malloc(sizeof(float) * (size_t)n);
+    if (!f || !q || !scale) {
+        free(f), free(q), free(scale);
+        g->oom = 1;
+        return 0;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        float *row = f + j * k, amax = 0.0f;
+        for (int64_t i = 0; i < k; i++) {
+            if (smooth) row[i] *= smooth[i];
+            amax = fabsf(row[i]) > amax ? fabsf(row[i]) : amax;
+        }
+        const float sc = amax > 0.0f ? amax / 127.0f : 1.0f;
+        scale[j] = sc;
+        for (int64_t i = 0; i < k; i++) {
+            const float v = row[i] / sc;
+            const int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+            q[j * k + i] = (int8_t)(r > 127 ? 127 : (r < -127 ? -127 : r));
+        }
+    }
+    int c = constant(g, "i8", "I8", 1, q, V("I8", 2, n, k, 0, 0));
+    int cv =
+        layer(g, "Convert", "opset1", "destination_type=\"f32\"", 1, &c, V("FP32", 2, n, k, 0, 0));
+    int sc = constant(g, "f32", "FP32", 4, scale, V("FP32", 2, n, 1, 0, 0));
+    free(f), free(q), free(scale);
+    return binop(g, "Multiply", cv, sc, V("FP32", 2, n, k, 0, 0));
 }
 
 static int binop(struct gb *g, const char *type, int a, int b, struct val out)
@@ -265,12 +315,14 @@ static int layer_norm(struct gb *g, int x, const struct hs_tensor *gamma,
     return binop(g, "Add", y, weight(g, beta), s);
 }
 
-/* x [B, S, in] times W^T ([out, in]) plus b. */
-static int linear(struct gb *g, int x, const struct hs_tensor *w, const struct hs_tensor *b)
+/* x [B, S, in] times W^T ([out, in]) plus b. int8: W as compressed int8 weights (weight_i8),
+ * with smooth (may be NULL) folded into them; x must then already be divided by smooth. */
+static int linear(struct gb *g, int x, const struct hs_tensor *w, const struct hs_tensor *b,
+                  bool int8, const float *smooth)
 {
     struct val s = g->v[x];
     s.dim[s.rank - 1] = w->shape[0];
-    int ins[2] = {x, weight(g, w)};
+    int ins[2] = {x, int8 ? weight_i8(g, w, smooth) : weight(g, w)};
     int y = layer(g, "MatMul", "opset1", "transpose_a=\"false\" transpose_b=\"true\"", 2, ins, s);
     return b && b->data ? binop(g, "Add", y, weight(g, b), s) : y;
 }
@@ -318,7 +370,29 @@ static int mask_bias(struct gb *g)
     return binop(g, "Multiply", r, const_scalar(g, 30000.0f), s4);
 }
 
-static int attention(struct gb *g, int x, const struct hs_stage *st, int *bias)
+/* The input of an int8 stage's first linear layer(s): x divided by the stage's SmoothQuant
+ * divisors (HS_W_SMOOTH, checked by the engine at prepare), which *smooth receives to fold into
+ * the weights; x itself (and *smooth NULL) when the stage is not int8 or has none. */
+static int smoothed(struct gb *g, int x, const struct hs_stage *st, bool int8, const float **smooth)
+{
+    const struct hs_tensor *t = &st->w[HS_W_SMOOTH];
+    *smooth = NULL;
+    if (!int8 || !t->data) return x;
+    int64_t k = 1;
+    for (int i = 0; i < t->ndim; i++) k *= t->shape[i];
+    float *inv = malloc(sizeof(float) * (size_t)k);
+    if (!inv) {
+        g->oom = 1;
+        return x;
+    }
+    *smooth = t->data;
+    for (int64_t i = 0; i < k; i++) inv[i] = 1.0f / (*smooth)[i];
+    int c = constant(g, "f32", "FP32", 4, inv, V("FP32", 1, k, 0, 0, 0));
+    free(inv);
+    return binop(g, "Multiply", x, c, g->v[x]);
+}
+
+static int attention(struct gb *g, int x, const struct hs_stage *st, bool int8, int *bias)
 {
     const struct hs_encoder_dims *d = st->dims;
     const int64_t B = g->batch, S = g->seq, NH = d->heads, HD = d->head_dim, H = d->hidden;
@@ -327,8 +401,10 @@ static int attention(struct gb *g, int x, const struct hs_stage *st, int *bias)
     int qkv[3];
     const enum hs_weight_role roles[3][2] = {
         {HS_W_Q, HS_W_Q_B}, {HS_W_K, HS_W_K_B}, {HS_W_V, HS_W_V_B}};
+    const float *smooth;
+    const int xs = smoothed(g, x, st, int8, &smooth);
     for (int i = 0; i < 3; i++) {
-        int y = linear(g, x, &st->w[roles[i][0]], &st->w[roles[i][1]]);
+        int y = linear(g, xs, &st->w[roles[i][0]], &st->w[roles[i][1]], int8, smooth);
         y = reshape(g, y, 4, split, s4);
         qkv[i] = transpose(g, y, 4, perm, h4);
     }
@@ -348,15 +424,17 @@ static int attention(struct gb *g, int x, const struct hs_stage *st, int *bias)
         layer(g, "MatMul", "opset1", "transpose_a=\"false\" transpose_b=\"false\"", 2, ins2, h4);
     ctx = transpose(g, ctx, 4, perm, s4);
     ctx = reshape(g, ctx, 3, merge, V("FP32", 3, B, S, H, 0));
-    int y = linear(g, ctx, &st->w[HS_W_ATTN_OUT], &st->w[HS_W_ATTN_OUT_B]);
+    int y = linear(g, ctx, &st->w[HS_W_ATTN_OUT], &st->w[HS_W_ATTN_OUT_B], int8, NULL);
     y = binop(g, "Add", y, x, g->v[x]);
     return layer_norm(g, y, &st->w[HS_W_ATTN_LN_G], &st->w[HS_W_ATTN_LN_B], d->ln_eps);
 }
 
-static int ffn(struct gb *g, int x, const struct hs_stage *st)
+static int ffn(struct gb *g, int x, const struct hs_stage *st, bool int8)
 {
     const struct hs_encoder_dims *d = st->dims;
-    int h = linear(g, x, &st->w[HS_W_FFN_IN], &st->w[HS_W_FFN_IN_B]);
+    const float *smooth;
+    const int xs = smoothed(g, x, st, int8, &smooth);
+    int h = linear(g, xs, &st->w[HS_W_FFN_IN], &st->w[HS_W_FFN_IN_B], int8, smooth);
     struct val s = g->v[h];
     if (d->act == HS_ACT_RELU)
         h = layer(g, "Relu", "opset1", NULL, 1, &h, s);
@@ -365,7 +443,7 @@ static int ffn(struct gb *g, int x, const struct hs_stage *st)
                   d->act == HS_ACT_GELU_TANH ? "approximation_mode=\"TANH\""
                                              : "approximation_mode=\"ERF\"",
                   1, &h, s);
-    int y = linear(g, h, &st->w[HS_W_FFN_OUT], &st->w[HS_W_FFN_OUT_B]);
+    int y = linear(g, h, &st->w[HS_W_FFN_OUT], &st->w[HS_W_FFN_OUT_B], int8, NULL);
     y = binop(g, "Add", y, x, g->v[x]);
     return layer_norm(g, y, &st->w[HS_W_FFN_LN_G], &st->w[HS_W_FFN_LN_B], d->ln_eps);
 }
@@ -420,8 +498,8 @@ void ov_ir_free(struct ov_ir *ir)
     memset(ir, 0, sizeof *ir);
 }
 
-hs_status ov_ir_build(const struct hs_stage *const *stages, int n, int batch, int seq,
-                      struct ov_ir *out, struct hs_error *err)
+hs_status ov_ir_build(const struct hs_stage *const *stages, const enum hs_dtype *dtypes, int n,
+                      int batch, int seq, struct ov_ir *out, struct hs_error *err)
 {
     memset(out, 0, sizeof *out);
     if (n < 1) return hs_plugin_error(err, HS_STATUS_INVALID_ARGUMENT, "openvino: empty range");
@@ -451,10 +529,10 @@ hs_status ov_ir_build(const struct hs_stage *const *stages, int n, int batch, in
             x = embed(g, st);
             break;
         case HS_STAGE_ATTN:
-            x = attention(g, x, st, &bias);
+            x = attention(g, x, st, dtypes[i] == HS_DTYPE_I8, &bias);
             break;
         case HS_STAGE_FFN:
-            x = ffn(g, x, st);
+            x = ffn(g, x, st, dtypes[i] == HS_DTYPE_I8);
             break;
         case HS_STAGE_POOL:
             x = pool(g, x, st);

@@ -41,10 +41,13 @@ struct ov_ir {
 };
 
 /* Writes the IR of stages[0..n) (contiguous: embed, layer i attn/ffn, ..., pool, normalize).
- * batch / seq: static dimensions, or -1 for dynamic. Weights are converted to f32. Frees with
- * ov_ir_free. */
-hs_status ov_ir_build(const struct hs_stage *const *stages, int n, int batch, int seq,
-                      struct ov_ir *out, struct hs_error *err);
+ * dtypes[i]: stage i's compute dtype. The linear layers of an attention or FFN stage in
+ * HS_DTYPE_I8 carry int8 weights with one f32 scale per output channel, decompressed in the
+ * graph (Const i8 -> Convert -> Multiply: OpenVINO's compressed-weights pattern), their input
+ * smoothing (HS_W_SMOOTH, valid: checked at prepare) folded in; every other weight is converted
+ * to f32. batch / seq: static dimensions, or -1 for dynamic. Frees with ov_ir_free. */
+hs_status ov_ir_build(const struct hs_stage *const *stages, const enum hs_dtype *dtypes, int n,
+                      int batch, int seq, struct ov_ir *out, struct hs_error *err);
 void ov_ir_free(struct ov_ir *ir);
 const char *ov_input_name(enum ov_input i);
 
