@@ -8,13 +8,15 @@
 #                                      header naming `config`, `offered_rps` and one or more
 #                                      `*p99_ms` columns (serving_report.py's p99.csv, hybrid's
 #                                      results.csv); one line per (config, P99 column)
+#   bench/plot.sh util OUT.png CSV     utilization over time per engine: CSV with a header
+#                                      `t_s,ENGINE,...` (hetsim --util-csv), shares in [0, 1]
 #
 # Terminal pngcairo when this gnuplot has it, else png. Exit status 0 with the PNG written, 1 on
 # bad input or a gnuplot error, 3 when gnuplot is missing (a line says so). A line is labelled by
 # the CSV's file name without .csv, and the class when a CSV has more than one.
 set -uo pipefail
 
-usage() { sed -n 3,14p "$0" >&2; exit 2; }
+usage() { sed -n 3,16p "$0" >&2; exit 2; }
 [ $# -ge 3 ] || usage
 MODE=$1 OUT=$2
 shift 2
@@ -70,6 +72,18 @@ set logscale x; set yrange [0:1]; set key bottom right; set grid"
     done
     SETUP="set title 'P99 latency vs offered load'; set xlabel 'offered load (req/s)'; set ylabel 'P99 (ms)'
 set logscale y; set key top left; set grid"
+    ;;
+  util)
+    if [ $# -ne 1 ] || [ ! -r "$1" ]; then echo "plot: util needs one readable CSV" >&2; exit 1; fi
+    head -1 "$1" | grep -q '^t_s,' || { echo "plot: $1: header must start with t_s," >&2; exit 1; }
+    [ "$(wc -l <"$1")" -gt 1 ] || { echo "plot: no rows in $1" >&2; exit 1; }
+    IFS=, read -r -a cols <"$1"
+    for ((i = 1; i < ${#cols[@]}; i++)); do
+      name=${cols[$i]//[^A-Za-z0-9 ._()\/-]/}
+      plots+=("'$1' every ::1 using 1:(100*\$$((i + 1))) with steps lw 2 title '$name'")
+    done
+    SETUP="set datafile separator ','; set title 'Engine utilization over time'
+set xlabel 'time (s)'; set ylabel 'busy (%)'; set yrange [0:105]; set key top right; set grid"
     ;;
   *) usage ;;
 esac

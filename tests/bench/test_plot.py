@@ -1,7 +1,8 @@
 """bench/plot.sh draws PNGs from hetbench output: two small synthetic hetbench --csv files (two
 classes, warm-up and failed rows among them) give a latency CDF; serving_report.py's p99.csv
 and hybrid report.py's results.csv shapes give P99 vs load. Each must be a real PNG of some
-size. Skipped with one line when gnuplot is missing (apt-get install gnuplot-nox)."""
+size; hetsim's utilization CSV gives utilization over time. Skipped with one line when gnuplot is
+missing (apt-get install gnuplot-nox)."""
 import os
 import random
 import shutil
@@ -69,6 +70,21 @@ def test_p99_vs_load(tmp_path):
         out = tmp_path / (table.stem + ".png")
         plot("p99", str(out), str(table))
         check_png(out)
+
+
+def test_utilization_over_time(tmp_path):
+    util = tmp_path / "util.csv"  # hetsim --util-csv's shape
+    rows = ["t_s,cpu_a,cpu_b/0"] + ["%d.000,%.4f,%.4f" % (t, 0.2 + 0.01 * (t % 7), 0.5 + 0.03 * (t % 5))
+                                    for t in range(30)]
+    util.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "util.png"
+    plot("util", str(out), str(util))
+    check_png(out)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,x\n0,1\n")
+    p = subprocess.run(["bash", PLOT, "util", str(tmp_path / "y.png"), str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "header must start with t_s" in p.stderr
 
 
 def test_bad_input_fails(tmp_path):

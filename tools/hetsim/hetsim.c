@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/log.h"
 #include "hetbench/workload.h"
 #include "hetsim/sim.h"
 #include "model/model.h"
@@ -33,6 +34,8 @@ struct opts {
     int n_as;
     const char *copies[HS_SIM_MAX_ENGINES];
     int n_copies;
+    const char *tax[HS_SIM_MAX_ENGINES];
+    int n_tax;
     const char *util_csv, *priority;
     double rate, duration_s, warmup_s, speed, overhead_ms, timeout_ms, ok_min, bin_s;
     uint64_t seed;
@@ -49,6 +52,7 @@ static void usage(FILE *f)
           "  --copies ENGINE=N        N independent copies of an engine (workers of one type)\n"
           "  --warmup S               leave the first S seconds out of the statistics (0)\n"
           "  --overhead-ms X          added to every answer: HTTP, tokenizing, sending (0)\n"
+          "  --tax ENGINE=X           its batches take X times their profiled time (1)\n"
           "  --timeout-ms N           per-request deadline (default: the config's)\n"
           "  --priority interactive|batch\n"
           "  --prices FILE            {\"ENGINE\": {\"usd_per_hour\": X, \"source\": \"...\"}}\n"
@@ -99,8 +103,7 @@ static hs_status classes_parse(const char *spec, struct classes *c, struct hs_er
         c->max_tokens[c->n++] = (int)v;
         p = *end ? end + 1 : end;
     }
-    return c->n ? HS_STATUS_OK
-                : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: empty");
+    return c->n ? HS_STATUS_OK : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: empty");
 }
 
 static int class_of(const struct classes *c, const int32_t *tokens, int n)
@@ -144,11 +147,8 @@ static hs_status tb_add(struct tbuild *b, double at_s, int cls, const int32_t *t
     memcpy(t->token_store + b->tok_n, tokens, (size_t)n * sizeof *tokens);
     b->tok_off[t->n] = b->tok_n;
     b->tok_n += (size_t)n;
-    t->a[t->n++] = (struct hs_sim_arrival){.at_s = at_s,
-                                           .cls = cls,
-                                           .n_inputs = n,
-                                           .priority = priority,
-                                           .timeout_ms = timeout_ms};
+    t->a[t->n++] = (struct hs_sim_arrival){
+        .at_s = at_s, .cls = cls, .n_inputs = n, .priority = priority, .timeout_ms = timeout_ms};
     return HS_STATUS_OK;
 }
 
@@ -215,8 +215,8 @@ static hs_status traffic_build(const struct opts *o, const struct hs_model *mode
         if (!len_of || !ids) st = HS_STATUS_NO_MEMORY;
         for (size_t i = 0; !st && i < corpus.n_texts; i++) {
             int n;
-            st = hs_model_tokenize(model, corpus.text[i], strlen(corpus.text[i]), ids, 0, &n,
-                                   NULL, err);
+            st = hs_model_tokenize(model, corpus.text[i], strlen(corpus.text[i]), ids, 0, &n, NULL,
+                                   err);
             len_of[i] = n;
         }
         for (double at = 0; !st;) {
@@ -345,15 +345,29 @@ static hs_status world_load(struct world *w, const struct opts *o, struct hs_err
             if (l && l->ok && l->n_cells) f->cost[e] = l;
         }
     }
+    for (int e = 0; e < w->cfg.n_engines; e++) f->copies[e] = 1;
     for (int k = 0; k < o->n_copies; k++) {
         const char *eq = strchr(o->copies[k], '=');
         int e = eq ? engine_index(&w->cfg, o->copies[k], (size_t)(eq - o->copies[k])) : -1;
-        int n = eq ? atoi(eq + 1) : 0;
-        if (e < 0 || n < 1 || n > HS_SCHED_MAX_LANES)
+        char *end = NULL;
+        long n = eq ? strtol(eq + 1, &end, 10) : -1;
+        if (e < 0 || end == eq + 1 || *end || n < 0 || n > HS_SCHED_MAX_LANES)
             return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "--copies %s: expected ENGINE=N with a configured engine, N >= 1",
+                                "--copies %s: expected ENGINE=N with a configured engine, N >= 0",
                                 o->copies[k]);
-        f->copies[e] = n;
+        f->copies[e] = (int)n;
+    }
+    for (int k = 0; k < o->n_tax; k++) {
+        const char *eq = strchr(o->tax[k], '=');
+        int e = eq ? engine_index(&w->cfg, o->tax[k], (size_t)(eq - o->tax[k])) : -1;
+        char *end = NULL;
+        double x = eq ? strtod(eq + 1, &end) : 0;
+        if (e < 0 || !end || *end || !(x >= 0.1 && x <= 100))
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "--tax %s: expected ENGINE=X with a configured engine, X in "
+                                "[0.1, 100]",
+                                o->tax[k]);
+        f->tax[e] = x;
     }
     if (o->prices && (st = prices_load(w, o->prices, err))) return st;
     return HS_STATUS_OK;
@@ -368,8 +382,7 @@ static void world_free(struct world *w)
 static double fleet_usd_per_hour(const struct world *w)
 {
     double usd = 0;
-    for (int e = 0; e < w->cfg.n_engines; e++)
-        usd += w->price[e] * (w->fleet.copies[e] > 0 ? w->fleet.copies[e] : 1);
+    for (int e = 0; e < w->cfg.n_engines; e++) usd += w->price[e] * w->fleet.copies[e];
     return usd;
 }
 
@@ -436,11 +449,11 @@ static json_t *result_json(const struct world *w, const struct hs_sim_result *r)
         json_object_set_new(cls, r->class_name[k], class_json(&r->cls[k]));
     json_object_set_new(cls, "all", class_json(&r->all));
     for (int e = 0; e < r->n_engines; e++)
-        json_array_append_new(
-            eng, json_pack("{s:s,s:i,s:f,s:f,s:I,s:f}", "engine", r->eng[e].name, "copies",
-                           r->eng[e].copies, "busy_s", r->eng[e].busy_s, "utilization",
-                           r->eng[e].util, "batches", (json_int_t)r->eng[e].batches,
-                           "mean_batch_seqs", r->eng[e].mean_batch_seqs));
+        json_array_append_new(eng, json_pack("{s:s,s:i,s:f,s:f,s:I,s:f}", "engine", r->eng[e].name,
+                                             "copies", r->eng[e].copies, "busy_s", r->eng[e].busy_s,
+                                             "utilization", r->eng[e].util, "batches",
+                                             (json_int_t)r->eng[e].batches, "mean_batch_seqs",
+                                             r->eng[e].mean_batch_seqs));
     json_object_set_new(j, "classes", cls);
     json_object_set_new(j, "engines", eng);
     json_object_set_new(j, "span_s", json_real(r->span_s));
@@ -516,8 +529,8 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
         int e = eq ? engine_index(&w->cfg, p, (size_t)(eq - p)) : -1;
         int a = 0, b = 0, used = 0;
         if (e < 0 || n == HS_SIM_MAX_ENGINES || sscanf(eq + 1, "%d..%d%n", &a, &b, &used) != 2 ||
-            a < 1 || b < a || b > HS_SCHED_MAX_LANES)
-            return fail("--search: expected ENGINE=MIN..MAX (1 <= MIN <= MAX) at '%s'", p);
+            a < 0 || b < a || b > HS_SCHED_MAX_LANES)
+            return fail("--search: expected ENGINE=MIN..MAX (0 <= MIN <= MAX) at '%s'", p);
         eng[n] = e, lo[n] = a, hi[n] = b, n++;
         p = eq + 1 + used;
         if (*p == ',') p++;
@@ -540,9 +553,18 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
         for (int i = 0; i < n; i++) w->fleet.copies[eng[i]] = cur[i];
         struct hs_sim_result r;
         struct hs_error err;
-        if (hs_sim_run(&w->fleet, t, &r, &err)) {
-            json_decref(all);
-            return fail("%s", err.msg);
+        int lanes = 0;
+        for (int e = 0; e < w->cfg.n_engines; e++) lanes += w->fleet.copies[e];
+        if (!lanes || hs_sim_run(&w->fleet, t, &r, &err)) { /* an empty fleet: skipped */
+            if (lanes) {
+                json_decref(all);
+                return fail("%s", err.msg);
+            }
+            for (int i = n - 1; i >= 0; i--) {
+                if (++cur[i] <= hi[i]) break;
+                cur[i] = lo[i];
+            }
+            continue;
         }
         bool met = slo_met(slo, &r, o->ok_min);
         double usd = fleet_usd_per_hour(w);
@@ -610,16 +632,19 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"config", 1, 0, 'c'},  {"profile", 1, 0, 'p'},   {"as", 1, 0, 'a'},
-        {"texts", 1, 0, 't'},   {"lengths", 1, 0, 'l'},   {"trace", 1, 0, 'T'},
-        {"rate", 1, 0, 'r'},    {"duration", 1, 0, 'd'},  {"seed", 1, 0, 's'},
-        {"speed", 1, 0, 'S'},   {"classes", 1, 0, 'C'},   {"copies", 1, 0, 'n'},
-        {"warmup", 1, 0, 'W'},  {"overhead-ms", 1, 0, 'o'}, {"timeout-ms", 1, 0, 'm'},
-        {"priority", 1, 0, 'P'}, {"prices", 1, 0, 'x'},   {"search", 1, 0, 'q'},
-        {"slo", 1, 0, 'L'},     {"ok-min", 1, 0, 'k'},    {"util-csv", 1, 0, 'u'},
-        {"bin-s", 1, 0, 'b'},   {"json", 0, 0, 'j'},      {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"config", 1, 0, 'c'},     {"profile", 1, 0, 'p'},
+                                       {"as", 1, 0, 'a'},         {"texts", 1, 0, 't'},
+                                       {"lengths", 1, 0, 'l'},    {"trace", 1, 0, 'T'},
+                                       {"rate", 1, 0, 'r'},       {"duration", 1, 0, 'd'},
+                                       {"seed", 1, 0, 's'},       {"speed", 1, 0, 'S'},
+                                       {"classes", 1, 0, 'C'},    {"copies", 1, 0, 'n'},
+                                       {"warmup", 1, 0, 'W'},     {"overhead-ms", 1, 0, 'o'},
+                                       {"timeout-ms", 1, 0, 'm'}, {"priority", 1, 0, 'P'},
+                                       {"prices", 1, 0, 'x'},     {"search", 1, 0, 'q'},
+                                       {"slo", 1, 0, 'L'},        {"ok-min", 1, 0, 'k'},
+                                       {"util-csv", 1, 0, 'u'},   {"bin-s", 1, 0, 'b'},
+                                       {"json", 0, 0, 'j'},       {"help", 0, 0, 'h'},
+                                       {"tax", 1, 0, 'X'},        {0, 0, 0, 0}};
     o->speed = 1;
     o->ok_min = 0.99;
     o->seed = 1;
@@ -629,7 +654,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
         double v = optarg ? strtod(optarg, &end) : 0;
         bool num_ok = optarg && end != optarg && !*end && isfinite(v) && v >= 0;
         switch (c) {
-        case 'c': o->config = optarg; break;
+        case 'c':
+            o->config = optarg;
+            break;
         case 'p':
             if (o->n_profiles == HS_SIM_MAX_PROFILES) return fail("%s", "too many --profile");
             o->profiles[o->n_profiles++] = optarg;
@@ -643,22 +670,55 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->as[o->n_as++][1] = eq + 1;
             break;
         }
-        case 't': o->texts = optarg; break;
-        case 'l': o->lengths = optarg; break;
-        case 'T': o->trace = optarg; break;
-        case 'C': o->classes = optarg; break;
+        case 't':
+            o->texts = optarg;
+            break;
+        case 'l':
+            o->lengths = optarg;
+            break;
+        case 'T':
+            o->trace = optarg;
+            break;
+        case 'C':
+            o->classes = optarg;
+            break;
         case 'n':
             if (o->n_copies == HS_SIM_MAX_ENGINES) return fail("%s", "too many --copies");
             o->copies[o->n_copies++] = optarg;
             break;
-        case 'P': o->priority = optarg; break;
-        case 'x': o->prices = optarg; break;
-        case 'q': o->search = optarg; break;
-        case 'L': o->slo = optarg; break;
-        case 'u': o->util_csv = optarg; break;
-        case 'j': o->json = 1; break;
-        case 'h': usage(stdout); exit(0);
-        case 'r': case 'd': case 's': case 'S': case 'W': case 'o': case 'm': case 'k':
+        case 'X':
+            if (o->n_tax == HS_SIM_MAX_ENGINES) return fail("%s", "too many --tax");
+            o->tax[o->n_tax++] = optarg;
+            break;
+        case 'P':
+            o->priority = optarg;
+            break;
+        case 'x':
+            o->prices = optarg;
+            break;
+        case 'q':
+            o->search = optarg;
+            break;
+        case 'L':
+            o->slo = optarg;
+            break;
+        case 'u':
+            o->util_csv = optarg;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case 'r':
+        case 'd':
+        case 's':
+        case 'S':
+        case 'W':
+        case 'o':
+        case 'm':
+        case 'k':
         case 'b':
             if (!num_ok) return fail("bad number '%s'", optarg ? optarg : "");
             if (c == 'r') o->rate = v;
@@ -671,7 +731,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
             if (c == 'k') o->ok_min = v;
             if (c == 'b') o->bin_s = v;
             break;
-        default: usage(stderr); return 2;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind != argc) return fail("unexpected argument '%s'", argv[optind]);
@@ -691,6 +753,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
     struct opts o = {0};
+    /* the scheduler's and router's notes (a route degraded to other lanes in a fleet without an
+     * engine, a simulated batch's failure) are part of the simulation, not of hetsim's output */
+    if (!getenv("HS_LOG_LEVEL")) hs_log_set_level(HS_LOG_ERROR);
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
     struct world *w = hs_calloc(1, sizeof *w);

@@ -2,6 +2,7 @@
 #include "hetsim/sim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,8 +60,7 @@ double hs_sim_batch_s(const struct hs_cost_lane *l, bool ragged, int n, int64_t 
      * along the first two, never under the smallest's time scaled by the length) */
     double t0 = ms_at(l, n, b[k]), t1 = ms_at(l, n, b[k + 1]);
     double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
-    double floor_ms = t0 * len / b[0];
-    if (t < floor_ms) t = floor_ms;
+    if (len < b[0] && t < t0 * len / b[0]) t = t0 * len / b[0];
     return t / 1e3;
 }
 
@@ -304,6 +304,16 @@ static hs_status busy_add(struct sim *m, int e, int64_t start, int64_t end)
     return HS_STATUS_OK;
 }
 
+/* A route naming an engine with no copies: as a lane excluded by its check. */
+static bool absent(void *ctx, int model, const char *engine)
+{
+    const struct hs_sim_fleet *f = ctx;
+    (void)model;
+    for (int e = 0; e < f->cfg->n_engines; e++)
+        if (!strcmp(f->cfg->engines[e].name, engine)) return f->copies[e] == 0;
+    return false;
+}
+
 static hs_status build(struct sim *m, const struct hs_sim_fleet *f, struct hs_lane_opts *lanes,
                        struct hs_topo *topo, struct hs_error *err)
 {
@@ -330,8 +340,7 @@ static hs_status build(struct sim *m, const struct hs_sim_fleet *f, struct hs_la
                 return hs_error_set(err, HS_STATUS_INVALID_INPUT, "model %s: unknown engine",
                                     f->model_names[mi]);
             int e = (int)(ec - c->engines);
-            int copies = f->copies[e] > 0 ? f->copies[e] : 1;
-            for (int k = 0; k < copies; k++) {
+            for (int k = 0; k < f->copies[e]; k++) {
                 if (m->n_lanes >= HS_SCHED_MAX_LANES)
                     return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                                         "fleet: more than %d lanes", HS_SCHED_MAX_LANES);
@@ -346,6 +355,10 @@ static hs_status build(struct sim *m, const struct hs_sim_fleet *f, struct hs_la
         }
     }
     topo->n_lanes = m->n_lanes;
+    topo->excluded = absent;
+    topo->excluded_ctx = (void *)f;
+    if (!m->n_lanes)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "fleet: no engine has a copy");
     return HS_STATUS_OK;
 }
 
@@ -374,7 +387,7 @@ hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *
     out->n_engines = c->n_engines;
     for (int e = 0; e < c->n_engines; e++) {
         snprintf(out->eng[e].name, sizeof out->eng[e].name, "%s", c->engines[e].name);
-        out->eng[e].copies = f->copies[e] > 0 ? f->copies[e] : 1;
+        out->eng[e].copies = f->copies[e];
     }
     if ((st = build(m, f, lanes, topo, err))) goto done;
     if ((st = hs_sched_create_stepped(lanes, m->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
@@ -443,8 +456,15 @@ hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *
         while (hs_sched_step_begin(m->s, &b, &wake)) {
             int e = m->lane_engine[b.lane];
             double s = hs_sim_batch_s(f->cost[e], m->ragged[e], b.n_seqs, b.tokens, b.shape_batch,
-                                      b.shape_seq);
+                                      b.shape_seq) *
+                       (f->tax[e] > 0 ? f->tax[e] : 1.0);
             int64_t end = now + (int64_t)(s * 1e9);
+            if (getenv("HS_SIM_DEBUG"))
+                fprintf(stderr,
+                        "t %.4f lane %d slot %d: %d seqs %lld tokens shape %dx%d -> %.2f ms "
+                        "(predicted %.2f)\n",
+                        (double)(now - T0_NS) / 1e9, b.lane, b.slot, b.n_seqs, (long long)b.tokens,
+                        b.shape_batch, b.shape_seq, s * 1e3, b.predicted_s * 1e3);
             if (end <= now) end = now + 1;
             if (heap_push(&h, end, EV_END, b.lane, b.slot) || busy_add(m, e, now, end)) goto oom;
             seqs_formed[e] += b.n_seqs;
@@ -455,12 +475,13 @@ hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *
         }
         if (m->oom) goto oom;
     }
-    out->span_s = (double)((m->last_answer > now ? m->last_answer : now) - T0_NS) / 1e9;
+    /* first arrival to last answer (not to the last event: a deadline's reap may come later) */
+    out->span_s = m->last_answer > T0_NS ? (double)(m->last_answer - T0_NS) / 1e9 : 0;
     if (t->n && out->span_s < t->a[t->n - 1].at_s) out->span_s = t->a[t->n - 1].at_s;
     for (int e = 0; e < c->n_engines; e++) {
         struct hs_sim_engine_result *r = &out->eng[e];
         int copies = r->copies;
-        r->util = out->span_s > 0 ? r->busy_s / (copies * out->span_s) : 0;
+        r->util = out->span_s > 0 && copies ? r->busy_s / (copies * out->span_s) : 0;
         r->mean_batch_seqs = r->batches ? (double)seqs_formed[e] / (double)r->batches : 0;
         for (int k = 0; k < r->n_bins; k++) r->util_bins[k] /= copies * out->bin_s;
         /* trim the spare bins past the end */

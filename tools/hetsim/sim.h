@@ -3,10 +3,10 @@
  * each engine's batch times taken from measured costs (a `hetserve profile`).
  *
  * A fleet is a configuration whose engines may be multiplied: `copies[e]` lanes per model on
- * engine e (independent workers of one type, as a remote engine's worker slots), each routed as
- * the configuration routes e. The simulation is discrete-event and single-threaded: arrivals,
- * batch ends, batching windows and deadlines, in time order; at each one the real code decides
- * (hs_dispatch_submit: route, admit or shed, retry, failover), forms batches
+ * engine e (independent workers of one type, as a remote engine's worker slots, or none), each
+ * routed as the configuration routes e. The simulation is discrete-event and single-threaded:
+ * arrivals, batch ends, batching windows and deadlines, in time order; at each one the real code
+ * decides (hs_dispatch_submit: route, admit or shed, retry, failover), forms batches
  * (hs_sched_step_begin) and learns from them. A batch of n sequences with T real tokens in
  * bucket S lasts the engine's measured time for that shape: hs_costs_whole_ms interpolated over
  * the measured buckets around the batch's mean length (ragged engines, such as cpu, compute
@@ -26,17 +26,17 @@
 #include "sched/costs.h"
 #include "server/config.h"
 
-#define HS_SIM_MAX_CLASSES 16
-#define HS_SIM_MAX_ENGINES HS_CONFIG_MAX_ENGINES
+#define HS_SIM_MAX_CLASSES  16
+#define HS_SIM_MAX_ENGINES  HS_CONFIG_MAX_ENGINES
 #define HS_SIM_MAX_PROFILES 8
 
 /* One request of the traffic. */
 struct hs_sim_arrival {
-    double at_s;     /* arrival, seconds from the start */
-    int cls;         /* index into the traffic's class names */
-    int n_inputs;    /* sequences */
-    int32_t *tokens; /* [n_inputs] token lengths, [CLS] and [SEP] included */
-    int priority;    /* enum hs_priority */
+    double at_s;       /* arrival, seconds from the start */
+    int cls;           /* index into the traffic's class names */
+    int n_inputs;      /* sequences */
+    int32_t *tokens;   /* [n_inputs] token lengths, [CLS] and [SEP] included */
+    int priority;      /* enum hs_priority */
     double timeout_ms; /* 0 = the configuration's default */
     bool warmup;       /* runs, but is left out of the statistics */
 };
@@ -52,12 +52,18 @@ struct hs_sim_traffic {
 void hs_sim_traffic_free(struct hs_sim_traffic *t);
 
 struct hs_sim_fleet {
-    const struct hs_config *cfg;        /* engines, models, routes, batching, scheduler */
+    const struct hs_config *cfg; /* engines, models, routes, batching, scheduler */
     const struct hs_model_config *models[HS_CONFIG_MAX_MODELS]; /* each model's config */
-    const char *model_names[HS_CONFIG_MAX_MODELS];             /* served names */
-    int copies[HS_SIM_MAX_ENGINES];     /* lanes per model on each engine (0 = 1) */
+    const char *model_names[HS_CONFIG_MAX_MODELS];              /* served names */
+    /* lanes per model on each engine: its copies (0: absent; a route naming only absent engines
+     * uses the model's other lanes, as a route whose lanes all failed their check) */
+    int copies[HS_SIM_MAX_ENGINES];
     /* each engine's measured costs: the profile lane its batches take their times from */
     const struct hs_cost_lane *cost[HS_SIM_MAX_ENGINES];
+    /* per engine, the factor its batches take over their profiled time while serving (0 = 1): the
+     * CPU the server's HTTP threads and the clients take from the engine, measured by comparing
+     * a served run's engine busy time with the simulation's (bench/sim/validate.sh) */
+    double tax[HS_SIM_MAX_ENGINES];
     double overhead_ms; /* added to every answer: what happens outside the scheduler (HTTP,
                            tokenizing, sending), a constant */
     double bin_s;       /* utilization time bins (0 = 1 s) */

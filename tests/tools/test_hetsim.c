@@ -1,0 +1,226 @@
+/* hetsim's core: batch times from costs, and whole simulations whose answers are known exactly
+ * (lone requests: window + batch time) or bounded (overload: capacity, nothing lost), routing by
+ * length across two engines, an absent engine's route degrading, determinism. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "hetsim/sim.h"
+#include "model/config.h"
+#include "sched/request.h"
+
+/* A cost lane: batch time = fixed + per_token * batch * bucket (ms), buckets 16, 64, 256. */
+static void lane_make(struct hs_cost_lane *l, const char *engine, double fixed, double per_token)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(l->engine, sizeof l->engine, "%s", engine);
+    snprintf(l->kind, sizeof l->kind, "cpu");
+    l->ok = true;
+    const int batches[] = {1, 4, 32}, buckets[] = {16, 64, 256};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 3; k++) {
+            struct hs_cost_cell *c = &l->cells[l->n_cells++];
+            c->batch = batches[i];
+            c->bucket = buckets[k];
+            c->whole.compute_ms = fixed + per_token * batches[i] * buckets[k];
+        }
+}
+
+static const char *ONE_ENGINE = "engines:\n"
+                                "  - {name: e, kind: cpu}\n"
+                                "models:\n"
+                                "  - {path: m, engine: e}\n"
+                                "batching:\n"
+                                "  batch_window_us: 2000\n";
+
+static const char *TWO_ENGINES = "engines:\n"
+                                 "  - {name: a, kind: cpu}\n"
+                                 "  - {name: b, kind: cpu}\n"
+                                 "models:\n"
+                                 "  - {path: m, engines: [a, b]}\n"
+                                 "routes:\n"
+                                 "  - {name: short, engines: [a]}\n"
+                                 "  - {name: long, engines: [b]}\n"
+                                 "router:\n"
+                                 "  rules:\n"
+                                 "    - {tokens_max: 32, route: short}\n"
+                                 "  default_route: long\n";
+
+struct world {
+    struct hs_config cfg;
+    struct hs_model_config mc;
+    struct hs_cost_lane lanes[2];
+    struct hs_sim_fleet f;
+};
+
+static struct world *world_new(const char *yaml)
+{
+    struct world *w = hs_calloc(1, sizeof *w);
+    assert_non_null(w);
+    struct hs_error err;
+    hs_config_defaults(&w->cfg, "m");
+    assert_int_equal(hs_config_parse(yaml, strlen(yaml), "test", &w->cfg, &err), HS_STATUS_OK);
+    w->mc.dims.hidden = 8;
+    w->mc.max_seq_len = 512;
+    w->f.cfg = &w->cfg;
+    w->f.models[0] = &w->mc;
+    w->f.model_names[0] = "m";
+    for (int e = 0; e < w->cfg.n_engines; e++) {
+        lane_make(&w->lanes[e], w->cfg.engines[e].name, 1.0 + e, 0.01);
+        w->f.cost[e] = &w->lanes[e];
+        w->f.copies[e] = 1;
+    }
+    return w;
+}
+
+/* n requests of one input each, every `gap_s` seconds, lengths cycling through lens. */
+static void traffic_make(struct hs_sim_traffic *t, size_t n, double gap_s, const int *lens,
+                         int n_lens, int n_classes)
+{
+    memset(t, 0, sizeof *t);
+    t->n_classes = n_classes;
+    snprintf(t->class_name[0], sizeof t->class_name[0], "short");
+    snprintf(t->class_name[1], sizeof t->class_name[1], "long");
+    t->n = n;
+    t->a = hs_calloc(n, sizeof *t->a);
+    t->token_store = hs_calloc(n, sizeof *t->token_store);
+    assert_true(t->a && t->token_store);
+    for (size_t i = 0; i < n; i++) {
+        t->token_store[i] = lens[i % (size_t)n_lens];
+        t->a[i] = (struct hs_sim_arrival){.at_s = (double)i * gap_s,
+                                          .cls = n_classes > 1 && t->token_store[i] > 32,
+                                          .n_inputs = 1,
+                                          .tokens = &t->token_store[i],
+                                          .priority = HS_PRIORITY_INTERACTIVE};
+    }
+}
+
+static void batch_times(void **state)
+{
+    (void)state;
+    struct hs_cost_lane l;
+    lane_make(&l, "x", 1.0, 0.01);
+    /* a measured cell: 1 + 0.01 * 4 * 64 ms */
+    assert_true(fabs(hs_sim_batch_s(&l, false, 3, 100, 4, 64) - 3.56e-3) < 1e-9);
+    /* ragged: 4 sequences of mean length 40, between buckets 16 (1.64 ms) and 64 (3.56 ms) */
+    double want = (1.64 + (40.0 - 16) / 48 * (3.56 - 1.64)) * 1e-3;
+    assert_true(fabs(hs_sim_batch_s(&l, true, 4, 160, 4, 64) - want) < 1e-9);
+    /* below the smallest bucket: along the first two buckets' line (1 + 0.01 * 4 * 8) */
+    assert_true(fabs(hs_sim_batch_s(&l, true, 4, 32, 4, 16) - 1.32e-3) < 1e-9);
+    /* between measured batches: linear in the batch (2 of 1 and 4 at bucket 16) */
+    assert_true(fabs(hs_sim_batch_s(&l, false, 2, 32, 2, 16) - 1.32e-3) < 1e-9);
+}
+
+static void lone_requests_exact(void **state)
+{
+    (void)state;
+    struct world *w = world_new(ONE_ENGINE);
+    w->f.overhead_ms = 0.5;
+    struct hs_sim_traffic t;
+    const int lens[] = {16};
+    traffic_make(&t, 50, 1.0, lens, 1, 1);
+    struct hs_sim_result r;
+    struct hs_error err;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    /* each alone: the 2 ms window, then one batch of 1 x 16 (1 + 0.16 ms), then the overhead */
+    assert_int_equal(r.all.n, 50);
+    assert_int_equal(r.all.ok, 50);
+    assert_true(fabs(r.all.p50_ms - 3.66) < 1e-3);
+    assert_true(fabs(r.all.max_ms - 3.66) < 1e-3);
+    assert_int_equal(r.eng[0].batches, 50);
+    assert_true(fabs(r.eng[0].busy_s - 50 * 1.16e-3) < 1e-6);
+    assert_true(r.eng[0].n_bins >= 49);
+    hs_sim_result_free(&r);
+    /* a serving tax of 2 doubles the batch, nothing else */
+    w->f.tax[0] = 2;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_true(fabs(r.all.p50_ms - (2 + 2.32 + 0.5)) < 1e-3);
+    hs_sim_result_free(&r);
+    hs_sim_traffic_free(&t);
+    hs_free(w);
+}
+
+static void overload_bounded_nothing_lost(void **state)
+{
+    (void)state;
+    struct world *w = world_new(ONE_ENGINE);
+    struct hs_sim_traffic t;
+    const int lens[] = {200};
+    /* a batch of 32 sequences of 200 tokens (bucket 256; the cpu kind computes the real tokens)
+     * takes 1 + 0.01 * 32 * 200 = 65 ms: at most ~492 req/s. 2,000 req/s for 5 s */
+    traffic_make(&t, 10000, 0.0005, lens, 1, 1);
+    struct hs_sim_result r;
+    struct hs_error err;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(r.all.n, 10000);
+    assert_int_equal(r.all.ok + r.all.shed + r.all.timeout + r.all.other, 10000);
+    assert_true(r.all.shed > 5000); /* refused at admission, not queued to death */
+    double ok_per_s = (double)r.all.ok / r.span_s;
+    assert_true(ok_per_s <= 32 / 65e-3 * 1.01);
+    assert_true(ok_per_s >= 0.8 * 32 / 65e-3);
+    /* admission keeps the wait within scheduler.wait_max_ms (1 s) plus a batch */
+    assert_true(r.all.p99_ms < 1300);
+    assert_true(r.eng[0].util > 0.95);
+    hs_sim_result_free(&r);
+    hs_sim_traffic_free(&t);
+    hs_free(w);
+}
+
+static void routes_by_length_and_absent_engine(void **state)
+{
+    (void)state;
+    struct world *w = world_new(TWO_ENGINES);
+    struct hs_sim_traffic t;
+    const int lens[] = {20, 20, 20, 200};
+    traffic_make(&t, 400, 0.05, lens, 4, 2);
+    struct hs_sim_result r, r2;
+    struct hs_error err;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(r.cls[0].ok, 300);
+    assert_int_equal(r.cls[1].ok, 100);
+    /* short on a (fixed 1 ms), long on b (fixed 2 ms): each batch alone at this load */
+    assert_int_equal(r.eng[0].batches, 300);
+    assert_int_equal(r.eng[1].batches, 100);
+    assert_true(fabs(r.cls[1].p50_ms - (2 + 2 + 0.01 * 200)) < 0.05);
+    /* the same seed-free traffic again: the same answers */
+    assert_int_equal(hs_sim_run(&w->f, &t, &r2, &err), HS_STATUS_OK);
+    assert_true(r2.cls[0].p99_ms == r.cls[0].p99_ms && r2.cls[1].p99_ms == r.cls[1].p99_ms);
+    hs_sim_result_free(&r);
+    hs_sim_result_free(&r2);
+    /* no copy of b: the long route degrades to the model's other lane, a */
+    w->f.copies[1] = 0;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(r.all.ok, 400);
+    assert_int_equal(r.eng[1].batches, 0);
+    assert_true(r.eng[0].batches >= 380);
+    hs_sim_result_free(&r);
+    /* three copies of a: the short class spreads over them (earliest predicted completion) */
+    w->f.copies[0] = 3;
+    w->f.copies[1] = 1;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(r.eng[0].copies, 3);
+    assert_int_equal(r.all.ok, 400);
+    hs_sim_result_free(&r);
+    /* no lane at all, or an engine without costs: refused with a reason */
+    w->f.copies[0] = w->f.copies[1] = 0;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_INVALID_ARGUMENT);
+    w->f.copies[0] = w->f.copies[1] = 1;
+    w->f.cost[1] = NULL;
+    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "engine b has no measured costs"));
+    hs_sim_traffic_free(&t);
+    hs_free(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(batch_times),
+        cmocka_unit_test(lone_requests_exact),
+        cmocka_unit_test(overload_bounded_nothing_lost),
+        cmocka_unit_test(routes_by_length_and_absent_engine),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
