@@ -57,6 +57,7 @@ static void usage(FILE *f)
           "  --priority interactive|batch\n"
           "  --prices FILE            {\"ENGINE\": {\"usd_per_hour\": X, \"source\": \"...\"}}\n"
           "  --search ENGINE=A..B,..  every fleet in the ranges; the cheapest meeting --slo\n"
+          "                           (P99 per class; '!!': under --ok-min answered OK)\n"
           "  --slo CLASS=P99_MS,...   targets per class (search; also checked on one run)\n"
           "  --ok-min X               share of a class that must be answered OK (0.99)\n"
           "  --util-csv FILE          per-engine utilization per --bin-s seconds (1)\n"
@@ -547,6 +548,7 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
         for (int i = 0; i < n; i++) printf("%8s ", w->cfg.engines[eng[i]].name);
         printf("%9s %10s", "$/hour", "$/M ok");
         for (int k = 0; k < slo->n; k++) printf(" %9s", t->class_name[slo->cls[k]]);
+        for (int i = 0; i < n; i++) printf(" %7.7s%%", w->cfg.engines[eng[i]].name);
         printf("  verdict\n");
     }
     for (long it = 0; it < total; it++) {
@@ -589,6 +591,7 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
                 printf(" %7.0f%s", c->p99_ms,
                        (double)c->ok < o->ok_min * (double)c->n ? "!!" : "  ");
             }
+            for (int i = 0; i < n; i++) printf(" %7.0f%%", 100 * r.eng[eng[i]].util);
             printf("  %s\n", met ? "meets" : "misses");
         }
         hs_sim_result_free(&r);
