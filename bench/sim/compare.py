@@ -70,6 +70,17 @@ def main():
             pass
     with open(os.path.join(out, "compare.json"), "w") as f:
         json.dump(rows, f, indent=1)
+    # P99 vs load, measured and simulated, in bench/plot.sh's p99 table shape
+    with open(os.path.join(out, "p99.csv"), "w") as f:
+        f.write("config,offered_rps,short_p99_ms,long_p99_ms\n")
+        for src in ("measured", "sim"):
+            for cfg in ("fifo", "hybrid"):
+                for rate in sorted({r["rate"] for r in rows}):
+                    v = {r["class"]: r["meas_p99" if src == "measured" else "sim_p99"]
+                         for r in rows if r["config"] == cfg and r["rate"] == rate}
+                    if v:
+                        f.write("%s %s,%.3f,%.3f,%.3f\n" % (cfg, src, rate, v.get("short", float("nan")),
+                                                           v.get("long", float("nan"))))
     within = sum(1 for r in rows if abs(r["p99_err"]) <= 0.2)
     print("\nP99 within 20 %%: %d of %d points; largest error %.0f %%"
           % (within, len(rows), 100 * worst))

@@ -15,7 +15,8 @@
 #    share its cores) and the per-request overhead outside the scheduler (short-class P50 gap);
 # 4. hetsim on each config and validated load with the same trace, rate, duration and warm-up,
 #    SIM_SEEDS seeds (default 5): simulated P50/P99 are the median over seeds, with their range;
-# 5. compare.py: the table and each point's error, either way.
+# 5. compare.py: the table and each point's error, either way; with gnuplot, P99 vs load
+#    (measured and simulated) and the hybrid engines' utilization over time as PNGs.
 # --reuse skips steps 1-2 when their outputs exist (to re-run the simulation alone). --quick:
 # short runs and a small grid, to check the script. Bounded: ~12 min on 2 cores.
 set -uo pipefail
@@ -96,3 +97,14 @@ for c in a b; do
   done
 done
 python3 bench/sim/compare.py "$OUT" | tee "$OUT/summary.txt"
+# pictures: P99 vs load, measured and simulated; the hybrid config's engines over time at the
+# highest load (simulated)
+if command -v gnuplot >/dev/null; then
+  bash bench/plot.sh p99 "$OUT/p99-sim-vs-measured.png" "$OUT/p99.csv"
+  "$HETSIM" --config "$HY/config-b.yaml" --profile "$OUT/profile-b.json" \
+    --texts "$HY/trace/trace.tsv" --rate "${RATES[-1]}" --duration "$DURATION" --seed 1 \
+    $(cat "$OUT/calibration-b.txt") --util-csv "$OUT/util-b.csv" >/dev/null 2>&1 &&
+    bash bench/plot.sh util "$OUT/util-hybrid.png" "$OUT/util-b.csv"
+else
+  echo "plots skipped: gnuplot not installed"
+fi
