@@ -298,3 +298,42 @@ def test_buckets_split_by_router_rules():
         assert cosine(out["data"][0]["embedding"], alone[words(50)]) >= 1 - 1e-5
     finally:
         s.stop()
+
+
+def test_slots_become_streams():
+    """An OpenVINO engine with slots: 2 compiles its graph with two streams (one per batch that
+    may run at once) and answers concurrent requests as one slot does."""
+    cfg = """
+engines:
+  - name: ov
+    kind: plugin
+    library: "%s"
+    threads: 2
+    slots: 2
+models:
+  - path: "%s"
+    engine: ov
+batching:
+  batch_window_us: 0
+limits:
+  timeout_ms: 300000
+""" % (PLUGIN, MODEL)
+    texts = ["sentence number %d about streams and slots" % i for i in range(16)]
+    s = Server(cfg, model=None, env={"HS_LOG_LEVEL": "debug"})
+    try:
+        import concurrent.futures as cf
+        with cf.ThreadPoolExecutor(8) as ex:
+            got = list(ex.map(lambda t: s.post("/v1/embeddings", {"input": t}), texts))
+        assert all(st == 200 for st, _, _ in got)
+        log = s.stderr()
+    finally:
+        s.stop()
+    assert re.search(r"openvino CPU: compiled .* 2 stream\(s\)", log), log[-2000:]
+    one = Server(cfg.replace("slots: 2", "slots: 1"), model=None)
+    try:
+        for t, (_, _, d) in zip(texts[:4], got[:4]):
+            st, _, ref = one.post("/v1/embeddings", {"input": t})
+            assert st == 200
+            assert cosine(d["data"][0]["embedding"], ref["data"][0]["embedding"]) > 1 - 1e-5
+    finally:
+        one.stop()
