@@ -166,3 +166,69 @@ def test_refuses_bad_usage(tmp_path):
     out = subprocess.run([HETBENCH, "ab", "--trace", "x", "--a-header", "no colon"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "Name: value" in out.stderr
+
+
+# POST /predict through a cascade: A never escalates (threshold 1e-6: the small head answers every
+# input); B escalates every input (threshold 1) to a big stage whose head has its two rows
+# swapped, so B's label is the other one wherever A's is confident of its own
+PREDICT = """
+engines:
+  - {name: cpu0, kind: cpu, threads: 1}
+models:
+  - {name: minilm, path: "%s"}
+  - {name: minilm-big, path: "%s"}
+server:
+  capture: {file: "%s", texts: true}
+cascade:
+  small: minilm
+  small_head: "%s"
+  big: minilm-big
+  big_head: "%s"
+  threshold: %s
+scheduler: {wait_max_ms: 0}
+"""
+REVIEWS = ["A wonderful, moving film with brilliant performances.",
+           "Dull, lifeless and painfully bad, a complete waste of time.",
+           "One of the best films of the year, funny and warm.",
+           "The worst movie I have seen in years: boring and incoherent."]
+
+
+def test_predict_labels_compared(tmp_path):
+    if not os.path.exists(HETBENCH):
+        pytest.skip("no %s (hetbench is built only with libcurl)" % HETBENCH)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    small = os.path.join(root, "heads", "all-MiniLM-L6-v2-sentiment.json")
+    head = json.load(open(small))
+    head["weight"] = head["weight"][::-1]
+    head["bias"] = head["bias"][::-1]
+    swapped = tmp_path / "swapped.json"
+    swapped.write_text(json.dumps(head))
+    cap = str(tmp_path / "predict.jsonl")
+    a = Server(PREDICT % (MODEL, MODEL, cap, small, small, "0.000001"), model=None)
+    a2 = b = None
+    try:
+        for i in range(8):
+            st = a.post("/predict", {"inputs": [REVIEWS[i % 4], REVIEWS[(i + 1) % 4]]})[0]
+            assert st == 200
+        deadline = time.time() + 20
+        while time.time() < deadline and (not os.path.exists(cap) or
+                                          sum(1 for x in open(cap) if x.strip()) < 8):
+            time.sleep(0.05)
+        trace = cap + ".trace"
+        with open(cap) as f, open(trace, "w") as g:
+            g.write(f.read())
+        a2 = Server(PREDICT % (MODEL, MODEL, str(tmp_path / "a2.jsonl"), small, small, "0.000001"),
+                    model=None)
+        b = Server(PREDICT % (MODEL, MODEL, str(tmp_path / "b.jsonl"), small, str(swapped), "1"),
+                   model=None)
+        same = ab(trace, a.port, a2.port)["classes"]["predict"]
+        flipped = ab(trace, a.port, b.port)["classes"]["predict"]
+    finally:
+        for s in (a, a2, b):
+            if s:
+                s.stop()
+    assert same["requests"] == 8 and same["both_ok"] == 8
+    # agreement is per request: every one of its inputs' top labels
+    assert same["quality"]["n_labels"] == 8 and same["quality"]["labels_agree"] == 8
+    assert flipped["both_ok"] == 8 and flipped["quality"]["n_labels"] == 8
+    assert flipped["quality"]["labels_agree"] == 0
