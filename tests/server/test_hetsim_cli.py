@@ -1,5 +1,6 @@
-# Black-box tests of hetsim: a quick real profile of one CPU engine plus a synthetic "gpu" lane
-# drive one run (texts, lengths and a capture trace), the utilization CSV, the search for the
+# Black-box tests of hetsim: a quick real profile of one CPU engine (or, where the outcome must
+# not depend on this machine's speed, a synthetic one) plus a synthetic "gpu" lane drive runs
+# (texts, lengths and a capture trace), the utilization CSV, the search for the
 # cheapest fleet meeting an SLO (its choice checked against every fleet it printed), and clear
 # errors for bad input.
 import json
@@ -30,13 +31,14 @@ PRICES = {"cpu": {"usd_per_hour": 0.1, "source": "test"},
           "gpu": {"usd_per_hour": 2.0, "source": "test"}}
 
 
-def gpu_lane(fixed_ms, per_token_ms):
+def synthetic_lane(engine, kind, fixed_ms, per_token_ms):
+    """A profile of one lane whose batches take fixed + per_token x batch x bucket ms."""
     cells = [{"batch": b, "bucket": s, "stages": {},
               "whole": {"compute": {"median_ms": fixed_ms + per_token_ms * b * s},
                         "copy_in": {"median_ms": 0}, "copy_out": {"median_ms": 0}}}
              for b in (1, 8, 32) for s in (16, 64, 256)]
     return {"format": "hetserve-profile", "version": 1, "lanes": [
-        {"model": "all-MiniLM-L6-v2", "engine": "gpu", "kind": "cuda", "dtype": "f16",
+        {"model": "all-MiniLM-L6-v2", "engine": engine, "kind": kind, "dtype": "f32",
          "status": "ok", "cells": cells}]}
 
 
@@ -53,15 +55,18 @@ def files(tmp_path_factory):
                         "--shapes", "1,8x16,64", "--quiet", "--out", str(d / "cpu.json")],
                        capture_output=True, text=True, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr
-    (d / "gpu.json").write_text(json.dumps(gpu_lane(1.0, 0.001)))
+    (d / "gpu.json").write_text(json.dumps(synthetic_lane("gpu", "cuda", 1.0, 0.001)))
+    # a CPU lane of known speed, for tests whose outcome must not depend on this machine's (or
+    # an instrumented build's) measured one
+    (d / "cpu-fixed.json").write_text(json.dumps(synthetic_lane("cpu", "cpu", 0.5, 0.005)))
     (d / "prices.json").write_text(json.dumps(PRICES))
     (d / "texts.tsv").write_text("short\tthe cat sat on the mat\nshort\ta short one\n"
                                  "long\t" + " ".join(["word"] * 150) + "\n")
     return d
 
 
-def hetsim(files, *args, check=True):
-    cmd = [HETSIM, "--config", str(files / "fleet.yaml"), "--profile", str(files / "cpu.json"),
+def hetsim(files, *args, check=True, cpu="cpu.json"):
+    cmd = [HETSIM, "--config", str(files / "fleet.yaml"), "--profile", str(files / cpu),
            "--profile", str(files / "gpu.json")] + list(args)
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300, cwd=files)
     if check:
@@ -71,7 +76,8 @@ def hetsim(files, *args, check=True):
 
 def test_run_texts_json_and_util_csv(files):
     r = hetsim(files, "--texts", "texts.tsv", "--rate", "50", "--duration", "10", "--warmup",
-               "1", "--json", "--util-csv", "util.csv", "--prices", "prices.json")
+               "1", "--json", "--util-csv", "util.csv", "--prices", "prices.json",
+               cpu="cpu-fixed.json")
     j = json.loads(r.stdout)
     c = j["classes"]
     assert set(c) == {"short", "long", "all"}
@@ -108,13 +114,14 @@ def test_trace(files):
                                  "priority": "interactive", "timeout_ms": 5000,
                                  "inputs": 2, "tokens": [12, 20 if i % 5 else 180]}))
     (files / "cap.jsonl").write_text("\n".join(lines) + "\n")
-    j = json.loads(hetsim(files, "--trace", "cap.jsonl", "--speed", "2", "--json").stdout)
+    j = json.loads(hetsim(files, "--trace", "cap.jsonl", "--speed", "2", "--json",
+                          cpu="cpu-fixed.json").stdout)
     assert j["classes"]["all"]["n"] == 200
     assert j["classes"]["all"]["ok"] == 200
     assert j["span_s"] < 1.2  # 2 s of arrivals at twice the speed
     # classes by the longest input
     j = json.loads(hetsim(files, "--trace", "cap.jsonl", "--classes", "short:32,long:512",
-                          "--json").stdout)
+                          "--json", cpu="cpu-fixed.json").stdout)
     assert j["classes"]["short"]["n"] == 160 and j["classes"]["long"]["n"] == 40
 
 
