@@ -2,16 +2,23 @@
 """bench/plan/check.py -- `hetserve plan`'s predictions against hetbench measurements (issue 12,
 item 6).
 
-  python3 bench/plan/check.py [--build build] [--out bench/out/plan] [--load 0.5]
-                              [--duration 15] [--kinds single,buckets,layers]
+  python3 bench/plan/check.py [--build build] [--out bench/out/plan] [--loads 0.3,0.6]
+                              [--duration 15] [--kinds single,buckets,layers] [--no-calibrate]
 
 Workload: bench/hybrid/make_trace.py's trace (real sentences, 80 % of 8-32 tokens, 20 % of
 200-256), its token counts measured with `hetserve tokenize`. Steps: profile
-configs/hybrid-cpu.yaml (grid 1,8,32 x 16,32,256); plan once per kind (--kind) at rate R = load
-x the best single engine's predicted capacity; then for each plan serve its written config and
-send the trace open-loop with hetbench at R for --duration seconds (3 s warm-up left out).
-Prints and writes (DIR/report.md) predicted vs measured P50, P99 and served rate, with the
-machine's 1-minute load average around each run. Run it alone: it measures.
+configs/hybrid-cpu.yaml (grid 1,8,32 x 16,32,256); calibrate (below); then per load, plan once
+per kind (--kind) at rate R = load x the best single engine's predicted capacity, serve each
+plan's written config and send the trace open-loop with hetbench at R for --duration seconds
+(3 s warm-up left out). Prints and writes (DIR/report.md) predicted vs measured P50, P99 and
+served rate, with the machine's 1-minute load average around each run. Run it alone: it
+measures.
+
+Calibration (as bench/sim/validate.sh's, from a run that is none of the checked ones):
+configs/hybrid-cpu.yaml itself is served at 0.45 x that capacity; hetsim simulates the same run;
+each engine's serving tax = its measured busy share (/metrics) / the simulated one, and the
+overhead = measured short-request P50 - simulated (with the tax). `hetserve plan` gets them as
+--tax ENGINE=X and --overhead-ms. --no-calibrate predicts without (tax 1, overhead 0).
 """
 import argparse
 import json
@@ -53,7 +60,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="bench/out/plan")
-    ap.add_argument("--load", type=float, default=0.5)
+    ap.add_argument("--loads", default="0.3,0.6")
+    ap.add_argument("--no-calibrate", action="store_true")
     ap.add_argument("--duration", type=float, default=15)
     ap.add_argument("--kinds", default="single,buckets,layers")
     a = ap.parse_args()
@@ -82,50 +90,104 @@ def main():
              "profile: configs/hybrid-cpu.yaml, grid 1,8,32 x 16,32,256; load average %.2f before"
              % la0, "traffic: trace lengths binned by bucket: %s" % hist, ""]
 
+    extra = []  # the calibration's hetserve plan options
+
     def plan(kind, rate, out):
         r = subprocess.run([hetserve, "plan", "--profile", profile, "--traffic",
                             "rate=%g;%s" % (rate, hist), "--slo", "1000", "--kind", kind,
-                            "--out", out], capture_output=True, text=True, check=True)
+                            "--out", out] + extra, capture_output=True, text=True, check=True)
         return plan_row(r.stdout), r.stdout
 
-    single, _ = plan("single", 1, os.path.join(a.out, "probe.yaml"))
-    rate = round(a.load * single["capacity"], 1)
-    lines.append("rate: %.1f requests/s = %.2f x the best single engine's predicted capacity "
-                 "(%.1f/s)" % (rate, a.load, single["capacity"]))
-    lines += ["", "| plan | P50 pred | P50 meas | err | P99 pred | P99 meas | err | served/s pred "
-              "| meas | load avg |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for kind in a.kinds.split(","):
-        cfg = os.path.join(a.out, "%s.yaml" % kind)
-        pred, text = plan(kind, rate, cfg)
-        with open(os.path.join(a.out, "%s.plan.txt" % kind), "w") as f:
-            f.write(text)
-        la_before = load1()
+    def busy(port):
+        """Each engine's busy seconds so far, from /metrics."""
+        import urllib.request
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+        out = {}
+        for line in text.decode().splitlines():
+            if line.startswith("hetserve_engine_busy_seconds_total{"):
+                eng = line.split('engine="', 1)[1].split('"', 1)[0]
+                out[eng] = out.get(eng, 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
+
+    def serve(cfg, rate, tag):
+        """Serves cfg, sends the trace at rate: hetbench's summary, its CSV rows and each engine's
+        busy share over the run."""
         srv = subprocess.Popen([hetserve, "serve", "--config", cfg, "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                env=dict(os.environ, OMP_WAIT_POLICY="passive"))
         line = srv.stdout.readline()
         port = int(line.strip().rsplit(":", 1)[1])
+        csv_path = os.path.join(a.out, "%s.csv" % tag)
         try:
+            b0, t0 = busy(port), time.time()
             r = subprocess.run([hetbench, "--url", "http://127.0.0.1:%d" % port, "--texts",
                                 os.path.join(trace, "trace.tsv"), "--rate", str(rate),
                                 "--duration", str(a.duration), "--warmup", "3", "--json",
-                                "--quiet", "--seed", "1"], capture_output=True, text=True,
-                               check=True)
+                                "--quiet", "--seed", "1", "--csv", csv_path],
+                               capture_output=True, text=True, check=True)
+            b1, t1 = busy(port), time.time()
         finally:
             srv.terminate()
             srv.wait(timeout=60)
-        m = json.loads(r.stdout)["all"]
-        with open(os.path.join(a.out, "%s.hetbench.json" % kind), "w") as f:
+        with open(os.path.join(a.out, "%s.hetbench.json" % tag), "w") as f:
             f.write(r.stdout)
-        err = lambda p, x: "%+.0f %%" % (100 * (p - x) / x) if x > 0 and p != float("inf") else "-"
-        served = min(rate, pred["capacity"])
-        lines.append("| %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %.1f | %.1f | %.2f -> %.2f |" % (
-            pred["name"], pred["p50"], m["latency_ms"]["p50"], err(pred["p50"], m["latency_ms"]["p50"]),
-            pred["p99"], m["latency_ms"]["p99"], err(pred["p99"], m["latency_ms"]["p99"]),
-            served, m["rps"], la_before, load1()))
+        util = {e: (b1[e] - b0.get(e, 0.0)) / (t1 - t0) for e in b1}
         time.sleep(2)
-    lines += ["", "err = (predicted - measured) / measured. Measured latency is client-side: it "
-              "includes HTTP, JSON and tokenization, which the plan does not model."]
+        return json.loads(r.stdout), util
+
+    single, _ = plan("single", 1, os.path.join(a.out, "probe.yaml"))
+    cap = single["capacity"]
+    hetsim = os.path.join(a.build, "hetsim")
+    if not a.no_calibrate:
+        # calibration: configs/hybrid-cpu.yaml served and simulated at 0.45 x capacity
+        rate = round(0.45 * cap, 1)
+        m, util = serve("configs/hybrid-cpu.yaml", rate, "calibration")
+
+        def sim(opts):
+            r = subprocess.run([hetsim, "--config", "configs/hybrid-cpu.yaml", "--profile", profile,
+                                "--texts", os.path.join(trace, "trace.tsv"), "--rate", str(rate),
+                                "--duration", str(a.duration), "--warmup", "3", "--classes",
+                                "short:32,long:512", "--json"] + opts,
+                               capture_output=True, text=True, check=True)
+            return json.loads(r.stdout)
+
+        s0 = sim([])
+        for e in s0["engines"]:
+            if util.get(e["engine"]) and e["utilization"] > 0:
+                extra += ["--tax", "%s=%.3f" % (e["engine"], min(100, max(0.1, util[e["engine"]] / e["utilization"])))]
+        s1 = sim(extra)
+        short_p50 = m.get("classes", {}).get("short", {}).get("latency_ms", {}).get("p50")
+        if short_p50 is None:  # hetbench's per-class summary of the texts' classes
+            short_p50 = m["all"]["latency_ms"]["p50"]
+        extra += ["--overhead-ms", "%.3f" % max(0.0, short_p50 - s1["classes"]["short"]["p50_ms"])]
+        lines.append("calibration: configs/hybrid-cpu.yaml at %.1f requests/s: engines busy %s "
+                     "measured, %s simulated -> %s" % (
+                         rate, ", ".join("%s %.0f%%" % (e, 100 * u) for e, u in sorted(util.items())),
+                         ", ".join("%s %.0f%%" % (e["engine"], 100 * e["utilization"]) for e in s0["engines"]),
+                         " ".join(extra)))
+    lines += ["", "| load | plan | P50 pred | P50 meas | err | P99 pred | P99 meas | err | "
+              "served/s pred | meas | load avg |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for load in (float(x) for x in a.loads.split(",")):
+        rate = round(load * cap, 1)
+        for kind in a.kinds.split(","):
+            cfg = os.path.join(a.out, "%s-%g.yaml" % (kind, load))
+            pred, text = plan(kind, rate, cfg)
+            with open(os.path.join(a.out, "%s-%g.plan.txt" % (kind, load)), "w") as f:
+                f.write(text)
+            la_before = load1()
+            m, _ = serve(cfg, rate, "%s-%g" % (kind, load))
+            m = m["all"]
+            err = lambda p, x: "%+.0f %%" % (100 * (p - x) / x) if x > 0 and p != float("inf") else "-"
+            served = min(rate, pred["capacity"])
+            lines.append("| %.2f (%.1f/s) | %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %.1f | %.1f | "
+                         "%.2f -> %.2f |" % (
+                             load, rate, pred["name"], pred["p50"], m["latency_ms"]["p50"],
+                             err(pred["p50"], m["latency_ms"]["p50"]), pred["p99"],
+                             m["latency_ms"]["p99"], err(pred["p99"], m["latency_ms"]["p99"]),
+                             served, m["rps"], la_before, load1()))
+    lines += ["", "load: x the best single engine's predicted capacity (%.1f/s). err = (predicted - "
+              "measured) / measured; measured latency is client-side." % cap]
     report = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "report.md"), "w") as f:
         f.write(report)

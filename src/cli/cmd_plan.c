@@ -25,6 +25,9 @@ static const char usage[] =
     "                  else the default configuration)\n"
     "  --out FILE      the configuration written (default plan.yaml; - = stdout)\n"
     "  --kind K        choose only among plans of kind K: single | buckets | layers | modules\n"
+    "  --tax ENGINE=X  the engine's batches take X times their profiled time while serving\n"
+    "                  (measured: bench/sim/calibrate.py; default 1)\n"
+    "  --overhead-ms X time a request spends outside the scheduler (HTTP, tokenizing; default 0)\n"
     "Prints the chosen plan's predicted P50/P99 and capacity beside the alternatives.\n";
 
 static void fmt_ms(char *b, size_t n, double v)
@@ -131,8 +134,11 @@ int hs_cmd_plan(int argc, char **argv)
     json_set_alloc_funcs(hs_malloc, hs_free);
     const char *profile = NULL, *traffic = NULL, *config = NULL, *model = NULL;
     const char *out_path = "plan.yaml";
-    double slo_ms = 0;
+    double slo_ms = 0, overhead_ms = 0;
     unsigned kinds = 0;
+    int n_tax = 0;
+    char tax_engine[8][32];
+    double tax[8];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -161,6 +167,23 @@ int hs_cmd_plan(int argc, char **argv)
                 return 2;
             }
             kinds |= 1u << k;
+        } else if (!strcmp(a, "--tax")) {
+            const char *eq = strchr(argv[++i], '=');
+            char *end = NULL;
+            double x = eq ? strtod(eq + 1, &end) : 0;
+            if (!eq || eq == v || eq - v >= 32 || *end || !(x >= 0.1 && x <= 100) || n_tax == 8) {
+                fprintf(stderr, "hetserve plan: bad --tax '%s' (ENGINE=X, X in [0.1, 100])\n", v);
+                return 2;
+            }
+            snprintf(tax_engine[n_tax], sizeof tax_engine[n_tax], "%.*s", (int)(eq - v), v);
+            tax[n_tax++] = x;
+        } else if (!strcmp(a, "--overhead-ms")) {
+            char *end;
+            overhead_ms = strtod(argv[++i], &end);
+            if (*end || !(overhead_ms >= 0) || overhead_ms > 1e6) {
+                fprintf(stderr, "hetserve plan: bad --overhead-ms '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--slo")) {
             char *end;
             slo_ms = strtod(argv[++i], &end);
@@ -194,7 +217,20 @@ int hs_cmd_plan(int argc, char **argv)
         fprintf(stderr, "hetserve plan: %s\n", err.msg);
         goto done;
     }
-    struct hs_plan_opts o = {.slo_ms = slo_ms, .batch_max = c->batching.batch_max, .kinds = kinds};
+    struct hs_plan_opts o = {.slo_ms = slo_ms,
+                             .batch_max = c->batching.batch_max,
+                             .kinds = kinds,
+                             .timeout_ms = c->limits.timeout_ms,
+                             .n_tax = n_tax,
+                             .overhead_ms = overhead_ms};
+    memcpy(o.tax_engine, tax_engine, sizeof tax_engine);
+    memcpy(o.tax, tax, sizeof tax);
+    o.lane.queue_max = c->limits.queue_max;
+    o.lane.wait_max_ms = c->scheduler.wait_max_ms;
+    o.lane.shed_batch_ratio = c->scheduler.shed_batch_ratio;
+    o.lane.batch_max_tokens = c->batching.batch_max_tokens;
+    o.lane.throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
+    o.lane.throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;
     for (int i = 0; i < c->batching.n_buckets && o.n_buckets < HS_PLAN_MAX_BUCKETS - 1; i++)
         o.buckets[o.n_buckets++] = c->batching.buckets[i];
     if (o.n_buckets == 0 || o.buckets[o.n_buckets - 1] < 512) /* the model's longest */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "sched/sim.h"
 
 /* ---------------------------------------------------------------------------------------------
  * traffic
@@ -158,13 +159,20 @@ double hs_plan_batch_ms(const struct hs_plan *p, int lane, int n, int s)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * the queue: a simulation of one lane's batcher
+ * latency: the plan's lanes simulated through the scheduler's and router's own code (sched/sim.h)
  */
 
-struct sim_lane {
-    double rate_per_s;                 /* the lane's share of the rate */
-    double share[HS_PLAN_MAX_BUCKETS]; /* its lengths, by bucket (sum 1) */
+struct plan_sim {
+    const struct hs_plan *p;
+    double tax[2];
 };
+
+static double plan_batch_s(void *ctx, const struct hs_sched_step *b)
+{
+    const struct plan_sim *c = ctx;
+    const int lane = c->p->kind == HS_PLAN_BUCKETS ? b->lane : 0;
+    return hs_plan_batch_ms(c->p, lane, b->shape_batch, b->shape_seq) / 1e3 * c->tax[lane];
+}
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -179,80 +187,114 @@ static double rng_unit(uint64_t *s)
     return ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* The traffic as arrivals: o->sim_requests Poisson arrivals at t's rate, lengths drawn from its
+ * histogram (a fixed seed), the first tenth a warm-up. */
+static hs_status plan_traffic(const struct hs_traffic *t, const struct hs_plan_opts *o,
+                              struct hs_sim_traffic *out)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    memset(out, 0, sizeof *out);
+    out->n_classes = 1;
+    snprintf(out->class_name[0], sizeof out->class_name[0], "all");
+    out->n = (size_t)o->sim_requests;
+    out->a = hs_calloc(out->n, sizeof *out->a);
+    out->token_store = hs_calloc(out->n, sizeof *out->token_store);
+    if (!out->a || !out->token_store) return HS_STATUS_NO_MEMORY;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    double at = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        at += -log(rng_unit(&seed)) / t->rate_per_s;
+        double u = rng_unit(&seed), acc = 0;
+        int k = 0;
+        while (k + 1 < t->n && (acc += t->share[k]) < u) k++;
+        while (t->share[k] <= 0 && k > 0) k--; /* rounding at the top */
+        out->token_store[i] = t->tokens[k];
+        out->a[i] = (struct hs_sim_arrival){.at_s = at,
+                                            .n_inputs = 1,
+                                            .tokens = &out->token_store[i],
+                                            .priority = HS_PRIORITY_INTERACTIVE,
+                                            .warmup = i < out->n / 10};
+    }
+    return HS_STATUS_OK;
 }
 
-/* Simulates `count` requests on lane `lane` of p; fills latencies (ms, past the warm-up) and
- * returns how many, with the busy share and mean batch. -1 when out of memory. */
-static int simulate(const struct hs_plan *p, int lane, const struct sim_lane *sl,
-                    const struct hs_plan_opts *o, int window_us, int count, double *lat,
-                    double *busy, double *batch_mean)
+static double tax_of(const struct hs_plan_opts *o, const struct hs_cost_lane *l)
 {
-    const int nb = o->n_buckets, bmax = o->batch_max;
-    double *arr = hs_malloc(sizeof(double) * (size_t)count);
-    int *bk = hs_malloc(sizeof(int) * (size_t)count);
-    int *qi = hs_malloc(sizeof(int) * (size_t)count * (size_t)nb); /* per bucket: indexes */
-    double *svc = hs_malloc(sizeof(double) * (size_t)nb * (size_t)(bmax + 1));
-    int head[HS_PLAN_MAX_BUCKETS] = {0}, len[HS_PLAN_MAX_BUCKETS] = {0};
-    if (!arr || !bk || !qi || !svc) {
-        hs_free(arr), hs_free(bk), hs_free(qi), hs_free(svc);
-        return -1;
+    for (int i = 0; l && i < o->n_tax; i++)
+        if (!strcmp(o->tax_engine[i], l->engine)) return o->tax[i];
+    return 1.0;
+}
+
+/* Simulates plan p (one lane, or two with a length rule for buckets) on traffic tr with batch
+ * window window_us: P50/P99 of answered requests, each lane's busy share and mean batch. A plan
+ * that answers less than 99 % of its requests (the rest refused at admission or timed out) has
+ * no finite latency. */
+static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
+                          const struct hs_plan_opts *o, int window_us, struct hs_error *err)
+{
+    const int lanes = p->kind == HS_PLAN_BUCKETS ? 2 : 1;
+    struct hs_lane_opts lo[2];
+    struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
+    if (!ro) return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
+    struct plan_sim ps = {p, {tax_of(o, p->a), tax_of(o, p->b)}};
+    if (p->kind != HS_PLAN_BUCKETS) ps.tax[0] = ps.tax[0] > ps.tax[1] ? ps.tax[0] : ps.tax[1];
+    struct hs_sim_setup su = {.n_lanes = lanes,
+                              .lanes = lo,
+                              .router = ro,
+                              .model = "m",
+                              .batch_s = plan_batch_s,
+                              .batch_ctx = &ps,
+                              .n_groups = lanes,
+                              .overhead_ms = o->overhead_ms,
+                              .default_timeout_ms = o->timeout_ms};
+    for (int l = 0; l < lanes; l++) {
+        lo[l] = o->lane;
+        lo[l].engine = l ? p->b->engine : p->a->engine;
+        lo[l].model = "m";
+        lo[l].dim = 1;
+        lo[l].seq_max = o->buckets[o->n_buckets - 1];
+        lo[l].batch_window_us = window_us;
+        lo[l].batch_max = o->batch_max;
+        lo[l].n_buckets = o->n_buckets - 1; /* the last is seq_max, which lanes append */
+        memcpy(lo[l].buckets, o->buckets, sizeof(int) * (size_t)lo[l].n_buckets);
+        lo[l].n_shapes = 0;
+        lo[l].slots = 1;
+        lo[l].runner = (struct hs_runner){0};
+        snprintf(su.group_name[l], sizeof su.group_name[l], "%s", lo[l].engine);
+        su.lane_group[l] = l;
+        struct hs_route *r = &ro->routes[ro->n_routes++];
+        snprintf(r->name, sizeof r->name, "lane%d", l);
+        r->kind = HS_ROUTE_KIND_LANES;
+        r->n_lanes = 1;
+        r->lanes[0] = l;
+        r->split_route = r->shadow_route = r->failover_route = -1;
     }
-    for (int b = 0; b < nb; b++)
-        for (int n = 1; n <= bmax; n++)
-            svc[b * (bmax + 1) + n] =
-                sl->share[b] > 0 ? hs_plan_batch_ms(p, lane, n, o->buckets[b]) : 0;
-    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(lane + 1) * 0x100000001b3ull;
-    double now = 0;
-    for (int i = 0; i < count; i++) {
-        now += -log(rng_unit(&seed)) / sl->rate_per_s * 1000.0;
-        double u = rng_unit(&seed), acc = 0;
-        int b = 0;
-        while (b + 1 < nb && (acc += sl->share[b]) < u) b++;
-        while (sl->share[b] <= 0 && b > 0) b--; /* rounding at the top */
-        arr[i] = now;
-        bk[i] = b;
-        qi[(size_t)b * (size_t)count + (size_t)len[b]++] = i;
+    if (lanes == 2)
+        ro->rules[ro->n_rules++] =
+            (struct hs_route_rule){.route = 0, .tokens_max = p->threshold, .priority = -1};
+    ro->default_route = lanes - 1;
+    ro->fallback_lane = -1;
+    ro->breaker = (struct hs_breaker_opts){.window_requests = 20,
+                                           .min_requests = 10,
+                                           .error_ratio_max = 0.5,
+                                           .open_ms = 5000,
+                                           .half_open_probes = 1};
+    struct hs_sim_result r;
+    hs_status st = hs_sim_run(&su, tr, &r, err);
+    hs_free(ro);
+    if (st) return st;
+    p->window_us = window_us;
+    for (int l = 0; l < 2; l++) {
+        p->busy[l] = l < lanes ? r.grp[l].util : 0;
+        p->batch_mean[l] = l < lanes ? r.grp[l].mean_batch_seqs : 0;
     }
-    const double window_ms = window_us / 1000.0;
-    double free_at = 0, busy_ms = 0;
-    int n_lat = 0, warm = count / 10, batches = 0, done = 0;
-    while (done < count) {
-        /* the next batch: the bucket ready first once the lane is free */
-        int best = -1;
-        double start = 0;
-        for (int b = 0; b < nb; b++) {
-            if (head[b] >= len[b]) continue;
-            const int *q = qi + (size_t)b * (size_t)count;
-            double ready = arr[q[head[b]]] + window_ms;
-            if (head[b] + bmax - 1 < len[b] && arr[q[head[b] + bmax - 1]] < ready)
-                ready = arr[q[head[b] + bmax - 1]];
-            double st = ready > free_at ? ready : free_at;
-            if (best < 0 || st < start) best = b, start = st;
-        }
-        const int *q = qi + (size_t)best * (size_t)count;
-        int n = 0;
-        while (n < bmax && head[best] + n < len[best] && arr[q[head[best] + n]] <= start) n++;
-        if (n == 0) n = 1; /* cannot happen: the oldest is at or before start */
-        double t = svc[best * (bmax + 1) + n];
-        double end = start + t;
-        for (int k = 0; k < n; k++) {
-            int i = q[head[best] + k];
-            if (i >= warm) lat[n_lat++] = end - arr[i];
-        }
-        head[best] += n;
-        done += n;
-        busy_ms += t;
-        batches++;
-        free_at = end;
+    if (r.all.n == 0 || (double)r.all.ok < 0.99 * (double)r.all.n) {
+        p->p50_ms = p->p99_ms = INFINITY;
+    } else {
+        p->p50_ms = r.all.p50_ms;
+        p->p99_ms = r.all.p99_ms;
     }
-    *busy = free_at > 0 ? busy_ms / free_at : 0;
-    *batch_mean = batches ? (double)count / batches : 0;
-    hs_free(arr), hs_free(bk), hs_free(qi), hs_free(svc);
-    return n_lat;
+    hs_sim_result_free(&r);
+    return HS_STATUS_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -266,9 +308,14 @@ static int bucket_of(const struct hs_plan_opts *o, int tokens)
     return b;
 }
 
-/* The lanes of p: their share of the rate and lengths. */
+/* The lanes of p: their share of the rate and lengths (for the capacity). */
+struct lane_mix {
+    double rate_per_s;
+    double share[HS_PLAN_MAX_BUCKETS];
+};
+
 static int plan_lanes(const struct hs_plan *p, const struct hs_traffic *t,
-                      const struct hs_plan_opts *o, struct sim_lane lanes[2])
+                      const struct hs_plan_opts *o, struct lane_mix lanes[2])
 {
     memset(lanes, 0, 2 * sizeof lanes[0]);
     int n = p->kind == HS_PLAN_BUCKETS ? 2 : 1;
@@ -283,16 +330,15 @@ static int plan_lanes(const struct hs_plan *p, const struct hs_traffic *t,
     return n;
 }
 
-/* Predicts p at traffic t with batch window window_us. */
+/* Predicts p at traffic t (as arrivals: tr) with batch window window_us. */
 static hs_status predict(struct hs_plan *p, const struct hs_traffic *t,
-                         const struct hs_plan_opts *o, int window_us, double *lat,
-                         struct hs_error *err)
+                         const struct hs_sim_traffic *tr, const struct hs_plan_opts *o,
+                         int window_us, struct hs_error *err)
 {
-    struct sim_lane lanes[2];
+    struct lane_mix lanes[2];
     int n = plan_lanes(p, t, o, lanes);
     p->window_us = window_us;
     p->capacity_rps = INFINITY;
-    int total = 0;
     bool saturated = false;
     for (int l = 0; l < n; l++) {
         p->busy[l] = p->batch_mean[l] = 0;
@@ -303,27 +349,18 @@ static hs_status predict(struct hs_plan *p, const struct hs_traffic *t,
             if (lanes[l].share[b] > 0)
                 per_req += lanes[l].share[b] * hs_plan_batch_ms(p, l, o->batch_max, o->buckets[b]) /
                            o->batch_max;
+        per_req *= tax_of(o, l ? p->b : p->a);
         double share_of_all = lanes[l].rate_per_s / t->rate_per_s;
         double cap = per_req > 0 ? 1000.0 / per_req / share_of_all : INFINITY;
         if (cap < p->capacity_rps) p->capacity_rps = cap;
-        if (lanes[l].rate_per_s * per_req / 1000.0 >= 0.98) {
-            saturated = true;
-            p->busy[l] = 1;
-            continue;
-        }
-        int got = simulate(p, l, &lanes[l], o, window_us, o->sim_requests, lat + total, &p->busy[l],
-                           &p->batch_mean[l]);
-        if (got < 0) return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
-        total += got;
+        if (lanes[l].rate_per_s * per_req / 1000.0 >= 0.98) saturated = true;
     }
-    if (saturated || total == 0) {
+    if (saturated) {
+        p->busy[0] = 1;
         p->p50_ms = p->p99_ms = INFINITY;
         return HS_STATUS_OK;
     }
-    qsort(lat, (size_t)total, sizeof *lat, cmp_double);
-    p->p50_ms = lat[(size_t)(0.50 * (total - 1))];
-    p->p99_ms = lat[(size_t)(0.99 * (total - 1))];
-    return HS_STATUS_OK;
+    return simulate(p, tr, o, window_us, err);
 }
 
 static void name_plan(struct hs_plan *p, int layers)
@@ -353,6 +390,12 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
     struct hs_plan_opts o = *opts;
     if (o.sim_requests <= 0) o.sim_requests = 20000;
     if (o.batch_max <= 0) o.batch_max = 32;
+    /* lane options a caller left unset: the server's defaults */
+    if (o.lane.queue_max <= 0) o.lane.queue_max = 1024;
+    if (!(o.lane.shed_batch_ratio > 0)) o.lane.shed_batch_ratio = 0.75;
+    if (o.lane.batch_max_tokens <= 0) o.lane.batch_max_tokens = 8192;
+    if (!(o.lane.throughput_init_tokens_per_s > 0)) o.lane.throughput_init_tokens_per_s = 20000;
+    if (!(o.lane.throughput_ewma_alpha > 0)) o.lane.throughput_ewma_alpha = 0.2;
     if (o.n_buckets <= 0 || o.n_buckets > HS_PLAN_MAX_BUCKETS)
         return hs_error_set(err, HS_STATUS_INVALID_INPUT, "plan: 1..%d buckets",
                             HS_PLAN_MAX_BUCKETS);
@@ -391,8 +434,11 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
                 cand[nc++] =
                     (struct hs_plan){.kind = HS_PLAN_MODULES, .a = ls[i], .b = ls[j], .engines = 2};
         }
-    double *lat = hs_malloc(sizeof(double) * (size_t)o.sim_requests * 2);
-    if (!lat) return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
+    struct hs_sim_traffic tr;
+    if (plan_traffic(t, &o, &tr)) {
+        hs_sim_traffic_free(&tr);
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
+    }
     static const int windows_us[] = {0, 1000, 2000, 5000};
     hs_status st = HS_STATUS_OK;
     for (int c = 0; c < nc && !st; c++) {
@@ -400,13 +446,13 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
         name_plan(&best, layers);
         for (size_t w = 0; w < sizeof windows_us / sizeof windows_us[0] && !st; w++) {
             struct hs_plan p = best;
-            st = predict(&p, t, &o, windows_us[w], lat, err);
+            st = predict(&p, t, &tr, &o, windows_us[w], err);
             if (w == 0 || p.p99_ms < best.p99_ms) best = p;
         }
         best.meets = best.p99_ms <= o.slo_ms && best.busy[0] < 0.9 && best.busy[1] < 0.9;
         out->plans[out->n++] = best;
     }
-    hs_free(lat);
+    hs_sim_traffic_free(&tr);
     if (st) return st;
     if (nc == 0 || (o.kinds && !(o.kinds & ((1u << HS_PLAN_MODULES) * 2 - 1))))
         return hs_error_set(err, HS_STATUS_INVALID_INPUT, "plan: no candidate");

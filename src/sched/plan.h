@@ -19,17 +19,20 @@
  *              (its whole-model time minus its stages' sum); stages run one after the other
  *              (no pipelining across batches).
  *   Cells the profile lacks are interpolated (costs.h).
- *   latency: a discrete-event simulation of the lane's batcher (Poisson arrivals at the lane's
- *     share of the rate, lengths from the histogram, sequences padded to their bucket, a batch
- *     when the bucket's oldest has waited window_us or it holds batch_max sequences, one batch
- *     at a time per lane (slots 1)), deterministic service times as above; P50/P99 of
- *     arrival-to-answer. A lane loaded at or past its capacity has no finite latency.
+ *   latency: the plan served in simulation by hetserve's own router and scheduler (sched/sim.h:
+ *     the stepped scheduler, with its admission, windows, buckets, deadlines and learned
+ *     service-time model; Poisson arrivals at the rate, lengths from the histogram, a fixed
+ *     seed, the first tenth a warm-up), each batch taking the service time above times the
+ *     engine's measured serving tax, plus the measured overhead per request; P50/P99 of
+ *     arrival-to-answer. A lane loaded at or past its capacity, or a plan that answers less
+ *     than 99 % of the requests, has no finite latency.
  *   capacity: the rate at which the busiest lane's full batches (batch_max) take all its time.
  * The batch window of each plan is chosen from a few candidates (the one with the lowest P99).
  * The chosen plan: among plans whose P99 meets the objective with every lane under 90 % busy,
  * the one using the fewest engines, then the lowest P99; when none meets it, the lowest P99.
- * Not modelled: HTTP and tokenization time, other work on the machine, CPU engines sharing
- * cores, priorities, more than one slot.
+ * Not modelled unless measured and given (tax, overhead_ms): HTTP and tokenization time, CPU
+ * engines sharing cores with them and with other work; not modelled: priorities, more than one
+ * slot, pipelining a split across batches.
  */
 #ifndef HS_SCHED_PLAN_H
 #define HS_SCHED_PLAN_H
@@ -38,6 +41,7 @@
 
 #include "core/status.h"
 #include "sched/costs.h"
+#include "sched/sched.h"
 
 #define HS_TRAFFIC_MAX_LENGTHS 64
 #define HS_PLAN_MAX            256
@@ -83,8 +87,20 @@ struct hs_plan_opts {
     int n_buckets; /* the server's buckets, ascending (seq_max last) */
     int buckets[HS_PLAN_MAX_BUCKETS];
     int layers;       /* the model's layers (from the profile's attn count when 0) */
-    int sim_requests; /* simulated requests per lane and window; default 20000 */
+    int sim_requests; /* simulated requests per plan and window; default 20000 */
     unsigned kinds;   /* 1 << hs_plan_kind: only these may be chosen; 0 = any */
+    /* the lanes' admission and learning options (the configuration's: queue_max, wait_max_ms,
+     * shed_batch_ratio, batch_max_tokens, throughput_init_tokens_per_s, throughput_ewma_alpha);
+     * buckets, batch_max, windows and slots are the plan's */
+    struct hs_lane_opts lane;
+    double timeout_ms; /* a request's deadline (the configuration's limits.timeout_ms) */
+    /* measured on this machine while serving (bench/sim/calibrate.py): per engine, how much
+     * slower its batches run than profiled; and the time a request spends outside the
+     * scheduler, added to every latency */
+    int n_tax;
+    char tax_engine[8][32];
+    double tax[8];
+    double overhead_ms;
 };
 
 /* "single", "buckets", "layers", "modules"; -1 when none */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "hetsim/sim.h"
+#include "hetsim/fleet.h"
 #include "model/config.h"
 #include "sched/request.h"
 
@@ -123,19 +123,19 @@ static void lone_requests_exact(void **state)
     traffic_make(&t, 50, 1.0, lens, 1, 1);
     struct hs_sim_result r;
     struct hs_error err;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
     /* each alone: the 2 ms window, then one batch of 1 x 16 (1 + 0.16 ms), then the overhead */
     assert_int_equal(r.all.n, 50);
     assert_int_equal(r.all.ok, 50);
     assert_true(fabs(r.all.p50_ms - 3.66) < 1e-3);
     assert_true(fabs(r.all.max_ms - 3.66) < 1e-3);
-    assert_int_equal(r.eng[0].batches, 50);
-    assert_true(fabs(r.eng[0].busy_s - 50 * 1.16e-3) < 1e-6);
-    assert_true(r.eng[0].n_bins >= 49);
+    assert_int_equal(r.grp[0].batches, 50);
+    assert_true(fabs(r.grp[0].busy_s - 50 * 1.16e-3) < 1e-6);
+    assert_true(r.grp[0].n_bins >= 49);
     hs_sim_result_free(&r);
     /* a serving tax of 2 doubles the batch, nothing else */
     w->f.tax[0] = 2;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
     assert_true(fabs(r.all.p50_ms - (2 + 2.32 + 0.5)) < 1e-3);
     hs_sim_result_free(&r);
     hs_sim_traffic_free(&t);
@@ -153,7 +153,7 @@ static void overload_bounded_nothing_lost(void **state)
     traffic_make(&t, 10000, 0.0005, lens, 1, 1);
     struct hs_sim_result r;
     struct hs_error err;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
     assert_int_equal(r.all.n, 10000);
     assert_int_equal(r.all.ok + r.all.shed + r.all.timeout + r.all.other, 10000);
     assert_true(r.all.shed > 5000); /* refused at admission, not queued to death */
@@ -162,7 +162,7 @@ static void overload_bounded_nothing_lost(void **state)
     assert_true(ok_per_s >= 0.8 * 32 / 65e-3);
     /* admission keeps the wait within scheduler.wait_max_ms (1 s) plus a batch */
     assert_true(r.all.p99_ms < 1300);
-    assert_true(r.eng[0].util > 0.95);
+    assert_true(r.grp[0].util > 0.95);
     hs_sim_result_free(&r);
     hs_sim_traffic_free(&t);
     hs_free(w);
@@ -177,38 +177,38 @@ static void routes_by_length_and_absent_engine(void **state)
     traffic_make(&t, 400, 0.05, lens, 4, 2);
     struct hs_sim_result r, r2;
     struct hs_error err;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
     assert_int_equal(r.cls[0].ok, 300);
     assert_int_equal(r.cls[1].ok, 100);
     /* short on a (fixed 1 ms), long on b (fixed 2 ms): each batch alone at this load */
-    assert_int_equal(r.eng[0].batches, 300);
-    assert_int_equal(r.eng[1].batches, 100);
+    assert_int_equal(r.grp[0].batches, 300);
+    assert_int_equal(r.grp[1].batches, 100);
     assert_true(fabs(r.cls[1].p50_ms - (2 + 2 + 0.01 * 200)) < 0.05);
     /* the same seed-free traffic again: the same answers */
-    assert_int_equal(hs_sim_run(&w->f, &t, &r2, &err), HS_STATUS_OK);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r2, &err), HS_STATUS_OK);
     assert_true(r2.cls[0].p99_ms == r.cls[0].p99_ms && r2.cls[1].p99_ms == r.cls[1].p99_ms);
     hs_sim_result_free(&r);
     hs_sim_result_free(&r2);
     /* no copy of b: the long route degrades to the model's other lane, a */
     w->f.copies[1] = 0;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
     assert_int_equal(r.all.ok, 400);
-    assert_int_equal(r.eng[1].batches, 0);
-    assert_true(r.eng[0].batches >= 380);
+    assert_int_equal(r.grp[1].batches, 0);
+    assert_true(r.grp[0].batches >= 380);
     hs_sim_result_free(&r);
     /* three copies of a: the short class spreads over them (earliest predicted completion) */
     w->f.copies[0] = 3;
     w->f.copies[1] = 1;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_OK);
-    assert_int_equal(r.eng[0].copies, 3);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_int_equal(r.grp[0].lanes, 3);
     assert_int_equal(r.all.ok, 400);
     hs_sim_result_free(&r);
     /* no lane at all, or an engine without costs: refused with a reason */
     w->f.copies[0] = w->f.copies[1] = 0;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_INVALID_ARGUMENT);
     w->f.copies[0] = w->f.copies[1] = 1;
     w->f.cost[1] = NULL;
-    assert_int_equal(hs_sim_run(&w->f, &t, &r, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "engine b has no measured costs"));
     hs_sim_traffic_free(&t);
     hs_free(w);

@@ -19,22 +19,23 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "hetbench/workload.h"
-#include "hetsim/sim.h"
+#include "hetsim/fleet.h"
 #include "model/model.h"
 #include "sched/request.h"
 #include "server/capture.h"
 
-#define MAX_SEARCH 4096
+#define MAX_SEARCH   4096
+#define MAX_PROFILES 8
 
 struct opts {
     const char *config, *texts, *lengths, *trace, *prices, *search, *slo, *classes;
-    const char *profiles[HS_SIM_MAX_PROFILES];
+    const char *profiles[MAX_PROFILES];
     int n_profiles;
-    const char *as[HS_SIM_MAX_ENGINES][2];
+    const char *as[HS_FLEET_MAX_ENGINES][2];
     int n_as;
-    const char *copies[HS_SIM_MAX_ENGINES];
+    const char *copies[HS_FLEET_MAX_ENGINES];
     int n_copies;
-    const char *tax[HS_SIM_MAX_ENGINES];
+    const char *tax[HS_FLEET_MAX_ENGINES];
     int n_tax;
     const char *util_csv, *priority;
     double rate, duration_s, warmup_s, speed, overhead_ms, timeout_ms, ok_min, bin_s;
@@ -271,11 +272,11 @@ static hs_status traffic_build(const struct opts *o, const struct hs_model *mode
 struct world {
     struct hs_config cfg;
     struct hs_model *models[HS_CONFIG_MAX_MODELS];
-    struct hs_costs *costs[HS_SIM_MAX_PROFILES];
+    struct hs_costs *costs[MAX_PROFILES];
     int n_costs;
     struct hs_sim_fleet fleet;
-    double price[HS_SIM_MAX_ENGINES];
-    char price_source[HS_SIM_MAX_ENGINES][256];
+    double price[HS_FLEET_MAX_ENGINES];
+    char price_source[HS_FLEET_MAX_ENGINES][256];
     bool priced;
 };
 
@@ -449,12 +450,12 @@ static json_t *result_json(const struct world *w, const struct hs_sim_result *r)
     for (int k = 0; k < r->n_classes; k++)
         json_object_set_new(cls, r->class_name[k], class_json(&r->cls[k]));
     json_object_set_new(cls, "all", class_json(&r->all));
-    for (int e = 0; e < r->n_engines; e++)
-        json_array_append_new(eng, json_pack("{s:s,s:i,s:f,s:f,s:I,s:f}", "engine", r->eng[e].name,
-                                             "copies", r->eng[e].copies, "busy_s", r->eng[e].busy_s,
-                                             "utilization", r->eng[e].util, "batches",
-                                             (json_int_t)r->eng[e].batches, "mean_batch_seqs",
-                                             r->eng[e].mean_batch_seqs));
+    for (int e = 0; e < r->n_groups; e++)
+        json_array_append_new(eng, json_pack("{s:s,s:i,s:f,s:f,s:I,s:f}", "engine", r->grp[e].name,
+                                             "copies", r->grp[e].lanes, "busy_s", r->grp[e].busy_s,
+                                             "utilization", r->grp[e].util, "batches",
+                                             (json_int_t)r->grp[e].batches, "mean_batch_seqs",
+                                             r->grp[e].mean_batch_seqs));
     json_object_set_new(j, "classes", cls);
     json_object_set_new(j, "engines", eng);
     json_object_set_new(j, "span_s", json_real(r->span_s));
@@ -482,9 +483,9 @@ static void result_print(const struct world *w, const struct hs_sim_result *r)
                (long long)c->shed, (long long)c->timeout, c->p50_ms, c->p99_ms, c->mean_ms);
     }
     printf("%-10s %6s %8s %8s %10s\n", "engine", "copies", "busy", "batches", "mean batch");
-    for (int e = 0; e < r->n_engines; e++)
-        printf("%-10s %6d %7.1f%% %8lld %10.1f\n", r->eng[e].name, r->eng[e].copies,
-               100 * r->eng[e].util, (long long)r->eng[e].batches, r->eng[e].mean_batch_seqs);
+    for (int e = 0; e < r->n_groups; e++)
+        printf("%-10s %6d %7.1f%% %8lld %10.1f\n", r->grp[e].name, r->grp[e].lanes,
+               100 * r->grp[e].util, (long long)r->grp[e].batches, r->grp[e].mean_batch_seqs);
     printf("span %.1f s; router shed %lld, failed over %lld, retries %lld\n", r->span_s,
            (long long)r->router_shed, (long long)r->failed_over, (long long)r->retries);
     if (w->priced) {
@@ -501,15 +502,15 @@ static hs_status util_csv(const char *path, const struct hs_sim_result *r, struc
     if (!f) return hs_error_set(err, HS_STATUS_IO, "--util-csv %s: cannot write", path);
     fprintf(f, "t_s");
     int bins = 0;
-    for (int e = 0; e < r->n_engines; e++) {
-        fprintf(f, ",%s", r->eng[e].name);
-        if (r->eng[e].n_bins > bins) bins = r->eng[e].n_bins;
+    for (int e = 0; e < r->n_groups; e++) {
+        fprintf(f, ",%s", r->grp[e].name);
+        if (r->grp[e].n_bins > bins) bins = r->grp[e].n_bins;
     }
     fputc('\n', f);
     for (int k = 0; k < bins; k++) {
         fprintf(f, "%.3f", k * r->bin_s);
-        for (int e = 0; e < r->n_engines; e++)
-            fprintf(f, ",%.4f", k < r->eng[e].n_bins ? r->eng[e].util_bins[k] : 0.0);
+        for (int e = 0; e < r->n_groups; e++)
+            fprintf(f, ",%.4f", k < r->grp[e].n_bins ? r->grp[e].util_bins[k] : 0.0);
         fputc('\n', f);
     }
     return fclose(f) == 0 ? HS_STATUS_OK
@@ -523,13 +524,13 @@ static hs_status util_csv(const char *path, const struct hs_sim_result *r, struc
 static int search(struct world *w, const struct opts *o, const struct hs_sim_traffic *t,
                   const struct slo *slo)
 {
-    int eng[HS_SIM_MAX_ENGINES], lo[HS_SIM_MAX_ENGINES], hi[HS_SIM_MAX_ENGINES], n = 0;
+    int eng[HS_FLEET_MAX_ENGINES], lo[HS_FLEET_MAX_ENGINES], hi[HS_FLEET_MAX_ENGINES], n = 0;
     const char *p = o->search;
     while (*p) {
         const char *eq = strchr(p, '=');
         int e = eq ? engine_index(&w->cfg, p, (size_t)(eq - p)) : -1;
         int a = 0, b = 0, used = 0;
-        if (e < 0 || n == HS_SIM_MAX_ENGINES || sscanf(eq + 1, "%d..%d%n", &a, &b, &used) != 2 ||
+        if (e < 0 || n == HS_FLEET_MAX_ENGINES || sscanf(eq + 1, "%d..%d%n", &a, &b, &used) != 2 ||
             a < 0 || b < a || b > HS_SCHED_MAX_LANES)
             return fail("--search: expected ENGINE=MIN..MAX (0 <= MIN <= MAX) at '%s'", p);
         eng[n] = e, lo[n] = a, hi[n] = b, n++;
@@ -539,10 +540,10 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
     long total = 1;
     for (int i = 0; i < n; i++) total *= hi[i] - lo[i] + 1;
     if (total > MAX_SEARCH) return fail("--search: more than %s fleets", "4096");
-    int cur[HS_SIM_MAX_ENGINES];
+    int cur[HS_FLEET_MAX_ENGINES];
     for (int i = 0; i < n; i++) cur[i] = lo[i];
     double best_usd = -1;
-    int best[HS_SIM_MAX_ENGINES] = {0};
+    int best[HS_FLEET_MAX_ENGINES] = {0};
     json_t *all = json_array();
     if (!o->json) {
         for (int i = 0; i < n; i++) printf("%8s ", w->cfg.engines[eng[i]].name);
@@ -557,7 +558,7 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
         struct hs_error err;
         int lanes = 0;
         for (int e = 0; e < w->cfg.n_engines; e++) lanes += w->fleet.copies[e];
-        if (!lanes || hs_sim_run(&w->fleet, t, &r, &err)) { /* an empty fleet: skipped */
+        if (!lanes || hs_sim_fleet_run(&w->fleet, t, &r, &err)) { /* an empty fleet: skipped */
             if (lanes) {
                 json_decref(all);
                 return fail("%s", err.msg);
@@ -591,7 +592,7 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
                 printf(" %7.0f%s", c->p99_ms,
                        (double)c->ok < o->ok_min * (double)c->n ? "!!" : "  ");
             }
-            for (int i = 0; i < n; i++) printf(" %7.0f%%", 100 * r.eng[eng[i]].util);
+            for (int i = 0; i < n; i++) printf(" %7.0f%%", 100 * r.grp[eng[i]].util);
             printf("  %s\n", met ? "meets" : "misses");
         }
         hs_sim_result_free(&r);
@@ -661,12 +662,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->config = optarg;
             break;
         case 'p':
-            if (o->n_profiles == HS_SIM_MAX_PROFILES) return fail("%s", "too many --profile");
+            if (o->n_profiles == MAX_PROFILES) return fail("%s", "too many --profile");
             o->profiles[o->n_profiles++] = optarg;
             break;
         case 'a': {
             char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || !eq[1] || o->n_as == HS_SIM_MAX_ENGINES)
+            if (!eq || eq == optarg || !eq[1] || o->n_as == HS_FLEET_MAX_ENGINES)
                 return fail("--as %s: expected ENGINE=PROFILED_ENGINE", optarg);
             *eq = '\0';
             o->as[o->n_as][0] = optarg;
@@ -686,11 +687,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->classes = optarg;
             break;
         case 'n':
-            if (o->n_copies == HS_SIM_MAX_ENGINES) return fail("%s", "too many --copies");
+            if (o->n_copies == HS_FLEET_MAX_ENGINES) return fail("%s", "too many --copies");
             o->copies[o->n_copies++] = optarg;
             break;
         case 'X':
-            if (o->n_tax == HS_SIM_MAX_ENGINES) return fail("%s", "too many --tax");
+            if (o->n_tax == HS_FLEET_MAX_ENGINES) return fail("%s", "too many --tax");
             o->tax[o->n_tax++] = optarg;
             break;
         case 'P':
@@ -785,7 +786,7 @@ int main(int argc, char **argv)
         goto out;
     }
     struct hs_sim_result r;
-    if (hs_sim_run(&w->fleet, &t, &r, &err)) {
+    if (hs_sim_fleet_run(&w->fleet, &t, &r, &err)) {
         rc = fail("%s", err.msg);
         goto out;
     }

@@ -1,5 +1,5 @@
-/* hetsim — the fleet simulator's core (sim.h). */
-#include "hetsim/sim.h"
+/* Simulated serving (sim.h). */
+#include "sched/sim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/log.h"
 #include "sched/dispatch.h"
 #include "sched/router.h"
 #include "sched/sched.h"
-#include "server/topology.h"
 
 /* The simulated clock starts here (a stepped scheduler's clock must be > 0). */
 #define T0_NS 1000000000LL
@@ -24,7 +24,7 @@ void hs_sim_traffic_free(struct hs_sim_traffic *t)
 
 void hs_sim_result_free(struct hs_sim_result *r)
 {
-    for (int i = 0; i < r->n_engines; i++) hs_free(r->eng[i].util_bins);
+    for (int i = 0; i < r->n_groups; i++) hs_free(r->grp[i].util_bins);
     memset(r, 0, sizeof *r);
 }
 
@@ -154,11 +154,8 @@ struct lat {
 };
 
 struct sim {
-    const struct hs_sim_fleet *f;
+    const struct hs_sim_setup *f;
     struct hs_sched *s;
-    int n_lanes;
-    int lane_engine[HS_SCHED_MAX_LANES];
-    bool ragged[HS_SIM_MAX_ENGINES];
     struct lat lat[HS_SIM_MAX_CLASSES];
     struct hs_sim_result *res;
     int64_t last_answer;
@@ -280,10 +277,10 @@ static void summarize(struct lat *l, struct hs_sim_class_result *c)
     c->max_ms = l->n ? l->v[l->n - 1] : 0;
 }
 
-/* Adds a batch's busy time [start, end) to its engine, overall and per bin. */
+/* Adds a batch's busy time [start, end) to its lane group, overall and per bin. */
 static hs_status busy_add(struct sim *m, int e, int64_t start, int64_t end)
 {
-    struct hs_sim_engine_result *r = &m->res->eng[e];
+    struct hs_sim_group_result *r = &m->res->grp[e];
     r->busy_s += (double)(end - start) / 1e9;
     r->batches++;
     double bin = m->res->bin_s;
@@ -304,98 +301,39 @@ static hs_status busy_add(struct sim *m, int e, int64_t start, int64_t end)
     return HS_STATUS_OK;
 }
 
-/* A route naming an engine with no copies: as a lane excluded by its check. */
-static bool absent(void *ctx, int model, const char *engine)
-{
-    const struct hs_sim_fleet *f = ctx;
-    (void)model;
-    for (int e = 0; e < f->cfg->n_engines; e++)
-        if (!strcmp(f->cfg->engines[e].name, engine)) return f->copies[e] == 0;
-    return false;
-}
-
-static hs_status build(struct sim *m, const struct hs_sim_fleet *f, struct hs_lane_opts *lanes,
-                       struct hs_topo *topo, struct hs_error *err)
-{
-    const struct hs_config *c = f->cfg;
-    memset(topo, 0, sizeof *topo);
-    topo->cfg = c;
-    topo->n_models = c->n_models;
-    for (int i = 0; i < c->n_models; i++) topo->model_names[i] = f->model_names[i];
-    for (int e = 0; e < c->n_engines; e++) {
-        if (!f->cost[e])
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "engine %s has no measured costs (give a profile that measured "
-                                "it, or map it to one with --as)",
-                                c->engines[e].name);
-        m->ragged[e] = !strcmp(f->cost[e]->kind, "cpu");
-    }
-    for (int mi = 0; mi < c->n_models; mi++) {
-        const struct hs_model_cfg *mc = &c->models[mi];
-        int n_on = mc->n_engines ? mc->n_engines : 1;
-        for (int j = 0; j < n_on; j++) {
-            const struct hs_engine_cfg *ec =
-                hs_config_engine(c, mc->n_engines ? mc->engines[j] : mc->engine);
-            if (!ec)
-                return hs_error_set(err, HS_STATUS_INVALID_INPUT, "model %s: unknown engine",
-                                    f->model_names[mi]);
-            int e = (int)(ec - c->engines);
-            for (int k = 0; k < f->copies[e]; k++) {
-                if (m->n_lanes >= HS_SCHED_MAX_LANES)
-                    return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                        "fleet: more than %d lanes", HS_SCHED_MAX_LANES);
-                int l = m->n_lanes++;
-                hs_topo_lane_opts(c, ec, f->model_names[mi], f->models[mi], &lanes[l]);
-                lanes[l].engine = ec->name;
-                lanes[l].runner = (struct hs_runner){0};
-                topo->lane_model[l] = mi;
-                topo->lane_engine[l] = e;
-                m->lane_engine[l] = e;
-            }
-        }
-    }
-    topo->n_lanes = m->n_lanes;
-    topo->excluded = absent;
-    topo->excluded_ctx = (void *)f;
-    if (!m->n_lanes)
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "fleet: no engine has a copy");
-    return HS_STATUS_OK;
-}
-
-hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *t,
+hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *t,
                      struct hs_sim_result *out, struct hs_error *err)
 {
     memset(out, 0, sizeof *out);
-    const struct hs_config *c = f->cfg;
+    if (f->n_lanes <= 0 || f->n_lanes > HS_SCHED_MAX_LANES || !f->batch_s || f->n_groups < 1 ||
+        f->n_groups > HS_SIM_MAX_GROUPS || t->n_classes < 1 || t->n_classes > HS_SIM_MAX_CLASSES)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "simulation: 1..%d lanes, a batch cost, 1..%d groups and 1..%d "
+                            "classes",
+                            HS_SCHED_MAX_LANES, HS_SIM_MAX_GROUPS, HS_SIM_MAX_CLASSES);
+    for (int l = 0; l < f->n_lanes; l++)
+        if (f->lane_group[l] < 0 || f->lane_group[l] >= f->n_groups)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "simulation: lane %d's group", l);
     struct sim *m = hs_calloc(1, sizeof *m);
-    struct hs_lane_opts *lanes = hs_calloc(HS_SCHED_MAX_LANES, sizeof *lanes);
-    struct hs_topo *topo = hs_calloc(1, sizeof *topo);
-    struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
     struct hs_router *rt = NULL;
     struct hs_dispatch *d = NULL;
     struct heap h = {0};
     hs_status st = HS_STATUS_OK;
-    if (!m || !lanes || !topo || !ro) {
-        st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator");
-        goto done;
-    }
+    if (!m) return hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator");
     m->f = f;
     m->res = out;
     out->bin_s = f->bin_s > 0 ? f->bin_s : 1.0;
     out->n_classes = t->n_classes;
     memcpy(out->class_name, t->class_name, sizeof out->class_name);
-    out->n_engines = c->n_engines;
-    for (int e = 0; e < c->n_engines; e++) {
-        snprintf(out->eng[e].name, sizeof out->eng[e].name, "%s", c->engines[e].name);
-        out->eng[e].copies = f->copies[e];
-    }
-    if ((st = build(m, f, lanes, topo, err))) goto done;
-    if ((st = hs_sched_create_stepped(lanes, m->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
-    if ((st = hs_topo_router_opts(topo, ro, err))) goto done;
-    if ((st = hs_router_create(m->s, ro, &rt, err))) goto done;
+    out->n_groups = f->n_groups;
+    for (int g = 0; g < f->n_groups; g++)
+        snprintf(out->grp[g].name, sizeof out->grp[g].name, "%s", f->group_name[g]);
+    for (int l = 0; l < f->n_lanes; l++) out->grp[f->lane_group[l]].lanes++;
+    if ((st = hs_sched_create_stepped(f->lanes, f->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
+    if ((st = hs_router_create(m->s, f->router, &rt, err))) goto done;
     if ((st = hs_dispatch_create(m->s, rt, &d, err))) goto done;
 
-    int64_t seqs_formed[HS_SIM_MAX_ENGINES] = {0};
+    int64_t seqs_formed[HS_SIM_MAX_GROUPS] = {0};
     int64_t wake_at = INT64_MAX, reap_at = INT64_MAX;
     size_t next = 0;
     int64_t now = T0_NS;
@@ -420,11 +358,13 @@ hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *
             sj->cls = a->cls;
             sj->warmup = a->warmup;
             sj->arrival_ns = now;
-            double timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : c->limits.timeout_ms;
+            double timeout_ms = a->timeout_ms > 0            ? a->timeout_ms
+                                : f->default_timeout_ms > 0 ? f->default_timeout_ms
+                                                            : 10000;
             sj->j = (struct hs_job){
                 .owner = {job_alloc, job_hold, job_let_go, job_done, sj},
                 .id = next,
-                .model = f->model_names[0],
+                .model = f->model,
                 .task = "embeddings",
                 .priority = (enum hs_priority)a->priority,
                 .deadline_ns = now + (int64_t)(timeout_ms * 1e6),
@@ -454,17 +394,14 @@ hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *
         struct hs_sched_step b;
         int64_t wake;
         while (hs_sched_step_begin(m->s, &b, &wake)) {
-            int e = m->lane_engine[b.lane];
-            double s = hs_sim_batch_s(f->cost[e], m->ragged[e], b.n_seqs, b.tokens, b.shape_batch,
-                                      b.shape_seq) *
-                       (f->tax[e] > 0 ? f->tax[e] : 1.0);
+            int e = f->lane_group[b.lane];
+            double s = f->batch_s(f->batch_ctx, &b);
             int64_t end = now + (int64_t)(s * 1e9);
-            if (getenv("HS_SIM_DEBUG"))
-                fprintf(stderr,
-                        "t %.4f lane %d slot %d: %d seqs %lld tokens shape %dx%d -> %.2f ms "
-                        "(predicted %.2f)\n",
-                        (double)(now - T0_NS) / 1e9, b.lane, b.slot, b.n_seqs, (long long)b.tokens,
-                        b.shape_batch, b.shape_seq, s * 1e3, b.predicted_s * 1e3);
+            hs_log(HS_LOG_DEBUG,
+                   "sim t %.4f s: lane %d slot %d: %d seqs, %lld tokens, shape %dx%d: %.2f ms "
+                   "(the lane predicted %.2f)",
+                   (double)(now - T0_NS) / 1e9, b.lane, b.slot, b.n_seqs, (long long)b.tokens,
+                   b.shape_batch, b.shape_seq, s * 1e3, b.predicted_s * 1e3);
             if (end <= now) end = now + 1;
             if (heap_push(&h, end, EV_END, b.lane, b.slot) || busy_add(m, e, now, end)) goto oom;
             seqs_formed[e] += b.n_seqs;
@@ -478,9 +415,9 @@ hs_status hs_sim_run(const struct hs_sim_fleet *f, const struct hs_sim_traffic *
     /* first arrival to last answer (not to the last event: a deadline's reap may come later) */
     out->span_s = m->last_answer > T0_NS ? (double)(m->last_answer - T0_NS) / 1e9 : 0;
     if (t->n && out->span_s < t->a[t->n - 1].at_s) out->span_s = t->a[t->n - 1].at_s;
-    for (int e = 0; e < c->n_engines; e++) {
-        struct hs_sim_engine_result *r = &out->eng[e];
-        int copies = r->copies;
+    for (int e = 0; e < f->n_groups; e++) {
+        struct hs_sim_group_result *r = &out->grp[e];
+        int copies = r->lanes;
         r->util = out->span_s > 0 && copies ? r->busy_s / (copies * out->span_s) : 0;
         r->mean_batch_seqs = r->batches ? (double)seqs_formed[e] / (double)r->batches : 0;
         for (int k = 0; k < r->n_bins; k++) r->util_bins[k] /= copies * out->bin_s;
@@ -522,15 +459,12 @@ oom:
     st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator events");
 done:
     /* the scheduler first: it answers anything left (nothing after a full run) through dispatch */
-    if (m && m->s) hs_sched_destroy(m->s);
+    if (m->s) hs_sched_destroy(m->s);
     hs_dispatch_free(d);
     hs_router_free(rt);
-    for (int k = 0; m && k < HS_SIM_MAX_CLASSES; k++) hs_free(m->lat[k].v);
+    for (int k = 0; k < HS_SIM_MAX_CLASSES; k++) hs_free(m->lat[k].v);
     hs_free(h.e);
     hs_free(m);
-    hs_free(lanes);
-    hs_free(topo);
-    hs_free(ro);
     if (st) hs_sim_result_free(out);
     return st;
 }
