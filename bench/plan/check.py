@@ -7,17 +7,18 @@ item 6).
 
 Workload: bench/hybrid/make_trace.py's trace (real sentences, 80 % of 8-32 tokens, 20 % of
 200-256), its token counts measured with `hetserve tokenize`. Steps: profile
-configs/hybrid-cpu.yaml (grid 1,8,32 x 16,32,256); calibrate (below); then per load, plan once
+configs/hybrid-cpu.yaml (grid 1,2,4,8,16,32 x 16,32,128,256); calibrate (below); then per load, plan once
 per kind (--kind) at rate R = load x the best single engine's predicted capacity, serve each
 plan's written config and send the trace open-loop with hetbench at R for --duration seconds
 (3 s warm-up left out). Prints and writes (DIR/report.md) predicted vs measured P50, P99 and
 served rate, with the machine's 1-minute load average around each run. Run it alone: it
 measures.
 
-Calibration (as bench/sim/validate.sh's, from a run that is none of the checked ones):
-configs/hybrid-cpu.yaml itself is served at 0.45 x that capacity; hetsim simulates the same run;
-each engine's serving tax = its measured busy share (/metrics) / the simulated one, and the
-overhead = measured short-request P50 - simulated (with the tax). `hetserve plan` gets them as
+Calibration (as bench/sim/validate.sh's, from runs that are none of the checked ones): each
+engine of configs/hybrid-cpu.yaml alone (its cores and threads) serves the whole length mix at
+0.45 x that capacity, and hetsim simulates the same run; the engine's serving tax = its measured
+busy share (/metrics) / the simulated one, and the overhead = the mean over the two runs of the
+measured short-request P50 - the simulated one (with the tax). `hetserve plan` gets them as
 --tax ENGINE=X and --overhead-ms. --no-calibrate predicts without (tax 1, overhead 0).
 """
 import argparse
@@ -75,20 +76,22 @@ def main():
                     "--model", MODEL, "--out", trace], check=True, stdout=subprocess.DEVNULL)
     texts = [l.rstrip("\n").split("\t", 1)[1] for l in open(os.path.join(trace, "trace.tsv"))]
     toks = tokens_of(hetserve, texts)
+    # the trace's real lengths, rounded up to a multiple of 8 (the plan takes up to 64 lengths;
+    # its batches on cpu engines cost their real tokens)
     counts = {}
     for t in toks:
-        b = next(x for x in BUCKETS if x >= t)
+        b = (t + 7) // 8 * 8
         counts[b] = counts.get(b, 0) + 1
     hist = ",".join("%d:%.4f" % (b, c / len(toks)) for b, c in sorted(counts.items()))
 
     profile = os.path.join(a.out, "profile.json")
     la0 = load1()
     subprocess.run([hetserve, "profile", "--config", "configs/hybrid-cpu.yaml", "--shapes",
-                    "1,8,32x16,32,256", "--cap-s", "0.3", "--quiet", "--out", profile],
+                    "1,2,4,8,16,32x16,32,128,256", "--cap-s", "0.3", "--quiet", "--out", profile],
                    check=True, stderr=subprocess.DEVNULL)
     lines = ["# plan predictions vs hetbench (bench/plan/check.py)", "",
-             "profile: configs/hybrid-cpu.yaml, grid 1,8,32 x 16,32,256; load average %.2f before"
-             % la0, "traffic: trace lengths binned by bucket: %s" % hist, ""]
+             "profile: configs/hybrid-cpu.yaml, grid 1,2,4,8,16,32 x 16,32,128,256; load average %.2f before"
+             % la0, "traffic: trace lengths (rounded up to 8): %s" % hist, ""]
 
     extra = []  # the calibration's hetserve plan options
 
@@ -139,32 +142,39 @@ def main():
     cap = single["capacity"]
     hetsim = os.path.join(a.build, "hetsim")
     if not a.no_calibrate:
-        # calibration: configs/hybrid-cpu.yaml served and simulated at 0.45 x capacity
+        # calibration: each engine of configs/hybrid-cpu.yaml alone (its cores, threads) serving
+        # the whole length mix at 0.45 x capacity (the checks run at other loads), served and
+        # simulated: its serving tax; the overhead: the mean over the two of measured - simulated
+        # short-request P50 with the tax
         rate = round(0.45 * cap, 1)
-        m, util = serve("configs/hybrid-cpu.yaml", rate, "calibration")
+        base = open("configs/hybrid-cpu.yaml").read().split("\nmodels:", 1)[0]
+        notes, overheads = [], []
+        for eng in ("cpu_a", "cpu_b"):
+            calib = os.path.join(a.out, "calibration-%s.yaml" % eng)
+            with open(calib, "w") as f:
+                f.write(base + '\nmodels:\n  - path: "%s"\n    engine: %s\n' % (MODEL, eng))
+            m, util = serve(calib, rate, "calibration-%s" % eng)
 
-        def sim(opts):
-            r = subprocess.run([hetsim, "--config", "configs/hybrid-cpu.yaml", "--profile", profile,
-                                "--texts", os.path.join(trace, "trace.tsv"), "--rate", str(rate),
-                                "--duration", str(a.duration), "--warmup", "3", "--classes",
-                                "short:32,long:512", "--json"] + opts,
-                               capture_output=True, text=True, check=True)
-            return json.loads(r.stdout)
+            def sim(opts):
+                r = subprocess.run([hetsim, "--config", calib, "--profile", profile, "--texts",
+                                    os.path.join(trace, "trace.tsv"), "--rate", str(rate),
+                                    "--duration", str(a.duration), "--warmup", "3", "--classes",
+                                    "short:32,long:512", "--json"] + opts,
+                                   capture_output=True, text=True, check=True)
+                return json.loads(r.stdout)
 
-        s0 = sim([])
-        for e in s0["engines"]:
-            if util.get(e["engine"]) and e["utilization"] > 0:
-                extra += ["--tax", "%s=%.3f" % (e["engine"], min(100, max(0.1, util[e["engine"]] / e["utilization"])))]
-        s1 = sim(extra)
-        short_p50 = m.get("classes", {}).get("short", {}).get("latency_ms", {}).get("p50")
-        if short_p50 is None:  # hetbench's per-class summary of the texts' classes
-            short_p50 = m["all"]["latency_ms"]["p50"]
-        extra += ["--overhead-ms", "%.3f" % max(0.0, short_p50 - s1["classes"]["short"]["p50_ms"])]
-        lines.append("calibration: configs/hybrid-cpu.yaml at %.1f requests/s: engines busy %s "
-                     "measured, %s simulated -> %s" % (
-                         rate, ", ".join("%s %.0f%%" % (e, 100 * u) for e, u in sorted(util.items())),
-                         ", ".join("%s %.0f%%" % (e["engine"], 100 * e["utilization"]) for e in s0["engines"]),
-                         " ".join(extra)))
+            s0 = sim([])
+            u_sim = [e["utilization"] for e in s0["engines"] if e["engine"] == eng][0]
+            tax = min(100.0, max(0.1, util.get(eng, 0) / u_sim)) if u_sim > 0 else 1.0
+            s1 = sim(["--tax", "%s=%.3f" % (eng, tax)])
+            short_p50 = m["classes"]["short"]["latency_ms"]["p50"]
+            overheads.append(max(0.0, short_p50 - s1["classes"]["short"]["p50_ms"]))
+            extra += ["--tax", "%s=%.3f" % (eng, tax)]
+            notes.append("%s busy %.0f%% measured, %.0f%% simulated" % (eng, 100 * util.get(eng, 0),
+                                                                       100 * u_sim))
+        extra += ["--overhead-ms", "%.3f" % (sum(overheads) / len(overheads))]
+        lines.append("calibration: each engine alone with the whole mix at %.1f requests/s: %s "
+                     "-> %s" % (rate, "; ".join(notes), " ".join(extra)))
     lines += ["", "| load | plan | P50 pred | P50 meas | err | P99 pred | P99 meas | err | "
               "served/s pred | meas | load avg |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

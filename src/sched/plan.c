@@ -167,11 +167,43 @@ struct plan_sim {
     double tax[2];
 };
 
+/* Engines that compute ragged batches (cpu): their time follows the real tokens. */
+static bool ragged(const struct hs_plan *p)
+{
+    return !strcmp(p->a->kind, "cpu") && (!p->b || !strcmp(p->b->kind, "cpu"));
+}
+
+/* A batch of n sequences of mean real length len on a ragged lane: the plan's batch time
+ * interpolated linearly in the length between the profile's measured buckets around it (below
+ * the smallest: along the first two, never under the smallest's time scaled by the length). */
+static double ragged_ms(const struct hs_plan *p, int lane, int n, double len)
+{
+    int b[HS_COSTS_MAX_CELLS], nb = 0;
+    for (int i = 0; i < p->a->n_cells; i++) {
+        int v = p->a->cells[i].bucket, k = 0;
+        while (k < nb && b[k] < v) k++;
+        if (k < nb && b[k] == v) continue;
+        memmove(b + k + 1, b + k, (size_t)(nb - k) * sizeof *b);
+        b[k] = v;
+        nb++;
+    }
+    if (nb < 2 || len >= b[nb - 1]) return hs_plan_batch_ms(p, lane, n, (int)ceil(len));
+    int k = 0;
+    while (k + 2 < nb && len > b[k + 1]) k++;
+    double t0 = hs_plan_batch_ms(p, lane, n, b[k]), t1 = hs_plan_batch_ms(p, lane, n, b[k + 1]);
+    double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
+    if (len < b[0] && t < t0 * len / b[0]) t = t0 * len / b[0];
+    return t;
+}
+
 static double plan_batch_s(void *ctx, const struct hs_sched_step *b)
 {
     const struct plan_sim *c = ctx;
     const int lane = c->p->kind == HS_PLAN_BUCKETS ? b->lane : 0;
-    return hs_plan_batch_ms(c->p, lane, b->shape_batch, b->shape_seq) / 1e3 * c->tax[lane];
+    double ms = ragged(c->p) && b->n_seqs > 0
+                    ? ragged_ms(c->p, lane, b->n_seqs, (double)b->tokens / b->n_seqs)
+                    : hs_plan_batch_ms(c->p, lane, b->shape_batch, b->shape_seq);
+    return ms / 1e3 * c->tax[lane];
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -224,6 +256,20 @@ static double tax_of(const struct hs_plan_opts *o, const struct hs_cost_lane *l)
     return 1.0;
 }
 
+/* The serving tax of plan p's lane l: its engine's, or for a split lane its two engines' weighted
+ * by the layers each runs (modules: every layer on both, half each). */
+static double lane_tax(const struct hs_plan *p, const struct hs_plan_opts *o, int l)
+{
+    const double ta = tax_of(o, p->a), tb = tax_of(o, p->b);
+    if (p->kind == HS_PLAN_BUCKETS) return l ? tb : ta;
+    if (p->kind == HS_PLAN_LAYERS) {
+        const int layers = model_layers(p->a);
+        return (p->cut * ta + (layers - p->cut) * tb) / layers;
+    }
+    if (p->kind == HS_PLAN_MODULES) return 0.5 * (ta + tb);
+    return ta;
+}
+
 /* Simulates plan p (one lane, or two with a length rule for buckets) on traffic tr with batch
  * window window_us: P50/P99 of answered requests, each lane's busy share and mean batch. A plan
  * that answers less than 99 % of its requests (the rest refused at admission or timed out) has
@@ -235,8 +281,7 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
     struct hs_lane_opts lo[2];
     struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
     if (!ro) return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
-    struct plan_sim ps = {p, {tax_of(o, p->a), tax_of(o, p->b)}};
-    if (p->kind != HS_PLAN_BUCKETS) ps.tax[0] = ps.tax[0] > ps.tax[1] ? ps.tax[0] : ps.tax[1];
+    struct plan_sim ps = {p, {lane_tax(p, o, 0), lane_tax(p, o, 1)}};
     struct hs_sim_setup su = {.n_lanes = lanes,
                               .lanes = lo,
                               .router = ro,
@@ -349,7 +394,7 @@ static hs_status predict(struct hs_plan *p, const struct hs_traffic *t,
             if (lanes[l].share[b] > 0)
                 per_req += lanes[l].share[b] * hs_plan_batch_ms(p, l, o->batch_max, o->buckets[b]) /
                            o->batch_max;
-        per_req *= tax_of(o, l ? p->b : p->a);
+        per_req *= lane_tax(p, o, l);
         double share_of_all = lanes[l].rate_per_s / t->rate_per_s;
         double cap = per_req > 0 ? 1000.0 / per_req / share_of_all : INFINITY;
         if (cap < p->capacity_rps) p->capacity_rps = cap;

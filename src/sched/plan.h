@@ -19,6 +19,8 @@
  *              (its whole-model time minus its stages' sum); stages run one after the other
  *              (no pipelining across batches).
  *   Cells the profile lacks are interpolated (costs.h).
+ *   On engines that compute ragged batches (cpu) a batch's time follows its real tokens: the
+ *   time above at its mean length, interpolated between the measured buckets around it.
  *   latency: the plan served in simulation by hetserve's own router and scheduler (sched/sim.h:
  *     the stepped scheduler, with its admission, windows, buckets, deadlines and learned
  *     service-time model; Poisson arrivals at the rate, lengths from the histogram, a fixed
