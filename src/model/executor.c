@@ -291,7 +291,8 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
     t.n_boundaries = x->n_bound;
     const struct hs_model *m = x->model;
     int cur = -1;
-    int64_t last_sync_ns = 0; /* the sync that ended the current engine's run */
+    int64_t last_sync_ns = 0;    /* the sync that ended the current engine's run */
+    int64_t last_sync_at_ns = 0; /* when it started */
     hs_status st = HS_STATUS_OK;
     for (int i = 0; i < x->n_stages; i++) {
         int k = x->stage_eng[i];
@@ -318,6 +319,13 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                 t.boundary_copy_ns[bi] += dt;
                 t.boundary_sync_ns[bi] += last_sync_ns;
                 t.boundary_count[bi]++;
+                if (t.n_handovers < HS_EXEC_MAX_HANDOVERS)
+                    t.handovers[t.n_handovers++] = (struct hs_exec_handover){
+                        .boundary = bi,
+                        .sync_start_ns = last_sync_at_ns,
+                        .copy_start_ns = t0,
+                        .copy_end_ns = t0 + dt,
+                    };
             }
             if (st != HS_STATUS_OK) return st;
             cur = k;
@@ -329,6 +337,7 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
             int64_t t1 = hs_now_ns();
             st = hs_engine_sync(ee->engine, ee->ws[slot], err);
             last_sync_ns = hs_now_ns() - t1;
+            last_sync_at_ns = t1;
         }
         t.compute_ns += hs_now_ns() - t0;
         if (st != HS_STATUS_OK) return st;

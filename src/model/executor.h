@@ -64,6 +64,7 @@ struct hs_executor_opts {
 };
 
 #define HS_EXEC_MAX_BOUNDARIES 8
+#define HS_EXEC_MAX_HANDOVERS  32
 
 /* Timings of one batch, nanoseconds. */
 struct hs_exec_timing {
@@ -79,6 +80,13 @@ struct hs_exec_timing {
     int64_t boundary_copy_ns[HS_EXEC_MAX_BOUNDARIES];
     int64_t boundary_sync_ns[HS_EXEC_MAX_BOUNDARIES];
     int boundary_count[HS_EXEC_MAX_BOUNDARIES]; /* hand-overs this batch */
+    /* each hand-over in order (the first HS_EXEC_MAX_HANDOVERS): its boundary, when the giving
+     * engine's closing sync started, and when the copy started and ended (hs_now_ns) */
+    int n_handovers;
+    struct hs_exec_handover {
+        int boundary;
+        int64_t sync_start_ns, copy_start_ns, copy_end_ns;
+    } handovers[HS_EXEC_MAX_HANDOVERS];
 };
 
 struct hs_executor;

@@ -688,6 +688,8 @@ static void batch_end(struct slot *sl, int64_t end, hs_status st, const struct h
             .compute_end_ns = compute_end,
             .copy_out_end_ns = copy_out_end,
             .status = st,
+            .n_handovers = t->n_handovers,
+            .handovers = t->handovers,
         };
         s->obs.on_batch(s->obs.ctx, &rep);
     }

@@ -61,6 +61,7 @@
 #define HS_SCHED_PRED_BUCKETS 6
 
 #define HS_BATCH_MAX_BOUNDARIES 8
+#define HS_BATCH_MAX_HANDOVERS  32
 
 /* Time spent inside one batch run, nanoseconds. */
 struct hs_batch_timing {
@@ -73,6 +74,13 @@ struct hs_batch_timing {
     int n_boundaries;
     int64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
     int64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
+    /* each hand-over across a boundary, in order (the first HS_BATCH_MAX_HANDOVERS): its
+     * boundary, when the giving engine's closing sync started, when the copy started and ended */
+    int n_handovers;
+    struct hs_batch_handover {
+        int boundary;
+        int64_t sync_start_ns, copy_start_ns, copy_end_ns;
+    } handovers[HS_BATCH_MAX_HANDOVERS];
 };
 
 /* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from
@@ -125,6 +133,9 @@ struct hs_batch_report {
     int64_t padded_tokens; /* shape_batch * shape_seq */
     int64_t formed_ns, copy_in_end_ns, compute_end_ns, copy_out_end_ns;
     hs_status status;
+    /* a split placement's hand-overs (batch_timing's; NULL / 0 for one engine) */
+    int n_handovers;
+    const struct hs_batch_handover *handovers;
 };
 
 /* (optional) notified on the batcher thread after every batch, outside locks. */

@@ -358,7 +358,7 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
             sj->cls = a->cls;
             sj->warmup = a->warmup;
             sj->arrival_ns = now;
-            double timeout_ms = a->timeout_ms > 0            ? a->timeout_ms
+            double timeout_ms = a->timeout_ms > 0           ? a->timeout_ms
                                 : f->default_timeout_ms > 0 ? f->default_timeout_ms
                                                             : 10000;
             sj->j = (struct hs_job){

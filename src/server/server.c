@@ -37,6 +37,15 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
         atomic_fetch_add(&sl->boundary_sync_ns[i], et.boundary_sync_ns[i]);
         atomic_fetch_add(&sl->boundary_count[i], et.boundary_count[i]);
     }
+    t->n_handovers =
+        et.n_handovers < HS_BATCH_MAX_HANDOVERS ? et.n_handovers : HS_BATCH_MAX_HANDOVERS;
+    for (int i = 0; i < t->n_handovers; i++)
+        t->handovers[i] = (struct hs_batch_handover){
+            .boundary = et.handovers[i].boundary,
+            .sync_start_ns = et.handovers[i].sync_start_ns,
+            .copy_start_ns = et.handovers[i].copy_start_ns,
+            .copy_end_ns = et.handovers[i].copy_end_ns,
+        };
     return st;
 }
 

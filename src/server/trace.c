@@ -97,6 +97,15 @@ void hs_trace_batch(struct hs_trace *t, const struct hs_batch_report *r)
     slice(t, pid, "copy_in", r->formed_ns, r->copy_in_end_ns, NULL);
     slice(t, pid, "compute", r->copy_in_end_ns, r->compute_end_ns, NULL);
     slice(t, pid, "copy_out", r->compute_end_ns, r->copy_out_end_ns, NULL);
+    /* a split placement: each hand-over, the giving engine's closing sync then the copy */
+    for (int i = 0; i < r->n_handovers; i++) {
+        const struct hs_batch_handover *h = &r->handovers[i];
+        char hb[64];
+        snprintf(hb, sizeof hb, "\"boundary\":%d", h->boundary);
+        if (h->sync_start_ns && h->sync_start_ns <= h->copy_start_ns)
+            slice(t, pid, "boundary sync", h->sync_start_ns, h->copy_start_ns, hb);
+        slice(t, pid, "boundary copy", h->copy_start_ns, h->copy_end_ns, hb);
+    }
     pthread_mutex_unlock(&t->mu);
 }
 

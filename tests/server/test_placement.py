@@ -2,6 +2,7 @@
 # two CPU engines (different core sets and thread counts) answers what a single engine answers,
 # reports each boundary's copy and sync (Server-Timing, /metrics), and bad placements are refused
 # with the key path.
+import json
 import math
 import os
 import subprocess
@@ -147,3 +148,25 @@ def test_placement_prints_and_parses_back(tmp_path):
     again = check(tmp_path, r.stdout)
     assert again.returncode == 0, again.stderr
     assert again.stdout == r.stdout
+
+
+def test_trace_has_a_span_per_handover(tmp_path):
+    """With a trace file, a split lane's batches carry one "boundary copy" span (and the giving
+    engine's "boundary sync" before it) per hand-over, inside the batch's compute span."""
+    path = tmp_path / "trace.json"
+    srv = Server(MODULES + "server:\n  trace_file: \"%s\"\n" % path, model=None)
+    try:
+        embed(srv, TEXTS)
+    finally:
+        srv.stop()
+    events = json.loads(path.read_text())["traceEvents"]
+    computes = [e for e in events if e.get("name") == "compute" and e.get("ph") == "X"]
+    copies = [e for e in events if e.get("name") == "boundary copy"]
+    syncs = [e for e in events if e.get("name") == "boundary sync"]
+    assert computes and copies and syncs
+    # modules on two engines: 6 layers -> attention a, ffn b: 11 hand-overs per batch
+    assert len(copies) == 11 * len(computes)
+    assert {e["args"]["boundary"] for e in copies} == {0, 1}
+    for c in copies:
+        assert any(k["ts"] - 1 <= c["ts"] and c["ts"] + c["dur"] <= k["ts"] + k["dur"] + 1
+                   for k in computes), c

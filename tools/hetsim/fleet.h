@@ -20,7 +20,7 @@
 struct hs_sim_fleet {
     const struct hs_config *cfg; /* engines, models, routes, batching, scheduler, limits */
     const struct hs_model_config *models[HS_CONFIG_MAX_MODELS]; /* each model's config */
-    const char *model_names[HS_CONFIG_MAX_MODELS];             /* served names */
+    const char *model_names[HS_CONFIG_MAX_MODELS];              /* served names */
     int copies[HS_FLEET_MAX_ENGINES];
     /* each engine's measured costs: the profile lane its batches take their times from */
     const struct hs_cost_lane *cost[HS_FLEET_MAX_ENGINES];
