@@ -472,6 +472,9 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
                                               .engines = 2};
             }
             if (strcmp(ls[i]->dtype, ls[j]->dtype)) continue; /* a split computes in one dtype */
+            /* a split needs each engine's stages measured (a lane of published numbers has only
+             * whole-model times) */
+            if (model_layers(ls[i]) <= 0 || model_layers(ls[j]) <= 0) continue;
             for (int c = 1; c < layers && nc < HS_PLAN_MAX; c++)
                 cand[nc++] = (struct hs_plan){
                     .kind = HS_PLAN_LAYERS, .a = ls[i], .b = ls[j], .cut = c, .engines = 2};
