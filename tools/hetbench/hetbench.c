@@ -1382,8 +1382,8 @@ int main(int argc, char **argv)
             else
                 report_text(&b, scratch);
             if (b.o.csv) rc = write_csv(&b, scratch);
-            hs_free(scratch);
         }
+        hs_free(scratch);
         if (!rc && interrupted) rc = 130;
         if (!rc && !b.o.ab && no_success(&b)) rc = 1;
     }
