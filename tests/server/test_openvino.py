@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from hetserve_fixture import BINARY, MODEL, Server
+from hetserve_fixture import BINARY, MODEL, ROOT, Server
 
 PLUGIN = os.path.join(os.path.dirname(BINARY), "plugins", "libhs_engine_openvino.so")
 
@@ -182,8 +182,9 @@ def test_int8_lane_passes_the_load_check(quantized):
 
 @pytest.mark.skipif("CPU" not in runtime_devices(), reason="the OpenVINO runtime lists no CPU device")
 def test_verify_int8(quantized):
+    # from the source tree: verify's golden set is tests/golden (ctest runs this from build/)
     r = subprocess.run([BINARY, "verify", "--engine", "openvino", "--dtype", "int8", "--model",
-                        quantized], capture_output=True, text=True, timeout=600)
+                        quantized], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0 and "verify: all passed" in r.stdout, r.stdout + r.stderr
     assert " int8 " in r.stdout and "PASS" in r.stdout
 
