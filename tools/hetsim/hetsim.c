@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "hetbench/workload.h"
 #include "hetsim/fleet.h"
+#include "hetsim/spec.h"
 #include "model/model.h"
 #include "sched/request.h"
 #include "server/capture.h"
@@ -78,37 +79,7 @@ static int fail(const char *fmt, const char *arg)
  * traffic
  */
 
-struct classes {
-    int n;
-    char name[HS_SIM_MAX_CLASSES][32];
-    int max_tokens[HS_SIM_MAX_CLASSES];
-};
-
-static hs_status classes_parse(const char *spec, struct classes *c, struct hs_error *err)
-{
-    memset(c, 0, sizeof *c);
-    const char *p = spec;
-    while (*p) {
-        if (c->n == HS_SIM_MAX_CLASSES)
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: too many");
-        const char *colon = strchr(p, ':');
-        if (!colon || colon == p || colon - p >= 32)
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "--classes: expected NAME:MAX_TOKENS at '%s'", p);
-        memcpy(c->name[c->n], p, (size_t)(colon - p));
-        char *end;
-        long v = strtol(colon + 1, &end, 10);
-        if (end == colon + 1 || v < 1 || (*end && *end != ',') ||
-            (c->n && v <= c->max_tokens[c->n - 1]))
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "--classes: bad or non-ascending bound at '%s'", colon + 1);
-        c->max_tokens[c->n++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return c->n ? HS_STATUS_OK : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: empty");
-}
-
-static int class_of(const struct classes *c, const int32_t *tokens, int n)
+static int class_of(const struct hs_sim_classes *c, const int32_t *tokens, int n)
 {
     int longest = 0;
     for (int i = 0; i < n; i++)
@@ -168,7 +139,7 @@ static int cmp_arrival(const void *x, const void *y)
 }
 
 static hs_status traffic_build(const struct opts *o, const struct hs_model *model,
-                               const struct classes *cls, struct hs_sim_traffic *t,
+                               const struct hs_sim_classes *cls, struct hs_sim_traffic *t,
                                struct hs_error *err)
 {
     memset(t, 0, sizeof *t);
@@ -289,29 +260,33 @@ static int engine_index(const struct hs_config *c, const char *name, size_t len)
 
 static hs_status prices_load(struct world *w, const char *path, struct hs_error *err)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root || !json_is_object(root)) {
-        json_decref(root);
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "--prices %s:%d: %s", path, je.line,
-                            root ? "not a JSON object" : je.text);
-    }
-    hs_status st = HS_STATUS_OK;
-    for (int e = 0; e < w->cfg.n_engines && !st; e++) {
-        json_t *p = json_object_get(root, w->cfg.engines[e].name);
-        json_t *usd = p ? json_object_get(p, "usd_per_hour") : NULL;
-        json_t *src = p ? json_object_get(p, "source") : NULL;
-        if (!usd || !json_is_number(usd) || json_number_value(usd) < 0 || !json_is_string(src))
-            st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                              "--prices %s: engine %s needs {\"usd_per_hour\": >= 0, \"source\": "
-                              "\"where the price comes from\"}",
-                              path, w->cfg.engines[e].name);
-        else {
-            w->price[e] = json_number_value(usd);
-            snprintf(w->price_source[e], sizeof w->price_source[e], "%s", json_string_value(src));
+    FILE *f = fopen(path, "rb");
+    if (!f) return hs_error_set(err, HS_STATUS_IO, "--prices %s: cannot open", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    char buf[4096];
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (len + got > cap) {
+            cap = (len + got) * 2;
+            char *t = hs_realloc(text, cap);
+            if (!t) {
+                hs_free(text);
+                fclose(f);
+                return hs_error_set(err, HS_STATUS_NO_MEMORY, "--prices: out of memory");
+            }
+            text = t;
         }
+        memcpy(text + len, buf, got);
+        len += got;
     }
-    json_decref(root);
+    fclose(f);
+    const char *names[HS_FLEET_MAX_ENGINES];
+    for (int e = 0; e < w->cfg.n_engines; e++) names[e] = w->cfg.engines[e].name;
+    char label[300];
+    snprintf(label, sizeof label, "--prices %s", path);
+    hs_status st = hs_sim_prices_parse(text ? text : "", len, label, names, w->cfg.n_engines,
+                                       w->price, w->price_source, err);
+    hs_free(text);
     w->priced = !st;
     return st;
 }
@@ -392,40 +367,9 @@ static double fleet_usd_per_hour(const struct world *w)
  * SLO and reports
  */
 
-struct slo {
-    int n;
-    int cls[HS_SIM_MAX_CLASSES];
-    double p99_ms[HS_SIM_MAX_CLASSES];
-};
-
-static hs_status slo_parse(const char *spec, const struct hs_sim_traffic *t, struct slo *s,
-                           struct hs_error *err)
-{
-    memset(s, 0, sizeof *s);
-    const char *p = spec;
-    while (p && *p) {
-        const char *eq = strchr(p, '=');
-        int k = -1;
-        for (int i = 0; eq && i < t->n_classes; i++)
-            if (strlen(t->class_name[i]) == (size_t)(eq - p) &&
-                !strncmp(t->class_name[i], p, (size_t)(eq - p)))
-                k = i;
-        char *end = NULL;
-        double v = eq ? strtod(eq + 1, &end) : 0;
-        if (k < 0 || !(v > 0) || (end && *end && *end != ',') || s->n == HS_SIM_MAX_CLASSES)
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "--slo: expected CLASS=P99_MS with a class of the traffic at '%s'",
-                                p);
-        s->cls[s->n] = k;
-        s->p99_ms[s->n++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return HS_STATUS_OK;
-}
-
 /* Whether r meets the SLO: every named class's P99 within target and at least ok_min of it
  * answered OK. */
-static bool slo_met(const struct slo *s, const struct hs_sim_result *r, double ok_min)
+static bool slo_met(const struct hs_sim_slo *s, const struct hs_sim_result *r, double ok_min)
 {
     for (int i = 0; i < s->n; i++) {
         const struct hs_sim_class_result *c = &r->cls[s->cls[i]];
@@ -522,21 +466,15 @@ static hs_status util_csv(const char *path, const struct hs_sim_result *r, struc
  */
 
 static int search(struct world *w, const struct opts *o, const struct hs_sim_traffic *t,
-                  const struct slo *slo)
+                  const struct hs_sim_slo *slo)
 {
-    int eng[HS_FLEET_MAX_ENGINES], lo[HS_FLEET_MAX_ENGINES], hi[HS_FLEET_MAX_ENGINES], n = 0;
-    const char *p = o->search;
-    while (*p) {
-        const char *eq = strchr(p, '=');
-        int e = eq ? engine_index(&w->cfg, p, (size_t)(eq - p)) : -1;
-        int a = 0, b = 0, used = 0;
-        if (e < 0 || n == HS_FLEET_MAX_ENGINES || sscanf(eq + 1, "%d..%d%n", &a, &b, &used) != 2 ||
-            a < 0 || b < a || b > HS_SCHED_MAX_LANES)
-            return fail("--search: expected ENGINE=MIN..MAX (0 <= MIN <= MAX) at '%s'", p);
-        eng[n] = e, lo[n] = a, hi[n] = b, n++;
-        p = eq + 1 + used;
-        if (*p == ',') p++;
-    }
+    struct hs_sim_search sp;
+    struct hs_error e2;
+    const char *names[HS_FLEET_MAX_ENGINES];
+    for (int e = 0; e < w->cfg.n_engines; e++) names[e] = w->cfg.engines[e].name;
+    if (hs_sim_search_parse(o->search, names, w->cfg.n_engines, HS_SCHED_MAX_LANES, &sp, &e2))
+        return fail("%s", e2.msg);
+    const int n = sp.n, *eng = sp.engine, *lo = sp.lo, *hi = sp.hi;
     long total = 1;
     for (int i = 0; i < n; i++) total *= hi[i] - lo[i] + 1;
     if (total > MAX_SEARCH) return fail("--search: more than %s fleets", "4096");
@@ -764,17 +702,19 @@ int main(int argc, char **argv)
     if (rc) return rc;
     struct world *w = hs_calloc(1, sizeof *w);
     struct hs_sim_traffic t = {0};
-    struct classes cls = {0};
+    struct hs_sim_classes cls = {0};
     struct hs_error err;
     if (!w) return fail("%s", "out of memory");
-    if (world_load(w, &o, &err) || (o.classes && classes_parse(o.classes, &cls, &err)) ||
+    if (world_load(w, &o, &err) || (o.classes && hs_sim_classes_parse(o.classes, &cls, &err)) ||
         traffic_build(&o, w->models[0], &cls, &t, &err)) {
         rc = fail("%s", err.msg);
         goto out;
     }
     for (size_t i = 0; i < t.n; i++) t.a[i].warmup = t.a[i].at_s < o.warmup_s;
-    struct slo slo = {0};
-    if (o.slo && slo_parse(o.slo, &t, &slo, &err)) {
+    struct hs_sim_slo slo = {0};
+    const char *cnames[HS_SIM_MAX_CLASSES];
+    for (int k = 0; k < t.n_classes; k++) cnames[k] = t.class_name[k];
+    if (o.slo && hs_sim_slo_parse(o.slo, cnames, t.n_classes, &slo, &err)) {
         rc = fail("%s", err.msg);
         goto out;
     }
