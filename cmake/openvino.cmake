@@ -7,8 +7,9 @@ set(HS_OPENVINO "AUTO" CACHE STRING "OpenVINO engine plugin: AUTO (when the runt
 set(HS_OPENVINO_ROOT "${CMAKE_SOURCE_DIR}/third_party/openvino" CACHE PATH
     "OpenVINO runtime: a folder with include/openvino/c/openvino.h and libs/libopenvino_c.so*")
 # Under the sanitizers the runtime cannot load: its threading library dlopens with RTLD_DEEPBIND,
-# which the sanitizer runtimes refuse (the process aborts), so AUTO leaves the plugin out there.
-if((HS_SANITIZE OR HS_TSAN) AND HS_OPENVINO STREQUAL "AUTO")
+# which the sanitizer runtimes refuse (the process aborts), so AUTO leaves the plugin out there
+# (the fuzzing build too: it is instrumented with the sanitizers).
+if((HS_SANITIZE OR HS_TSAN OR HS_FUZZ) AND HS_OPENVINO STREQUAL "AUTO")
   message(STATUS "OpenVINO engine plugin: not built (its runtime cannot run under the sanitizers)")
   set(HS_OPENVINO_SKIP ON)
 endif()

@@ -441,6 +441,9 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                            struct hs_error *err)
 {
     *out = NULL;
+    /* the lane checks' cpu f32 reference engine, made on first need; `fail` destroys it, so it
+     * is NULL from before the first jump there */
+    hs_engine_t ref_engine = NULL;
     hs_status st = hs_config_validate(cfg, err);
     if (st) return st;
     /* Before any engine starts or weight loads: a configuration that cannot fit is refused
@@ -528,7 +531,6 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
 
     struct hs_lane_opts lanes[HS_SCHED_MAX_LANES];
     memset(lanes, 0, sizeof lanes);
-    hs_engine_t ref_engine = NULL;
     for (int i = 0; i < c->n_models; i++) {
         struct hs_executor *ref_exec = NULL; /* this model's f32 reference, for lane checks */
         const struct hs_model_cfg *mc = &c->models[i];

@@ -38,8 +38,7 @@ hs_status hs_sim_classes_parse(const char *spec, struct hs_sim_classes *c, struc
         c->max_tokens[c->n++] = (int)v;
         p = *end ? end + 1 : end;
     }
-    return c->n ? HS_STATUS_OK
-                : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: empty");
+    return c->n ? HS_STATUS_OK : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: empty");
 }
 
 hs_status hs_sim_slo_parse(const char *spec, const char *const *names, int n_names,
