@@ -722,6 +722,38 @@ static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
     batch_end(sl, hs_now_ns(), st, &t, &err);
 }
 
+/* One step of a slot's batcher (lane lock held): picks the bucket due now and takes its
+ * sequences into the slot, failing expired and doomed ones into c. Returns the sequences taken,
+ * counted as running (0: every one failed; hand them to slot_done and try again), or -1 when
+ * nothing is due: the slot is no longer under a backlog and *wake is the next time something
+ * may be. */
+static int slot_take(struct slot *sl, int64_t now, bool draining, int *bucket, int64_t *wake,
+                     struct chain *c)
+{
+    struct lane *L = sl->L;
+    int b = lane_pick(L, now, draining, wake);
+    if (b < 0) {
+        sl->backlog_since_ns = 0;
+        return -1;
+    }
+    int n = lane_take(L, sl, b, now, c);
+    sl->n_taken = n;
+    L->running_seqs += n;
+    L->running_batches += n > 0;
+    *bucket = b;
+    return n;
+}
+
+/* The slot's batch of n sequences is over (lane lock held): under a backlog from its end when
+ * it ran one. */
+static void slot_done(struct slot *sl, int n)
+{
+    struct lane *L = sl->L;
+    L->running_seqs -= n;
+    L->running_batches -= n > 0;
+    sl->backlog_since_ns = n > 0 ? sl->last_end_ns : 0;
+}
+
 static void *lane_main(void *arg)
 {
     struct slot *sl = arg;
@@ -730,26 +762,19 @@ static void *lane_main(void *arg)
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
         int64_t now = hs_now_ns(), wake;
-        bool draining = atomic_load(&s->draining);
-        int b = lane_pick(L, now, draining, &wake);
-        if (b < 0) {
-            sl->backlog_since_ns = 0;
+        struct chain c = {NULL};
+        int b;
+        int n = slot_take(sl, now, atomic_load(&s->draining), &b, &wake, &c);
+        if (n < 0) {
             if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
             cond_wait_until(&L->cv, &L->mu, wake);
             continue;
         }
-        struct chain c = {NULL};
-        int n = lane_take(L, sl, b, now, &c);
-        sl->n_taken = n;
-        L->running_seqs += n;
-        L->running_batches += n > 0;
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
         if (n > 0) lane_run_batch(sl, b, n, now);
         pthread_mutex_lock(&L->mu);
-        L->running_seqs -= n;
-        L->running_batches -= n > 0;
-        sl->backlog_since_ns = n > 0 ? sl->last_end_ns : 0;
+        slot_done(sl, n);
     }
     pthread_cond_broadcast(&L->idle_cv);
     pthread_mutex_unlock(&L->mu);
@@ -1488,31 +1513,21 @@ bool hs_sched_step_begin(struct hs_sched *s, struct hs_sched_step *out, int64_t 
         for (int k = 0; k < L->n_slots; k++) {
             struct slot *sl = &L->slots[k];
             if (sl->stepping) continue;
-            /* as a batcher thread's loop: pick, take (expired and doomed requests are answered
-             * here), run; a slot with nothing due is no longer under a backlog */
+            /* as a batcher thread's loop (lane_main) */
             for (;;) {
                 int64_t due;
+                struct chain c = {NULL};
+                int b;
                 pthread_mutex_lock(&L->mu);
-                int b = lane_pick(L, now, draining, &due);
-                if (b < 0) {
-                    sl->backlog_since_ns = 0;
-                    pthread_mutex_unlock(&L->mu);
+                int n = slot_take(sl, now, draining, &b, &due, &c);
+                if (n == 0) slot_done(sl, 0);
+                pthread_mutex_unlock(&L->mu);
+                chain_flush(&c);
+                if (n < 0) {
                     if (due < *wake) *wake = due;
                     break;
                 }
-                struct chain c = {NULL};
-                int n = lane_take(L, sl, b, now, &c);
-                sl->n_taken = n;
-                L->running_seqs += n;
-                L->running_batches += n > 0;
-                pthread_mutex_unlock(&L->mu);
-                chain_flush(&c);
-                if (n == 0) {
-                    pthread_mutex_lock(&L->mu);
-                    sl->backlog_since_ns = 0;
-                    pthread_mutex_unlock(&L->mu);
-                    continue;
-                }
+                if (n == 0) continue;
                 struct hs_batch batch;
                 batch_begin(sl, b, n, now, &batch);
                 sl->stepping = true;
@@ -1546,9 +1561,7 @@ void hs_sched_step_end(struct hs_sched *s, int lane, int slot, hs_status st,
     const int n = sl->run_n;
     batch_end(sl, s->step_now, st, t ? t : &(struct hs_batch_timing){0}, &err);
     pthread_mutex_lock(&L->mu);
-    L->running_seqs -= n;
-    L->running_batches -= n > 0;
-    sl->backlog_since_ns = sl->last_end_ns;
+    slot_done(sl, n);
     pthread_mutex_unlock(&L->mu);
 }
 
