@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 
 /* Upper bounds keep every shape product below 2^63 and reject nonsense early. */
 #define CFG_MAX_HIDDEN       (1 << 16)
@@ -36,45 +37,11 @@ static hs_status load_json(const char *dir, const char *rel, int required, json_
     *root = NULL;
     if (snprintf(path, sizeof path, "%s/%s", dir, rel) >= (int)sizeof path)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "%s/%s: path too long", dir, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        if (e == ENOENT && !required) return HS_STATUS_OK;
-        char ebuf[128];
-        return hs_error_set(err, e == ENOENT ? HS_STATUS_NOT_FOUND : HS_STATUS_IO,
-                            "%s: cannot open: %s", path, strerror_r(e, ebuf, sizeof ebuf));
-    }
-    /* Read in chunks rather than trusting a size from stat (the file may be a pipe). */
-    size_t cap = 4096, len = 0;
-    char *buf = hs_malloc(cap);
-    hs_status s = HS_STATUS_OK;
-    if (!buf) {
-        s = hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= CFG_MAX_FILE_BYTES) {
-                s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: larger than %u bytes", path,
-                                 CFG_MAX_FILE_BYTES);
-                goto out;
-            }
-            char *nb = hs_realloc(buf, cap * 2);
-            if (!nb) {
-                s = hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
-                goto out;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        s = hs_error_set(err, HS_STATUS_IO, "%s: read error", path);
-        goto out;
-    }
+    char *buf;
+    size_t len;
+    hs_status s = hs_read_file(path, CFG_MAX_FILE_BYTES, &buf, &len, err);
+    if (s == HS_STATUS_NOT_FOUND && !required) return HS_STATUS_OK;
+    if (s) return s;
     json_error_t jerr;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!*root) {
@@ -90,7 +57,6 @@ static hs_status load_json(const char *dir, const char *rel, int required, json_
     }
 out:
     hs_free(buf);
-    fclose(f);
     return s;
 }
 

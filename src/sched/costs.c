@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 
 static const char *const kind_names[HS_COST_KINDS] = {"embed", "attn", "ffn", "pool", "normalize"};
 
@@ -217,17 +218,11 @@ hs_status hs_costs_parse(const char *text, size_t len, const char *label, struct
 
 hs_status hs_costs_load(const char *path, struct hs_costs *out, struct hs_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open profile %s", path);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = hs_malloc(cap), *nb;
-    while (buf && (len += fread(buf + len, 1, cap - len, f)) == cap) {
-        if (!(nb = hs_realloc(buf, cap *= 2))) hs_free(buf);
-        buf = nb;
-    }
-    fclose(f);
-    if (!buf) return hs_error_set(err, HS_STATUS_NO_MEMORY, "reading %s", path);
-    hs_status st = hs_costs_parse(buf, len, path, out, err);
+    char *buf;
+    size_t len;
+    hs_status st = hs_read_file(path, 0, &buf, &len, err);
+    if (st) return st == HS_STATUS_NOT_FOUND ? HS_STATUS_IO : st;
+    st = hs_costs_parse(buf, len, path, out, err);
     hs_free(buf);
     return st;
 }
@@ -340,4 +335,30 @@ static double whole_value(const struct hs_cost_cell *c, void *ctx)
 double hs_costs_whole_ms(const struct hs_cost_lane *l, int batch, int bucket)
 {
     return interp(l, batch, bucket, NULL, whole_value);
+}
+
+int hs_costs_buckets(const struct hs_cost_lane *l, int *out)
+{
+    int nb = 0;
+    for (int i = 0; i < l->n_cells; i++) {
+        int v = l->cells[i].bucket, k = 0;
+        while (k < nb && out[k] < v) k++;
+        if (k < nb && out[k] == v) continue;
+        memmove(out + k + 1, out + k, (size_t)(nb - k) * sizeof *out);
+        out[k] = v;
+        nb++;
+    }
+    return nb;
+}
+
+double hs_costs_ragged(const int *b, int nb, double len, double (*at)(void *ctx, int bucket),
+                       void *ctx)
+{
+    if (nb < 2 || len >= b[nb - 1]) return at(ctx, (int)ceil(len));
+    int k = 0;
+    while (k + 2 < nb && len > b[k + 1]) k++;
+    double t0 = at(ctx, b[k]), t1 = at(ctx, b[k + 1]);
+    double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
+    if (len < b[0] && t < t0 * len / b[0]) t = t0 * len / b[0];
+    return t;
 }

@@ -90,4 +90,16 @@ int hs_costs_count(const struct hs_cost_lane *l, enum hs_cost_kind k);
 /* The whole model's batch time at (batch, bucket): compute + copy_in + copy_out + overhead. */
 double hs_costs_whole_ms(const struct hs_cost_lane *l, int batch, int bucket);
 
+/* The distinct buckets l measured, ascending, into out (room for HS_COSTS_MAX_CELLS); their
+ * count. */
+int hs_costs_buckets(const struct hs_cost_lane *l, int *out);
+/* A batch's time on an engine that computes ragged batches (its time follows the real tokens,
+ * not the padded shape), at its sequences' mean length len: at(ctx, S), the batch's time at a
+ * measured bucket S, interpolated linearly in the length between the measured buckets around
+ * len (buckets: hs_costs_buckets'; below the smallest, along the first two but never under the
+ * smallest's time scaled by the length; at or past the largest, or with one bucket, at(ctx,
+ * ceil(len)), which the cost queries extrapolate). */
+double hs_costs_ragged(const int *buckets, int n, double len, double (*at)(void *ctx, int bucket),
+                       void *ctx);
+
 #endif

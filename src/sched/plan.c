@@ -165,6 +165,8 @@ double hs_plan_batch_ms(const struct hs_plan *p, int lane, int n, int s)
 struct plan_sim {
     const struct hs_plan *p;
     double tax[2];
+    int n_buckets; /* the profile's measured buckets (of the plan's first engine) */
+    int buckets[HS_COSTS_MAX_CELLS];
 };
 
 /* Engines that compute ragged batches (cpu): their time follows the real tokens. */
@@ -173,36 +175,26 @@ static bool ragged(const struct hs_plan *p)
     return !strcmp(p->a->kind, "cpu") && (!p->b || !strcmp(p->b->kind, "cpu"));
 }
 
-/* A batch of n sequences of mean real length len on a ragged lane: the plan's batch time
- * interpolated linearly in the length between the profile's measured buckets around it (below
- * the smallest: along the first two, never under the smallest's time scaled by the length). */
-static double ragged_ms(const struct hs_plan *p, int lane, int n, double len)
+struct plan_at {
+    const struct hs_plan *p;
+    int lane, n;
+};
+
+static double plan_at(void *ctx, int bucket)
 {
-    int b[HS_COSTS_MAX_CELLS], nb = 0;
-    for (int i = 0; i < p->a->n_cells; i++) {
-        int v = p->a->cells[i].bucket, k = 0;
-        while (k < nb && b[k] < v) k++;
-        if (k < nb && b[k] == v) continue;
-        memmove(b + k + 1, b + k, (size_t)(nb - k) * sizeof *b);
-        b[k] = v;
-        nb++;
-    }
-    if (nb < 2 || len >= b[nb - 1]) return hs_plan_batch_ms(p, lane, n, (int)ceil(len));
-    int k = 0;
-    while (k + 2 < nb && len > b[k + 1]) k++;
-    double t0 = hs_plan_batch_ms(p, lane, n, b[k]), t1 = hs_plan_batch_ms(p, lane, n, b[k + 1]);
-    double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
-    if (len < b[0] && t < t0 * len / b[0]) t = t0 * len / b[0];
-    return t;
+    const struct plan_at *a = ctx;
+    return hs_plan_batch_ms(a->p, a->lane, a->n, bucket);
 }
 
 static double plan_batch_s(void *ctx, const struct hs_sched_step *b)
 {
     const struct plan_sim *c = ctx;
     const int lane = c->p->kind == HS_PLAN_BUCKETS ? b->lane : 0;
-    double ms = ragged(c->p) && b->n_seqs > 0
-                    ? ragged_ms(c->p, lane, b->n_seqs, (double)b->tokens / b->n_seqs)
-                    : hs_plan_batch_ms(c->p, lane, b->shape_batch, b->shape_seq);
+    struct plan_at a = {c->p, lane, b->n_seqs};
+    double ms =
+        ragged(c->p) && b->n_seqs > 0
+            ? hs_costs_ragged(c->buckets, c->n_buckets, (double)b->tokens / b->n_seqs, plan_at, &a)
+            : hs_plan_batch_ms(c->p, lane, b->shape_batch, b->shape_seq);
     return ms / 1e3 * c->tax[lane];
 }
 
@@ -281,7 +273,8 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
     struct hs_lane_opts lo[2];
     struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
     if (!ro) return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
-    struct plan_sim ps = {p, {lane_tax(p, o, 0), lane_tax(p, o, 1)}};
+    struct plan_sim ps = {p, {lane_tax(p, o, 0), lane_tax(p, o, 1)}, 0, {0}};
+    ps.n_buckets = hs_costs_buckets(p->a, ps.buckets);
     struct hs_sim_setup su = {.n_lanes = lanes,
                               .lanes = lo,
                               .router = ro,

@@ -29,42 +29,6 @@ void hs_sim_result_free(struct hs_sim_result *r)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * batch times
- */
-
-static double ms_at(const struct hs_cost_lane *l, int n, int bucket)
-{
-    return hs_costs_whole_ms(l, n, bucket);
-}
-
-double hs_sim_batch_s(const struct hs_cost_lane *l, bool ragged, int n, int64_t tokens,
-                      int shape_batch, int shape_seq)
-{
-    if (!ragged || n <= 0) return ms_at(l, shape_batch, shape_seq) / 1e3;
-    /* the measured buckets, ascending */
-    int b[HS_COSTS_MAX_CELLS], nb = 0;
-    for (int i = 0; i < l->n_cells; i++) {
-        int v = l->cells[i].bucket, k = 0;
-        while (k < nb && b[k] < v) k++;
-        if (k < nb && b[k] == v) continue;
-        memmove(b + k + 1, b + k, (size_t)(nb - k) * sizeof *b);
-        b[k] = v;
-        nb++;
-    }
-    if (nb == 0) return 0;
-    double len = (double)tokens / n;
-    if (nb == 1 || len >= b[nb - 1]) return ms_at(l, n, (int)ceil(len)) / 1e3;
-    int k = 0;
-    while (k + 2 < nb && len > b[k + 1]) k++;
-    /* linear in the mean length between the measured buckets around it (below the smallest:
-     * along the first two, never under the smallest's time scaled by the length) */
-    double t0 = ms_at(l, n, b[k]), t1 = ms_at(l, n, b[k + 1]);
-    double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
-    if (len < b[0] && t < t0 * len / b[0]) t = t0 * len / b[0];
-    return t / 1e3;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * events
  */
 

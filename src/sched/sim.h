@@ -97,13 +97,6 @@ struct hs_sim_result {
 
 void hs_sim_result_free(struct hs_sim_result *r);
 
-/* Batch seconds of n sequences holding `tokens` real tokens, padded to (shape_batch,
- * shape_seq), on an engine measured as l: the profile's whole-model time, interpolated over the
- * measured buckets around the batch's mean length when the engine computes ragged batches (its
- * time follows the real tokens: cpu), else at the padded shape. */
-double hs_sim_batch_s(const struct hs_cost_lane *l, bool ragged, int n, int64_t tokens,
-                      int shape_batch, int shape_seq);
-
 /* Runs the traffic through the setup. HS_STATUS_INVALID_ARGUMENT for a setup the scheduler or
  * router refuses (err says why); *out is filled on success (free with hs_sim_result_free). */
 hs_status hs_sim_run(const struct hs_sim_setup *s, const struct hs_sim_traffic *t,

@@ -16,6 +16,7 @@
 #include <yaml.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "engine/plugin.h"
 #include "sched/router.h"
 
@@ -810,17 +811,11 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
 
 hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open config file %s", path);
-    size_t cap = 4096, len = 0;
-    char *buf = hs_malloc(cap), *nb;
-    while (buf && (len += fread(buf + len, 1, cap - len, f)) == cap) {
-        if (!(nb = hs_realloc(buf, cap *= 2))) hs_free(buf);
-        buf = nb;
-    }
-    fclose(f);
-    if (!buf) return hs_error_set(err, HS_STATUS_NO_MEMORY, "reading %s", path);
-    hs_status st = hs_config_parse(buf, len, path, c, err);
+    char *buf;
+    size_t len;
+    hs_status st = hs_read_file(path, 0, &buf, &len, err);
+    if (st) return st == HS_STATUS_NOT_FOUND ? HS_STATUS_IO : st;
+    st = hs_config_parse(buf, len, path, c, err);
     hs_free(buf);
     return st ? st : hs_config_validate(c, err);
 }

@@ -1,9 +1,13 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -58,10 +62,50 @@ static void half_conversions(void **state)
     assert_int_equal(hs_dtype_size(HS_DTYPE_I64), 8);
 }
 
+
+static void read_file_whole(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/hs_test_read_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    /* longer than the first 4 KiB chunk, with a NUL byte inside */
+    char data[10000];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (char)('a' + i % 26);
+    data[5000] = '\0';
+    assert_int_equal(write(fd, data, sizeof data), (int)sizeof data);
+    close(fd);
+    char *got;
+    size_t len;
+    struct hs_error err = {0};
+    int64_t live = hs_alloc_live();
+    assert_int_equal(hs_read_file(path, 0, &got, &len, &err), HS_STATUS_OK);
+    assert_int_equal(len, sizeof data);
+    assert_memory_equal(got, data, sizeof data);
+    assert_int_equal(got[len], '\0');
+    hs_free(got);
+    /* a limit it passes: refused with the path, nothing kept */
+    assert_int_equal(hs_read_file(path, 9999, &got, &len, &err), HS_STATUS_CORRUPT);
+    assert_null(got);
+    assert_non_null(strstr(err.msg, "larger than 9999 bytes"));
+    assert_int_equal(hs_read_file(path, 10000, &got, &len, &err), HS_STATUS_OK);
+    hs_free(got);
+    /* out of memory: refused, nothing leaked */
+    hs_alloc_fail_after(1);
+    assert_int_equal(hs_read_file(path, 0, &got, &len, &err), HS_STATUS_NO_MEMORY);
+    hs_alloc_fail_after(-1);
+    assert_int_equal(hs_alloc_live(), live);
+    unlink(path);
+    assert_int_equal(hs_read_file(path, 0, &got, &len, &err), HS_STATUS_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "cannot open"));
+    assert_non_null(strstr(err.msg, path));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings),
+        cmocka_unit_test(read_file_whole),
         cmocka_unit_test(alloc_counts_and_fails),
         cmocka_unit_test(half_conversions),
     };

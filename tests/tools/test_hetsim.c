@@ -102,15 +102,18 @@ static void batch_times(void **state)
     (void)state;
     struct hs_cost_lane l;
     lane_make(&l, "x", 1.0, 0.01);
+    int b[HS_COSTS_MAX_CELLS];
+    assert_int_equal(hs_costs_buckets(&l, b), 3);
+    assert_true(b[0] == 16 && b[1] == 64 && b[2] == 256);
     /* a measured cell: 1 + 0.01 * 4 * 64 ms */
-    assert_true(fabs(hs_sim_batch_s(&l, false, 3, 100, 4, 64) - 3.56e-3) < 1e-9);
+    assert_true(fabs(hs_fleet_batch_s(&l, b, 3, false, 3, 100, 4, 64) - 3.56e-3) < 1e-9);
     /* ragged: 4 sequences of mean length 40, between buckets 16 (1.64 ms) and 64 (3.56 ms) */
     double want = (1.64 + (40.0 - 16) / 48 * (3.56 - 1.64)) * 1e-3;
-    assert_true(fabs(hs_sim_batch_s(&l, true, 4, 160, 4, 64) - want) < 1e-9);
+    assert_true(fabs(hs_fleet_batch_s(&l, b, 3, true, 4, 160, 4, 64) - want) < 1e-9);
     /* below the smallest bucket: along the first two buckets' line (1 + 0.01 * 4 * 8) */
-    assert_true(fabs(hs_sim_batch_s(&l, true, 4, 32, 4, 16) - 1.32e-3) < 1e-9);
+    assert_true(fabs(hs_fleet_batch_s(&l, b, 3, true, 4, 32, 4, 16) - 1.32e-3) < 1e-9);
     /* between measured batches: linear in the batch (2 of 1 and 4 at bucket 16) */
-    assert_true(fabs(hs_sim_batch_s(&l, false, 2, 32, 2, 16) - 1.32e-3) < 1e-9);
+    assert_true(fabs(hs_fleet_batch_s(&l, b, 3, false, 2, 32, 2, 16) - 1.32e-3) < 1e-9);
 }
 
 static void lone_requests_exact(void **state)

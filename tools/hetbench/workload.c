@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 
 /* ---- RNG: xoshiro256** seeded through splitmix64 ---- */
 
@@ -304,29 +305,8 @@ void hs_bench_words_builtin(struct hs_bench_words *w)
 
 static hs_status read_file(const char *path, char **data, size_t *bytes, struct hs_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open '%s'", path);
-    struct hs_bench_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (hs_bench_buf_append(&b, chunk, n)) {
-            fclose(f);
-            hs_bench_buf_free(&b);
-            return hs_error_set(err, HS_STATUS_NO_MEMORY, "out of memory reading '%s'", path);
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        hs_bench_buf_free(&b);
-        return hs_error_set(err, HS_STATUS_IO, "read error on '%s'", path);
-    }
-    if (hs_bench_buf_reserve(&b, 0)) return hs_error_set(err, HS_STATUS_NO_MEMORY, "out of memory");
-    b.p[b.len] = 0;
-    *data = b.p;
-    *bytes = b.len;
-    return HS_STATUS_OK;
+    hs_status st = hs_read_file(path, 0, data, bytes, err);
+    return st == HS_STATUS_NOT_FOUND ? HS_STATUS_IO : st;
 }
 
 hs_status hs_bench_words_load(const char *path, struct hs_bench_words *w, struct hs_error *err)
@@ -458,10 +438,15 @@ int hs_bench_corpus_pick_class(const struct hs_bench_corpus *c, struct hs_bench_
     return c->cls[hs_bench_rng_next(r) % c->n_texts];
 }
 
+size_t hs_bench_corpus_pick_index(const struct hs_bench_corpus *c, int cls, struct hs_bench_rng *r)
+{
+    return c->class_members[cls][hs_bench_rng_next(r) % c->class_count[cls]];
+}
+
 const char *hs_bench_corpus_pick_text(const struct hs_bench_corpus *c, int cls,
                                       struct hs_bench_rng *r)
 {
-    return c->text[c->class_members[cls][hs_bench_rng_next(r) % c->class_count[cls]]];
+    return c->text[hs_bench_corpus_pick_index(c, cls, r)];
 }
 
 void hs_bench_corpus_free(struct hs_bench_corpus *c)

@@ -122,6 +122,8 @@ hs_status hs_bench_corpus_load(const char *path, struct hs_bench_corpus *c, stru
 int hs_bench_corpus_pick_class(const struct hs_bench_corpus *c, struct hs_bench_rng *r);
 const char *hs_bench_corpus_pick_text(const struct hs_bench_corpus *c, int cls,
                                       struct hs_bench_rng *r);
+/* The same draw as hs_bench_corpus_pick_text, as the text's index. */
+size_t hs_bench_corpus_pick_index(const struct hs_bench_corpus *c, int cls, struct hs_bench_rng *r);
 void hs_bench_corpus_free(struct hs_bench_corpus *c);
 
 /* ---- targets ---- */

@@ -11,14 +11,35 @@ struct ctx {
     const struct hs_sim_fleet *f;
     int lane_engine[HS_SCHED_MAX_LANES];
     bool ragged[HS_FLEET_MAX_ENGINES];
+    int n_buckets[HS_FLEET_MAX_ENGINES]; /* each engine's measured buckets, found once */
+    int buckets[HS_FLEET_MAX_ENGINES][HS_COSTS_MAX_CELLS];
 };
+
+struct at_ctx {
+    const struct hs_cost_lane *l;
+    int n;
+};
+
+static double whole_at(void *p, int bucket)
+{
+    const struct at_ctx *a = p;
+    return hs_costs_whole_ms(a->l, a->n, bucket);
+}
+
+double hs_fleet_batch_s(const struct hs_cost_lane *l, const int *buckets, int nb, bool ragged,
+                        int n, int64_t tokens, int shape_batch, int shape_seq)
+{
+    if (!ragged || n <= 0 || nb == 0) return hs_costs_whole_ms(l, shape_batch, shape_seq) / 1e3;
+    struct at_ctx a = {l, n};
+    return hs_costs_ragged(buckets, nb, (double)tokens / n, whole_at, &a) / 1e3;
+}
 
 static double batch_s(void *p, const struct hs_sched_step *b)
 {
     const struct ctx *c = p;
     const int e = c->lane_engine[b->lane];
-    double s = hs_sim_batch_s(c->f->cost[e], c->ragged[e], b->n_seqs, b->tokens, b->shape_batch,
-                              b->shape_seq);
+    double s = hs_fleet_batch_s(c->f->cost[e], c->buckets[e], c->n_buckets[e], c->ragged[e],
+                                b->n_seqs, b->tokens, b->shape_batch, b->shape_seq);
     return s * (c->f->tax[e] > 0 ? c->f->tax[e] : 1.0);
 }
 
@@ -67,6 +88,7 @@ hs_status hs_sim_fleet_run(const struct hs_sim_fleet *f, const struct hs_sim_tra
             goto done;
         }
         cx->ragged[e] = !strcmp(f->cost[e]->kind, "cpu");
+        cx->n_buckets[e] = hs_costs_buckets(f->cost[e], cx->buckets[e]);
         snprintf(s->group_name[e], sizeof s->group_name[e], "%s", c->engines[e].name);
     }
     s->n_groups = c->n_engines;

@@ -5,10 +5,13 @@
  * worker slots; 0: absent, and a route naming only absent engines uses the model's other lanes,
  * as a route whose lanes all failed their check), each routed as the configuration routes e
  * (server/topology.h: the server's own translation). A batch on engine e lasts
- * hs_sim_batch_s(cost[e], ragged for the cpu kind, ...) times tax[e].
+ * hs_fleet_batch_s(cost[e], ...) times tax[e].
  */
 #ifndef HS_TOOLS_HETSIM_FLEET_H
 #define HS_TOOLS_HETSIM_FLEET_H
+
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "model/config.h"
 #include "sched/costs.h"
@@ -32,6 +35,13 @@ struct hs_sim_fleet {
                            tokenizing, sending), a constant */
     double bin_s;       /* utilization time bins (0 = 1 s) */
 };
+
+/* Batch seconds of n sequences holding `tokens` real tokens, padded to (shape_batch,
+ * shape_seq), on an engine measured as l (buckets, nb: hs_costs_buckets(l)): the profile's
+ * whole-model time at the batch's mean real length (hs_costs_ragged) when the engine computes
+ * ragged batches (the cpu kind), else at the padded shape. */
+double hs_fleet_batch_s(const struct hs_cost_lane *l, const int *buckets, int nb, bool ragged,
+                        int n, int64_t tokens, int shape_batch, int shape_seq);
 
 /* Simulates the traffic on the fleet; out's groups are the configured engines, in order.
  * HS_STATUS_INVALID_ARGUMENT / INVALID_INPUT name what the fleet lacks (an engine without costs,

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "core/log.h"
 #include "hetbench/workload.h"
 #include "hetsim/fleet.h"
@@ -196,10 +197,8 @@ static hs_status traffic_build(const struct opts *o, const struct hs_model *mode
             at += hs_bench_rng_exp(&rng, o->rate);
             if (at >= o->duration_s) break;
             int c = hs_bench_corpus_pick_class(&corpus, &rng);
-            const char *text = hs_bench_corpus_pick_text(&corpus, c, &rng);
-            size_t idx = 0;
-            while (idx < corpus.n_texts && corpus.text[idx] != text) idx++;
-            st = tb_add(&b, at, c, &len_of[idx < corpus.n_texts ? idx : 0], 1, prio, o->timeout_ms);
+            size_t idx = hs_bench_corpus_pick_index(&corpus, c, &rng);
+            st = tb_add(&b, at, c, &len_of[idx], 1, prio, o->timeout_ms);
         }
         hs_free(len_of);
         hs_free(ids);
@@ -260,32 +259,16 @@ static int engine_index(const struct hs_config *c, const char *name, size_t len)
 
 static hs_status prices_load(struct world *w, const char *path, struct hs_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "--prices %s: cannot open", path);
-    char *text = NULL;
-    size_t len = 0, cap = 0, got;
-    char buf[4096];
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (len + got > cap) {
-            cap = (len + got) * 2;
-            char *t = hs_realloc(text, cap);
-            if (!t) {
-                hs_free(text);
-                fclose(f);
-                return hs_error_set(err, HS_STATUS_NO_MEMORY, "--prices: out of memory");
-            }
-            text = t;
-        }
-        memcpy(text + len, buf, got);
-        len += got;
-    }
-    fclose(f);
+    char *text;
+    size_t len;
+    hs_status st = hs_read_file(path, 1 << 20, &text, &len, err);
+    if (st) return st;
     const char *names[HS_FLEET_MAX_ENGINES];
     for (int e = 0; e < w->cfg.n_engines; e++) names[e] = w->cfg.engines[e].name;
     char label[300];
     snprintf(label, sizeof label, "--prices %s", path);
-    hs_status st = hs_sim_prices_parse(text ? text : "", len, label, names, w->cfg.n_engines,
-                                       w->price, w->price_source, err);
+    st = hs_sim_prices_parse(text, len, label, names, w->cfg.n_engines, w->price, w->price_source,
+                             err);
     hs_free(text);
     w->priced = !st;
     return st;
