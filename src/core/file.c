@@ -21,12 +21,11 @@ hs_status hs_read_file(const char *path, size_t max_bytes, char **data, size_t *
     }
     size_t cap = 4096, n = 0;
     char *buf = hs_malloc(cap);
-    hs_status st = buf ? HS_STATUS_OK
-                       : hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
+    hs_status st =
+        buf ? HS_STATUS_OK : hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
     while (!st) {
         if (max_bytes && n > max_bytes) {
-            st = hs_error_set(err, HS_STATUS_CORRUPT, "%s: larger than %zu bytes", path,
-                              max_bytes);
+            st = hs_error_set(err, HS_STATUS_CORRUPT, "%s: larger than %zu bytes", path, max_bytes);
             break;
         }
         if (n + 1 == cap) { /* full, but for the terminating NUL */

@@ -62,7 +62,6 @@ static void half_conversions(void **state)
     assert_int_equal(hs_dtype_size(HS_DTYPE_I64), 8);
 }
 
-
 static void read_file_whole(void **state)
 {
     (void)state;
