@@ -1,5 +1,6 @@
 #include "model/executor.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -7,9 +8,17 @@
 
 #define HS_EXEC_MAX_ENGINES 8
 
+/* First come, first served hold of one engine (pipeline): tickets in arrival order. */
+struct engine_hold {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t next, serving;
+};
+
 struct exec_engine {
     hs_engine_t engine;
-    void **ws; /* [slots] */
+    void **ws;                /* [slots] */
+    struct engine_hold *hold; /* pipeline only, else NULL */
 };
 
 struct hs_executor {
@@ -136,10 +145,31 @@ void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from,
     *to = x->eng[x->bound_to[i]].engine;
 }
 
+static void hold_take(struct engine_hold *h)
+{
+    pthread_mutex_lock(&h->mu);
+    uint64_t me = h->next++;
+    while (h->serving != me) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void hold_give(struct engine_hold *h)
+{
+    pthread_mutex_lock(&h->mu);
+    h->serving++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
 void hs_executor_free(struct hs_executor *x)
 {
     if (!x) return;
     for (int i = 0; i < x->n_eng; i++) {
+        if (x->eng[i].hold) {
+            pthread_mutex_destroy(&x->eng[i].hold->mu);
+            pthread_cond_destroy(&x->eng[i].hold->cv);
+            hs_free(x->eng[i].hold);
+        }
         if (!x->eng[i].ws) continue;
         for (int s = 0; s < x->opts.slots; s++)
             hs_engine_ws_destroy(x->eng[i].engine, x->eng[i].ws[s]);
@@ -242,6 +272,20 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
                               .tokens_max = o.tokens_max,
                               .seq_max = o.seq_max,
                               .dims = &m->config.dims};
+    for (int k = 0; k < x->n_eng && o.pipeline && multi; k++) {
+        struct engine_hold *h = hs_calloc(1, sizeof *h);
+        if (!h) goto oom;
+        if (pthread_mutex_init(&h->mu, NULL)) {
+            hs_free(h);
+            goto oom;
+        }
+        if (pthread_cond_init(&h->cv, NULL)) {
+            pthread_mutex_destroy(&h->mu);
+            hs_free(h);
+            goto oom;
+        }
+        x->eng[k].hold = h;
+    }
     for (int k = 0; k < x->n_eng; k++) {
         spec.dtypes = 0; /* what this engine's stages compute in */
         for (int i = 0; i < m->n_stages; i++)
@@ -291,28 +335,38 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
     t.n_boundaries = x->n_bound;
     const struct hs_model *m = x->model;
     int cur = -1;
-    int64_t last_sync_ns = 0;    /* the sync that ended the current engine's run */
-    int64_t last_sync_at_ns = 0; /* when it started */
+    struct engine_hold *held = NULL; /* pipeline: the engine this batch holds */
+    int64_t last_sync_ns = 0;        /* the sync that ended the current engine's run */
+    int64_t last_sync_at_ns = 0;     /* when it started */
     hs_status st = HS_STATUS_OK;
     for (int i = 0; i < x->n_stages; i++) {
         int k = x->stage_eng[i];
         struct exec_engine *ee = &x->eng[k];
         if (k != cur) {
-            int64_t t0 = hs_now_ns();
+            int64_t t0 = hs_now_ns(), w0 = t0, waited = 0;
             if (cur < 0) {
+                if (ee->hold) {
+                    hold_take(held = ee->hold);
+                    waited = hs_now_ns() - t0;
+                }
                 st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
-                t.copy_in_ns += hs_now_ns() - t0;
+                t.copy_in_ns += hs_now_ns() - t0 - waited;
             } else {
                 /* the live activation is pooled once pooling has run, hidden before */
                 enum hs_act_buf buf =
                     m->stages[i].kind == HS_STAGE_NORMALIZE ? HS_ACT_BUF_POOLED : HS_ACT_BUF_HIDDEN;
                 struct exec_engine *prev = &x->eng[cur];
                 st = hs_engine_act_read(prev->engine, prev->ws[slot], buf, x->xfer[slot], err);
+                if (st == HS_STATUS_OK && ee->hold) {
+                    w0 = hs_now_ns();
+                    hold_take(held = ee->hold);
+                    waited = hs_now_ns() - w0;
+                }
                 if (st == HS_STATUS_OK)
                     st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
                 if (st == HS_STATUS_OK)
                     st = hs_engine_act_write(ee->engine, ee->ws[slot], buf, x->xfer[slot], err);
-                int64_t dt = hs_now_ns() - t0;
+                int64_t dt = hs_now_ns() - t0 - waited;
                 int bi = x->stage_bound[i];
                 t.transfer_ns += dt;
                 t.n_transfers++;
@@ -324,10 +378,13 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                         .boundary = bi,
                         .sync_start_ns = last_sync_at_ns,
                         .copy_start_ns = t0,
-                        .copy_end_ns = t0 + dt,
+                        .copy_end_ns = t0 + waited + dt,
+                        .wait_start_ns = w0,
+                        .wait_ns = waited,
                     };
             }
-            if (st != HS_STATUS_OK) return st;
+            t.wait_ns += waited;
+            if (st != HS_STATUS_OK) break;
             cur = k;
         }
         int64_t t0 = hs_now_ns();
@@ -338,10 +395,16 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
             st = hs_engine_sync(ee->engine, ee->ws[slot], err);
             last_sync_ns = hs_now_ns() - t1;
             last_sync_at_ns = t1;
+            if (held) { /* the engine is free for the next batch; the copy out needs only ws */
+                hold_give(held);
+                held = NULL;
+            }
         }
         t.compute_ns += hs_now_ns() - t0;
-        if (st != HS_STATUS_OK) return st;
+        if (st != HS_STATUS_OK) break;
     }
+    if (held) hold_give(held);
+    if (st != HS_STATUS_OK) return st;
     int64_t t0 = hs_now_ns();
     st = hs_engine_act_read(x->eng[cur].engine, x->eng[cur].ws[slot], HS_ACT_BUF_POOLED, out, err);
     t.copy_out_ns = hs_now_ns() - t0;

@@ -61,6 +61,12 @@ struct hs_executor_opts {
     /* false (default): when the model has a quantization plan for dtype (model/quant.h), its
      * stages marked keep_f32 compute in f32; true: only the placement's keep_f32 counts */
     bool no_quant_plan;
+    /* A split placement's engines run one batch at a time each: every run of stages on an engine
+     * (from its batch_begin to the sync that ends it) holds that engine, first come first
+     * served, so that with slots >= 2 batch k's stages on the second engine overlap batch k+1's
+     * on the first (a pipeline) instead of two batches sharing one engine's cores. The copy out
+     * of the giving engine holds neither. No effect on a single engine. */
+    bool pipeline;
 };
 
 #define HS_EXEC_MAX_BOUNDARIES 8
@@ -72,6 +78,7 @@ struct hs_exec_timing {
     int64_t compute_ns;  /* all run_stage calls, and the syncs that end each engine's run */
     int64_t transfer_ns; /* activation copies at engine boundaries */
     int64_t copy_out_ns; /* final act_read */
+    int64_t wait_ns;     /* pipeline: waiting for an engine another slot held (in no other field) */
     int n_transfers;
     /* Per boundary (hs_executor_boundary: one per ordered pair of engines that hand over an
      * activation, however often): the copies' time (part of transfer_ns) and the syncs that
@@ -81,11 +88,13 @@ struct hs_exec_timing {
     int64_t boundary_sync_ns[HS_EXEC_MAX_BOUNDARIES];
     int boundary_count[HS_EXEC_MAX_BOUNDARIES]; /* hand-overs this batch */
     /* each hand-over in order (the first HS_EXEC_MAX_HANDOVERS): its boundary, when the giving
-     * engine's closing sync started, and when the copy started and ended (hs_now_ns) */
+     * engine's closing sync started, when the copy started and ended (hs_now_ns), and the wait
+     * for the taking engine within it */
     int n_handovers;
     struct hs_exec_handover {
         int boundary;
         int64_t sync_start_ns, copy_start_ns, copy_end_ns;
+        int64_t wait_start_ns, wait_ns; /* pipeline: inside the copy, the wait for the taker */
     } handovers[HS_EXEC_MAX_HANDOVERS];
 };
 

@@ -98,6 +98,7 @@ struct hs_request {
     /* its last batch's engine boundaries (struct hs_batch_timing), for Server-Timing */
     int n_boundaries;
     int64_t boundary_copy_ns[8], boundary_sync_ns[8];
+    int64_t wait_ns; /* a pipelined split: waiting for an engine another batch held */
 
     /* --- scheduler-owned --- */
     atomic_int refs;

@@ -653,6 +653,7 @@ static void batch_end(struct slot *sl, int64_t end, hs_status st, const struct h
         r->ts[HS_TS_COPY_OUT] = copy_out_end;
         r->batch_id = batch_id;
         r->n_boundaries = t->n_boundaries;
+        r->wait_ns = t->wait_ns;
         for (int k = 0; k < t->n_boundaries && k < HS_BATCH_MAX_BOUNDARIES; k++) {
             r->boundary_copy_ns[k] = t->boundary_copy_ns[k];
             r->boundary_sync_ns[k] = t->boundary_sync_ns[k];

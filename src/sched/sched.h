@@ -74,12 +74,16 @@ struct hs_batch_timing {
     int n_boundaries;
     int64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
     int64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
+    /* a pipelined split: time waiting for an engine another batch held (part of compute_ns) */
+    int64_t wait_ns;
     /* each hand-over across a boundary, in order (the first HS_BATCH_MAX_HANDOVERS): its
-     * boundary, when the giving engine's closing sync started, when the copy started and ended */
+     * boundary, when the giving engine's closing sync started, when the copy started and ended,
+     * and the wait for the taking engine within the copy */
     int n_handovers;
     struct hs_batch_handover {
         int boundary;
         int64_t sync_start_ns, copy_start_ns, copy_end_ns;
+        int64_t wait_start_ns, wait_ns;
     } handovers[HS_BATCH_MAX_HANDOVERS];
 };
 

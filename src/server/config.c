@@ -327,6 +327,17 @@ static const struct key keys[] = {
      0,
      "",
      "engines[].name"},
+    {.section = "models[].placement",
+     .name = "pipeline",
+     F(model_cfg, placement.pipeline),
+     K_BOOL,
+     0,
+     0,
+     "false",
+     "a split's engines each run one batch at a time, first come first served, and the lane "
+     "keeps at least one batch in flight per engine (its engine's slots, raised to that): batch "
+     "k's later layers run while batch k+1's first ones do (false: a batch runs its stages one "
+     "after the other; with slots > 1 batches share the engines)"},
 
     {SEC("batching"), .doc = "how requests of one length bucket are batched"},
     {C(batching, batch_window_us), K_INT, 0, 60e6, "2000",
@@ -871,6 +882,20 @@ int hs_config_placement_split(const struct hs_model_cfg *m)
     return m->placement.n_layers > 0 || m->placement.attention[0] || m->placement.ffn[0];
 }
 
+int hs_config_lane_slots(const struct hs_model_cfg *m, const struct hs_engine_cfg *ec)
+{
+    int slots = ec->slots > 0 ? ec->slots : 1;
+    const struct hs_placement_cfg *p = &m->placement;
+    if (!p->pipeline || !hs_config_placement_split(m)) return slots;
+    int n = p->n_layers ? 0 : 2; /* modules: two engines */
+    for (int r = 0; r < p->n_layers; r++) {
+        int seen = 0;
+        for (int q = 0; q < r; q++) seen |= !strcmp(p->layers[q].engine, p->layers[r].engine);
+        n += !seen;
+    }
+    return slots > n ? slots : n;
+}
+
 int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine)
 {
     const struct hs_placement_cfg *p = &m->placement;
@@ -887,6 +912,10 @@ static hs_status check_placement(const struct hs_config *c, int i, struct hs_err
 {
     const struct hs_model_cfg *m = &c->models[i];
     const struct hs_placement_cfg *p = &m->placement;
+    if (p->pipeline && !hs_config_placement_split(m))
+        return BAD("models[%d].placement.pipeline: pipelines a split; this model has no layers or "
+                   "modules placement",
+                   i);
     if (!hs_config_placement_split(m)) return HS_STATUS_OK;
     if (p->n_layers && (p->attention[0] || p->ffn[0]))
         return BAD("models[%d].placement: layers or modules, not both", i);

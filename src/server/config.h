@@ -81,6 +81,7 @@ struct hs_placement_cfg {
     int n_layers; /* layer ranges; 0 = no layer split */
     struct hs_layer_range_cfg layers[HS_CONFIG_MAX_ENGINES];
     char attention[32], ffn[32]; /* module split: both given, or neither */
+    int pipeline; /* a split's engines each run one batch at a time, batches overlapping */
 };
 
 struct hs_model_cfg {
@@ -97,6 +98,9 @@ struct hs_model_cfg {
 
 /* Is m's placement a split (layers or modules) rather than single? */
 int hs_config_placement_split(const struct hs_model_cfg *m);
+/* Batches in flight on model m's lane on engine ec (its executor's slots): the engine's slots,
+ * and for a pipelined split at least one per engine of the placement. */
+int hs_config_lane_slots(const struct hs_model_cfg *m, const struct hs_engine_cfg *ec);
 /* Whether model m uses engine e: it is resident there or its placement names it. */
 int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine);
 

@@ -192,6 +192,9 @@ static void server_timing(struct conn *k, char *out, size_t cap)
                               hs_ns_to_ms(r->boundary_copy_ns[i]), hs_engine_name(a),
                               hs_ns_to_ms(r->boundary_sync_ns[i]));
     }
+    /* a pipelined split: the time its batch waited for an engine the batch before held */
+    if (x && hs_executor_opts(x)->pipeline && hs_executor_n_boundaries(x) > 0 && n < cap)
+        n += (size_t)snprintf(out + n, cap - n, ", engine_wait;dur=%.3f", hs_ns_to_ms(r->wait_ns));
 }
 
 static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, const char *ctype,

@@ -50,6 +50,7 @@ struct hs_served_lane {
     atomic_int_fast64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
     atomic_int_fast64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
     atomic_int_fast64_t boundary_count[HS_BATCH_MAX_BOUNDARIES];
+    atomic_int_fast64_t wait_ns; /* pipeline: waiting for an engine another slot held */
 };
 
 /* Renders the boundary series of every split lane (hetserve_boundary_*). */

@@ -27,7 +27,9 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
     struct hs_exec_timing et = {0};
     hs_status st = hs_executor_run(sl->exec, slot, b, out, &et, err);
     t->copy_in_ns = et.copy_in_ns;
-    t->compute_ns = et.compute_ns + et.transfer_ns;
+    t->compute_ns = et.compute_ns + et.transfer_ns + et.wait_ns;
+    t->wait_ns = et.wait_ns;
+    atomic_fetch_add(&sl->wait_ns, et.wait_ns);
     t->copy_out_ns = et.copy_out_ns;
     t->n_boundaries = et.n_boundaries;
     for (int i = 0; i < et.n_boundaries && i < HS_BATCH_MAX_BOUNDARIES; i++) {
@@ -45,6 +47,8 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
             .sync_start_ns = et.handovers[i].sync_start_ns,
             .copy_start_ns = et.handovers[i].copy_start_ns,
             .copy_end_ns = et.handovers[i].copy_end_ns,
+            .wait_start_ns = et.handovers[i].wait_start_ns,
+            .wait_ns = et.handovers[i].wait_ns,
         };
     return st;
 }
@@ -324,6 +328,22 @@ void hs__server_boundary_metrics(const struct hs_server *s, struct hs_buf *b)
                               m < 2 ? (double)v / 1e9 : (double)v);
             }
         }
+    }
+    bool piped = false;
+    for (int l = 0; l < s->n_lanes; l++)
+        piped |= hs_executor_n_boundaries(s->lanes[l].exec) > 0 &&
+                 hs_executor_opts(s->lanes[l].exec)->pipeline;
+    if (!piped) return;
+    hs_buf_printf(b, "# HELP hetserve_pipeline_wait_seconds_total Time a pipelined split lane's "
+                     "batches waited for an engine another batch held\n"
+                     "# TYPE hetserve_pipeline_wait_seconds_total counter\n");
+    for (int l = 0; l < s->n_lanes; l++) {
+        const struct hs_served_lane *sl = &s->lanes[l];
+        if (hs_executor_n_boundaries(sl->exec) == 0 || !hs_executor_opts(sl->exec)->pipeline)
+            continue;
+        hs_buf_printf(b, "hetserve_pipeline_wait_seconds_total{model=\"%s\",engine=\"%s\"} %.9g\n",
+                      sl->sm->name, hs_engine_name(sl->engine),
+                      (double)atomic_load(&sl->wait_ns) / 1e9);
     }
 }
 
@@ -607,8 +627,9 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 struct hs_executor_opts xo = {.batch_max = batch_max,
                                               .tokens_max = tokens_max,
                                               .seq_max = seq_max,
-                                              .slots = ec->slots > 0 ? ec->slots : 1,
-                                              .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec)};
+                                              .slots = hs_config_lane_slots(mc, ec),
+                                              .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec),
+                                              .pipeline = mc->placement.pipeline != 0};
                 st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
                 if (st) {
                     hs_executor_free(ref_exec);

@@ -55,7 +55,11 @@ hs_status hs_trace_open(const char *path, struct hs_sched *s, struct hs_trace **
         char name[256];
         snprintf(name, sizeof name, "%s \\u00b7 %s", o->engine, o->model);
         meta(t, i + 1, 1, "process_name", name);
-        meta(t, i + 1, 1, "thread_name", "batches");
+        for (int k = 0; k < (o->slots > 1 ? o->slots : 1); k++) {
+            char track[32];
+            snprintf(track, sizeof track, k ? "batches, slot %d" : "batches", k);
+            meta(t, i + 1, k + 1, "thread_name", track);
+        }
     }
     meta(t, t->n_lanes + 1, 1, "process_name", "unrouted requests");
     fflush(t->f);
@@ -72,14 +76,16 @@ void hs_trace_close(struct hs_trace *t)
     hs_free(t);
 }
 
-static void slice(struct hs_trace *t, int pid, const char *name, int64_t b, int64_t e,
+/* a batch's spans: track (tid) slot + 1 of its lane's process, so that the batches of a lane
+ * with several slots do not overlap on one track */
+static void slice(struct hs_trace *t, int pid, int tid, const char *name, int64_t b, int64_t e,
                   const char *args)
 {
     sep(t);
     fprintf(t->f,
-            "{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"name\":\"%s\",\"ts\":%.3f,\"dur\":%.3f%s%s%s}",
-            pid, name, us(t, b), (double)(e - b) / 1e3, args ? ",\"args\":{" : "", args ? args : "",
-            args ? "}" : "");
+            "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"ts\":%.3f,\"dur\":%.3f%s%s%s}",
+            pid, tid, name, us(t, b), (double)(e - b) / 1e3, args ? ",\"args\":{" : "",
+            args ? args : "", args ? "}" : "");
 }
 
 void hs_trace_batch(struct hs_trace *t, const struct hs_batch_report *r)
@@ -92,19 +98,22 @@ void hs_trace_batch(struct hs_trace *t, const struct hs_batch_report *r)
              ",\"padded_tokens\":%" PRId64 ",\"status\":\"%s\"",
              r->batch_id, r->n_seqs, r->tokens, r->padded_tokens, hs_status_str(r->status));
     pthread_mutex_lock(&t->mu);
-    int pid = r->lane + 1;
-    slice(t, pid, name, r->formed_ns, r->copy_out_end_ns, args);
-    slice(t, pid, "copy_in", r->formed_ns, r->copy_in_end_ns, NULL);
-    slice(t, pid, "compute", r->copy_in_end_ns, r->compute_end_ns, NULL);
-    slice(t, pid, "copy_out", r->compute_end_ns, r->copy_out_end_ns, NULL);
-    /* a split placement: each hand-over, the giving engine's closing sync then the copy */
+    const int pid = r->lane + 1, tid = r->slot + 1;
+    slice(t, pid, tid, name, r->formed_ns, r->copy_out_end_ns, args);
+    slice(t, pid, tid, "copy_in", r->formed_ns, r->copy_in_end_ns, NULL);
+    slice(t, pid, tid, "compute", r->copy_in_end_ns, r->compute_end_ns, NULL);
+    slice(t, pid, tid, "copy_out", r->compute_end_ns, r->copy_out_end_ns, NULL);
+    /* a split placement: each hand-over, the giving engine's closing sync then the copy (with,
+     * when pipelined, the wait for the taking engine inside it) */
     for (int i = 0; i < r->n_handovers; i++) {
         const struct hs_batch_handover *h = &r->handovers[i];
         char hb[64];
         snprintf(hb, sizeof hb, "\"boundary\":%d", h->boundary);
         if (h->sync_start_ns && h->sync_start_ns <= h->copy_start_ns)
-            slice(t, pid, "boundary sync", h->sync_start_ns, h->copy_start_ns, hb);
-        slice(t, pid, "boundary copy", h->copy_start_ns, h->copy_end_ns, hb);
+            slice(t, pid, tid, "boundary sync", h->sync_start_ns, h->copy_start_ns, hb);
+        slice(t, pid, tid, "boundary copy", h->copy_start_ns, h->copy_end_ns, hb);
+        if (h->wait_ns > 0)
+            slice(t, pid, tid, "engine wait", h->wait_start_ns, h->wait_start_ns + h->wait_ns, hb);
     }
     pthread_mutex_unlock(&t->mu);
 }

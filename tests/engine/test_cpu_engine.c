@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,102 @@ static void layer_split_equals_single_engine(void **state)
     rand_model_free(rm);
 }
 
+/* A pipelined split: each engine runs one batch at a time. Two slots running batches at once on
+ * a module split (every layer hands over twice) answer as one engine does, and a batch that
+ * finds the first engine held waits for it (counted in wait_ns) instead of sharing it. */
+struct pipe_run {
+    struct hs_executor *x;
+    int slot, rounds;
+    const struct hs_batch *b;
+    float out[3 * 64];
+    int64_t wait_ns;
+    hs_status st;
+};
+
+static void *pipe_thread(void *p)
+{
+    struct pipe_run *r = p;
+    struct hs_error err = {0};
+    for (int i = 0; i < r->rounds && !r->st; i++) {
+        struct hs_exec_timing t;
+        r->st = hs_executor_run(r->x, r->slot, r->b, r->out, &t, &err);
+        r->wait_ns += t.wait_ns;
+    }
+    return NULL;
+}
+
+static void pipelined_split_holds_each_engine(void **state)
+{
+    (void)state;
+    struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
+    struct hs_error err = {0};
+    hs_engine_t a = NULL, b = NULL;
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
+    struct hs_placement single, modules, layers;
+    hs_placement_single(&rm->model, a, &single);
+    hs_placement_modules(&rm->model, a, b, &modules);
+    hs_placement_layers(&rm->model, a, 1, b, &layers);
+    struct hs_executor *x1 = NULL, *xm = NULL, *xl = NULL, *xs = NULL;
+    struct hs_executor_opts xo = {.batch_max = 3, .seq_max = 64, .slots = 2, .pipeline = true};
+    assert_int_equal(hs_executor_create(&rm->model, &single, &xo, &x1, &err), 0);
+    assert_int_equal(hs_executor_create(&rm->model, &modules, &xo, &xm, &err), 0);
+    assert_int_equal(hs_executor_create(&rm->model, &layers, &xo, &xl, &err), 0);
+    xo.pipeline = false;
+    assert_int_equal(hs_executor_create(&rm->model, &layers, &xo, &xs, &err), 0);
+    int32_t ids[60], off[4] = {0, 20, 45, 60}, len[3] = {20, 25, 15};
+    for (int i = 0; i < 60; i++) ids[i] = (i * 7) % 97;
+    struct hs_batch bt = {
+        .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
+    float ref[3 * 64];
+    struct hs_exec_timing t;
+    assert_int_equal(hs_executor_run(x1, 0, &bt, ref, &t, &err), 0);
+    assert_true(t.wait_ns == 0); /* one engine: nothing to hold */
+
+    /* two slots at once on the module split: the answers of one engine */
+    struct pipe_run r[2] = {{.x = xm, .slot = 0, .rounds = 20, .b = &bt},
+                            {.x = xm, .slot = 1, .rounds = 20, .b = &bt}};
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, pipe_thread, &r[k]), 0);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(r[k].st, HS_STATUS_OK);
+        for (int i = 0; i < 3 * 64; i++) assert_true(fabsf(ref[i] - r[k].out[i]) <= 1e-6f);
+    }
+
+    /* engine a hangs 150 ms in each of its three stages (embed, layer 0's attention and FFN):
+     * pipelined, the batch that comes second to a waits for the first to leave it; without the
+     * pipeline both run on a at once and neither waits */
+    for (int piped = 1; piped >= 0; piped--) {
+        hs_engine_set_fault(a, &(struct hs_engine_fault){.hang_ms = 150});
+        struct pipe_run h[2] = {{.x = piped ? xl : xs, .slot = 0, .rounds = 1, .b = &bt},
+                                {.x = piped ? xl : xs, .slot = 1, .rounds = 1, .b = &bt}};
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(pthread_create(&th[k], NULL, pipe_thread, &h[k]), 0);
+        for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+        hs_engine_set_fault(a, NULL);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(h[k].st, HS_STATUS_OK);
+            for (int i = 0; i < 3 * 64; i++) assert_true(fabsf(ref[i] - h[k].out[i]) <= 1e-6f);
+        }
+        int64_t most = h[0].wait_ns > h[1].wait_ns ? h[0].wait_ns : h[1].wait_ns;
+        if (piped)
+            assert_true(most >= 200000000); /* at least most of the other's 450 ms on a */
+        else
+            assert_true(h[0].wait_ns == 0 && h[1].wait_ns == 0);
+    }
+    hs_executor_free(x1);
+    hs_executor_free(xm);
+    hs_executor_free(xl);
+    hs_executor_free(xs);
+    hs_engine_destroy(a);
+    hs_engine_destroy(b);
+    rand_model_free(rm);
+}
+
 static void core_set_pins_the_team(void **state)
 {
     (void)state;
@@ -347,6 +444,7 @@ int main(void)
         cmocka_unit_test(encoder_matches_reference_bf16),
         cmocka_unit_test(bad_batches_are_rejected),
         cmocka_unit_test(layer_split_equals_single_engine),
+        cmocka_unit_test(pipelined_split_holds_each_engine),
         cmocka_unit_test(core_set_pins_the_team),
         cmocka_unit_test(preparations_are_shared_between_engines),
         cmocka_unit_test(f32_workspace_refuses_reduced_stages),

@@ -170,3 +170,45 @@ def test_trace_has_a_span_per_handover(tmp_path):
     for c in copies:
         assert any(k["ts"] - 1 <= c["ts"] and c["ts"] + c["dur"] <= k["ts"] + k["dur"] + 1
                    for k in computes), c
+
+
+PIPELINE = LAYERS.replace("placement:", "placement:\n      pipeline: true")
+
+
+def test_pipelined_split_equals_single_engine(single, tmp_path):
+    """placement.pipeline: the lane keeps a batch in flight per engine (two slots here, from the
+    engine's one), each engine runs one batch at a time; concurrent requests answer what one
+    engine answers, each with its wait for a held engine in Server-Timing and /metrics, and the
+    trace draws each slot's batches on its own track."""
+    import concurrent.futures
+    path = tmp_path / "trace.json"
+    srv = Server(PIPELINE + "server:\n  trace_file: \"%s\"\n" % path, model=None)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda i: embed(srv, TEXTS), range(24)))
+        for got, hdrs in results:
+            for a, b in zip(got, single):
+                assert cosine(a, b) >= 1 - 1e-5
+            assert "engine_wait;dur=" in hdrs["server-timing"], hdrs["server-timing"]
+        _, _, metrics = srv.get("/metrics")
+        line = [l for l in metrics.decode().splitlines()
+                if l.startswith('hetserve_pipeline_wait_seconds_total{model="all-MiniLM-L6-v2",'
+                                'engine="cpu_a"}')]
+        assert line and float(line[0].rsplit(" ", 1)[1]) >= 0
+    finally:
+        srv.stop()
+    events = json.loads(path.read_text())["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"batches", "batches, slot 1"} <= tracks, tracks
+
+
+def test_pipeline_prints_and_needs_a_split(tmp_path):
+    r = check(tmp_path, PIPELINE)
+    assert r.returncode == 0, r.stderr
+    assert "pipeline: true" in r.stdout, r.stdout
+    again = check(tmp_path, r.stdout)
+    assert again.returncode == 0 and again.stdout == r.stdout, again.stderr
+    r = check(tmp_path, ENGINES + "models:\n  - path: \"%s\"\n    placement: {pipeline: true}\n"
+              % MODEL)
+    assert r.returncode != 0
+    assert "models[0].placement.pipeline: pipelines a split" in r.stderr, r.stderr
