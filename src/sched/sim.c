@@ -32,7 +32,7 @@ void hs_sim_result_free(struct hs_sim_result *r)
  * events
  */
 
-enum ev_kind { EV_END, EV_WAKE, EV_REAP };
+enum ev_kind { EV_END, EV_WAKE, EV_REAP, EV_SEG };
 
 struct ev {
     int64_t at;
@@ -117,6 +117,21 @@ struct lat {
     size_t n, cap;
 };
 
+/* A batch running as segments (batch_segments): one per (lane, slot). */
+struct run {
+    int n, i; /* segments, the current one */
+    int resource[HS_SIM_MAX_SEGMENTS];
+    double seconds[HS_SIM_MAX_SEGMENTS];
+    int64_t start_ns;
+};
+
+/* A resource: free or running one segment, and the runs waiting for it in arrival order. */
+struct resource {
+    bool busy;
+    int *queue; /* ring of run indices */
+    int head, n, cap;
+};
+
 struct sim {
     const struct hs_sim_setup *f;
     struct hs_sched *s;
@@ -124,6 +139,9 @@ struct sim {
     struct hs_sim_result *res;
     int64_t last_answer;
     hs_status oom;
+    int max_slots;
+    struct run *runs; /* [n_lanes * max_slots], with batch_segments */
+    struct resource rsc[HS_SIM_MAX_RESOURCES];
 };
 
 static void job_free(struct simjob *sj)
@@ -265,6 +283,45 @@ static hs_status busy_add(struct sim *m, int e, int64_t start, int64_t end)
     return HS_STATUS_OK;
 }
 
+/* Starts run r's current segment at now, or queues it for its resource. */
+static hs_status seg_start(struct sim *m, struct heap *h, int r, int64_t now)
+{
+    struct run *u = &m->runs[r];
+    const int res = u->resource[u->i];
+    if (res >= 0) {
+        struct resource *q = &m->rsc[res];
+        if (q->busy) {
+            q->queue[(q->head + q->n++) % q->cap] = r;
+            return HS_STATUS_OK;
+        }
+        q->busy = true;
+        m->res->resource_util[res] += u->seconds[u->i];
+    }
+    int64_t end = now + (int64_t)(u->seconds[u->i] * 1e9);
+    return heap_push(h, end > now ? end : now + 1, EV_SEG, r / m->max_slots, r % m->max_slots);
+}
+
+/* Run r's current segment ended at now: its resource goes to the next in line, and r moves on.
+ * Returns true when r has no segment left (the batch ended). */
+static bool seg_end(struct sim *m, struct heap *h, int r, int64_t now)
+{
+    struct run *u = &m->runs[r];
+    const int res = u->resource[u->i];
+    if (res >= 0) {
+        struct resource *q = &m->rsc[res];
+        q->busy = false;
+        if (q->n > 0) {
+            int next = q->queue[q->head];
+            q->head = (q->head + 1) % q->cap;
+            q->n--;
+            if (seg_start(m, h, next, now)) m->oom = HS_STATUS_NO_MEMORY;
+        }
+    }
+    if (++u->i == u->n) return true;
+    if (seg_start(m, h, r, now)) m->oom = HS_STATUS_NO_MEMORY;
+    return false;
+}
+
 hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *t,
                      struct hs_sim_result *out, struct hs_error *err)
 {
@@ -293,6 +350,28 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
     for (int g = 0; g < f->n_groups; g++)
         snprintf(out->grp[g].name, sizeof out->grp[g].name, "%s", f->group_name[g]);
     for (int l = 0; l < f->n_lanes; l++) out->grp[f->lane_group[l]].lanes++;
+    if (f->batch_segments) {
+        if (f->n_resources < 1 || f->n_resources > HS_SIM_MAX_RESOURCES) {
+            st = hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "simulation: 1..%d resources",
+                              HS_SIM_MAX_RESOURCES);
+            goto done;
+        }
+        for (int l = 0; l < f->n_lanes; l++) {
+            int sl = f->lanes[l].slots > 0 ? f->lanes[l].slots : 1;
+            if (sl > m->max_slots) m->max_slots = sl;
+        }
+        const int runs = f->n_lanes * m->max_slots;
+        m->runs = hs_calloc((size_t)runs, sizeof *m->runs);
+        if (!m->runs) goto nomem;
+        out->n_resources = f->n_resources;
+        for (int r = 0; r < f->n_resources; r++) {
+            snprintf(out->resource_name[r], sizeof out->resource_name[r], "%s",
+                     f->resource_name[r]);
+            m->rsc[r].cap = runs;
+            m->rsc[r].queue = hs_calloc((size_t)runs, sizeof(int));
+            if (!m->rsc[r].queue) goto nomem;
+        }
+    }
     if ((st = hs_sched_create_stepped(f->lanes, f->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
     if ((st = hs_router_create(m->s, f->router, &rt, err))) goto done;
     if ((st = hs_dispatch_create(m->s, rt, &d, err))) goto done;
@@ -346,6 +425,13 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
             now = e.at > now ? e.at : now;
             hs_sched_step_clock(m->s, now);
             if (e.kind == EV_END) hs_sched_step_end(m->s, e.lane, e.slot, HS_STATUS_OK, NULL);
+            if (e.kind == EV_SEG) {
+                const int r = e.lane * m->max_slots + e.slot;
+                if (seg_end(m, &h, r, now)) {
+                    if (busy_add(m, f->lane_group[e.lane], m->runs[r].start_ns, now)) goto oom;
+                    hs_sched_step_end(m->s, e.lane, e.slot, HS_STATUS_OK, NULL);
+                }
+            }
             if (e.kind == EV_WAKE && e.at == wake_at) wake_at = INT64_MAX;
             if (e.kind == EV_REAP && e.at == reap_at) reap_at = INT64_MAX;
         }
@@ -359,6 +445,22 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
         int64_t wake;
         while (hs_sched_step_begin(m->s, &b, &wake)) {
             int e = f->lane_group[b.lane];
+            seqs_formed[e] += b.n_seqs;
+            if (f->batch_segments) {
+                const int r = b.lane * m->max_slots + b.slot;
+                struct run *u = &m->runs[r];
+                u->n = f->batch_segments(f->batch_ctx, &b, u->resource, u->seconds,
+                                         HS_SIM_MAX_SEGMENTS);
+                if (u->n > HS_SIM_MAX_SEGMENTS) u->n = HS_SIM_MAX_SEGMENTS;
+                for (int k = 0; k < u->n; k++)
+                    if (u->resource[k] >= f->n_resources) u->resource[k] = -1;
+                if (u->n > 0) {
+                    u->i = 0;
+                    u->start_ns = now;
+                    if (seg_start(m, &h, r, now)) goto oom;
+                    continue;
+                }
+            }
             double s = f->batch_s(f->batch_ctx, &b);
             int64_t end = now + (int64_t)(s * 1e9);
             hs_log(HS_LOG_DEBUG,
@@ -368,7 +470,6 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
                    b.shape_batch, b.shape_seq, s * 1e3, b.predicted_s * 1e3);
             if (end <= now) end = now + 1;
             if (heap_push(&h, end, EV_END, b.lane, b.slot) || busy_add(m, e, now, end)) goto oom;
-            seqs_formed[e] += b.n_seqs;
         }
         if (wake < wake_at) {
             wake_at = wake;
@@ -389,6 +490,8 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
         int used = (int)(out->span_s / out->bin_s) + 1;
         if (used < r->n_bins) r->n_bins = used;
     }
+    for (int r = 0; r < out->n_resources; r++)
+        out->resource_util[r] = out->span_s > 0 ? out->resource_util[r] / out->span_s : 0;
     struct lat all = {0};
     for (int k = 0; k < t->n_classes; k++) {
         struct hs_sim_class_result *cr = &out->cls[k];
@@ -419,6 +522,9 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
         out->retries += rs.retries;
     }
     goto done;
+nomem:
+    st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator");
+    goto done;
 oom:
     st = hs_error_set(err, HS_STATUS_NO_MEMORY, "simulator events");
 done:
@@ -428,6 +534,8 @@ done:
     hs_router_free(rt);
     for (int k = 0; k < HS_SIM_MAX_CLASSES; k++) hs_free(m->lat[k].v);
     hs_free(h.e);
+    for (int r = 0; r < HS_SIM_MAX_RESOURCES; r++) hs_free(m->rsc[r].queue);
+    hs_free(m->runs);
     hs_free(m);
     if (st) hs_sim_result_free(out);
     return st;

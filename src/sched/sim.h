@@ -10,8 +10,9 @@
  *
  * Results: per class (the traffic's classes) the count, answered OK, refused (429), timed out
  * (504), P50/P90/P99/mean/max of OK latencies; per lane group (an engine and its copies) its
- * busy share overall and per time bin; the router's shed, failover and retry counts. Not
- * thread-safe; every allocation through hs_malloc.
+ * busy share overall and per time bin (a batch counts from its start to its end, waits for a
+ * resource included); per resource (batch_segments) its busy share; the router's shed, failover
+ * and retry counts. Not thread-safe; every allocation through hs_malloc.
  */
 #ifndef HS_SCHED_SIM_H
 #define HS_SCHED_SIM_H
@@ -24,8 +25,10 @@
 #include "sched/router.h"
 #include "sched/sched.h"
 
-#define HS_SIM_MAX_CLASSES 16
-#define HS_SIM_MAX_GROUPS  16
+#define HS_SIM_MAX_CLASSES   16
+#define HS_SIM_MAX_GROUPS    16
+#define HS_SIM_MAX_SEGMENTS  128
+#define HS_SIM_MAX_RESOURCES 8
 
 /* One request of the traffic. */
 struct hs_sim_arrival {
@@ -58,6 +61,16 @@ struct hs_sim_setup {
     /* seconds the batch b (formed on lane b->lane) runs */
     double (*batch_s)(void *ctx, const struct hs_sched_step *b);
     void *batch_ctx;
+    /* Optional (a pipelined split): the batch as a chain of segments instead, each on one of
+     * n_resources shared resources (engines) or on none (-1: a copy that holds nothing). A
+     * segment starts when the one before it has ended and its resource is free; a resource runs
+     * one segment at a time, first come first served (the executor's engine hold). Fills
+     * resource[] and seconds[] (at most max) and returns the count; 0 = this batch has no
+     * segments (batch_s then). */
+    int (*batch_segments)(void *ctx, const struct hs_sched_step *b, int *resource, double *seconds,
+                          int max);
+    int n_resources;
+    char resource_name[HS_SIM_MAX_RESOURCES][32];
     /* lanes grouped for utilization (an engine and its copies): lane_group[l] in [0, n_groups) */
     int n_groups;
     char group_name[HS_SIM_MAX_GROUPS][32];
@@ -93,6 +106,10 @@ struct hs_sim_result {
     struct hs_sim_group_result grp[HS_SIM_MAX_GROUPS];
     double bin_s;
     int64_t router_shed, failed_over, retries, events;
+    /* the setup's resources: each one's busy share of the span */
+    int n_resources;
+    char resource_name[HS_SIM_MAX_RESOURCES][32];
+    double resource_util[HS_SIM_MAX_RESOURCES];
 };
 
 void hs_sim_result_free(struct hs_sim_result *r);

@@ -10,6 +10,7 @@
 #include "hetsim/fleet.h"
 #include "model/config.h"
 #include "sched/request.h"
+#include "sched/sim.h"
 
 /* A cost lane: batch time = fixed + per_token * batch * bucket (ms), buckets 16, 64, 256. */
 static void lane_make(struct hs_cost_lane *l, const char *engine, double fixed, double per_token)
@@ -217,6 +218,93 @@ static void routes_by_length_and_absent_engine(void **state)
     hs_free(w);
 }
 
+/* Segments on shared resources (a pipelined split): every batch is 10 ms on resource 0 then
+ * 10 ms on resource 1, one sequence per batch, two slots. Requests at 0, 1 and 2 ms: the first
+ * runs 0-10 on 0 and 10-20 on 1; the second starts at 1 ms but waits for 0 until 10 (10-20,
+ * then 20-30); the third waits for a slot until 20 (20-30, 30-40). Answers at 20, 29 and 38 ms,
+ * each resource busy 30 of the 40 ms. */
+static int two_halves(void *ctx, const struct hs_sched_step *b, int *res, double *s, int max)
+{
+    (void)ctx;
+    (void)b;
+    assert_true(max >= 2);
+    res[0] = 0, s[0] = 0.010;
+    res[1] = 1, s[1] = 0.010;
+    return 2;
+}
+
+static double never(void *ctx, const struct hs_sched_step *b)
+{
+    (void)ctx;
+    (void)b;
+    fail_msg("batch_s called for a segmented batch");
+    return 0;
+}
+
+static void segments_share_resources_first_come(void **state)
+{
+    (void)state;
+    struct hs_lane_opts lane = {.engine = "split",
+                                .model = "m",
+                                .dim = 1,
+                                .seq_max = 64,
+                                .batch_max = 1,
+                                .batch_max_tokens = 8192,
+                                .batch_window_us = 0,
+                                .queue_max = 16,
+                                .slots = 2,
+                                .shed_batch_ratio = 0.75,
+                                .throughput_init_tokens_per_s = 20000,
+                                .throughput_ewma_alpha = 0.2};
+    struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
+    assert_non_null(ro);
+    struct hs_route *r = &ro->routes[ro->n_routes++];
+    snprintf(r->name, sizeof r->name, "all");
+    r->kind = HS_ROUTE_KIND_LANES;
+    r->n_lanes = 1;
+    r->split_route = r->shadow_route = r->failover_route = -1;
+    ro->fallback_lane = -1;
+    ro->breaker = (struct hs_breaker_opts){.window_requests = 20,
+                                           .min_requests = 10,
+                                           .error_ratio_max = 0.5,
+                                           .open_ms = 5000,
+                                           .half_open_probes = 1};
+    struct hs_sim_setup su = {.n_lanes = 1,
+                              .lanes = &lane,
+                              .router = ro,
+                              .model = "m",
+                              .batch_s = never,
+                              .batch_segments = two_halves,
+                              .n_resources = 2,
+                              .n_groups = 1};
+    snprintf(su.resource_name[0], sizeof su.resource_name[0], "a");
+    snprintf(su.resource_name[1], sizeof su.resource_name[1], "b");
+    snprintf(su.group_name[0], sizeof su.group_name[0], "split");
+    struct hs_sim_traffic t;
+    const int lens[] = {16};
+    traffic_make(&t, 3, 0.001, lens, 1, 1);
+    struct hs_sim_result res;
+    struct hs_error err;
+    hs_status st = hs_sim_run(&su, &t, &res, &err);
+    if (st) fail_msg("%s", err.msg);
+    assert_int_equal(res.all.ok, 3);
+    assert_true(fabs(res.all.p50_ms - 29) < 1e-3);
+    assert_true(fabs(res.all.max_ms - 38) < 1e-3);
+    const double lat[3] = {20, 29, 38};
+    assert_true(fabs(res.all.mean_ms - (lat[0] + lat[1] + lat[2]) / 3) < 1e-3);
+    assert_int_equal(res.n_resources, 2);
+    assert_true(fabs(res.resource_util[0] - 0.75) < 1e-3 &&
+                fabs(res.resource_util[1] - 0.75) < 1e-3);
+    assert_int_equal(res.grp[0].batches, 3);
+    assert_true(fabs(res.grp[0].busy_s - (0.020 + 0.029 + 0.020)) < 1e-6); /* waits included */
+    hs_sim_result_free(&res);
+    /* too many resources is refused */
+    su.n_resources = HS_SIM_MAX_RESOURCES + 1;
+    assert_int_equal(hs_sim_run(&su, &t, &res, &err), HS_STATUS_INVALID_ARGUMENT);
+    hs_sim_traffic_free(&t);
+    hs_free(ro);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +312,7 @@ int main(void)
         cmocka_unit_test(lone_requests_exact),
         cmocka_unit_test(overload_bounded_nothing_lost),
         cmocka_unit_test(routes_by_length_and_absent_engine),
+        cmocka_unit_test(segments_share_resources_first_come),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
