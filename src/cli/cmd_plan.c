@@ -25,6 +25,8 @@ static const char usage[] =
     "                  else the default configuration)\n"
     "  --out FILE      the configuration written (default plan.yaml; - = stdout)\n"
     "  --kind K        choose only among plans of kind K: single | buckets | layers | modules\n"
+    "  --pipeline P    splits (layers, modules) that may be chosen: any (default) | yes (only\n"
+    "                  pipelined: two batches in flight, each engine running one) | no\n"
     "  --tax ENGINE=X  the engine's batches take X times their profiled time while serving\n"
     "                  (measured: bench/sim/calibrate.py; default 1)\n"
     "  --overhead-ms X time a request spends outside the scheduler (HTTP, tokenizing; default 0)\n"
@@ -46,7 +48,8 @@ static void row(FILE *f, const struct hs_plan *p, const struct hs_plan *single, 
     if (single && single != p && single->capacity_rps > 0)
         snprintf(vs, sizeof vs, "x%.2f", p->capacity_rps / single->capacity_rps);
     char busy1[16] = "-";
-    if (p->kind == HS_PLAN_BUCKETS) snprintf(busy1, sizeof busy1, "%.0f%%", 100 * p->busy[1]);
+    if (p->kind == HS_PLAN_BUCKETS || p->pipelined)
+        snprintf(busy1, sizeof busy1, "%.0f%%", 100 * p->busy[1]);
     fprintf(f, "%c %-44s %6d %9s %9s %10.1f %5.0f%% %6s  %-6s %s\n", chosen ? '*' : ' ', p->name,
             p->window_us, p50, p99, p->capacity_rps, 100 * p->busy[0], busy1, vs,
             p->meets ? "meets" : "misses");
@@ -110,6 +113,7 @@ static void apply(struct hs_config *c, const struct hs_plan *p, const struct hs_
         snprintf(m->placement.attention, sizeof m->placement.attention, "%s", p->a->engine);
         snprintf(m->placement.ffn, sizeof m->placement.ffn, "%s", p->b->engine);
     }
+    m->placement.pipeline = p->pipelined; /* the lane then keeps a batch in flight per engine */
     for (int i = 0; i < c->n_engines; i++)
         if (!strcmp(c->engines[i].name, p->a->engine) ||
             (p->b && !strcmp(c->engines[i].name, p->b->engine)))
@@ -136,7 +140,7 @@ int hs_cmd_plan(int argc, char **argv)
     const char *out_path = "plan.yaml";
     double slo_ms = 0, overhead_ms = 0;
     unsigned kinds = 0;
-    int n_tax = 0;
+    int pipeline = 0, n_tax = 0;
     char tax_engine[8][32];
     double tax[8];
     for (int i = 1; i < argc; i++) {
@@ -167,6 +171,13 @@ int hs_cmd_plan(int argc, char **argv)
                 return 2;
             }
             kinds |= 1u << k;
+        } else if (!strcmp(a, "--pipeline")) {
+            pipeline = !strcmp(v, "yes") ? 1 : !strcmp(v, "no") ? -1 : !strcmp(v, "any") ? 0 : 2;
+            i++;
+            if (pipeline == 2) {
+                fprintf(stderr, "hetserve plan: bad --pipeline '%s' (any | yes | no)\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--tax")) {
             const char *eq = strchr(argv[++i], '=');
             char *end = NULL;
@@ -220,6 +231,7 @@ int hs_cmd_plan(int argc, char **argv)
     struct hs_plan_opts o = {.slo_ms = slo_ms,
                              .batch_max = c->batching.batch_max,
                              .kinds = kinds,
+                             .pipeline = pipeline,
                              .timeout_ms = c->limits.timeout_ms,
                              .n_tax = n_tax,
                              .overhead_ms = overhead_ms};
@@ -268,20 +280,23 @@ int hs_cmd_plan(int argc, char **argv)
     printf("\n  %-44s %6s %9s %9s %10s %6s %6s  %-6s %s\n", "plan", "win_us", "P50 ms", "P99 ms",
            "capacity/s", "busy0", "busy1", "cap vs", "objective");
     row(stdout, ch, single, true);
-    /* the alternatives: every single engine, and the best of each other kind */
-    for (int k = HS_PLAN_SINGLE; k <= HS_PLAN_MODULES; k++) {
-        int best = -1;
-        for (int i = 0; i < res->n; i++) {
-            const struct hs_plan *p = &res->plans[i];
-            if ((int)p->kind != k || i == res->chosen) continue;
-            if (k == HS_PLAN_SINGLE)
-                row(stdout, p, single, false);
-            else if (best < 0 || p->p99_ms < res->plans[best].p99_ms ||
-                     (isinf(p->p99_ms) && p->capacity_rps > res->plans[best].capacity_rps))
-                best = i;
+    /* the alternatives: every single engine, and the best of each other kind (splits: the best
+     * sequential and the best pipelined) */
+    for (int k = HS_PLAN_SINGLE; k <= HS_PLAN_MODULES; k++)
+        for (int piped = 0; piped < 2; piped++) {
+            int best = -1;
+            for (int i = 0; i < res->n; i++) {
+                const struct hs_plan *p = &res->plans[i];
+                if ((int)p->kind != k || p->pipelined != piped || i == res->chosen) continue;
+                if (k == HS_PLAN_SINGLE)
+                    row(stdout, p, single, false);
+                else if (best < 0 || p->p99_ms < res->plans[best].p99_ms ||
+                         (isinf(p->p99_ms) && p->capacity_rps > res->plans[best].capacity_rps))
+                    best = i;
+            }
+            if (best >= 0 && !((int)ch->kind == k && ch->pipelined == piped))
+                row(stdout, &res->plans[best], single, false);
         }
-        if (best >= 0 && (int)ch->kind != k) row(stdout, &res->plans[best], single, false);
-    }
     printf("\n(%d plans predicted; 'cap vs': capacity against the best single engine, %s)\n",
            res->n, single ? single->name : "none");
     if (ch->meets)
@@ -289,7 +304,7 @@ int hs_cmd_plan(int argc, char **argv)
                "fewer engines or a lower P99 than every other plan%s that meets it\n",
                ch->name, ch->p99_ms, slo_ms, ch->engines,
                100 * (ch->busy[0] > ch->busy[1] ? ch->busy[0] : ch->busy[1]),
-               kinds ? " of the kinds asked (--kind)" : "");
+               kinds || pipeline ? " of the kinds asked (--kind, --pipeline)" : "");
     else
         printf("chosen: %s: no plan meets P99 <= %.1f ms at %.1f requests/s; this one comes "
                "closest (capacity %.1f requests/s)\n",

@@ -351,14 +351,30 @@ int hs_costs_buckets(const struct hs_cost_lane *l, int *out)
     return nb;
 }
 
+void hs_costs_ragged_weights(const int *b, int nb, double len, int *lo, int *hi, double *w,
+                             double *floor)
+{
+    if (nb < 2 || len >= b[nb - 1]) {
+        *lo = *hi = (int)ceil(len);
+        *w = *floor = 0;
+        return;
+    }
+    int k = 0;
+    while (k + 2 < nb && len > b[k + 1]) k++;
+    *lo = b[k];
+    *hi = b[k + 1];
+    *w = (len - b[k]) / (b[k + 1] - b[k]);
+    *floor = len < b[0] ? len / b[0] : 0;
+}
+
 double hs_costs_ragged(const int *b, int nb, double len, double (*at)(void *ctx, int bucket),
                        void *ctx)
 {
-    if (nb < 2 || len >= b[nb - 1]) return at(ctx, (int)ceil(len));
-    int k = 0;
-    while (k + 2 < nb && len > b[k + 1]) k++;
-    double t0 = at(ctx, b[k]), t1 = at(ctx, b[k + 1]);
-    double t = t0 + (len - b[k]) / (b[k + 1] - b[k]) * (t1 - t0);
-    if (len < b[0] && t < t0 * len / b[0]) t = t0 * len / b[0];
-    return t;
+    int lo, hi;
+    double w, floor;
+    hs_costs_ragged_weights(b, nb, len, &lo, &hi, &w, &floor);
+    double t0 = at(ctx, lo);
+    if (hi == lo) return t0;
+    double t = t0 + w * (at(ctx, hi) - t0);
+    return t < t0 * floor ? t0 * floor : t;
 }

@@ -101,5 +101,10 @@ int hs_costs_buckets(const struct hs_cost_lane *l, int *out);
  * ceil(len)), which the cost queries extrapolate). */
 double hs_costs_ragged(const int *buckets, int n, double len, double (*at)(void *ctx, int bucket),
                        void *ctx);
+/* The same interpolation as weights, for several times at once: the time at len is
+ * t(*lo) + *w * (t(*hi) - t(*lo)), but at least t(*lo) * *floor (*hi == *lo, *w = 0 and *floor
+ * = 0 when no interpolation is needed). */
+void hs_costs_ragged_weights(const int *buckets, int n, double len, int *lo, int *hi, double *w,
+                             double *floor);
 
 #endif

@@ -121,41 +121,88 @@ static double overhead_ms(const struct hs_cost_lane *l, int n, int s)
     return o > 0 ? o : 0;
 }
 
-/* one hand-over from kind `from` on engine x to kind `to` on engine y */
-static double handover_ms(const struct hs_cost_lane *x, enum hs_cost_kind from,
-                          const struct hs_cost_lane *y, enum hs_cost_kind to, int n, int s)
-{
-    return hs_costs_stage(x, from, n, s).copy_out_ms +
-           hs_costs_stage(y, HS_COST_EMBED, n, s).copy_in_ms +
-           hs_costs_stage(y, to, n, s).copy_in_ms;
-}
-
 static int model_layers(const struct hs_cost_lane *l)
 {
     return hs_costs_count(l, HS_COST_ATTN);
 }
 
-double hs_plan_batch_ms(const struct hs_plan *p, int lane, int n, int s)
+/* Room for the segments of a split of up to PLAN_MAX_LAYERS layers (modules: four per layer);
+ * deeper models get no split candidates. */
+#define PLAN_MAX_LAYERS 256
+#define PLAN_MAX_SEGS   (4 * PLAN_MAX_LAYERS + 4)
+
+/* A split plan's batch of n sequences at bucket s as the executor runs it, in order: each run of
+ * stages on engine a (resource 0) or b (1), with the taking engine's batch_begin and copy in at
+ * its start, and between them the copy out of the giving engine (-1: it holds neither engine).
+ * The first engine's executor overhead is shared among the engines' runs by their length. Their
+ * sum is the batch's time; a pipelined split holds an engine for its own runs only. Returns the
+ * count (at most max; 0 for a plan that is not a split). */
+static int split_segments(const struct hs_plan *p, int n, int s, int *res, double *ms, int max)
 {
     const struct hs_cost_lane *a = p->a, *b = p->b;
-    if (p->kind == HS_PLAN_SINGLE) return hs_costs_whole_ms(a, n, s);
-    if (p->kind == HS_PLAN_BUCKETS) return hs_costs_whole_ms(lane ? b : a, n, s);
+    if (p->kind != HS_PLAN_LAYERS && p->kind != HS_PLAN_MODULES) return 0;
     const int layers = model_layers(a);
-    enum hs_cost_kind last = last_kind(b);
-    double t = cstage(a, HS_COST_EMBED, n, s) + cstage(b, HS_COST_POOL, n, s) +
-               hs_costs_count(b, HS_COST_NORMALIZE) * cstage(b, HS_COST_NORMALIZE, n, s) +
-               hs_costs_stage(a, HS_COST_EMBED, n, s).copy_in_ms +
-               hs_costs_stage(b, last, n, s).copy_out_ms + overhead_ms(a, n, s);
+    const enum hs_cost_kind last = last_kind(b);
+    const double tail = cstage(b, HS_COST_POOL, n, s) +
+                        hs_costs_count(b, HS_COST_NORMALIZE) * cstage(b, HS_COST_NORMALIZE, n, s);
+    const double begin_a = hs_costs_stage(a, HS_COST_EMBED, n, s).copy_in_ms;
+    const double begin_b = hs_costs_stage(b, HS_COST_EMBED, n, s).copy_in_ms;
+    int k = 0;
+#define SEG(r, t)                                                                                  \
+    do {                                                                                           \
+        if (k < max) res[k] = (r), ms[k] = (t);                                                    \
+        k++;                                                                                       \
+    } while (0)
     if (p->kind == HS_PLAN_LAYERS) {
-        t += p->cut * (cstage(a, HS_COST_ATTN, n, s) + cstage(a, HS_COST_FFN, n, s));
-        t += (layers - p->cut) * (cstage(b, HS_COST_ATTN, n, s) + cstage(b, HS_COST_FFN, n, s));
-        t += handover_ms(a, HS_COST_FFN, b, HS_COST_ATTN, n, s);
-    } else { /* modules */
-        t += layers * (cstage(a, HS_COST_ATTN, n, s) + cstage(b, HS_COST_FFN, n, s));
-        t += layers * handover_ms(a, HS_COST_ATTN, b, HS_COST_FFN, n, s);
-        t += (layers - 1) * handover_ms(b, HS_COST_FFN, a, HS_COST_ATTN, n, s);
+        SEG(0, begin_a + cstage(a, HS_COST_EMBED, n, s) +
+                   p->cut * (cstage(a, HS_COST_ATTN, n, s) + cstage(a, HS_COST_FFN, n, s)));
+        SEG(-1, hs_costs_stage(a, HS_COST_FFN, n, s).copy_out_ms);
+        SEG(1,
+            begin_b + hs_costs_stage(b, HS_COST_ATTN, n, s).copy_in_ms +
+                (layers - p->cut) * (cstage(b, HS_COST_ATTN, n, s) + cstage(b, HS_COST_FFN, n, s)) +
+                tail);
+    } else { /* modules: attention on a, FFN on b, layer by layer */
+        for (int l = 0; l < layers; l++) {
+            SEG(0, (l ? begin_a + hs_costs_stage(a, HS_COST_ATTN, n, s).copy_in_ms
+                      : begin_a + cstage(a, HS_COST_EMBED, n, s)) +
+                       cstage(a, HS_COST_ATTN, n, s));
+            SEG(-1, hs_costs_stage(a, HS_COST_ATTN, n, s).copy_out_ms);
+            SEG(1, begin_b + hs_costs_stage(b, HS_COST_FFN, n, s).copy_in_ms +
+                       cstage(b, HS_COST_FFN, n, s) + (l + 1 == layers ? tail : 0));
+            if (l + 1 < layers) SEG(-1, hs_costs_stage(b, HS_COST_FFN, n, s).copy_out_ms);
+        }
     }
+    SEG(-1, hs_costs_stage(b, last, n, s).copy_out_ms);
+#undef SEG
+    if (k > max) return 0;
+    double on_engines = 0;
+    for (int i = 0; i < k; i++) on_engines += res[i] >= 0 ? ms[i] : 0;
+    const double ov = overhead_ms(a, n, s);
+    for (int i = 0; i < k && on_engines > 0; i++)
+        if (res[i] >= 0) ms[i] += ov * ms[i] / on_engines;
+    return k;
+}
+
+double hs_plan_batch_ms(const struct hs_plan *p, int lane, int n, int s)
+{
+    if (p->kind == HS_PLAN_SINGLE) return hs_costs_whole_ms(p->a, n, s);
+    if (p->kind == HS_PLAN_BUCKETS) return hs_costs_whole_ms(lane ? p->b : p->a, n, s);
+    int res[PLAN_MAX_SEGS];
+    double ms[PLAN_MAX_SEGS], t = 0;
+    const int k = split_segments(p, n, s, res, ms, PLAN_MAX_SEGS);
+    for (int i = 0; i < k; i++) t += ms[i];
     return t;
+}
+
+/* A split's time per batch on each engine (ms; [0] a, [1] b): what bounds a pipeline. */
+static void split_engine_ms(const struct hs_plan *p, int n, int s, double out[2])
+{
+    int res[PLAN_MAX_SEGS];
+    double ms[PLAN_MAX_SEGS];
+    const int k = split_segments(p, n, s, res, ms, PLAN_MAX_SEGS);
+    out[0] = out[1] = 0;
+    for (int i = 0; i < k; i++)
+        if (res[i] >= 0) out[res[i]] += ms[i];
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -164,8 +211,9 @@ double hs_plan_batch_ms(const struct hs_plan *p, int lane, int n, int s)
 
 struct plan_sim {
     const struct hs_plan *p;
-    double tax[2];
-    int n_buckets; /* the profile's measured buckets (of the plan's first engine) */
+    double tax[2];     /* per lane */
+    double eng_tax[2]; /* a split's engines, a and b */
+    int n_buckets;     /* the profile's measured buckets (of the plan's first engine) */
     int buckets[HS_COSTS_MAX_CELLS];
 };
 
@@ -196,6 +244,33 @@ static double plan_batch_s(void *ctx, const struct hs_sched_step *b)
             ? hs_costs_ragged(c->buckets, c->n_buckets, (double)b->tokens / b->n_seqs, plan_at, &a)
             : hs_plan_batch_ms(c->p, lane, b->shape_batch, b->shape_seq);
     return ms / 1e3 * c->tax[lane];
+}
+
+/* A pipelined split's batch as its runs on engines a (0) and b (1) and the copies between them
+ * (sim.h's batch_segments), each at the batch's real tokens on ragged engines, times the
+ * serving tax of its engine (a copy: the lane's). */
+static int plan_batch_segments(void *ctx, const struct hs_sched_step *b, int *res, double *s,
+                               int max)
+{
+    const struct plan_sim *c = ctx;
+    int lo = b->shape_seq, hi = lo, n = b->shape_batch;
+    double w = 0, floor = 0;
+    if (ragged(c->p) && b->n_seqs > 0) {
+        n = b->n_seqs;
+        hs_costs_ragged_weights(c->buckets, c->n_buckets, (double)b->tokens / b->n_seqs, &lo, &hi,
+                                &w, &floor);
+    }
+    int r0[PLAN_MAX_SEGS], r1[PLAN_MAX_SEGS];
+    double m0[PLAN_MAX_SEGS], m1[PLAN_MAX_SEGS];
+    const int k = split_segments(c->p, n, lo, r0, m0, PLAN_MAX_SEGS);
+    if (k > max || (hi != lo && split_segments(c->p, n, hi, r1, m1, PLAN_MAX_SEGS) != k)) return 0;
+    for (int i = 0; i < k; i++) {
+        double t = hi != lo ? m0[i] + w * (m1[i] - m0[i]) : m0[i];
+        if (t < m0[i] * floor) t = m0[i] * floor;
+        res[i] = r0[i];
+        s[i] = t / 1e3 * (r0[i] >= 0 ? c->eng_tax[r0[i]] : c->tax[0]);
+    }
+    return k;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -273,7 +348,8 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
     struct hs_lane_opts lo[2];
     struct hs_router_opts *ro = hs_calloc(1, sizeof *ro);
     if (!ro) return hs_error_set(err, HS_STATUS_NO_MEMORY, "plan: out of memory");
-    struct plan_sim ps = {p, {lane_tax(p, o, 0), lane_tax(p, o, 1)}, 0, {0}};
+    struct plan_sim ps = {
+        p, {lane_tax(p, o, 0), lane_tax(p, o, 1)}, {tax_of(o, p->a), tax_of(o, p->b)}, 0, {0}};
     ps.n_buckets = hs_costs_buckets(p->a, ps.buckets);
     struct hs_sim_setup su = {.n_lanes = lanes,
                               .lanes = lo,
@@ -284,6 +360,12 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
                               .n_groups = lanes,
                               .overhead_ms = o->overhead_ms,
                               .default_timeout_ms = o->timeout_ms};
+    if (p->pipelined) {
+        su.batch_segments = plan_batch_segments;
+        su.n_resources = 2;
+        snprintf(su.resource_name[0], sizeof su.resource_name[0], "%s", p->a->engine);
+        snprintf(su.resource_name[1], sizeof su.resource_name[1], "%s", p->b->engine);
+    }
     for (int l = 0; l < lanes; l++) {
         lo[l] = o->lane;
         lo[l].engine = l ? p->b->engine : p->a->engine;
@@ -295,7 +377,7 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
         lo[l].n_buckets = o->n_buckets - 1; /* the last is seq_max, which lanes append */
         memcpy(lo[l].buckets, o->buckets, sizeof(int) * (size_t)lo[l].n_buckets);
         lo[l].n_shapes = 0;
-        lo[l].slots = 1;
+        lo[l].slots = p->slots > 0 ? p->slots : 1;
         lo[l].runner = (struct hs_runner){0};
         snprintf(su.group_name[l], sizeof su.group_name[l], "%s", lo[l].engine);
         su.lane_group[l] = l;
@@ -322,7 +404,7 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
     if (st) return st;
     p->window_us = window_us;
     for (int l = 0; l < 2; l++) {
-        p->busy[l] = l < lanes ? r.grp[l].util : 0;
+        p->busy[l] = p->pipelined ? r.resource_util[l] : l < lanes ? r.grp[l].util : 0;
         p->batch_mean[l] = l < lanes ? r.grp[l].mean_batch_seqs : 0;
     }
     if (r.all.n == 0 || (double)r.all.ok < 0.99 * (double)r.all.n) {
@@ -381,13 +463,27 @@ static hs_status predict(struct hs_plan *p, const struct hs_traffic *t,
     for (int l = 0; l < n; l++) {
         p->busy[l] = p->batch_mean[l] = 0;
         if (lanes[l].rate_per_s <= 0) continue;
-        /* ms of lane time per request in full batches, for its own mix */
-        double per_req = 0;
-        for (int b = 0; b < o->n_buckets; b++)
-            if (lanes[l].share[b] > 0)
+        /* ms of lane time per request in full batches, for its own mix (a pipelined split: of
+         * its busiest engine's) */
+        double per_req = 0, per_eng[2] = {0, 0};
+        for (int b = 0; b < o->n_buckets; b++) {
+            if (!(lanes[l].share[b] > 0)) continue;
+            if (p->pipelined) {
+                double e[2];
+                split_engine_ms(p, o->batch_max, o->buckets[b], e);
+                for (int k = 0; k < 2; k++) per_eng[k] += lanes[l].share[b] * e[k] / o->batch_max;
+            } else {
                 per_req += lanes[l].share[b] * hs_plan_batch_ms(p, l, o->batch_max, o->buckets[b]) /
                            o->batch_max;
-        per_req *= lane_tax(p, o, l);
+            }
+        }
+        if (p->pipelined) {
+            per_eng[0] *= tax_of(o, p->a);
+            per_eng[1] *= tax_of(o, p->b);
+            per_req = per_eng[0] > per_eng[1] ? per_eng[0] : per_eng[1];
+        } else {
+            per_req *= lane_tax(p, o, l);
+        }
         double share_of_all = lanes[l].rate_per_s / t->rate_per_s;
         double cap = per_req > 0 ? 1000.0 / per_req / share_of_all : INFINITY;
         if (cap < p->capacity_rps) p->capacity_rps = cap;
@@ -412,11 +508,12 @@ static void name_plan(struct hs_plan *p, int layers)
                  p->a->engine, p->b->engine);
         break;
     case HS_PLAN_LAYERS:
-        snprintf(p->name, sizeof p->name, "layers 0-%d on %s, %d-%d on %s", p->cut - 1,
-                 p->a->engine, p->cut, layers - 1, p->b->engine);
+        snprintf(p->name, sizeof p->name, "layers 0-%d on %s, %d-%d on %s%s", p->cut - 1,
+                 p->a->engine, p->cut, layers - 1, p->b->engine, p->pipelined ? ", pipelined" : "");
         break;
     case HS_PLAN_MODULES:
-        snprintf(p->name, sizeof p->name, "attention on %s, ffn on %s", p->a->engine, p->b->engine);
+        snprintf(p->name, sizeof p->name, "attention on %s, ffn on %s%s", p->a->engine,
+                 p->b->engine, p->pipelined ? ", pipelined" : "");
         break;
     }
 }
@@ -468,12 +565,27 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
             /* a split needs each engine's stages measured (a lane of published numbers has only
              * whole-model times) */
             if (model_layers(ls[i]) <= 0 || model_layers(ls[j]) <= 0) continue;
-            for (int c = 1; c < layers && nc < HS_PLAN_MAX; c++)
-                cand[nc++] = (struct hs_plan){
-                    .kind = HS_PLAN_LAYERS, .a = ls[i], .b = ls[j], .cut = c, .engines = 2};
-            if (nc < HS_PLAN_MAX)
-                cand[nc++] =
-                    (struct hs_plan){.kind = HS_PLAN_MODULES, .a = ls[i], .b = ls[j], .engines = 2};
+            if (layers > PLAN_MAX_LAYERS) continue;
+            /* each split sequential (one batch in flight) and pipelined (two, each engine
+             * running one at a time) */
+            for (int piped = 0; piped < 2; piped++) {
+                for (int c = 1; c < layers && nc < HS_PLAN_MAX; c++)
+                    cand[nc++] = (struct hs_plan){.kind = HS_PLAN_LAYERS,
+                                                  .a = ls[i],
+                                                  .b = ls[j],
+                                                  .cut = c,
+                                                  .pipelined = piped,
+                                                  .slots = 1 + piped,
+                                                  .engines = 2};
+                /* a pipelined module split's runs must fit the simulation's segments */
+                if (nc < HS_PLAN_MAX && (!piped || 4 * layers + 1 <= HS_SIM_MAX_SEGMENTS))
+                    cand[nc++] = (struct hs_plan){.kind = HS_PLAN_MODULES,
+                                                  .a = ls[i],
+                                                  .b = ls[j],
+                                                  .pipelined = piped,
+                                                  .slots = 1 + piped,
+                                                  .engines = 2};
+            }
         }
     struct hs_sim_traffic tr;
     if (plan_traffic(t, &o, &tr)) {
@@ -504,6 +616,9 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
              (isinf(p->p99_ms) && p->capacity_rps > out->plans[out->best_single].capacity_rps)))
             out->best_single = i;
         if (o.kinds && !(o.kinds & (1u << p->kind))) continue;
+        const bool split = p->kind == HS_PLAN_LAYERS || p->kind == HS_PLAN_MODULES;
+        if (split && ((o.pipeline > 0 && !p->pipelined) || (o.pipeline < 0 && p->pipelined)))
+            continue;
         int c = out->chosen;
         const struct hs_plan *q = c >= 0 ? &out->plans[c] : NULL;
         bool better =

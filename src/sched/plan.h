@@ -7,7 +7,10 @@
  *   buckets   requests up to a length threshold on engine a, longer ones on engine b (every
  *             ordered pair, every bucket boundary);
  *   layers    one lane whose first `cut` layers run on a, the rest on b (every pair, every cut);
- *   modules   one lane with attention on a and FFN on b (every pair).
+ *   modules   one lane with attention on a and FFN on b (every pair);
+ * each split sequential (a batch runs its stages one after the other, one batch in flight) and
+ * pipelined (placement.pipeline: two batches in flight, each engine running one at a time, so
+ * batch k's stages on b overlap batch k+1's on a).
  * Splits are offered only between engines measured in the same dtype.
  *
  * The model, kept simple so that its output can be checked by hand:
@@ -16,8 +19,10 @@
  *     split:   the sum of each stage's measured (compute + sync) on its engine, plus at every
  *              boundary the giving stage's copy_out, the taking engine's batch_begin (embed
  *              copy_in) and the taking stage's copy_in, plus the first engine's executor overhead
- *              (its whole-model time minus its stages' sum); stages run one after the other
- *              (no pipelining across batches).
+ *              (its whole-model time minus its stages' sum), shared among the engines' runs
+ *              by their length. A pipelined split's batch is that chain of runs, each holding
+ *              its engine (the copies out hold neither), and waits when the other batch holds
+ *              the engine it needs next.
  *   Cells the profile lacks are interpolated (costs.h).
  *   On engines that compute ragged batches (cpu) a batch's time follows its real tokens: the
  *   time above at its mean length, interpolated between the measured buckets around it.
@@ -28,13 +33,15 @@
  *     engine's measured serving tax, plus the measured overhead per request; P50/P99 of
  *     arrival-to-answer. A lane loaded at or past its capacity, or a plan that answers less
  *     than 99 % of the requests, has no finite latency.
- *   capacity: the rate at which the busiest lane's full batches (batch_max) take all its time.
+ *   capacity: the rate at which the busiest lane's full batches (batch_max) take all its time
+ *     (a pipelined split: the busiest engine's runs of them).
  * The batch window of each plan is chosen from a few candidates (the one with the lowest P99).
  * The chosen plan: among plans whose P99 meets the objective with every lane under 90 % busy,
  * the one using the fewest engines, then the lowest P99; when none meets it, the lowest P99.
  * Not modelled unless measured and given (tax, overhead_ms): HTTP and tokenization time, CPU
  * engines sharing cores with them and with other work; not modelled: priorities, more than one
- * slot, pipelining a split across batches.
+ * slot on one engine (a CPU engine's slots share its cores: slices are the way to run batches
+ * side by side, each slice profiled as its own engine).
  */
 #ifndef HS_SCHED_PLAN_H
 #define HS_SCHED_PLAN_H
@@ -72,12 +79,16 @@ struct hs_plan {
     const struct hs_cost_lane *a, *b; /* b: NULL for single */
     int threshold;                    /* buckets: longest sequence (tokens) on a */
     int cut;                          /* layers: layers [0, cut) on a */
+    bool pipelined;                   /* layers, modules: each engine one batch at a time,
+                                         batches overlapping (placement.pipeline) */
+    int slots;                        /* batches in flight on its lane(s): 1, a pipeline 2 */
     int window_us;                    /* batch window chosen */
     char name[128];
     /* predictions at the traffic's rate */
     double p50_ms, p99_ms; /* infinity when a lane is past its capacity */
     double capacity_rps;   /* rate at which the busiest lane saturates */
-    double busy[2];        /* share of each lane's time busy at the rate */
+    double busy[2];        /* share of each lane's time busy at the rate (a pipelined split:
+                              of each engine's, a then b) */
     double batch_mean[2];  /* mean sequences per batch */
     int engines;           /* engines it uses */
     bool meets;            /* P99 within the objective and every lane under 90 % busy */
@@ -91,6 +102,7 @@ struct hs_plan_opts {
     int layers;       /* the model's layers (from the profile's attn count when 0) */
     int sim_requests; /* simulated requests per plan and window; default 20000 */
     unsigned kinds;   /* 1 << hs_plan_kind: only these may be chosen; 0 = any */
+    int pipeline;     /* splits that may be chosen: 0 either, 1 pipelined only, -1 not */
     /* the lanes' admission and learning options (the configuration's: queue_max, wait_max_ms,
      * shed_batch_ratio, batch_max_tokens, throughput_init_tokens_per_s, throughput_ewma_alpha);
      * buckets, batch_max, windows and slots are the plan's */

@@ -50,6 +50,13 @@ def test_prints_the_choice_beside_the_alternatives(profile, tmp_path):
     for alt in ("all on cpu_a", "all on cpu_b", "tokens on cpu_", "layers 0-",
                 "attention on cpu_"):
         assert any(alt in l for l in lines), (alt, r.stdout)
+    # each split both ways: one batch at a time, and pipelined (a busy share per engine)
+    for alt in ("layers 0-", "attention on cpu_"):
+        rows = [l for l in lines if alt in l]
+        assert any("pipelined" in l for l in rows) and any("pipelined" not in l for l in rows), \
+            r.stdout
+    piped = [l for l in lines if "pipelined" in l and "%" in l]
+    assert all(l.split()[-4].endswith("%") for l in piped), piped
     assert "chosen: " in r.stdout and " meets 500.0 ms with " in r.stdout
     assert out.read_text().startswith("# written by hetserve plan from ")
 
@@ -59,12 +66,18 @@ def test_prints_the_choice_beside_the_alternatives(profile, tmp_path):
     ("buckets", "tokens_max: "),
     ("layers", "placement: {layers: [{engine: cpu_"),
     ("modules", "modules: {attention: cpu_"),
+    ("layers --pipeline yes", "pipeline: true}"),
+    ("modules --pipeline no", "pipeline: false}"),
 ])
 def test_every_kind_of_plan_writes_a_config_serve_runs(profile, tmp_path, kind, expect):
-    r, out = plan(profile, tmp_path, "--kind", kind)
+    r, out = plan(profile, tmp_path, "--kind", *kind.split())
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert expect in text, text
+    chosen = [l for l in r.stdout.splitlines() if l.startswith("* ")][0]
+    if "--pipeline" in kind:
+        assert ("pipelined" in chosen) == ("pipeline yes" in kind), chosen
+    kind = kind.split()[0]
     chk = subprocess.run([BINARY, "config", "--check", str(out)], capture_output=True, text=True)
     assert chk.returncode == 0, chk.stderr
     srv = Server(text, model=None)
@@ -86,6 +99,9 @@ def test_usage_and_input_errors(profile, tmp_path):
     r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", TRAFFIC,
                         "--slo", "50", "--kind", "diagonal"], capture_output=True, text=True)
     assert r.returncode == 2 and "--kind" in r.stderr
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", TRAFFIC,
+                        "--slo", "50", "--pipeline", "maybe"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--pipeline 'maybe' (any | yes | no)" in r.stderr, r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "hetserve-profile", "version": 1, "lanes": [{"model": 3}]}')
     r = subprocess.run([BINARY, "plan", "--profile", str(bad), "--traffic", TRAFFIC,
