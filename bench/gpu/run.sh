@@ -9,7 +9,8 @@
 #       unpacks missing build dependencies, builds with CUDA, runs test_cuda, `hetserve verify`
 #       on the GPU (and on the CPU engine for reference), benchmarks hetserve vs PyTorch fp16 on
 #       MiniLM (batch 1/32/256 x seq 16/128/256) and on a random BERT-base (batch 1/256 x 128),
-#       probes the fp16 GEMM peak, and writes results.csv + summary.txt to --out ($OUT).
+#       probes the fp16 GEMM peak, serves a cuda engine sliced into streams (slices_check.py),
+#       and writes results.csv + summary.txt to --out ($OUT).
 #   bench/gpu/run.sh --cpu-only [--out DIR]           dry run of everything that runs on a CPU:
 #       build, test_cuda (skips), verify on the CPU engine, the bench harness on the CPU engine
 #       with tiny counts, the summary.
@@ -149,6 +150,9 @@ if [ "$MODE" = gpu ]; then
     --iters "$ITERS" --label hetserve-fp16 --csv "$CSV" 2>&1 | tee -a "$OUTDIR/bench.txt"
   step bench_torch_bertbase 0 python3 bench/gpu/torch_bench.py model --model "$BB" --batch 1,256 \
     --seq 128 --iters "$ITERS" --csv "$CSV" 2>&1 | tee -a "$OUTDIR/bench.txt"
+  # a cuda engine sliced into streams, served beside a cpu engine
+  step serve_cuda_slices 0 python3 bench/gpu/slices_check.py --hetserve "$BUILD/hetserve" \
+    --model "$MODEL16" --slices 2 2>&1 | tee "$OUTDIR/slices.txt"
 else
   TINY=bench/out/tiny-bert
   vocab=$MODEL16; [ -f "$vocab/vocab.txt" ] || vocab=models/all-MiniLM-L6-v2 # no --prepare needed here

@@ -3,12 +3,15 @@
 item 6).
 
   python3 bench/plan/check.py [--build build] [--out bench/out/plan] [--loads 0.3,0.6]
-                              [--duration 15] [--kinds single,buckets,layers] [--no-calibrate]
+                              [--duration 15] [--kinds single,buckets,layers,layers-pipelined]
+                              [--no-calibrate]
 
 Workload: bench/hybrid/make_trace.py's trace (real sentences, 80 % of 8-32 tokens, 20 % of
 200-256), its token counts measured with `hetserve tokenize`. Steps: profile
 configs/hybrid-cpu.yaml (grid 1,2,4,8,16,32 x 16,32,128,256); calibrate (below); then per load, plan once
-per kind (--kind) at rate R = load x the best single engine's predicted capacity, serve each
+per kind (--kind; layers and modules one batch at a time, layers-pipelined and
+modules-pipelined with placement.pipeline) at rate R = load x the best single engine's
+predicted capacity (a plan over its capacity is predicted "over cap" and still served), serve each
 plan's written config and send the trace open-loop with hetbench at R for --duration seconds
 (3 s warm-up left out). Prints and writes (DIR/report.md) predicted vs measured P50, P99 and
 served rate, with the machine's 1-minute load average around each run. Run it alone: it
@@ -49,6 +52,7 @@ def tokens_of(hetserve, texts):
 def plan_row(stdout):
     """The chosen row: name, window, P50, P99, capacity."""
     for line in stdout.splitlines():
+        line = line.replace("over cap", "over")
         if line.startswith("* "):
             m = re.match(r"\* (.+?)\s+(\d+)\s+(\S+)\s+(\S+)\s+([\d.]+)", line)
             num = lambda s: float("inf") if s == "over" else float(s)
@@ -64,7 +68,7 @@ def main():
     ap.add_argument("--loads", default="0.3,0.6")
     ap.add_argument("--no-calibrate", action="store_true")
     ap.add_argument("--duration", type=float, default=15)
-    ap.add_argument("--kinds", default="single,buckets,layers")
+    ap.add_argument("--kinds", default="single,buckets,layers,layers-pipelined")
     a = ap.parse_args()
     os.chdir(ROOT)
     hetserve = os.path.join(a.build, "hetserve")
@@ -96,9 +100,14 @@ def main():
     extra = []  # the calibration's hetserve plan options
 
     def plan(kind, rate, out):
+        # "layers" and "modules": one batch at a time; "layers-pipelined": the pipelined split
+        k = kind.split("-")
+        opts = ["--kind", k[0]]
+        if k[0] in ("layers", "modules"):
+            opts += ["--pipeline", "yes" if k[1:] == ["pipelined"] else "no"]
         r = subprocess.run([hetserve, "plan", "--profile", profile, "--traffic",
-                            "rate=%g;%s" % (rate, hist), "--slo", "1000", "--kind", kind,
-                            "--out", out] + extra, capture_output=True, text=True, check=True)
+                            "rate=%g;%s" % (rate, hist), "--slo", "1000", "--out", out] + opts +
+                           extra, capture_output=True, text=True, check=True)
         return plan_row(r.stdout), r.stdout
 
     def busy(port):

@@ -157,6 +157,14 @@ struct hs_engine_opts {
  * `config --check`, and fails at load with a clear message. A kind's entry lives in its own
  * folder (engine/<kind>/kind.c, always compiled) and is listed once in engine/registry.c; the
  * CLI, the config and the tests iterate the registry, never a chain of names. */
+/* How an engine of a kind is split into compute slices (engines[].slices). */
+enum hs_slice_by {
+    HS_SLICE_NONE,    /* it is not */
+    HS_SLICE_CORES,   /* disjoint shares of its cores and threads (cpu) */
+    HS_SLICE_STREAMS, /* engines on the same device, each with its own streams, sharing the
+                         device's prepared weights through prep_key (cuda) */
+};
+
 struct hs_engine_kind {
     const char *name;     /* "cpu", "cuda": engines[].kind in the config */
     const char *summary;  /* one line for `hetserve devices` */
@@ -190,6 +198,7 @@ struct hs_engine_kind {
     /* true: its batches run on another hetserve (engine/remote/remote.h): its lanes get a remote
      * runner, no executor, and a model only on such engines is loaded without its weights */
     bool remote;
+    enum hs_slice_by slice_by; /* engines[].slices: how, if at all */
 };
 
 /* Number of registered kinds; hs_engine_kind_at(i) for i in [0, n) returns them in order. */

@@ -33,6 +33,7 @@ struct hs_executor {
     int n_bound;
     int bound_from[HS_EXEC_MAX_BOUNDARIES], bound_to[HS_EXEC_MAX_BOUNDARIES]; /* into eng[] */
     int *stage_bound; /* [n_stages]: boundary entered before stage i, -1 none */
+    bool *gated;      /* [slots]: holds the first engine for its next run (hs_executor_gate) */
 };
 
 void hs_placement_single(const struct hs_model *m, hs_engine_t e, struct hs_placement *out)
@@ -145,12 +146,15 @@ void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from,
     *to = x->eng[x->bound_to[i]].engine;
 }
 
-static void hold_take(struct engine_hold *h)
+/* Takes h; returns the nanoseconds waited for another holder (0 when it was free). */
+static int64_t hold_take(struct engine_hold *h)
 {
     pthread_mutex_lock(&h->mu);
     uint64_t me = h->next++;
+    int64_t t0 = h->serving != me ? hs_now_ns() : 0;
     while (h->serving != me) pthread_cond_wait(&h->cv, &h->mu);
     pthread_mutex_unlock(&h->mu);
+    return t0 ? hs_now_ns() - t0 : 0;
 }
 
 static void hold_give(struct engine_hold *h)
@@ -184,7 +188,27 @@ void hs_executor_free(struct hs_executor *x)
     hs_free(x->prep);
     hs_free(x->stage_eng);
     hs_free(x->stage_bound);
+    hs_free(x->gated);
     hs_free(x);
+}
+
+bool hs_executor_pipelined(const struct hs_executor *x)
+{
+    return x && x->eng[x->stage_eng[0]].hold;
+}
+
+void hs_executor_gate(struct hs_executor *x, int slot)
+{
+    if (!hs_executor_pipelined(x) || slot < 0 || slot >= x->opts.slots || x->gated[slot]) return;
+    hold_take(x->eng[x->stage_eng[0]].hold);
+    x->gated[slot] = true;
+}
+
+void hs_executor_ungate(struct hs_executor *x, int slot)
+{
+    if (!hs_executor_pipelined(x) || slot < 0 || slot >= x->opts.slots || !x->gated[slot]) return;
+    x->gated[slot] = false;
+    hold_give(x->eng[x->stage_eng[0]].hold);
 }
 
 /* Stage i's compute dtype: f32 where the placement or the model's quantization plan keeps it,
@@ -225,7 +249,8 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
     x->stage_eng = hs_calloc((size_t)m->n_stages, sizeof(int));
     x->xfer = hs_calloc((size_t)o.slots, sizeof(float *));
     x->stage_bound = hs_calloc((size_t)m->n_stages, sizeof(int));
-    if (!x->prep || !x->stage_eng || !x->xfer || !x->stage_bound) goto oom;
+    x->gated = hs_calloc((size_t)o.slots, sizeof(bool));
+    if (!x->prep || !x->stage_eng || !x->xfer || !x->stage_bound || !x->gated) goto oom;
 
     for (int i = 0; i < m->n_stages; i++) {
         hs_engine_t e = plan->engine[i];
@@ -319,17 +344,26 @@ oom:
 hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch *b, float *out,
                           struct hs_exec_timing *timing, struct hs_error *err)
 {
-    if (!x || !b || !out || slot < 0 || slot >= x->opts.slots)
+    if (!x || slot < 0 || slot >= x->opts.slots)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor_run: bad argument");
-    if (b->n_seqs < 1 || b->n_seqs > x->opts.batch_max || b->n_tokens > x->opts.tokens_max)
+    /* a refused batch gives the pipeline's entry back (hs_executor_gate) */
+    if (!b || !out) {
+        hs_executor_ungate(x, slot);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor_run: bad argument");
+    }
+    if (b->n_seqs < 1 || b->n_seqs > x->opts.batch_max || b->n_tokens > x->opts.tokens_max) {
+        hs_executor_ungate(x, slot);
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "executor_run: batch of %d sequences / %d tokens exceeds %d / %d",
                             b->n_seqs, b->n_tokens, x->opts.batch_max, x->opts.tokens_max);
+    }
     for (int i = 0; i < b->n_seqs; i++)
-        if (b->lengths[i] < 1 || b->lengths[i] > x->opts.seq_max)
+        if (b->lengths[i] < 1 || b->lengths[i] > x->opts.seq_max) {
+            hs_executor_ungate(x, slot);
             return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                                 "executor_run: sequence %d has %d tokens (1..%d allowed)", i,
                                 b->lengths[i], x->opts.seq_max);
+        }
 
     struct hs_exec_timing t = {0};
     t.n_boundaries = x->n_bound;
@@ -345,9 +379,11 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
         if (k != cur) {
             int64_t t0 = hs_now_ns(), w0 = t0, waited = 0;
             if (cur < 0) {
-                if (ee->hold) {
-                    hold_take(held = ee->hold);
-                    waited = hs_now_ns() - t0;
+                if (ee->hold && x->gated[slot]) { /* held since hs_executor_gate */
+                    x->gated[slot] = false;
+                    held = ee->hold;
+                } else if (ee->hold) {
+                    waited = hold_take(held = ee->hold);
                 }
                 st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);
                 t.copy_in_ns += hs_now_ns() - t0 - waited;
@@ -359,8 +395,7 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                 st = hs_engine_act_read(prev->engine, prev->ws[slot], buf, x->xfer[slot], err);
                 if (st == HS_STATUS_OK && ee->hold) {
                     w0 = hs_now_ns();
-                    hold_take(held = ee->hold);
-                    waited = hs_now_ns() - w0;
+                    waited = hold_take(held = ee->hold);
                 }
                 if (st == HS_STATUS_OK)
                     st = hs_engine_batch_begin(ee->engine, ee->ws[slot], b, err);

@@ -117,6 +117,14 @@ const struct hs_model *hs_executor_model(const struct hs_executor *x);
 int hs_executor_n_boundaries(const struct hs_executor *x);
 void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from, hs_engine_t *to);
 
+/* A pipeline's entry (opts.pipeline with more than one engine): blocks until slot holds the
+ * plan's first engine (first come, first served); the slot's next hs_executor_run starts there
+ * without taking it again, so a scheduler can form the batch once it can start. ungate gives
+ * an entry taken but not used back. No effect without a pipeline. */
+bool hs_executor_pipelined(const struct hs_executor *x);
+void hs_executor_gate(struct hs_executor *x, int slot);
+void hs_executor_ungate(struct hs_executor *x, int slot);
+
 /* Runs one batch on slot `slot` (0 <= slot < opts.slots). out: [b->n_seqs, hidden] fp32.
  * HS_STATUS_INVALID_ARGUMENT when the batch exceeds the workspace sizes; engine failures
  * return their status with the engine's message. timing may be NULL. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/log.h"
 #include "sched/sim.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -363,6 +364,7 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
     if (p->pipelined) {
         su.batch_segments = plan_batch_segments;
         su.n_resources = 2;
+        su.gate[0] = 1; /* a batch forms when engine a can take it (runner.gate) */
         snprintf(su.resource_name[0], sizeof su.resource_name[0], "%s", p->a->engine);
         snprintf(su.resource_name[1], sizeof su.resource_name[1], "%s", p->b->engine);
     }
@@ -407,6 +409,11 @@ static hs_status simulate(struct hs_plan *p, const struct hs_sim_traffic *tr,
         p->busy[l] = p->pipelined ? r.resource_util[l] : l < lanes ? r.grp[l].util : 0;
         p->batch_mean[l] = l < lanes ? r.grp[l].mean_batch_seqs : 0;
     }
+    hs_log(HS_LOG_DEBUG,
+           "plan %s window %d us: %lld requests, %lld ok (P50 %.1f, P99 %.1f, max %.1f ms), %lld "
+           "refused, %lld timed out",
+           p->name, window_us, (long long)r.all.n, (long long)r.all.ok, r.all.p50_ms, r.all.p99_ms,
+           r.all.max_ms, (long long)r.all.shed, (long long)r.all.timeout);
     if (r.all.n == 0 || (double)r.all.ok < 0.99 * (double)r.all.n) {
         p->p50_ms = p->p99_ms = INFINITY;
     } else {
@@ -575,7 +582,7 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
                                                   .b = ls[j],
                                                   .cut = c,
                                                   .pipelined = piped,
-                                                  .slots = 1 + piped,
+                                                  .slots = piped ? 3 : 1,
                                                   .engines = 2};
                 /* a pipelined module split's runs must fit the simulation's segments */
                 if (nc < HS_PLAN_MAX && (!piped || 4 * layers + 1 <= HS_SIM_MAX_SEGMENTS))
@@ -583,7 +590,7 @@ hs_status hs_plan_make(const struct hs_costs *costs, const struct hs_traffic *t,
                                                   .a = ls[i],
                                                   .b = ls[j],
                                                   .pipelined = piped,
-                                                  .slots = 1 + piped,
+                                                  .slots = piped ? 3 : 1,
                                                   .engines = 2};
             }
         }

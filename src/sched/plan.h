@@ -40,8 +40,8 @@
  * the one using the fewest engines, then the lowest P99; when none meets it, the lowest P99.
  * Not modelled unless measured and given (tax, overhead_ms): HTTP and tokenization time, CPU
  * engines sharing cores with them and with other work; not modelled: priorities, more than one
- * slot on one engine (a CPU engine's slots share its cores: slices are the way to run batches
- * side by side, each slice profiled as its own engine).
+ * slot on one engine (a CPU engine's slots share its cores; engines on disjoint cores are the
+ * way to run batches side by side, each profiled as an engine of its own).
  */
 #ifndef HS_SCHED_PLAN_H
 #define HS_SCHED_PLAN_H

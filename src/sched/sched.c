@@ -122,6 +122,7 @@ struct slot {
     int64_t run_formed_ns, run_tokens;
     uint64_t run_batch_id;
     bool stepping; /* stepped scheduler: a batch is out with the simulator */
+    bool gated;    /* holds the lane's entry (runner.gate) */
 };
 
 struct lane {
@@ -760,22 +761,52 @@ static void *lane_main(void *arg)
     struct slot *sl = arg;
     struct lane *L = sl->L;
     struct hs_sched *s = L->s;
+    const struct hs_runner *ru = &L->o.runner;
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
         int64_t now = hs_now_ns(), wake;
         struct chain c = {NULL};
         int b;
+        /* a gated lane: hold its entry before forming a batch, once one is due */
+        if (ru->gate && !sl->gated) {
+            if (lane_pick(L, now, atomic_load(&s->draining), &wake) < 0) {
+                sl->backlog_since_ns = 0;
+                if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
+                cond_wait_until(&L->cv, &L->mu, wake);
+                continue;
+            }
+            pthread_mutex_unlock(&L->mu);
+            ru->gate(ru->ctx, sl->idx);
+            pthread_mutex_lock(&L->mu);
+            sl->gated = true;
+            continue; /* what is due may have grown, or gone to another slot, meanwhile */
+        }
         int n = slot_take(sl, now, atomic_load(&s->draining), &b, &wake, &c);
         if (n < 0) {
+            if (sl->gated) { /* nothing left to form: the entry goes to the next slot */
+                sl->gated = false;
+                pthread_mutex_unlock(&L->mu);
+                ru->ungate(ru->ctx, sl->idx);
+                pthread_mutex_lock(&L->mu);
+                continue;
+            }
             if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
             cond_wait_until(&L->cv, &L->mu, wake);
             continue;
         }
+        const bool run = n > 0;
+        if (run) sl->gated = false; /* the run takes the entry over */
         pthread_mutex_unlock(&L->mu);
         chain_flush(&c);
-        if (n > 0) lane_run_batch(sl, b, n, now);
+        if (run) lane_run_batch(sl, b, n, now);
         pthread_mutex_lock(&L->mu);
         slot_done(sl, n);
+    }
+    if (sl->gated) {
+        sl->gated = false;
+        pthread_mutex_unlock(&L->mu);
+        ru->ungate(ru->ctx, sl->idx);
+        pthread_mutex_lock(&L->mu);
     }
     pthread_cond_broadcast(&L->idle_cv);
     pthread_mutex_unlock(&L->mu);
@@ -870,6 +901,9 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
     L->o.model = L->model;
     if (!o->runner.run && !L->s->stepped)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "lane %s: no runner", L->engine);
+    if (!o->runner.gate != !o->runner.ungate)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "lane %s: gate without ungate",
+                            L->engine);
     if (o->dim <= 0 || o->seq_max <= 0 || o->batch_max <= 0 || o->batch_max_tokens <= 0 ||
         o->batch_window_us < 0 || o->queue_max <= 0)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
@@ -1511,9 +1545,13 @@ bool hs_sched_step_begin(struct hs_sched *s, struct hs_sched_step *out, int64_t 
     const bool draining = atomic_load(&s->draining);
     for (int i = 0; i < s->n; i++) {
         struct lane *L = s->lanes[i];
+        const struct hs_runner *ru = &L->o.runner;
         for (int k = 0; k < L->n_slots; k++) {
             struct slot *sl = &L->slots[k];
             if (sl->stepping) continue;
+            /* a gated lane forms a batch only when one could start now: the simulation says
+             * when its entry frees (an event, after which this is asked again) */
+            if (ru->gate_open && !ru->gate_open(ru->ctx)) break;
             /* as a batcher thread's loop (lane_main) */
             for (;;) {
                 int64_t due;

@@ -95,6 +95,15 @@ struct hs_runner {
     hs_status (*run)(void *ctx, int slot, const struct hs_batch *b, float *out,
                      struct hs_batch_timing *t, struct hs_error *err);
     void *ctx;
+    /* Optional, a pipelined split: the lane's entry (its first engine), which a slot must hold
+     * before it forms a batch, so that a batch forms when it can start rather than early, small,
+     * to wait for the engine. With threads: gate blocks until the slot holds the entry (first
+     * come, first served), the slot's next run releases it when its first engine's part is
+     * done, and ungate gives it back unused (nothing was due after all). In stepped mode:
+     * gate_open says whether a batch could start on the lane now. */
+    void (*gate)(void *ctx, int slot);
+    void (*ungate)(void *ctx, int slot);
+    bool (*gate_open)(void *ctx);
 };
 
 struct hs_shape {

@@ -132,6 +132,14 @@ struct resource {
     int head, n, cap;
 };
 
+struct sim;
+
+/* The entry of a gated lane: a resource (sim.h's gate). */
+struct gate {
+    struct sim *m;
+    int resource;
+};
+
 struct sim {
     const struct hs_sim_setup *f;
     struct hs_sched *s;
@@ -142,7 +150,16 @@ struct sim {
     int max_slots;
     struct run *runs; /* [n_lanes * max_slots], with batch_segments */
     struct resource rsc[HS_SIM_MAX_RESOURCES];
+    struct hs_lane_opts lanes[HS_SCHED_MAX_LANES]; /* the setup's, gates installed */
+    struct gate gates[HS_SCHED_MAX_LANES];
 };
+
+static bool gate_open(void *ctx)
+{
+    const struct gate *g = ctx;
+    const struct resource *q = &g->m->rsc[g->resource];
+    return !q->busy && q->n == 0;
+}
 
 static void job_free(struct simjob *sj)
 {
@@ -372,7 +389,19 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
             if (!m->rsc[r].queue) goto nomem;
         }
     }
-    if ((st = hs_sched_create_stepped(f->lanes, f->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
+    memcpy(m->lanes, f->lanes, sizeof(struct hs_lane_opts) * (size_t)f->n_lanes);
+    for (int l = 0; l < f->n_lanes; l++) {
+        if (f->gate[l] <= 0) continue;
+        if (!f->batch_segments || f->gate[l] > f->n_resources) {
+            st = hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                              "simulation: lane %d's gate names no resource", l);
+            goto done;
+        }
+        m->gates[l] = (struct gate){m, f->gate[l] - 1};
+        m->lanes[l].runner.gate_open = gate_open;
+        m->lanes[l].runner.ctx = &m->gates[l];
+    }
+    if ((st = hs_sched_create_stepped(m->lanes, f->n_lanes, NULL, T0_NS, &m->s, err))) goto done;
     if ((st = hs_router_create(m->s, f->router, &rt, err))) goto done;
     if ((st = hs_dispatch_create(m->s, rt, &d, err))) goto done;
 
@@ -455,6 +484,14 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
                 for (int k = 0; k < u->n; k++)
                     if (u->resource[k] >= f->n_resources) u->resource[k] = -1;
                 if (u->n > 0) {
+                    double sum = 0;
+                    for (int k = 0; k < u->n; k++) sum += u->seconds[k];
+                    hs_log(HS_LOG_DEBUG,
+                           "sim t %.4f s: lane %d slot %d: %d seqs, %lld tokens, shape %dx%d: %d "
+                           "segments of %.2f ms (the lane predicted %.2f)",
+                           (double)(now - T0_NS) / 1e9, b.lane, b.slot, b.n_seqs,
+                           (long long)b.tokens, b.shape_batch, b.shape_seq, u->n, sum * 1e3,
+                           b.predicted_s * 1e3);
                     u->i = 0;
                     u->start_ns = now;
                     if (seg_start(m, &h, r, now)) goto oom;

@@ -71,6 +71,9 @@ struct hs_sim_setup {
                           int max);
     int n_resources;
     char resource_name[HS_SIM_MAX_RESOURCES][32];
+    /* a gated lane (hs_runner.gate_open) forms a batch only when resource gate[l] - 1 is free
+     * and nobody waits for it (a pipelined split: its first engine); 0 = not gated */
+    int gate[HS_SCHED_MAX_LANES];
     /* lanes grouped for utilization (an engine and its copies): lane_group[l] in [0, n_groups) */
     int n_groups;
     char group_name[HS_SIM_MAX_GROUPS][32];

@@ -205,10 +205,11 @@ static const struct key keys[] = {
      N(engine_cfg, n_shapes)},
     {E("slots", slots), K_INT, 1, HS_SCHED_MAX_SLOTS, "1", "quota: batches in flight at once"},
     {E("slices", slices), K_INT, 1, HS_CONFIG_MAX_SLICES, "1",
-     "compute slices (cpu): the engine becomes this many engines <name>/0 .. <name>/N-1, each on "
-     "a disjoint share of its cores (of the process's cores when unpinned) and of its threads, "
-     "each its own lane per model (routing, metrics, X-Engine); weights are shared. Routes, "
-     "rules and models naming the engine take every slice"},
+     "compute slices: the engine becomes this many engines <name>/0 .. <name>/N-1, each its own "
+     "lane per model (routing, metrics, X-Engine); weights are shared. cpu: each on a disjoint "
+     "share of its cores (of the process's cores when unpinned) and of its threads; cuda: each "
+     "with its own streams on the same device. Routes, rules and models naming the engine take "
+     "every slice"},
     {E("batch_window_us", batch_window_us), K_INT, -1, 60e6, "-1",
      "this engine's batching.batch_window_us; -1 = the batching section's"},
     {E("batch_max", batch_max), K_INT, 0, 65536, "0", "this engine's batch_max; 0 = batching's"},
@@ -334,10 +335,11 @@ static const struct key keys[] = {
      0,
      0,
      "false",
-     "a split's engines each run one batch at a time, first come first served, and the lane "
-     "keeps at least one batch in flight per engine (its engine's slots, raised to that): batch "
-     "k's later layers run while batch k+1's first ones do (false: a batch runs its stages one "
-     "after the other; with slots > 1 batches share the engines)"},
+     "a split's engines each run one batch at a time, first come first served: batch k's later "
+     "layers run while batch k+1's first ones do. A batch forms when the first engine can take "
+     "it, and the lane keeps one batch in flight per engine plus one waiting at a boundary (its "
+     "engine's slots, raised to that). false: a batch runs its stages one after the other; with "
+     "slots > 1 batches share the engines"},
 
     {SEC("batching"), .doc = "how requests of one length bucket are batched"},
     {C(batching, batch_window_us), K_INT, 0, 60e6, "2000",
@@ -893,7 +895,9 @@ int hs_config_lane_slots(const struct hs_model_cfg *m, const struct hs_engine_cf
         for (int q = 0; q < r; q++) seen |= !strcmp(p->layers[q].engine, p->layers[r].engine);
         n += !seen;
     }
-    return slots > n ? slots : n;
+    /* one batch per engine, and one formed and waiting at the next boundary, so that no
+     * engine idles while the batch after it waits for the next engine */
+    return slots > n + 1 ? slots : n + 1;
 }
 
 int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine)
@@ -988,15 +992,15 @@ static hs_status check_slices(const struct hs_config *c, int i, const struct hs_
         return BAD("engines[%d].slices: engine '%s' is remote: it has a lane per worker slot "
                    "already (workers_max); slices are for local engines",
                    i, e->name);
-    if (strcmp(k->name, "cpu"))
-        return BAD("engines[%d].slices: engine '%s' (kind %s): not supported yet: streams (only "
-                   "cpu engines slice, into core sets)",
+    if (k->slice_by == HS_SLICE_NONE)
+        return BAD("engines[%d].slices: engine '%s' (kind %s): this kind does not slice (cpu "
+                   "engines slice into core sets, cuda engines into streams)",
                    i, e->name, k->name);
-    if (e->n_cores > 0 && e->slices > e->n_cores)
+    if (k->slice_by == HS_SLICE_CORES && e->n_cores > 0 && e->slices > e->n_cores)
         return BAD("engines[%d].slices: %d slices need at least %d cores; engine '%s' has %d "
                    "(engines[%d].cores)",
                    i, e->slices, e->slices, e->name, e->n_cores, i);
-    if (e->threads > 0 && e->slices > e->threads)
+    if (k->slice_by == HS_SLICE_CORES && e->threads > 0 && e->slices > e->threads)
         return BAD("engines[%d].slices: %d threads cannot be split into %d slices (engine '%s')", i,
                    e->threads, e->slices, e->name);
     size_t len = strlen(e->name);
@@ -1015,6 +1019,12 @@ static hs_status check_slices(const struct hs_config *c, int i, const struct hs_
 int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int n_avail,
                     int cores[HS_ENGINE_MAX_CORES], int *threads)
 {
+    const struct hs_engine_kind *kind = hs_engine_kind_find(e->kind);
+    if (kind && kind->slice_by == HS_SLICE_STREAMS) { /* every slice: the engine's own */
+        for (int i = 0; i < e->n_cores && i < HS_ENGINE_MAX_CORES; i++) cores[i] = e->cores[i];
+        *threads = e->threads;
+        return e->n_cores < HS_ENGINE_MAX_CORES ? e->n_cores : HS_ENGINE_MAX_CORES;
+    }
     const int n = e->slices > 1 ? e->slices : 1;
     const int *set = e->n_cores > 0 ? e->cores : avail;
     const int n_set = e->n_cores > 0 ? e->n_cores : n == 1 ? 0 : n_avail;

@@ -99,7 +99,7 @@ struct hs_model_cfg {
 /* Is m's placement a split (layers or modules) rather than single? */
 int hs_config_placement_split(const struct hs_model_cfg *m);
 /* Batches in flight on model m's lane on engine ec (its executor's slots): the engine's slots,
- * and for a pipelined split at least one per engine of the placement. */
+ * and for a pipelined split at least one per engine of the placement, plus one. */
 int hs_config_lane_slots(const struct hs_model_cfg *m, const struct hs_engine_cfg *ec);
 /* Whether model m uses engine e: it is resident there or its placement names it. */
 int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine);
@@ -237,8 +237,9 @@ int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cf
 
 /* Slice k of engine e (engines[].slices): writes its cores to cores[] (the k-th of e->slices
  * near-equal shares of e's core set, or of avail[0..n_avail) when e is unpinned) and its
- * threads to *threads (the k-th share of e->threads; 0 = one per core). With one slice: e's own
- * cores (none when unpinned) and threads. Returns the slice's core count; 0 = unpinned. */
+ * threads to *threads (the k-th share of e->threads; 0 = one per core). With one slice, or on a
+ * kind that slices into streams (cuda): e's own cores (none when unpinned) and threads. Returns
+ * the slice's core count; 0 = unpinned. */
 int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int n_avail,
                     int cores[HS_ENGINE_MAX_CORES], int *threads);
 /* The name of slice k of e: "<name>/<k>", or e's name when it has one slice. */

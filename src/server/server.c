@@ -53,6 +53,17 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
     return st;
 }
 
+/* A pipelined split lane's entry (hs_runner.gate): its executor's first engine. */
+static void exec_gate(void *ctx, int slot)
+{
+    hs_executor_gate(((struct hs_served_lane *)ctx)->exec, slot);
+}
+
+static void exec_ungate(void *ctx, int slot)
+{
+    hs_executor_ungate(((struct hs_served_lane *)ctx)->exec, slot);
+}
+
 static void on_batch(void *ctx, const struct hs_batch_report *r)
 {
     struct hs_server *s = ctx;
@@ -507,7 +518,9 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < c->n_engines; i++) {
             const struct hs_engine_cfg *ec = &c->engines[i];
-            if (ec->slices > 1 && ec->n_cores == 0 && ec->slices > n_avail) {
+            const struct hs_engine_kind *kind = hs_engine_kind_find(ec->kind);
+            if (ec->slices > 1 && ec->n_cores == 0 && ec->slices > n_avail && kind &&
+                kind->slice_by == HS_SLICE_CORES) {
                 st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                   "config: engines[%d].slices: %d slices need at least %d cores; "
                                   "engine '%s' is unpinned and this process may use %d",
@@ -664,7 +677,11 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 hs_topo_lane_opts(c, ec, sm->name, &sm->model->config, o);
                 o->engine = sl->label;
                 o->slots = xo.slots;
-                o->runner = (struct hs_runner){exec_run, sl};
+                o->runner = (struct hs_runner){.run = exec_run, .ctx = sl};
+                if (hs_executor_pipelined(sl->exec)) { /* a batch forms when it can start */
+                    o->runner.gate = exec_gate;
+                    o->runner.ungate = exec_ungate;
+                }
                 hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)",
                             sm->name, mc->path, en, hs_compute_dtype_name(xo.dtype), o->dim,
                             seq_max, o->slots);

@@ -300,6 +300,27 @@ static void pipelined_split_holds_each_engine(void **state)
         else
             assert_true(h[0].wait_ns == 0 && h[1].wait_ns == 0);
     }
+
+    /* the entry (hs_executor_gate): a gated slot's run starts on the first engine without
+     * waiting; a refused batch and ungate give the entry back (else the next gate would block
+     * for ever); no effect on an executor without a pipeline */
+    assert_true(hs_executor_pipelined(xl) && !hs_executor_pipelined(xs) &&
+                !hs_executor_pipelined(x1));
+    hs_executor_gate(xl, 0);
+    assert_int_equal(hs_executor_run(xl, 0, &bt, r[0].out, &t, &err), 0);
+    assert_true(t.wait_ns == 0);
+    hs_executor_gate(xl, 1);
+    struct hs_batch too_big = bt;
+    too_big.n_seqs = 4;
+    assert_int_equal(hs_executor_run(xl, 1, &too_big, r[0].out, &t, &err),
+                     HS_STATUS_INVALID_ARGUMENT);
+    hs_executor_gate(xl, 0);
+    hs_executor_ungate(xl, 0);
+    hs_executor_gate(xl, 1);
+    assert_int_equal(hs_executor_run(xl, 1, &bt, r[1].out, &t, &err), 0);
+    for (int i = 0; i < 3 * 64; i++) assert_true(fabsf(ref[i] - r[1].out[i]) <= 1e-6f);
+    hs_executor_gate(xs, 0); /* no pipeline: nothing held */
+    assert_int_equal(hs_executor_run(xs, 1, &bt, r[1].out, &t, &err), 0);
     hs_executor_free(x1);
     hs_executor_free(xm);
     hs_executor_free(xl);

@@ -28,6 +28,8 @@ struct runner_ctx {
     int fail_next;
     int n;
     struct rec_batch b[MAX_BATCHES];
+    /* a lane's entry (hs_runner.gate): the slot holding it, -1 free, 99 the test */
+    int owner, gates, ungates, runs_without_entry;
 };
 
 static hs_status test_run(void *ctx, int slot, const struct hs_batch *b, float *out,
@@ -62,6 +64,40 @@ static hs_status test_run(void *ctx, int slot, const struct hs_batch *b, float *
     t->compute_ns = 1;
     t->copy_out_ns = 1;
     return HS_STATUS_OK;
+}
+
+static void entry_gate(void *ctx, int slot)
+{
+    struct runner_ctx *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    while (c->owner != -1) pthread_cond_wait(&c->cv, &c->mu);
+    c->owner = slot;
+    c->gates++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void entry_ungate(void *ctx, int slot)
+{
+    struct runner_ctx *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    if (c->owner != slot) c->runs_without_entry++;
+    c->owner = -1;
+    c->ungates++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* A gated lane's run: it must hold the entry, which it leaves at once (its first engine done). */
+static hs_status gated_run(void *ctx, int slot, const struct hs_batch *b, float *out,
+                           struct hs_batch_timing *t, struct hs_error *err)
+{
+    struct runner_ctx *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    if (c->owner != slot) c->runs_without_entry++;
+    c->owner = -1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return test_run(ctx, slot, b, out, t, err);
 }
 
 static void gate(struct runner_ctx *c, bool closed)
@@ -187,6 +223,7 @@ static struct hs_lane_opts lane_opts(struct runner_ctx *c)
 static struct runner_ctx *runner_new(void)
 {
     struct runner_ctx *c = hs_calloc(1, sizeof *c);
+    c->owner = -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     return c;
@@ -250,6 +287,59 @@ static void buckets_pad_to_bucket_only(void **state)
     treq_free(t);
     hs_sched_destroy(s);
     runner_free(c);
+    assert_int_equal(hs_alloc_live(), live);
+}
+
+/* A gated lane (a pipelined split): a slot forms a batch only once it holds the lane's entry.
+ * Requests that arrive while the entry is held elsewhere wait in the queue, not in small
+ * batches, and go as one batch when it frees; every run holds the entry; slots that got the
+ * entry with nothing left to form give it back; nothing is held after destroy. */
+static void gated_lane_forms_batches_at_its_entry(void **state)
+{
+    (void)state;
+    int64_t live = hs_alloc_live();
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.batch_window_us = 0;
+    o.slots = 3;
+    o.runner =
+        (struct hs_runner){.run = gated_run, .ctx = c, .gate = entry_gate, .ungate = entry_ungate};
+    pthread_mutex_lock(&c->mu);
+    c->owner = 99; /* the test holds the entry */
+    pthread_mutex_unlock(&c->mu);
+    struct hs_sched *s = sched_new(&o);
+    struct treq *t[4];
+    for (int i = 0; i < 4; i++) {
+        int len = 3 + i;
+        t[i] = treq_new(1, &len, i, HS_PRIORITY_INTERACTIVE, 60000);
+        assert_int_equal(hs_sched_submit(s, &t[i]->r), HS_STATUS_OK);
+    }
+    pthread_mutex_lock(&c->mu);
+    assert_int_equal(c->n, 0); /* nothing formed while the entry was held */
+    c->owner = -1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < 4; i++) {
+        treq_wait(t[i]);
+        assert_int_equal(t[i]->r.status, HS_STATUS_OK);
+        assert_int_equal((int)t[i]->out[0], 3 + i);
+    }
+    assert_int_equal(hs_sched_drain(s, 10000), HS_STATUS_OK);
+    hs_sched_destroy(s);
+    pthread_mutex_lock(&c->mu);
+    assert_int_equal(c->n, 1);
+    assert_int_equal(c->b[0].n_seqs, 4);
+    assert_int_equal(c->runs_without_entry, 0);
+    assert_int_equal(c->owner, -1);
+    assert_int_equal(c->gates, c->n + c->ungates);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < 4; i++) treq_free(t[i]);
+    runner_free(c);
+    /* gate without ungate is refused */
+    o.runner.ungate = NULL;
+    struct hs_sched *bad = NULL;
+    struct hs_error err;
+    assert_int_equal(hs_sched_create(&o, 1, NULL, &bad, &err), HS_STATUS_INVALID_ARGUMENT);
     assert_int_equal(hs_alloc_live(), live);
 }
 
@@ -885,6 +975,7 @@ int main(void)
         cmocka_unit_test(buckets_pad_to_bucket_only),
         cmocka_unit_test(stepped_scheduler),
         cmocka_unit_test(batch_max_forms_batch),
+        cmocka_unit_test(gated_lane_forms_batches_at_its_entry),
         cmocka_unit_test(whitelist_shapes),
         cmocka_unit_test(deadline_expires_while_queued),
         cmocka_unit_test(deadline_expires_while_running),

@@ -439,14 +439,26 @@ static void engine_slices(void **state)
     assert_int_equal(hs_config_slice(&c.engines[0], 0, avail, 3, cores, &threads), 0);
     hs_config_slice_name(&c.engines[0], 0, name, sizeof name);
     assert_string_equal(name, "s");
+    /* cuda slices into streams on one device: more slices than cores and threads is fine, and
+     * each slice keeps the engine's host cores and threads */
+    static const char gpu[] = "engines:\n  - {name: g, kind: cuda, cores: [1], threads: 1, "
+                              "slices: 4}\nmodels:\n  - {path: p, engine: g}\n";
+    hs_config_defaults(&c, NULL);
+    if (hs_config_parse(gpu, sizeof gpu - 1, "t", &c, &err) || hs_config_validate(&c, &err))
+        fail_msg("%s", err.msg);
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(hs_config_slice(&c.engines[0], k, avail, 3, cores, &threads), 1);
+        assert_int_equal(cores[0], 1);
+        assert_int_equal(threads, 1);
+    }
+    hs_config_slice_name(&c.engines[0], 3, name, sizeof name);
+    assert_string_equal(name, "g/3");
     static const char *const bad[][2] = {
         {"engines:\n  - {name: e, cores: [0, 1], slices: 3}\n",
          "engines[0].slices: 3 slices need at least 3 cores; engine 'e' has 2"},
         {"engines:\n  - {name: e, threads: 1, slices: 2}\n",
          "engines[0].slices: 1 threads cannot be split into 2 slices"},
         {"engines:\n  - {name: e, slices: 17}\n", "engines[0].slices: 17 is out of range"},
-        {"engines:\n  - {name: e, kind: cuda, slices: 2}\n",
-         "engines[0].slices: engine 'e' (kind cuda): not supported yet: streams"},
         {"engines:\n  - {name: e, kind: remote, endpoints: [\"h:1\"], slices: 2}\n",
          "engines[0].slices: engine 'e' is remote"},
         {"engines:\n  - {name: e, slices: 2}\n  - {name: e/1}\n",

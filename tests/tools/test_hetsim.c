@@ -298,6 +298,22 @@ static void segments_share_resources_first_come(void **state)
     assert_int_equal(res.grp[0].batches, 3);
     assert_true(fabs(res.grp[0].busy_s - (0.020 + 0.029 + 0.020)) < 1e-6); /* waits included */
     hs_sim_result_free(&res);
+    /* gated on resource 0 (a batch forms when it can start), three slots, batches of up to 4:
+     * the second and third requests wait in the queue, not in a batch, and go together when
+     * resource 0 frees at 10 ms: 10-20 on 0, 20-30 on 1; answers at 20, 29 and 28 ms */
+    lane.slots = 3;
+    lane.batch_max = 4;
+    su.gate[0] = 1;
+    st = hs_sim_run(&su, &t, &res, &err);
+    if (st) fail_msg("%s", err.msg);
+    assert_int_equal(res.all.ok, 3);
+    assert_int_equal(res.grp[0].batches, 2);
+    assert_true(fabs(res.all.max_ms - 29) < 1e-3);
+    assert_true(fabs(res.all.mean_ms - (20 + 29 + 28) / 3.0) < 1e-3);
+    hs_sim_result_free(&res);
+    su.gate[0] = 3; /* no such resource */
+    assert_int_equal(hs_sim_run(&su, &t, &res, &err), HS_STATUS_INVALID_ARGUMENT);
+    su.gate[0] = 0;
     /* too many resources is refused */
     su.n_resources = HS_SIM_MAX_RESOURCES + 1;
     assert_int_equal(hs_sim_run(&su, &t, &res, &err), HS_STATUS_INVALID_ARGUMENT);

@@ -925,6 +925,14 @@ static hs_status cuda_sync(void *ctx, void *ws, struct hs_error *err)
     return HS_STATUS_OK;
 }
 
+/* A preparation is device memory and pointers into it, used by no engine state: the engines on one
+ * device (a sliced engine's slices) share it; cuda_stage_release needs only the device. */
+static uint64_t cuda_prep_key(void *ctx)
+{
+    const struct cuda_engine *e = ctx;
+    return (uint64_t)e->device + 1;
+}
+
 static const struct hs_engine_iface cuda_iface = {
     .api_version = HS_ENGINE_API_VERSION,
     .kind = "cuda",
@@ -933,6 +941,7 @@ static const struct hs_engine_iface cuda_iface = {
     .supports = cuda_supports,
     .stage_prepare = cuda_stage_prepare,
     .stage_release = cuda_stage_release,
+    .prep_key = cuda_prep_key,
     .ws_create = cuda_ws_create,
     .ws_destroy = cuda_ws_destroy,
     .batch_begin = cuda_batch_begin,

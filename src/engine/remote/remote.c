@@ -384,7 +384,7 @@ hs_status hs_remote_pool_runner(struct hs_remote_pool *p, int worker, int lane, 
     pthread_mutex_lock(&p->mu);
     p->lanes[p->n_lanes++] = L;
     pthread_mutex_unlock(&p->mu);
-    *out = (struct hs_runner){rl_run, L};
+    *out = (struct hs_runner){.run = rl_run, .ctx = L};
     return HS_STATUS_OK;
 }
 
