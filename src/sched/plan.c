@@ -435,26 +435,31 @@ static int bucket_of(const struct hs_plan_opts *o, int tokens)
     return b;
 }
 
-/* The lanes of p: their share of the rate and lengths (for the capacity). */
-struct lane_mix {
-    double rate_per_s;
-    double share[HS_PLAN_MAX_BUCKETS];
-};
-
-static int plan_lanes(const struct hs_plan *p, const struct hs_traffic *t,
-                      const struct hs_plan_opts *o, struct lane_mix lanes[2])
+/* Time of a full batch (batch_max sequences) of `len`-token sequences on plan p's lane l, ms:
+ * out[0] the lane's, or for a pipelined split each engine's runs (out[0] a, out[1] b). Ragged
+ * engines (cpu) at the real length, between the measured buckets mb[0..nmb); others padded to
+ * the bucket. */
+static void full_batch_ms(const struct hs_plan *p, int l, const struct hs_plan_opts *o,
+                          const int *mb, int nmb, int len, double out[2])
 {
-    memset(lanes, 0, 2 * sizeof lanes[0]);
-    int n = p->kind == HS_PLAN_BUCKETS ? 2 : 1;
-    for (int i = 0; i < t->n; i++) {
-        int lane = p->kind == HS_PLAN_BUCKETS && t->tokens[i] > p->threshold;
-        lanes[lane].share[bucket_of(o, t->tokens[i])] += t->share[i];
-        lanes[lane].rate_per_s += t->share[i] * t->rate_per_s;
+    int lo, hi;
+    double w = 0, floor = 0;
+    if (ragged(p))
+        hs_costs_ragged_weights(mb, nmb, len, &lo, &hi, &w, &floor);
+    else
+        lo = hi = o->buckets[bucket_of(o, len)];
+    double v[2][2] = {{0, 0}, {0, 0}};
+    for (int k = 0; k < (hi != lo ? 2 : 1); k++) {
+        const int S = k ? hi : lo;
+        if (p->pipelined)
+            split_engine_ms(p, o->batch_max, S, v[k]);
+        else
+            v[k][0] = hs_plan_batch_ms(p, l, o->batch_max, S);
     }
-    for (int l = 0; l < n; l++)
-        for (int b = 0; b < o->n_buckets && lanes[l].rate_per_s > 0; b++)
-            lanes[l].share[b] /= lanes[l].rate_per_s / t->rate_per_s;
-    return n;
+    for (int e = 0; e < 2; e++) {
+        double t = hi != lo ? v[0][e] + w * (v[1][e] - v[0][e]) : v[0][e];
+        out[e] = t < v[0][e] * floor ? v[0][e] * floor : t;
+    }
 }
 
 /* Predicts p at traffic t (as arrivals: tr) with batch window window_us. */
@@ -462,39 +467,33 @@ static hs_status predict(struct hs_plan *p, const struct hs_traffic *t,
                          const struct hs_sim_traffic *tr, const struct hs_plan_opts *o,
                          int window_us, struct hs_error *err)
 {
-    struct lane_mix lanes[2];
-    int n = plan_lanes(p, t, o, lanes);
+    const int n = p->kind == HS_PLAN_BUCKETS ? 2 : 1;
+    int mb[HS_COSTS_MAX_CELLS];
+    const int nmb = hs_costs_buckets(p->a, mb);
+    /* per lane: its share of the requests and ms of each engine's time per request in full
+     * batches of its own lengths */
+    double share[2] = {0, 0}, per[2][2] = {{0, 0}, {0, 0}};
+    for (int i = 0; i < t->n; i++) {
+        if (!(t->share[i] > 0)) continue;
+        const int l = p->kind == HS_PLAN_BUCKETS && t->tokens[i] > p->threshold;
+        double ms[2];
+        full_batch_ms(p, l, o, mb, nmb, t->tokens[i], ms);
+        share[l] += t->share[i];
+        for (int e = 0; e < 2; e++) per[l][e] += t->share[i] * ms[e] / o->batch_max;
+    }
     p->window_us = window_us;
     p->capacity_rps = INFINITY;
     bool saturated = false;
     for (int l = 0; l < n; l++) {
         p->busy[l] = p->batch_mean[l] = 0;
-        if (lanes[l].rate_per_s <= 0) continue;
-        /* ms of lane time per request in full batches, for its own mix (a pipelined split: of
-         * its busiest engine's) */
-        double per_req = 0, per_eng[2] = {0, 0};
-        for (int b = 0; b < o->n_buckets; b++) {
-            if (!(lanes[l].share[b] > 0)) continue;
-            if (p->pipelined) {
-                double e[2];
-                split_engine_ms(p, o->batch_max, o->buckets[b], e);
-                for (int k = 0; k < 2; k++) per_eng[k] += lanes[l].share[b] * e[k] / o->batch_max;
-            } else {
-                per_req += lanes[l].share[b] * hs_plan_batch_ms(p, l, o->batch_max, o->buckets[b]) /
-                           o->batch_max;
-            }
-        }
-        if (p->pipelined) {
-            per_eng[0] *= tax_of(o, p->a);
-            per_eng[1] *= tax_of(o, p->b);
-            per_req = per_eng[0] > per_eng[1] ? per_eng[0] : per_eng[1];
-        } else {
-            per_req *= lane_tax(p, o, l);
-        }
-        double share_of_all = lanes[l].rate_per_s / t->rate_per_s;
-        double cap = per_req > 0 ? 1000.0 / per_req / share_of_all : INFINITY;
+        if (!(share[l] > 0)) continue;
+        /* a pipelined split: its busier engine's */
+        const double per_req =
+            p->pipelined ? fmax(per[l][0] * tax_of(o, p->a), per[l][1] * tax_of(o, p->b)) / share[l]
+                         : per[l][0] * lane_tax(p, o, l) / share[l];
+        const double cap = per_req > 0 ? 1000.0 / per_req / share[l] : INFINITY;
         if (cap < p->capacity_rps) p->capacity_rps = cap;
-        if (lanes[l].rate_per_s * per_req / 1000.0 >= 0.98) saturated = true;
+        if (share[l] * t->rate_per_s * per_req / 1000.0 >= 0.98) saturated = true;
     }
     if (saturated) {
         p->busy[0] = 1;

@@ -33,8 +33,9 @@
  *     engine's measured serving tax, plus the measured overhead per request; P50/P99 of
  *     arrival-to-answer. A lane loaded at or past its capacity, or a plan that answers less
  *     than 99 % of the requests, has no finite latency.
- *   capacity: the rate at which the busiest lane's full batches (batch_max) take all its time
- *     (a pipelined split: the busiest engine's runs of them).
+ *   capacity: the rate at which the busiest lane's full batches (batch_max) of the traffic's
+ *     lengths take all its time, with its tax (a pipelined split: the busier engine's runs of
+ *     them); on ragged engines at the real lengths.
  * The batch window of each plan is chosen from a few candidates (the one with the lowest P99).
  * The chosen plan: among plans whose P99 meets the objective with every lane under 90 % busy,
  * the one using the fewest engines, then the lowest P99; when none meets it, the lowest P99.

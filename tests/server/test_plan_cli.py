@@ -117,3 +117,18 @@ def test_a_captured_trace_is_traffic(profile, tmp_path):
                         "--slo", "500", "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("traffic: 20.0 requests/s, lengths 16:67% 128:33%"), r.stdout
+
+
+def test_capacity_of_a_cpu_engine_follows_real_tokens(profile, tmp_path):
+    """A cpu engine computes ragged batches: 9-token requests, padded to the same 16-token bucket
+    as 16-token ones, cost it fewer tokens, so its predicted capacity is higher."""
+    def capacity(length):
+        out = tmp_path / ("c%d.yaml" % length)
+        r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic",
+                            "rate=20;%d:1" % length, "--slo", "500", "--kind", "single",
+                            "--out", str(out)], capture_output=True, text=True, env=ENV,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        row = [l for l in r.stdout.splitlines() if "all on cpu_a" in l][0]
+        return float(row.replace("*", " ").split()[6])
+    assert capacity(9) > 1.2 * capacity(16)
