@@ -182,7 +182,9 @@ def test_pipelined_split_equals_single_engine(single, tmp_path):
     trace draws each slot's batches on its own track."""
     import concurrent.futures
     path = tmp_path / "trace.json"
-    srv = Server(PIPELINE + "server:\n  trace_file: \"%s\"\n" % path, model=None)
+    # (admission and deadlines wide: the test is about answers, and sanitizer builds are slow)
+    srv = Server(PIPELINE + "server:\n  trace_file: \"%s\"\nscheduler:\n  wait_max_ms: 600000\n"
+                 "limits:\n  timeout_ms: 600000\n" % path, model=None)
     try:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda i: embed(srv, TEXTS), range(24)))

@@ -119,16 +119,33 @@ def test_a_captured_trace_is_traffic(profile, tmp_path):
     assert r.stdout.startswith("traffic: 20.0 requests/s, lengths 16:67% 128:33%"), r.stdout
 
 
-def test_capacity_of_a_cpu_engine_follows_real_tokens(profile, tmp_path):
-    """A cpu engine computes ragged batches: 9-token requests, padded to the same 16-token bucket
-    as 16-token ones, cost it fewer tokens, so its predicted capacity is higher."""
+def test_capacity_of_a_cpu_engine_follows_real_tokens(tmp_path):
+    """A cpu engine computes ragged batches: 17-token requests, padded to the same 32-token bucket
+    as 32-token ones, cost it fewer tokens (between its 16- and 32-token times), so its predicted
+    capacity is higher (padded, the two would be equal). A synthetic profile of known speed (a
+    batch of b x s: 1 ms + 0.01 ms per token), so that the numbers do not depend on this
+    machine's speed or an instrumented build's."""
+    import json
+    cells = [{"batch": b, "bucket": s, "stages": {},
+              "whole": {"compute": {"median_ms": 1.0 + 0.01 * b * s},
+                        "copy_in": {"median_ms": 0}, "copy_out": {"median_ms": 0}}}
+             for b in (1, 8, 32) for s in (16, 32, 64)]
+    prof = tmp_path / "fixed.json"
+    prof.write_text(json.dumps({"format": "hetserve-profile", "version": 1, "lanes": [
+        {"model": "all-MiniLM-L6-v2", "engine": "cpu_a", "kind": "cpu", "dtype": "f32",
+         "status": "ok", "cells": cells}]}))
+    base = tmp_path / "base.yaml"
+    base.write_text(BASE)
+
     def capacity(length):
-        out = tmp_path / ("c%d.yaml" % length)
-        r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic",
-                            "rate=20;%d:1" % length, "--slo", "500", "--kind", "single",
-                            "--out", str(out)], capture_output=True, text=True, env=ENV,
+        r = subprocess.run([BINARY, "plan", "--profile", str(prof), "--config", str(base),
+                            "--traffic", "rate=1;%d:1" % length, "--slo", "500", "--out",
+                            str(tmp_path / "c.yaml")], capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr
         row = [l for l in r.stdout.splitlines() if "all on cpu_a" in l][0]
         return float(row.replace("*", " ").split()[6])
-    assert capacity(9) > 1.2 * capacity(16)
+    # full batches of 32: 32 x 32 tokens take 11.24 ms; at 17 real tokens, between the 16- and
+    # 32-token buckets' times (6.12 and 11.24 ms): 6.44 ms
+    assert abs(capacity(32) - 32 / 11.24e-3) < 1
+    assert abs(capacity(17) - 32 / 6.44e-3) < 1
