@@ -26,7 +26,7 @@ static const char usage[] =
     "  --out FILE      the configuration written (default plan.yaml; - = stdout)\n"
     "  --kind K        choose only among plans of kind K: single | buckets | layers | modules\n"
     "  --pipeline P    splits (layers, modules) that may be chosen: any (default) | yes (only\n"
-    "                  pipelined: two batches in flight, each engine running one) | no\n"
+    "                  pipelined: each engine running one batch at a time) | no\n"
     "  --tax ENGINE=X  the engine's batches take X times their profiled time while serving\n"
     "                  (measured: bench/sim/calibrate.py; default 1)\n"
     "  --overhead-ms X time a request spends outside the scheduler (HTTP, tokenizing; default 0)\n"

@@ -9,8 +9,9 @@
  *   layers    one lane whose first `cut` layers run on a, the rest on b (every pair, every cut);
  *   modules   one lane with attention on a and FFN on b (every pair);
  * each split sequential (a batch runs its stages one after the other, one batch in flight) and
- * pipelined (placement.pipeline: two batches in flight, each engine running one at a time, so
- * batch k's stages on b overlap batch k+1's on a).
+ * pipelined (placement.pipeline: each engine running one batch at a time, so batch k's stages on
+ * b overlap batch k+1's on a; three batches in flight, each formed when a is free, as the server
+ * runs it).
  * Splits are offered only between engines measured in the same dtype.
  *
  * The model, kept simple so that its output can be checked by hand:
@@ -82,7 +83,7 @@ struct hs_plan {
     int cut;                          /* layers: layers [0, cut) on a */
     bool pipelined;                   /* layers, modules: each engine one batch at a time,
                                          batches overlapping (placement.pipeline) */
-    int slots;                        /* batches in flight on its lane(s): 1, a pipeline 2 */
+    int slots;                        /* batches in flight on its lane(s): 1, a pipeline 3 */
     int window_us;                    /* batch window chosen */
     char name[128];
     /* predictions at the traffic's rate */
