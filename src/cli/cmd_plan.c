@@ -40,7 +40,8 @@ static void fmt_ms(char *b, size_t n, double v)
         snprintf(b, n, "%.1f", v);
 }
 
-static void row(FILE *f, const struct hs_plan *p, const struct hs_plan *single, bool chosen)
+static void row(FILE *f, const struct hs_plan *p, const struct hs_plan *single, bool chosen,
+                int tokens_cfg)
 {
     char p50[16], p99[16], vs[32] = "";
     fmt_ms(p50, sizeof p50, p->p50_ms);
@@ -50,9 +51,12 @@ static void row(FILE *f, const struct hs_plan *p, const struct hs_plan *single, 
     char busy1[16] = "-";
     if (p->kind == HS_PLAN_BUCKETS || p->pipelined)
         snprintf(busy1, sizeof busy1, "%.0f%%", 100 * p->busy[1]);
-    fprintf(f, "%c %-44s %6d %9s %9s %10.1f %5.0f%% %6s  %-6s %s\n", chosen ? '*' : ' ', p->name,
+    char tokens[32] = "";
+    if (p->tokens_max > 0 && p->tokens_max != tokens_cfg)
+        snprintf(tokens, sizeof tokens, "  batch_max_tokens %d", p->tokens_max);
+    fprintf(f, "%c %-44s %6d %9s %9s %10.1f %5.0f%% %6s  %-6s %s%s\n", chosen ? '*' : ' ', p->name,
             p->window_us, p50, p99, p->capacity_rps, 100 * p->busy[0], busy1, vs,
-            p->meets ? "meets" : "misses");
+            p->meets ? "meets" : "misses", tokens);
 }
 
 /* The configuration's model a profile lane measured: by name, else by the folder's base name;
@@ -116,8 +120,13 @@ static void apply(struct hs_config *c, const struct hs_plan *p, const struct hs_
     m->placement.pipeline = p->pipelined; /* the lane then keeps a batch in flight per engine */
     for (int i = 0; i < c->n_engines; i++)
         if (!strcmp(c->engines[i].name, p->a->engine) ||
-            (p->b && !strcmp(c->engines[i].name, p->b->engine)))
+            (p->b && !strcmp(c->engines[i].name, p->b->engine))) {
             c->engines[i].batch_window_us = p->window_us;
+            /* the batch sizes per bucket chosen: a cap on padded tokens (0 = batching's) */
+            c->engines[i].batch_max_tokens =
+                p->tokens_max > 0 && p->tokens_max != c->batching.batch_max_tokens ? p->tokens_max
+                                                                                   : 0;
+        }
     /* the server's service-time model starts from the plan's measured speed, not a constant:
      * lane 0 in full batches of the traffic's most common length */
     int common = 0;
@@ -279,7 +288,7 @@ int hs_cmd_plan(int argc, char **argv)
            costs->load_avg_end);
     printf("\n  %-44s %6s %9s %9s %10s %6s %6s  %-6s %s\n", "plan", "win_us", "P50 ms", "P99 ms",
            "capacity/s", "busy0", "busy1", "cap vs", "objective");
-    row(stdout, ch, single, true);
+    row(stdout, ch, single, true, o.lane.batch_max_tokens);
     /* the alternatives: every single engine, and the best of each other kind (splits: the best
      * sequential and the best pipelined) */
     for (int k = HS_PLAN_SINGLE; k <= HS_PLAN_MODULES; k++)
@@ -289,13 +298,13 @@ int hs_cmd_plan(int argc, char **argv)
                 const struct hs_plan *p = &res->plans[i];
                 if ((int)p->kind != k || p->pipelined != piped || i == res->chosen) continue;
                 if (k == HS_PLAN_SINGLE)
-                    row(stdout, p, single, false);
+                    row(stdout, p, single, false, o.lane.batch_max_tokens);
                 else if (best < 0 || p->p99_ms < res->plans[best].p99_ms ||
                          (isinf(p->p99_ms) && p->capacity_rps > res->plans[best].capacity_rps))
                     best = i;
             }
             if (best >= 0 && !((int)ch->kind == k && ch->pipelined == piped))
-                row(stdout, &res->plans[best], single, false);
+                row(stdout, &res->plans[best], single, false, o.lane.batch_max_tokens);
         }
     printf("\n(%d plans predicted; 'cap vs': capacity against the best single engine, %s)\n",
            res->n, single ? single->name : "none");

@@ -37,7 +37,10 @@
  *   capacity: the rate at which the busiest lane's full batches (batch_max) of the traffic's
  *     lengths take all its time, with its tax (a pipelined split: the busier engine's runs of
  *     them); on ragged engines at the real lengths.
- * The batch window of each plan is chosen from a few candidates (the one with the lowest P99).
+ * The batch window of each plan is chosen from a few candidates (the one with the lowest P99),
+ * then its batch sizes per bucket: the padded-token cap of a batch (the configuration's, 4096,
+ * 2048 or 1024; a 256-token bucket's batches of at most 16, 8 or 4 sequences while short buckets
+ * keep batch_max) with the lowest P99.
  * The chosen plan: among plans whose P99 meets the objective with every lane under 90 % busy,
  * the one using the fewest engines, then the lowest P99; when none meets it, the lowest P99.
  * Not modelled unless measured and given (tax, overhead_ms): HTTP and tokenization time, CPU
@@ -85,6 +88,8 @@ struct hs_plan {
                                          batches overlapping (placement.pipeline) */
     int slots;                        /* batches in flight on its lane(s): 1, a pipeline 3 */
     int window_us;                    /* batch window chosen */
+    int tokens_max;                   /* padded tokens per batch chosen (batch_max_tokens): the
+                                         batch size of each bucket, batch_max at most */
     char name[128];
     /* predictions at the traffic's rate */
     double p50_ms, p99_ms; /* infinity when a lane is past its capacity */
