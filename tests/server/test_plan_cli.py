@@ -119,23 +119,28 @@ def test_a_captured_trace_is_traffic(profile, tmp_path):
     assert r.stdout.startswith("traffic: 20.0 requests/s, lengths 16:67% 128:33%"), r.stdout
 
 
-def test_capacity_of_a_cpu_engine_follows_real_tokens(tmp_path):
-    """A cpu engine computes ragged batches: 17-token requests, padded to the same 32-token bucket
-    as 32-token ones, cost it fewer tokens (between its 16- and 32-token times), so its predicted
-    capacity is higher (padded, the two would be equal). A synthetic profile of known speed (a
-    batch of b x s: 1 ms + 0.01 ms per token), so that the numbers do not depend on this
-    machine's speed or an instrumented build's."""
+def fixed_profile(tmp_path):
+    """A synthetic profile of known speed, so that outcomes do not depend on this machine's speed
+    or an instrumented build's: cpu_a, a batch of b x s taking 1 ms + 0.01 ms per token."""
     import json
     cells = [{"batch": b, "bucket": s, "stages": {},
               "whole": {"compute": {"median_ms": 1.0 + 0.01 * b * s},
                         "copy_in": {"median_ms": 0}, "copy_out": {"median_ms": 0}}}
-             for b in (1, 8, 32) for s in (16, 32, 64)]
+             for b in (1, 8, 32) for s in (16, 32, 64, 128, 256)]
     prof = tmp_path / "fixed.json"
     prof.write_text(json.dumps({"format": "hetserve-profile", "version": 1, "lanes": [
         {"model": "all-MiniLM-L6-v2", "engine": "cpu_a", "kind": "cpu", "dtype": "f32",
          "status": "ok", "cells": cells}]}))
     base = tmp_path / "base.yaml"
     base.write_text(BASE)
+    return prof, base
+
+
+def test_capacity_of_a_cpu_engine_follows_real_tokens(tmp_path):
+    """A cpu engine computes ragged batches: 17-token requests, padded to the same 32-token bucket
+    as 32-token ones, cost it fewer tokens (between its 16- and 32-token times), so its predicted
+    capacity is higher (padded, the two would be equal)."""
+    prof, base = fixed_profile(tmp_path)
 
     def capacity(length):
         r = subprocess.run([BINARY, "plan", "--profile", str(prof), "--config", str(base),
@@ -149,3 +154,29 @@ def test_capacity_of_a_cpu_engine_follows_real_tokens(tmp_path):
     # 32-token buckets' times (6.12 and 11.24 ms): 6.44 ms
     assert abs(capacity(32) - 32 / 11.24e-3) < 1
     assert abs(capacity(17) - 32 / 6.44e-3) < 1
+
+
+def test_batch_sizes_per_bucket(tmp_path):
+    """Near its capacity, one queue of 80 % short and 20 % 256-token requests waits less behind
+    smaller long batches: the plan caps the padded tokens per batch, says so, and writes the cap
+    as the engine's batch_max_tokens; at a light load it keeps the configuration's."""
+    prof, base = fixed_profile(tmp_path)
+
+    def plan_at(rate):
+        out = tmp_path / ("p%d.yaml" % rate)
+        r = subprocess.run([BINARY, "plan", "--profile", str(prof), "--config", str(base),
+                            "--traffic", "rate=%d;16:0.8,256:0.2" % rate, "--slo", "1000",
+                            "--kind", "single", "--out", str(out)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return [l for l in r.stdout.splitlines() if l.startswith("* ")][0], out.read_text()
+    row, text = plan_at(1350)
+    assert "batch_max_tokens " in row, row
+    cap = int(row.rsplit(" ", 1)[1])
+    assert cap in (1024, 2048, 4096), row
+    assert "batch_max_tokens: %d " % cap in text
+    chk = subprocess.run([BINARY, "config", "--check", str(tmp_path / "p1350.yaml")],
+                         capture_output=True, text=True)
+    assert chk.returncode == 0, chk.stderr
+    row, text = plan_at(100)
+    assert "batch_max_tokens" not in row, row
