@@ -351,30 +351,27 @@ int hs_costs_buckets(const struct hs_cost_lane *l, int *out)
     return nb;
 }
 
-void hs_costs_ragged_weights(const int *b, int nb, double len, int *lo, int *hi, double *w,
-                             double *floor)
+struct hs_ragged_at hs_costs_ragged_at(const int *b, int nb, double len)
 {
-    if (nb < 2 || len >= b[nb - 1]) {
-        *lo = *hi = (int)ceil(len);
-        *w = *floor = 0;
-        return;
-    }
+    if (nb < 2 || len >= b[nb - 1])
+        return (struct hs_ragged_at){.lo = (int)ceil(len), .hi = (int)ceil(len)};
     int k = 0;
     while (k + 2 < nb && len > b[k + 1]) k++;
-    *lo = b[k];
-    *hi = b[k + 1];
-    *w = (len - b[k]) / (b[k + 1] - b[k]);
-    *floor = len < b[0] ? len / b[0] : 0;
+    return (struct hs_ragged_at){b[k], b[k + 1], (len - b[k]) / (b[k + 1] - b[k]),
+                                 len < b[0] ? len / b[0] : 0};
+}
+
+double hs_costs_ragged_mix(const struct hs_ragged_at *r, double t_lo, double t_hi)
+{
+    if (r->hi == r->lo) return t_lo;
+    double t = t_lo + r->w * (t_hi - t_lo);
+    return t < t_lo * r->floor ? t_lo * r->floor : t;
 }
 
 double hs_costs_ragged(const int *b, int nb, double len, double (*at)(void *ctx, int bucket),
                        void *ctx)
 {
-    int lo, hi;
-    double w, floor;
-    hs_costs_ragged_weights(b, nb, len, &lo, &hi, &w, &floor);
-    double t0 = at(ctx, lo);
-    if (hi == lo) return t0;
-    double t = t0 + w * (at(ctx, hi) - t0);
-    return t < t0 * floor ? t0 * floor : t;
+    const struct hs_ragged_at r = hs_costs_ragged_at(b, nb, len);
+    const double t0 = at(ctx, r.lo);
+    return hs_costs_ragged_mix(&r, t0, r.hi == r.lo ? t0 : at(ctx, r.hi));
 }

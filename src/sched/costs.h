@@ -101,10 +101,14 @@ int hs_costs_buckets(const struct hs_cost_lane *l, int *out);
  * ceil(len)), which the cost queries extrapolate). */
 double hs_costs_ragged(const int *buckets, int n, double len, double (*at)(void *ctx, int bucket),
                        void *ctx);
-/* The same interpolation as weights, for several times at once: the time at len is
- * t(*lo) + *w * (t(*hi) - t(*lo)), but at least t(*lo) * *floor (*hi == *lo, *w = 0 and *floor
- * = 0 when no interpolation is needed). */
-void hs_costs_ragged_weights(const int *buckets, int n, double len, int *lo, int *hi, double *w,
-                             double *floor);
+/* The same interpolation in two steps, for several times at once: where len falls among the
+ * buckets (hs_costs_ragged_at: the buckets lo and hi to ask, equal when one is enough), then the
+ * time from those two answers (hs_costs_ragged_mix). */
+struct hs_ragged_at {
+    int lo, hi;
+    double w, floor; /* t(lo) + w * (t(hi) - t(lo)), at least t(lo) * floor */
+};
+struct hs_ragged_at hs_costs_ragged_at(const int *buckets, int n, double len);
+double hs_costs_ragged_mix(const struct hs_ragged_at *r, double t_lo, double t_hi);
 
 #endif

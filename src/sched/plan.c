@@ -254,20 +254,19 @@ static int plan_batch_segments(void *ctx, const struct hs_sched_step *b, int *re
                                int max)
 {
     const struct plan_sim *c = ctx;
-    int lo = b->shape_seq, hi = lo, n = b->shape_batch;
-    double w = 0, floor = 0;
+    struct hs_ragged_at at = {.lo = b->shape_seq, .hi = b->shape_seq};
+    int n = b->shape_batch;
     if (ragged(c->p) && b->n_seqs > 0) {
         n = b->n_seqs;
-        hs_costs_ragged_weights(c->buckets, c->n_buckets, (double)b->tokens / b->n_seqs, &lo, &hi,
-                                &w, &floor);
+        at = hs_costs_ragged_at(c->buckets, c->n_buckets, (double)b->tokens / b->n_seqs);
     }
     int r0[PLAN_MAX_SEGS], r1[PLAN_MAX_SEGS];
     double m0[PLAN_MAX_SEGS], m1[PLAN_MAX_SEGS];
-    const int k = split_segments(c->p, n, lo, r0, m0, PLAN_MAX_SEGS);
-    if (k > max || (hi != lo && split_segments(c->p, n, hi, r1, m1, PLAN_MAX_SEGS) != k)) return 0;
+    const int k = split_segments(c->p, n, at.lo, r0, m0, PLAN_MAX_SEGS);
+    if (k > max || (at.hi != at.lo && split_segments(c->p, n, at.hi, r1, m1, PLAN_MAX_SEGS) != k))
+        return 0;
     for (int i = 0; i < k; i++) {
-        double t = hi != lo ? m0[i] + w * (m1[i] - m0[i]) : m0[i];
-        if (t < m0[i] * floor) t = m0[i] * floor;
+        const double t = hs_costs_ragged_mix(&at, m0[i], at.hi != at.lo ? m1[i] : m0[i]);
         res[i] = r0[i];
         s[i] = t / 1e3 * (r0[i] >= 0 ? c->eng_tax[r0[i]] : c->tax[0]);
     }
@@ -443,24 +442,18 @@ static int bucket_of(const struct hs_plan_opts *o, int tokens)
 static void full_batch_ms(const struct hs_plan *p, int l, const struct hs_plan_opts *o,
                           const int *mb, int nmb, int len, int n, double out[2])
 {
-    int lo, hi;
-    double w = 0, floor = 0;
-    if (ragged(p))
-        hs_costs_ragged_weights(mb, nmb, len, &lo, &hi, &w, &floor);
-    else
-        lo = hi = o->buckets[bucket_of(o, len)];
+    const int padded = o->buckets[bucket_of(o, len)];
+    const struct hs_ragged_at at = ragged(p) ? hs_costs_ragged_at(mb, nmb, len)
+                                             : (struct hs_ragged_at){.lo = padded, .hi = padded};
     double v[2][2] = {{0, 0}, {0, 0}};
-    for (int k = 0; k < (hi != lo ? 2 : 1); k++) {
-        const int S = k ? hi : lo;
+    for (int k = 0; k < (at.hi != at.lo ? 2 : 1); k++) {
+        const int S = k ? at.hi : at.lo;
         if (p->pipelined)
             split_engine_ms(p, n, S, v[k]);
         else
             v[k][0] = hs_plan_batch_ms(p, l, n, S);
     }
-    for (int e = 0; e < 2; e++) {
-        double t = hi != lo ? v[0][e] + w * (v[1][e] - v[0][e]) : v[0][e];
-        out[e] = t < v[0][e] * floor ? v[0][e] * floor : t;
-    }
+    for (int e = 0; e < 2; e++) out[e] = hs_costs_ragged_mix(&at, v[0][e], v[1][e]);
 }
 
 /* Predicts p at traffic t (as arrivals: tr) with batch window window_us. */
