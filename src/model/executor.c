@@ -341,29 +341,34 @@ oom:
     return hs_error_set(err, HS_STATUS_NO_MEMORY, "executor: out of memory");
 }
 
+/* Whether batch b fits x's workspaces (INVALID_ARGUMENT saying why). */
+static hs_status batch_fits(const struct hs_executor *x, const struct hs_batch *b, const float *out,
+                            struct hs_error *err)
+{
+    if (!b || !out)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor_run: bad argument");
+    if (b->n_seqs < 1 || b->n_seqs > x->opts.batch_max || b->n_tokens > x->opts.tokens_max)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "executor_run: batch of %d sequences / %d tokens exceeds %d / %d",
+                            b->n_seqs, b->n_tokens, x->opts.batch_max, x->opts.tokens_max);
+    for (int i = 0; i < b->n_seqs; i++)
+        if (b->lengths[i] < 1 || b->lengths[i] > x->opts.seq_max)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "executor_run: sequence %d has %d tokens (1..%d allowed)", i,
+                                b->lengths[i], x->opts.seq_max);
+    return HS_STATUS_OK;
+}
+
 hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch *b, float *out,
                           struct hs_exec_timing *timing, struct hs_error *err)
 {
     if (!x || slot < 0 || slot >= x->opts.slots)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor_run: bad argument");
-    /* a refused batch gives the pipeline's entry back (hs_executor_gate) */
-    if (!b || !out) {
-        hs_executor_ungate(x, slot);
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "executor_run: bad argument");
+    hs_status st = batch_fits(x, b, out, err);
+    if (st != HS_STATUS_OK) {
+        hs_executor_ungate(x, slot); /* a refused batch gives the pipeline's entry back */
+        return st;
     }
-    if (b->n_seqs < 1 || b->n_seqs > x->opts.batch_max || b->n_tokens > x->opts.tokens_max) {
-        hs_executor_ungate(x, slot);
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                            "executor_run: batch of %d sequences / %d tokens exceeds %d / %d",
-                            b->n_seqs, b->n_tokens, x->opts.batch_max, x->opts.tokens_max);
-    }
-    for (int i = 0; i < b->n_seqs; i++)
-        if (b->lengths[i] < 1 || b->lengths[i] > x->opts.seq_max) {
-            hs_executor_ungate(x, slot);
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                                "executor_run: sequence %d has %d tokens (1..%d allowed)", i,
-                                b->lengths[i], x->opts.seq_max);
-        }
 
     struct hs_exec_timing t = {0};
     t.n_boundaries = x->n_bound;
@@ -372,7 +377,6 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
     struct engine_hold *held = NULL; /* pipeline: the engine this batch holds */
     int64_t last_sync_ns = 0;        /* the sync that ended the current engine's run */
     int64_t last_sync_at_ns = 0;     /* when it started */
-    hs_status st = HS_STATUS_OK;
     for (int i = 0; i < x->n_stages; i++) {
         int k = x->stage_eng[i];
         struct exec_engine *ee = &x->eng[k];

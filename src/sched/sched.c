@@ -756,6 +756,14 @@ static void slot_done(struct slot *sl, int n)
     sl->backlog_since_ns = n > 0 ? sl->last_end_ns : 0;
 }
 
+/* A batcher with nothing due (lane lock held): says the lane is idle when nothing is queued,
+ * then sleeps until wake or new work. */
+static void slot_idle_wait(struct lane *L, int64_t wake)
+{
+    if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
+    cond_wait_until(&L->cv, &L->mu, wake);
+}
+
 static void *lane_main(void *arg)
 {
     struct slot *sl = arg;
@@ -771,8 +779,7 @@ static void *lane_main(void *arg)
         if (ru->gate && !sl->gated) {
             if (lane_pick(L, now, atomic_load(&s->draining), &wake) < 0) {
                 sl->backlog_since_ns = 0;
-                if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
-                cond_wait_until(&L->cv, &L->mu, wake);
+                slot_idle_wait(L, wake);
                 continue;
             }
             pthread_mutex_unlock(&L->mu);
@@ -790,8 +797,7 @@ static void *lane_main(void *arg)
                 pthread_mutex_lock(&L->mu);
                 continue;
             }
-            if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
-            cond_wait_until(&L->cv, &L->mu, wake);
+            slot_idle_wait(L, wake);
             continue;
         }
         const bool run = n > 0;
