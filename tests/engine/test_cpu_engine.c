@@ -177,16 +177,32 @@ static void bad_batches_are_rejected(void **state)
     rand_model_free(rm);
 }
 
+/* Two one-thread CPU engines "a" and "b". */
+static void two_engines(hs_engine_t *a, hs_engine_t *b)
+{
+    struct hs_error err = {0};
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, a, &err), 0);
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, b, &err), 0);
+}
+
+/* A batch of three sequences (20, 25 and 15 tokens) in ids (60 tokens), for the split tests. */
+static struct hs_batch three_seqs(int32_t ids[60])
+{
+    static const int32_t off[4] = {0, 20, 45, 60}, len[3] = {20, 25, 15};
+    for (int i = 0; i < 60; i++) ids[i] = (i * 7) % 97;
+    return (struct hs_batch){
+        .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
+}
+
 static void layer_split_equals_single_engine(void **state)
 {
     (void)state;
     struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
     struct hs_error err = {0};
     hs_engine_t a = NULL, b = NULL;
-    assert_int_equal(
-        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
-    assert_int_equal(
-        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
+    two_engines(&a, &b);
     struct hs_placement single, split;
     hs_placement_single(&rm->model, a, &single);
     hs_placement_layers(&rm->model, a, 2, b, &split);
@@ -195,10 +211,8 @@ static void layer_split_equals_single_engine(void **state)
     struct hs_executor_opts xo = {.batch_max = 3, .seq_max = 64};
     assert_int_equal(hs_executor_create(&rm->model, &single, &xo, &x1, &err), 0);
     assert_int_equal(hs_executor_create(&rm->model, &split, &xo, &x2, &err), 0);
-    int32_t ids[60], off[4] = {0, 20, 45, 60}, len[3] = {20, 25, 15};
-    for (int i = 0; i < 60; i++) ids[i] = (i * 7) % 97;
-    struct hs_batch bt = {
-        .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
+    int32_t ids[60];
+    struct hs_batch bt = three_seqs(ids);
     float o1[3 * 64], o2[3 * 64];
     struct hs_exec_timing t;
     assert_int_equal(hs_executor_run(x1, 0, &bt, o1, &t, &err), 0);
@@ -243,10 +257,7 @@ static void pipelined_split_holds_each_engine(void **state)
     struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
     struct hs_error err = {0};
     hs_engine_t a = NULL, b = NULL;
-    assert_int_equal(
-        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
-    assert_int_equal(
-        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
+    two_engines(&a, &b);
     struct hs_placement single, modules, layers;
     hs_placement_single(&rm->model, a, &single);
     hs_placement_modules(&rm->model, a, b, &modules);
@@ -258,10 +269,8 @@ static void pipelined_split_holds_each_engine(void **state)
     assert_int_equal(hs_executor_create(&rm->model, &layers, &xo, &xl, &err), 0);
     xo.pipeline = false;
     assert_int_equal(hs_executor_create(&rm->model, &layers, &xo, &xs, &err), 0);
-    int32_t ids[60], off[4] = {0, 20, 45, 60}, len[3] = {20, 25, 15};
-    for (int i = 0; i < 60; i++) ids[i] = (i * 7) % 97;
-    struct hs_batch bt = {
-        .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
+    int32_t ids[60];
+    struct hs_batch bt = three_seqs(ids);
     float ref[3 * 64];
     struct hs_exec_timing t;
     assert_int_equal(hs_executor_run(x1, 0, &bt, ref, &t, &err), 0);
@@ -379,10 +388,7 @@ static void preparations_are_shared_between_engines(void **state)
     struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F16);
     struct hs_error err = {0};
     hs_engine_t a = NULL, b = NULL;
-    assert_int_equal(
-        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "a", .threads = 1}, &a, &err), 0);
-    assert_int_equal(
-        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "b", .threads = 1}, &b, &err), 0);
+    two_engines(&a, &b);
     int alive0 = 0, alive = 0;
     int64_t hits0 = 0, hits = 0;
     hs_engine_prep_counts(&alive0, &hits0);
