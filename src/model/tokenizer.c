@@ -25,6 +25,7 @@
 #include <utf8proc.h>
 
 #include "core/alloc.h"
+#include "model/tokenizer/tok.h"
 #include "model/tokenizer_tables.h"
 
 #define WORD_CHARS_MAX    100 /* WordPiece max_input_chars_per_word */
@@ -51,6 +52,7 @@ struct hs_tokenizer {
     bool lower;
     bool strip;
     bool chinese;
+    struct hs_tok *json; /* a tokenizer.json pipeline; the fields above are then unused */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -348,6 +350,7 @@ static size_t trim_end(const char *s, size_t n)
 void hs_tokenizer_free(struct hs_tokenizer *tok)
 {
     if (!tok) return;
+    hs_tok_free(tok->json);
     hs_free(tok->blob);
     hs_free(tok->offsets);
     hs_free(tok->lengths);
@@ -721,6 +724,80 @@ static int special_at(const struct hs_tokenizer *tok, const char *s, size_t left
     return best;
 }
 
+/* The tokenizer.json pipeline behind the legacy API: its template, truncated (longest first, to
+ * the right) to max_tokens. */
+static hs_status encode_json(const struct hs_tokenizer *tok, const char *text, size_t len,
+                             int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
+                             struct hs_error *err)
+{
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    hs_status st = hs_tok_encode(tok->json, text, len, NULL, 0, &o, &e, err);
+    if (st) return st;
+    if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
+    if (e.n > (size_t)max_tokens) {
+        hs_tok_encoding_free(&e);
+        struct hs_tok_trunc t = {.max_length = max_tokens};
+        o.truncation = &t;
+        if ((st = hs_tok_encode(tok->json, text, len, NULL, 0, &o, &e, err))) return st;
+        if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
+    }
+    memcpy(ids, e.ids, e.n * sizeof *ids);
+    *n_tokens = (int)e.n;
+    hs_tok_encoding_free(&e);
+    return HS_STATUS_OK;
+}
+
+hs_status hs_tokenizer_load_json(const char *path, struct hs_tokenizer **out, struct hs_error *err)
+{
+    if (!path || !out)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "tokenizer: NULL path or out");
+    *out = NULL;
+    struct hs_tokenizer *tok = hs_calloc(1, sizeof *tok);
+    if (!tok) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for tokenizer");
+    hs_status st = hs_tok_load(path, &tok->json, err);
+    if (st) {
+        hs_free(tok);
+        return st;
+    }
+    tok->n_vocab = hs_tok_vocab_size(tok->json);
+    for (int k = 0; k < SPECIAL_COUNT; k++) tok->special[k] = -1;
+    /* [CLS] / [SEP]: the first and last tokens the template puts around an empty text */
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    if (hs_tok_encode(tok->json, "", 0, NULL, 0, &o, &e, NULL) == HS_STATUS_OK) {
+        if (e.n >= 1) tok->special[SPECIAL_CLS] = e.ids[0];
+        if (e.n >= 2) tok->special[SPECIAL_SEP] = e.ids[e.n - 1];
+        hs_tok_encoding_free(&e);
+    }
+    tok->special[SPECIAL_PAD] = hs_tok_pad_id(tok->json);
+    *out = tok;
+    return HS_STATUS_OK;
+}
+
+hs_status hs_tokenizer_load_dir(const char *dir, const struct hs_tokenizer_opts *opts,
+                                struct hs_tokenizer **out, struct hs_error *err)
+{
+    char path[4096];
+    if (!dir || strlen(dir) > sizeof path - 32)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "tokenizer: bad model folder");
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        return hs_tokenizer_load_json(path, out, err);
+    }
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    return hs_tokenizer_load(path, opts, out, err);
+}
+
+const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok)
+{
+    return tok ? tok->json : NULL;
+}
+
 hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, size_t len,
                               int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
                               struct hs_error *err)
@@ -729,6 +806,7 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "tokenizer: NULL argument or max_tokens %d < 2", max_tokens);
     if (len == 0) text = "";
+    if (tok->json) return encode_json(tok, text, len, ids, max_tokens, n_tokens, n_full, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t n_cps = 0, bad = 0;
     const char *why = "";
@@ -794,6 +872,7 @@ int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok)
 
 const char *hs_tokenizer_id_to_token(const struct hs_tokenizer *tok, int32_t id)
 {
+    if (tok->json) return hs_tok_id_to_token(tok->json, id);
     if (id < 0 || id >= tok->n_vocab) return NULL;
     return tok->blob + tok->offsets[id];
 }
@@ -801,6 +880,7 @@ const char *hs_tokenizer_id_to_token(const struct hs_tokenizer *tok, int32_t id)
 int32_t hs_tokenizer_token_to_id(const struct hs_tokenizer *tok, const char *token)
 {
     if (!token) return -1;
+    if (tok->json) return hs_tok_token_to_id(tok->json, token, strlen(token));
     return vocab_find(tok, false, token, strlen(token));
 }
 

@@ -56,6 +56,17 @@ struct hs_tokenizer_opts {
  * UTF-8, empty file), HS_STATUS_NO_MEMORY or HS_STATUS_INVALID_ARGUMENT. */
 hs_status hs_tokenizer_load(const char *vocab_path, const struct hs_tokenizer_opts *opts,
                             struct hs_tokenizer **out, struct hs_error *err);
+/* Loads a tokenizer.json (any HF pipeline, src/model/tokenizer/tok.h) behind this API:
+ * hs_tokenizer_encode applies its template (truncated, longest first, to max_tokens); cls / sep
+ * are the first and last tokens its template puts around a text (-1 without a template), pad
+ * the file's padding id or its [PAD] / <pad> token. Errors as hs_tok_load. */
+hs_status hs_tokenizer_load_json(const char *path, struct hs_tokenizer **out, struct hs_error *err);
+/* A model folder's tokenizer: its tokenizer.json when there is one, else vocab.txt (opts). */
+hs_status hs_tokenizer_load_dir(const char *dir, const struct hs_tokenizer_opts *opts,
+                                struct hs_tokenizer **out, struct hs_error *err);
+struct hs_tok;
+/* The tokenizer.json pipeline, or NULL for a vocab.txt tokenizer. */
+const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok);
 /* Frees a tokenizer; NULL is a no-op. No encode may be running on it. */
 void hs_tokenizer_free(struct hs_tokenizer *tok);
 
