@@ -52,7 +52,10 @@ struct hs_tokenizer {
     bool lower;
     bool strip;
     bool chinese;
-    struct hs_tok *json; /* a tokenizer.json pipeline; the fields above are then unused */
+    /* a tokenizer.json pipeline; the fields above are unused unless `plain` (the file is BERT's
+     * pipeline over the same vocabulary, which this WordPiece reproduces, faster) */
+    struct hs_tok *json;
+    bool plain;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -785,12 +788,39 @@ hs_status hs_tokenizer_load_dir(const char *dir, const struct hs_tokenizer_opts 
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "tokenizer: bad model folder");
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     FILE *f = fopen(path, "rb");
-    if (f) {
-        fclose(f);
-        return hs_tokenizer_load_json(path, out, err);
+    char vocab[sizeof path];
+    snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
+    if (!f) return hs_tokenizer_load(vocab, opts, out, err);
+    fclose(f);
+    hs_status st = hs_tokenizer_load_json(path, out, err);
+    bool lower, strip, chinese;
+    if (st || !hs_tok_is_plain_bert((*out)->json, &lower, &strip, &chinese)) return st;
+    /* BERT's pipeline with a vocab.txt beside it: encode through the WordPiece tokenizer when
+     * its vocabulary is the file's, id for id */
+    f = fopen(vocab, "rb");
+    if (!f) return HS_STATUS_OK;
+    fclose(f);
+    struct hs_tokenizer_opts o = {
+        .do_lower_case = lower, .strip_accents = strip, .tokenize_chinese_chars = chinese};
+    struct hs_tokenizer *legacy = NULL;
+    struct hs_error e2;
+    if (hs_tokenizer_load(vocab, &o, &legacy, &e2) != HS_STATUS_OK) return HS_STATUS_OK;
+    bool same = legacy->n_vocab == (*out)->n_vocab;
+    for (int32_t id = 0; same && id < legacy->n_vocab; id++) {
+        const char *a = hs_tokenizer_id_to_token(legacy, id);
+        const char *b = hs_tok_id_to_token((*out)->json, id);
+        same = a && b && strcmp(a, b) == 0 && hs_tokenizer_token_to_id(legacy, a) == id;
     }
-    snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    return hs_tokenizer_load(path, opts, out, err);
+    if (!same) {
+        hs_tokenizer_free(legacy);
+        return HS_STATUS_OK;
+    }
+    legacy->json = (*out)->json;
+    legacy->plain = true;
+    (*out)->json = NULL;
+    hs_tokenizer_free(*out);
+    *out = legacy;
+    return HS_STATUS_OK;
 }
 
 const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok)
@@ -806,7 +836,8 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "tokenizer: NULL argument or max_tokens %d < 2", max_tokens);
     if (len == 0) text = "";
-    if (tok->json) return encode_json(tok, text, len, ids, max_tokens, n_tokens, n_full, err);
+    if (tok->json && !tok->plain)
+        return encode_json(tok, text, len, ids, max_tokens, n_tokens, n_full, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t n_cps = 0, bad = 0;
     const char *why = "";

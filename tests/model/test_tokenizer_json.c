@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/status.h"
+#include "model/tokenizer.h"
 #include "model/tokenizer/tok.h"
 
 static const char *const names[] = {"minilm",       "bert_uncased",    "bert_cased",
@@ -269,12 +270,59 @@ static void test_invalid_utf8(void **state)
     hs_tok_free(tok);
 }
 
+/* A model folder with tokenizer.json: the hs_tokenizer API gives the pipeline's ids (through the
+ * vocab.txt WordPiece when the file is BERT's own pipeline), truncated like HF. */
+static void test_model_folder(void **state)
+{
+    (void)state;
+    const char *dir = hs_test_model_dir();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) skip();
+    fclose(f);
+    struct hs_tokenizer *t = NULL;
+    struct hs_error err = {0};
+    assert_int_equal(hs_tokenizer_load_dir(dir, NULL, &t, &err), HS_STATUS_OK);
+    const struct hs_tok *json = hs_tokenizer_json(t);
+    assert_non_null(json);
+    bool lower, strip, chinese;
+    assert_true(hs_tok_is_plain_bert(json, &lower, &strip, &chinese));
+    struct hs_tok *rob = NULL;
+    assert_int_equal(
+        hs_tok_load(hs_test_path("tests/data/tokenizer_json/roberta.tokenizer.json"), &rob, &err),
+        HS_STATUS_OK);
+    assert_false(hs_tok_is_plain_bert(rob, &lower, &strip, &chinese));
+    hs_tok_free(rob);
+    static const char *const texts[] = {"Hello, wörld [SEP] 北京", "", "[MASK]ed  café naïve",
+                                        "a b c d e f g h i j k l m n o p"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        for (int max = 4; max <= 64; max += 60) {
+            int32_t ids[64];
+            int n = 0, full = 0;
+            assert_int_equal(
+                hs_tokenizer_encode(t, texts[i], strlen(texts[i]), ids, max, &n, &full, &err),
+                HS_STATUS_OK);
+            struct hs_tok_trunc tr = {.max_length = max};
+            struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &tr};
+            struct hs_tok_encoding e;
+            assert_int_equal(hs_tok_encode(json, texts[i], strlen(texts[i]), NULL, 0, &o, &e, &err),
+                             HS_STATUS_OK);
+            assert_int_equal((size_t)n, e.n);
+            assert_memory_equal(ids, e.ids, e.n * sizeof *ids);
+            hs_tok_encoding_free(&e);
+        }
+    }
+    hs_tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goldens),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_model_folder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,12 @@ static hs_status split_added(const struct hs_tok *tok, struct tk_arena *a, const
     size_t i = 0;
     hs_status st;
     while (i < ns->n) {
+        char u0[4];
+        tk_utf8_put(ns->cp[i], u0);
+        if (!tok->first[normalized][(unsigned char)u0[0]]) {
+            i++;
+            continue;
+        }
         long best = -1;
         size_t best_n = 0;
         for (size_t k = 0; k < tok->n_added; k++) {

@@ -205,6 +205,9 @@ static hs_status added_load(struct tk_loader *ld, struct hs_tok *tok, json_t *ar
         tok->added[tok->n_added++] = t;
         if ((st = normalize_content(tok, &tok->added[tok->n_added - 1])))
             return tk_fail(ld, st, ".added_tokens[%zu]: cannot normalize its content", i);
+        const struct tk_added *ad = &tok->added[tok->n_added - 1];
+        if (ad->norm_len) tok->first[ad->normalized][(unsigned char)ad->norm[0]] = 1;
+        tok->first[0][(unsigned char)ad->content[0]] |= !ad->normalized;
         if (t.normalized)
             tok->any_norm = true;
         else
@@ -343,6 +346,35 @@ hs_status hs_tok_load(const char *path, struct hs_tok **out, struct hs_error *er
     }
     hs_free(buf);
     return st;
+}
+
+bool tk_normalizer_bert(const struct tk_normalizer *n, bool *lower, bool *strip, bool *chinese);
+bool tk_model_plain_wordpiece(const struct tk_model *m);
+bool tk_pretok_is_bert(const struct tk_pretok *p);
+
+bool hs_tok_is_plain_bert(const struct hs_tok *tok, bool *lower, bool *strip, bool *chinese)
+{
+    if (!tk_normalizer_bert(&tok->normalizer, lower, strip, chinese) ||
+        !tk_pretok_is_bert(&tok->pretok) || !tk_model_plain_wordpiece(&tok->model))
+        return false;
+    static const char *const legacy[] = {"[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]"};
+    for (size_t i = 0; i < tok->n_added; i++) {
+        const struct tk_added *t = &tok->added[i];
+        bool known = false;
+        for (int k = 0; k < 5; k++) known |= strcmp(t->content, legacy[k]) == 0;
+        if (!known || t->normalized || t->lstrip || t->rstrip || t->single_word) return false;
+        if (tk_vocab_find(tok->model.vocab, t->content, t->len) != t->id) return false;
+    }
+    /* the template: [CLS] text [SEP] with type id 0 */
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    if (hs_tok_encode(tok, "a", 1, NULL, 0, &o, &e, NULL) != HS_STATUS_OK) return false;
+    bool ok = e.n == 3 && e.ids[0] == tk_vocab_find(tok->model.vocab, "[CLS]", 5) &&
+              e.ids[2] == tk_vocab_find(tok->model.vocab, "[SEP]", 5) && e.special[0] &&
+              e.special[2] && !e.type_ids[0] && !e.type_ids[1] && !e.type_ids[2];
+    hs_tok_encoding_free(&e);
+    return ok;
 }
 
 int32_t hs_tok_vocab_size(const struct hs_tok *tok)

@@ -187,6 +187,7 @@ struct wp_ctx {
     char *prefix;
     size_t prefix_len;
     long long max_chars;
+    size_t max_bytes; /* longest vocabulary entry */
 };
 
 static void wp_free(void *ctx)
@@ -213,6 +214,8 @@ static hs_status wp_load(struct tk_loader *ld, json_t *o, void **ctx, struct tk_
     if (!st) st = vocab_from_object(ld, json_object_get(o, "vocab"), &w->vocab);
     if (st) return st;
     w->prefix_len = strlen(w->prefix);
+    for (int32_t i = 0; i < w->vocab.n; i++)
+        if (w->vocab.text[i] && w->vocab.len[i] > w->max_bytes) w->max_bytes = w->vocab.len[i];
     w->unk = tk_vocab_find(&w->vocab, unk ? unk : "", unk ? strlen(unk) : 0);
     if (w->unk < 0)
         return tk_fail(ld, HS_STATUS_CORRUPT, ".unk_token '%.40s' is not in the vocabulary",
@@ -233,7 +236,11 @@ static hs_status wp_run(const void *ctx, struct tk_arena *a, struct tk_split *sp
     memcpy(buf, w->prefix, w->prefix_len);
     size_t start = 0;
     while (start < v.bytes) {
-        size_t end = v.bytes;
+        /* no entry is longer than max_bytes (the prefix included): start below that */
+        size_t lim = start > 0 ? (w->max_bytes > w->prefix_len ? w->max_bytes - w->prefix_len : 0)
+                               : w->max_bytes;
+        size_t end = v.bytes - start > lim ? start + lim : v.bytes;
+        while (end > start && end < v.bytes && ((unsigned char)v.s[end] & 0xC0) == 0x80) end--;
         int32_t id = -1;
         while (start < end) {
             if (start > 0) {
@@ -700,6 +707,14 @@ static hs_status uni_run(const void *ctx, struct tk_arena *a, struct tk_split *s
         sp->toks[sp->ntok++] = (struct tk_token){id, cs, ce};
     }
     return HS_STATUS_OK;
+}
+
+bool tk_model_plain_wordpiece(const struct tk_model *m);
+bool tk_model_plain_wordpiece(const struct tk_model *m)
+{
+    if (!m->kind || m->kind->run != wp_run) return false;
+    const struct wp_ctx *w = m->ctx;
+    return strcmp(w->prefix, "##") == 0 && w->max_chars == 100;
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */

@@ -100,6 +100,9 @@ struct form_ctx {
 static hs_status form_run(const void *ctx, struct tk_arena *a, struct tk_nstr *ns)
 {
     const struct form_ctx *f = ctx;
+    bool plain = true; /* below U+00A0 every form is the identity */
+    for (size_t i = 0; i < ns->n && plain; i++) plain = ns->cp[i] < 0xA0;
+    if (plain) return HS_STATUS_OK;
     struct chs c;
     if (chs_init(&c, a, ns->n + 8) || !unicode_form(&c, ns, f->compat, f->compose))
         return HS_STATUS_NO_MEMORY;
@@ -135,6 +138,9 @@ static hs_status nfkc_load(struct tk_loader *ld, json_t *o, void **ctx)
 /* HF NormalizedString::filter. */
 static hs_status filter(struct tk_arena *a, struct tk_nstr *ns, bool (*keep)(int32_t c))
 {
+    bool all = true;
+    for (size_t i = 0; i < ns->n && all; i++) all = keep(ns->cp[i]);
+    if (all) return HS_STATUS_OK;
     struct chs c;
     if (chs_init(&c, a, ns->n + 1)) return HS_STATUS_NO_MEMORY;
     long removed = 0;
@@ -161,6 +167,20 @@ static hs_status filter(struct tk_arena *a, struct tk_nstr *ns, bool (*keep)(int
 
 static hs_status lowercase(struct tk_arena *a, struct tk_nstr *ns)
 {
+    bool one = true;
+    for (size_t i = 0; i < ns->n && one; i++) one = ns->cp[i] != 0x130;
+    if (one) {
+        /* every char maps to one: the alignments stay (a new array: slices share theirs) */
+        int32_t *cp = tk_alloc(a, (ns->n + 1) * sizeof *cp);
+        if (!cp) return HS_STATUS_NO_MEMORY;
+        for (size_t i = 0; i < ns->n; i++) {
+            int32_t l[3];
+            tk_lowercase(ns->cp[i], l);
+            cp[i] = l[0];
+        }
+        ns->cp = cp;
+        return HS_STATUS_OK;
+    }
     struct chs c;
     if (chs_init(&c, a, ns->n + 8)) return HS_STATUS_NO_MEMORY;
     for (size_t i = 0; i < ns->n; i++) {
@@ -227,8 +247,11 @@ static hs_status bert_run(const void *ctx, struct tk_arena *a, struct tk_nstr *n
     hs_status st;
     if (b->clean) {
         if ((st = filter(a, ns, keep_bert_clean))) return st;
+        int32_t *cp = tk_alloc(a, (ns->n + 1) * sizeof *cp);
+        if (!cp) return HS_STATUS_NO_MEMORY;
         for (size_t i = 0; i < ns->n; i++)
-            if (tk_is_bert_whitespace(ns->cp[i])) ns->cp[i] = ' ';
+            cp[i] = tk_is_bert_whitespace(ns->cp[i]) ? ' ' : ns->cp[i];
+        ns->cp = cp;
     }
     if (b->chinese) {
         bool any = false;
@@ -253,6 +276,17 @@ static hs_status bert_run(const void *ctx, struct tk_arena *a, struct tk_nstr *n
     }
     if (b->lower) return lowercase(a, ns);
     return HS_STATUS_OK;
+}
+
+bool tk_normalizer_bert(const struct tk_normalizer *n, bool *lower, bool *strip, bool *chinese);
+bool tk_normalizer_bert(const struct tk_normalizer *n, bool *lower, bool *strip, bool *chinese)
+{
+    if (!n->kind || n->kind->run != bert_run) return false;
+    const struct bert_ctx *b = n->ctx;
+    *lower = b->lower;
+    *strip = b->strip;
+    *chinese = b->chinese;
+    return b->clean;
 }
 
 /* ---- Lowercase, StripAccents, Strip ----------------------------------------------------- */

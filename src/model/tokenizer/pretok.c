@@ -433,6 +433,12 @@ hs_status tk_pretok_load(struct tk_loader *ld, json_t *o, struct tk_pretok *out)
                    ".type: pre-tokenizer '%s' is not supported (supported: %s)", type, names);
 }
 
+bool tk_pretok_is_bert(const struct tk_pretok *p);
+bool tk_pretok_is_bert(const struct tk_pretok *p)
+{
+    return p->kind && p->kind->run == bert_run;
+}
+
 void tk_pretok_release(struct tk_pretok *p)
 {
     if (p->kind && p->kind->free) p->kind->free(p->ctx);

@@ -86,6 +86,12 @@ hs_status hs_tok_decode(const struct hs_tok *tok, const int32_t *ids, size_t n,
                         bool skip_special_tokens, char **out, size_t *out_len,
                         struct hs_error *err);
 
+/* Whether the pipeline is exactly BERT's (BertNormalizer with clean_text, BertPreTokenizer,
+ * WordPiece with "##" and 100 chars a word, a [CLS] $A [SEP] template, added tokens only the
+ * special, unstripped, unnormalized ones), which the vocab.txt WordPiece tokenizer reproduces;
+ * then *lower, *strip, *chinese are its normalizer's options. */
+bool hs_tok_is_plain_bert(const struct hs_tok *tok, bool *lower, bool *strip, bool *chinese);
+
 /* Vocabulary (model and added tokens). */
 int32_t hs_tok_vocab_size(const struct hs_tok *tok);
 const char *hs_tok_id_to_token(const struct hs_tok *tok, int32_t id); /* NULL when unknown */
