@@ -419,7 +419,12 @@ hs_status tk_post_load(struct tk_loader *ld, json_t *o, const struct tk_vocab *v
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (strcmp(rows[i].name, type) != 0) continue;
         st = rows[i].load(ld, o, vocab, &out->ctx);
-        if (st == HS_STATUS_OK) out->kind = &rows[i];
+        if (st == HS_STATUS_OK)
+            out->kind = &rows[i];
+        else if (out->ctx && rows[i].free) {
+            rows[i].free(out->ctx); /* what a failed load had built */
+            out->ctx = NULL;
+        }
         return st;
     }
     return tk_fail(ld, HS_STATUS_UNSUPPORTED,

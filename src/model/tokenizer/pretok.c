@@ -420,7 +420,12 @@ hs_status tk_pretok_load(struct tk_loader *ld, json_t *o, struct tk_pretok *out)
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         if (strcmp(kinds[i].name, type) != 0) continue;
         st = kinds[i].load(ld, o, &out->ctx);
-        if (st == HS_STATUS_OK) out->kind = &kinds[i];
+        if (st == HS_STATUS_OK)
+            out->kind = &kinds[i];
+        else if (out->ctx && kinds[i].free) {
+            kinds[i].free(out->ctx); /* what a failed load had built */
+            out->ctx = NULL;
+        }
         return st;
     }
     char names[512] = "";
