@@ -567,6 +567,60 @@ static hs_status bpe_run(const void *ctx, struct tk_arena *a, struct tk_split *s
 
 /* ---- Unigram -------------------------------------------------------------------------------- */
 
+/* A byte trie of the pieces, for the common prefix search of the lattice: the root's children
+ * by byte, deeper ones as sibling lists. */
+struct tnode {
+    int32_t child, next, id;
+    uint8_t byte;
+};
+
+struct trie {
+    struct tnode *v;
+    size_t n, cap;
+    int32_t root[256];
+};
+
+static int32_t trie_node(struct trie *t, uint8_t byte)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        struct tnode *v = hs_realloc(t->v, cap * sizeof *v);
+        if (!v) return -1;
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n] = (struct tnode){-1, -1, -1, byte};
+    return (int32_t)t->n++;
+}
+
+static bool trie_insert(struct trie *t, const char *s, size_t len, int32_t id)
+{
+    if (len == 0) return true;
+    int32_t cur = t->root[(unsigned char)s[0]];
+    if (cur < 0) {
+        if ((cur = trie_node(t, (uint8_t)s[0])) < 0) return false;
+        t->root[(unsigned char)s[0]] = cur;
+    }
+    for (size_t i = 1; i < len; i++) {
+        uint8_t b = (uint8_t)s[i];
+        int32_t c = t->v[cur].child, prev = -1;
+        while (c >= 0 && t->v[c].byte != b) {
+            prev = c;
+            c = t->v[c].next;
+        }
+        if (c < 0) {
+            if ((c = trie_node(t, b)) < 0) return false;
+            if (prev < 0)
+                t->v[cur].child = c;
+            else
+                t->v[prev].next = c;
+        }
+        cur = c;
+    }
+    if (t->v[cur].id < 0 || id > t->v[cur].id) t->v[cur].id = id; /* repeated: the later id */
+    return true;
+}
+
 struct uni_ctx {
     struct tk_vocab vocab;
     double *score;
@@ -575,12 +629,14 @@ struct uni_ctx {
     bool byte_fallback;
     size_t max_piece; /* bytes */
     int32_t byte_ids[256];
+    struct trie trie;
 };
 
 static void uni_free(void *ctx)
 {
     struct uni_ctx *u = ctx;
     if (!u) return;
+    hs_free(u->trie.v);
     tk_vocab_release(&u->vocab);
     hs_free(u->score);
     hs_free(u);
@@ -620,6 +676,13 @@ static hs_status uni_load(struct tk_loader *ld, json_t *o, void **ctx, struct tk
         if (len > u->max_piece) u->max_piece = len;
     }
     tk_vocab_build(&u->vocab);
+    memset(u->trie.root, 0xFF, sizeof u->trie.root);
+    for (size_t i = 0; i < n; i++) {
+        /* the id the vocabulary maps the piece to (of repeated pieces, the later) */
+        int32_t id = tk_vocab_find(&u->vocab, u->vocab.text[i], u->vocab.len[i]);
+        if (!trie_insert(&u->trie, u->vocab.text[i], u->vocab.len[i], id))
+            return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory for the vocabulary");
+    }
     u->unk = (int32_t)unk;
     for (int i = 0; i < 256; i++) {
         char t[8];
@@ -651,9 +714,18 @@ static hs_status uni_run(const void *ctx, struct tk_arena *a, struct tk_split *s
         double here = best[at].score;
         size_t mblen = (size_t)tk_utf8_len(sp->ns.cp[v.at[at]]);
         bool single = false;
-        size_t lim = n - at < u->max_piece ? n - at : u->max_piece;
-        for (size_t len = 1; len <= lim; len++) {
-            int32_t id = tk_vocab_find(&u->vocab, v.s + at, len);
+        int32_t node = u->trie.root[(unsigned char)v.s[at]];
+        for (size_t len = 1; node >= 0; len++) {
+            int32_t id = u->trie.v[node].id;
+            if (len < n - at) {
+                /* the next node along the text, before this one is used */
+                uint8_t b = (uint8_t)v.s[at + len];
+                int32_t c = u->trie.v[node].child;
+                while (c >= 0 && u->trie.v[c].byte != b) c = u->trie.v[c].next;
+                node = c;
+            } else {
+                node = -1;
+            }
             if (id < 0) continue;
             double cand = u->score[id] + here;
             struct best *t = &best[at + len];
