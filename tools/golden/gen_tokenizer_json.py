@@ -211,6 +211,60 @@ def qwen2():
     return tok
 
 
+def gpt2_prefix():
+    """GPT-2 style with add_prefix_space and trimmed offsets, added tokens that strip."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(train_text(), trainers.BpeTrainer(
+        vocab_size=1500, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    tok.add_special_tokens([AddedToken("<|sep|>", rstrip=True, lstrip=True, special=True)])
+    tok.add_tokens([AddedToken("world", single_word=True, normalized=False)])
+    return tok
+
+
+def misc_pipeline():
+    """The other components: NFKD, StripAccents, Lowercase, Replace, Strip; Whitespace, Digits,
+    Punctuation; BPE with a continuing prefix and an end-of-word suffix; BPEDecoder."""
+    tok = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##",
+                               end_of_word_suffix="</w>", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([
+        normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase(),
+        normalizers.Replace(Regex(r"\s+"), " "), normalizers.Replace("ß", "ss"),
+        normalizers.Strip()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Punctuation(behavior="contiguous")])
+    tok.decoder = decoders.BPEDecoder(suffix="</w>")
+    sp = ["[UNK]", "[CLS]", "[SEP]"]
+    # (no NUL in the training text: jansson cannot read a vocabulary key with one)
+    tok.train_from_iterator([t.replace("\0", "") for t in train_text()], trainers.BpeTrainer(
+        vocab_size=1200, special_tokens=sp, continuing_subword_prefix="##",
+        end_of_word_suffix="</w>"))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $B:1 [SEP] $A:0 [SEP]:1",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    return tok
+
+
+def t5_unigram():
+    """T5 style: NFKC, WhitespaceSplit + Metaspace (prepend first, no split), Unigram trained by
+    tokenizers, an EOS-only template."""
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)])
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+    tok.train_from_iterator(train_text(), trainers.UnigramTrainer(
+        vocab_size=800, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    return tok
+
+
 def spm_train(model_type, vocab_size, extra):
     import sentencepiece as spm
     d = tempfile.mkdtemp()
@@ -271,6 +325,9 @@ def main():
         ("qwen2", qwen2, ["<|im_start|>", "<|endoftext|>"]),
         ("llama", llama, ["</s>", "<s>"]),
         ("xlmr", xlmr, ["<mask>", "</s>"]),
+        ("gpt2_prefix", gpt2_prefix, ["<|sep|>", "world", "<|endoftext|>"]),
+        ("misc_pipeline", misc_pipeline, ["[SEP]"]),
+        ("t5_unigram", t5_unigram, ["</s>"]),
     ]
     only = set(sys.argv[1:])
     for name, build, specials in builders:
