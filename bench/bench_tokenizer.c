@@ -33,16 +33,16 @@ int main(int argc, char **argv)
         return 1;
     }
     /* the distinct single texts of the corpus */
-    json_t *cases = json_object_get(doc, "cases");
+    json_t *cases = json_object_get(doc, "cases"), *tab = json_object_get(doc, "texts");
     size_t n = 0;
     const char **texts = calloc(json_array_size(cases) + 1, sizeof *texts);
     size_t *lens = calloc(json_array_size(cases) + 1, sizeof *lens);
     for (size_t i = 0; i < json_array_size(cases); i++) {
         json_t *k = json_array_get(cases, i);
-        if (json_is_string(json_object_get(k, "pair")) ||
+        if (json_is_integer(json_object_get(k, "pair")) ||
             !json_is_true(json_object_get(k, "add")) || !json_is_null(json_object_get(k, "trunc")))
             continue;
-        json_t *t = json_object_get(k, "text");
+        json_t *t = json_array_get(tab, (size_t)json_integer_value(json_object_get(k, "text")));
         texts[n] = json_string_value(t);
         lens[n] = json_string_length(t);
         n++;

@@ -20,7 +20,7 @@ def main():
     tok.no_padding()
     seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
     doc = json.load(open(sys.argv[2], encoding="utf-8"))
-    texts = [c["text"] for c in doc["cases"]
+    texts = [doc["texts"][c["text"]] for c in doc["cases"]
              if c.get("pair") is None and c["add"] and c.get("trunc") is None]
     done, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:

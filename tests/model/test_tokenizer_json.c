@@ -86,11 +86,16 @@ static int check_one(const char *name, struct counts *c)
     hs_status st = hs_tok_load(tpath, &tok, &err);
     if (st) fprintf(stderr, "%s: load failed: %s\n", name, err.msg);
     assert_int_equal(st, HS_STATUS_OK);
-    json_t *cases = json_object_get(doc, "cases");
+    json_t *cases = json_object_get(doc, "cases"), *texts = json_object_get(doc, "texts");
     int shown = 0;
     for (size_t i = 0; i < json_array_size(cases); i++) {
         json_t *k = json_array_get(cases, i);
-        json_t *text = json_object_get(k, "text"), *pair = json_object_get(k, "pair");
+        /* texts are named by their index into "texts" */
+        json_t *text =
+            json_array_get(texts, (size_t)json_integer_value(json_object_get(k, "text")));
+        json_t *pi = json_object_get(k, "pair");
+        json_t *pair =
+            json_is_integer(pi) ? json_array_get(texts, (size_t)json_integer_value(pi)) : NULL;
         json_t *tr = json_object_get(k, "trunc");
         struct hs_tok_trunc t = {.max_length = -1};
         if (json_is_object(tr)) {

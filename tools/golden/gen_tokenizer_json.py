@@ -147,9 +147,21 @@ def goldens(name, tok, specials, path_in_repo):
         ids = tok.encode(t).ids
         decodes.append({"ids": ids, "skip": True, "text": tok.decode(ids, skip_special_tokens=True)})
         decodes.append({"ids": ids, "skip": False, "text": tok.decode(ids, skip_special_tokens=False)})
-    doc = {"name": name, "tokenizer": path_in_repo, "cases": cases, "decodes": decodes}
+    # each text once: cases name theirs by index into "texts"
+    texts_tab, index = [], {}
+    for c in cases:
+        for k in ("text", "pair"):
+            v = c[k]
+            if v is None:
+                continue
+            if v not in index:
+                index[v] = len(texts_tab)
+                texts_tab.append(v)
+            c[k] = index[v]
+    doc = {"name": name, "tokenizer": path_in_repo, "texts": texts_tab, "cases": cases,
+           "decodes": decodes}
     with open(os.path.join(OUT, name + ".golden.json"), "w", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=True, separators=(",", ":"))
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
     print(f"{name}: {len(cases)} cases", file=sys.stderr)
 
 
