@@ -5,6 +5,8 @@
  * components use utf8proc's categories, whose Unicode version may differ from Rust's for very
  * new code points.
  */
+#include <pthread.h>
+
 #include <utf8proc.h>
 
 #include "model/tokenizer/tok-impl.h"
@@ -287,25 +289,29 @@ size_t tk_grapheme_end(const int32_t *cp, size_t n, size_t i)
 }
 
 /* GPT-2 bytes_to_unicode: printable bytes map to themselves, the others to 256.. in order. */
+static int32_t byte_char[256];
+static int16_t char_byte[256 + 68];
+static pthread_once_t byte_once = PTHREAD_ONCE_INIT;
+
+static void byte_tables(void)
+{
+    int32_t n = 0;
+    for (int c = 0; c < 256 + 68; c++) char_byte[c] = -1;
+    for (unsigned b = 0; b < 256; b++) {
+        bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+        byte_char[b] = printable ? (int32_t)b : 256 + n++;
+        char_byte[byte_char[b]] = (int16_t)b;
+    }
+}
+
 int32_t tk_byte_char(unsigned b)
 {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))
-        return (int32_t)b;
-    int32_t n = 0;
-    for (unsigned x = 0; x < b; x++)
-        if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) n++;
-    return 256 + n;
+    pthread_once(&byte_once, byte_tables);
+    return byte_char[b & 255];
 }
 
 int tk_char_byte(int32_t c)
 {
-    if ((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255)) return c;
-    if (c < 256 || c >= 256 + 68) return -1;
-    int32_t n = 0;
-    for (unsigned x = 0; x < 256; x++) {
-        if ((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255)) continue;
-        if (256 + n == c) return (int)x;
-        n++;
-    }
-    return -1;
+    pthread_once(&byte_once, byte_tables);
+    return c >= 0 && c < 256 + 68 ? char_byte[c] : -1;
 }
