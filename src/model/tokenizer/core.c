@@ -166,7 +166,14 @@ static hs_status find_regex(struct tk_arena *a, pcre2_code *re, const struct tk_
     size_t last_match_end = 0;
     while (last_end <= bytes) {
         int rc = pcre2_match(re, (PCRE2_SPTR)u, bytes, last_end, 0, md, NULL);
-        if (rc < 0) break; /* no match (or a match limit): the rest is not a match */
+        /* the JIT's stack can run out on a long input: the interpreter (heap) then */
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+            rc = pcre2_match(re, (PCRE2_SPTR)u, bytes, last_end, PCRE2_NO_JIT, md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            st = HS_STATUS_TOO_LONG; /* a match limit: never a silently different split */
+            break;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t s = ov[0], e = ov[1];
         if (e == s && have_last && last_match_end == e) {

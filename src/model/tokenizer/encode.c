@@ -190,6 +190,11 @@ done:
     return HS_STATUS_OK;
 fail:
     if (st == HS_STATUS_NO_MEMORY) goto oom;
+    if (st == HS_STATUS_TOO_LONG)
+        return hs_error_set(err, st,
+                            "tokenizer: a regex of the pipeline hit its match limit on "
+                            "this text of %zu bytes",
+                            len);
     return hs_error_set(err, st, "tokenizer: encode failed");
 oom:
     return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory to tokenize %zu bytes", len);

@@ -10,6 +10,9 @@
  *
  * Offsets are byte offsets into each input text, or character (code point) offsets when asked
  * for (what HF's Python `encode` returns); special tokens of the template have (0, 0).
+ * Not reproduced: BPE dropout (refused at load), truncation's stride and overflowing encodings
+ * (the tokens cut are dropped), the file's padding (callers pad; hs_tok_pad_id gives the id),
+ * Unicode tables newer or older than utf8proc's / PCRE2's for code points assigned recently.
  *
  * A tokenizer is read-only after load and safe to use from many threads at once.
  */
