@@ -16,6 +16,11 @@ void *tk_alloc(struct tk_arena *a, size_t bytes)
 {
     bytes = (bytes + 15) & ~(size_t)15;
     if (bytes == 0) bytes = 16;
+    if (a->first && a->first_cap - a->first_used >= bytes) {
+        void *p = a->first + a->first_used;
+        a->first_used += bytes;
+        return p;
+    }
     struct tk_chunk *c = a->head;
     if (!c || c->cap - c->used < bytes) {
         size_t cap = 1u << 16;

@@ -209,7 +209,8 @@ hs_status hs_tok_encode(const struct hs_tok *tok, const char *text, size_t len, 
     memset(out, 0, sizeof *out);
     struct hs_tok_encode_opts o = {.add_special_tokens = true};
     if (opts) o = *opts;
-    struct tk_arena a = {0};
+    max_align_t stack[1024]; /* 16 KB: most texts need no chunk at all */
+    struct tk_arena a = {.first = (char *)stack, .first_cap = sizeof stack};
     struct tk_enc ea = {0}, eb = {0}, fin = {0};
     hs_status st = encode_one(tok, &a, text, len, 0, 0, o.char_offsets, &ea, err);
     if (!st && pair) st = encode_one(tok, &a, pair, pair_len, 1, 1, o.char_offsets, &eb, err);
@@ -224,18 +225,20 @@ hs_status hs_tok_encode(const struct hs_tok *tok, const char *text, size_t len, 
     if (!st)
         st = tk_post_apply(tok, &a, &ea, pair ? &eb : NULL, t, o.add_special_tokens, &fin, err);
     if (!st) {
+        /* one block: ids, type ids, starts, ends, then the two byte arrays */
         size_t n = fin.n ? fin.n : 1;
-        out->ids = hs_malloc(n * sizeof *out->ids);
-        out->type_ids = hs_malloc(n * sizeof *out->type_ids);
-        out->special = hs_malloc(n);
-        out->sequence = hs_malloc(n);
-        out->start = hs_malloc(n * sizeof *out->start);
-        out->end = hs_malloc(n * sizeof *out->end);
-        if (!out->ids || !out->type_ids || !out->special || !out->sequence || !out->start ||
-            !out->end) {
-            hs_tok_encoding_free(out);
+        char *blk = hs_malloc(n * (4 * sizeof(int32_t) + 2));
+        if (!blk) {
             st = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for the encoding");
-        } else if (fin.n) {
+        } else {
+            out->ids = (int32_t *)(void *)blk;
+            out->type_ids = out->ids + n;
+            out->start = (uint32_t *)(out->type_ids + n);
+            out->end = out->start + n;
+            out->special = (uint8_t *)(out->end + n);
+            out->sequence = out->special + n;
+        }
+        if (!st && fin.n) {
             out->n = fin.n;
             memcpy(out->ids, fin.ids, fin.n * sizeof *out->ids);
             memcpy(out->type_ids, fin.type_ids, fin.n * sizeof *out->type_ids);
@@ -252,12 +255,7 @@ hs_status hs_tok_encode(const struct hs_tok *tok, const char *text, size_t len, 
 void hs_tok_encoding_free(struct hs_tok_encoding *enc)
 {
     if (!enc) return;
-    hs_free(enc->ids);
-    hs_free(enc->type_ids);
-    hs_free(enc->special);
-    hs_free(enc->sequence);
-    hs_free(enc->start);
-    hs_free(enc->end);
+    hs_free(enc->ids); /* the block of every array */
     memset(enc, 0, sizeof *enc);
 }
 

@@ -46,10 +46,12 @@ hs_status tk_vocab_set(struct tk_vocab *v, int32_t id, const char *s, size_t len
 static void vocab_insert(struct tk_vocab *v, int32_t id)
 {
     uint64_t h = fnv(v->text[id], v->len[id]);
-    for (uint32_t slot = (uint32_t)(h ^ (h >> 32)) & v->mask;; slot = (slot + 1) & v->mask) {
+    uint32_t h32 = (uint32_t)(h ^ (h >> 32));
+    for (uint32_t slot = h32 & v->mask;; slot = (slot + 1) & v->mask) {
         int32_t o = v->table[slot];
         if (o < 0) {
             v->table[slot] = id;
+            v->hash[slot] = h32;
             return;
         }
         if (v->len[o] == v->len[id] && memcmp(v->text[o], v->text[id], v->len[id]) == 0) {
@@ -71,7 +73,8 @@ static hs_status vocab_table(struct tk_vocab *v)
     uint32_t cap = 16;
     while (cap < (uint32_t)v->n * 2 + 2) cap <<= 1;
     v->table = hs_malloc(cap * sizeof *v->table);
-    if (!v->table) return HS_STATUS_NO_MEMORY;
+    v->hash = hs_malloc(cap * sizeof *v->hash);
+    if (!v->table || !v->hash) return HS_STATUS_NO_MEMORY;
     memset(v->table, 0xFF, cap * sizeof *v->table);
     v->mask = cap - 1;
     return HS_STATUS_OK;
@@ -81,10 +84,12 @@ int32_t tk_vocab_find(const struct tk_vocab *v, const char *s, size_t len)
 {
     if (!v->table) return -1;
     uint64_t h = fnv(s, len);
-    for (uint32_t slot = (uint32_t)(h ^ (h >> 32)) & v->mask;; slot = (slot + 1) & v->mask) {
+    uint32_t h32 = (uint32_t)(h ^ (h >> 32));
+    for (uint32_t slot = h32 & v->mask;; slot = (slot + 1) & v->mask) {
         int32_t id = v->table[slot];
         if (id < 0) return -1;
-        if (v->len[id] == len && memcmp(v->text[id], s, len) == 0) return id;
+        if (v->hash[slot] == h32 && v->len[id] == len && memcmp(v->text[id], s, len) == 0)
+            return id;
     }
 }
 
@@ -95,6 +100,7 @@ void tk_vocab_release(struct tk_vocab *v)
     hs_free(v->text);
     hs_free(v->len);
     hs_free(v->table);
+    hs_free(v->hash);
     memset(v, 0, sizeof *v);
 }
 

@@ -20,6 +20,8 @@
 struct tk_arena {
     struct tk_chunk *head;
     bool failed;
+    char *first; /* optional caller's buffer (a stack array), used before any chunk */
+    size_t first_used, first_cap;
 };
 void *tk_alloc(struct tk_arena *a, size_t bytes);
 void tk_arena_free(struct tk_arena *a);
@@ -180,6 +182,7 @@ struct tk_vocab {
     uint32_t *len;
     int32_t n; /* ids 0..n-1 (holes are NULL) */
     int32_t *table;
+    uint32_t *hash; /* per slot: the hash of its entry (a miss rarely compares bytes) */
     uint32_t mask;
 };
 hs_status tk_vocab_init(struct tk_vocab *v, int32_t n);
