@@ -823,6 +823,37 @@ hs_status hs_tokenizer_load_dir(const char *dir, const struct hs_tokenizer_opts 
     return HS_STATUS_OK;
 }
 
+hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a, size_t a_len,
+                                   const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
+                                   int max_tokens, int *n_tokens, int *n_full, struct hs_error *err)
+{
+    if (!tok || (!a && a_len) || (!b && b_len) || !ids || !type_ids || !n_tokens || max_tokens < 1)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "tokenizer: NULL argument or max_tokens %d < 1", max_tokens);
+    if (!tok->json)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "tokenizer: pairs need a tokenizer.json (vocab.txt has no template)");
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    hs_status st = hs_tok_encode(tok->json, a ? a : "", a_len, b ? b : "", b_len, &o, &e, err);
+    if (st) return st;
+    if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
+    if (e.n > (size_t)max_tokens) {
+        hs_tok_encoding_free(&e);
+        struct hs_tok_trunc t = {.max_length = max_tokens};
+        o.truncation = &t;
+        if ((st = hs_tok_encode(tok->json, a ? a : "", a_len, b ? b : "", b_len, &o, &e, err)))
+            return st;
+        if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
+    }
+    memcpy(ids, e.ids, e.n * sizeof *ids);
+    memcpy(type_ids, e.type_ids, e.n * sizeof *type_ids);
+    *n_tokens = (int)e.n;
+    hs_tok_encoding_free(&e);
+    return HS_STATUS_OK;
+}
+
 const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok)
 {
     return tok ? tok->json : NULL;

@@ -84,6 +84,16 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
                               int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
                               struct hs_error *err);
 
+/* Encodes a pair (a cross-encoder's query and document) with the tokenizer.json template:
+ * ids and type_ids (capacity max_tokens each), truncated longest first (HF's default) so that
+ * at most max_tokens are written; *n_full (may be NULL) the untruncated count. A tokenizer
+ * from vocab.txt alone has no pair template: HS_STATUS_UNSUPPORTED. Other errors as
+ * hs_tokenizer_encode. Thread-safe. */
+hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a, size_t a_len,
+                                   const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
+                                   int max_tokens, int *n_tokens, int *n_full,
+                                   struct hs_error *err);
+
 /* Number of lines in vocab.txt. */
 int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok);
 /* Token text for an id (owned by the tokenizer, valid until it is freed), or NULL when out of

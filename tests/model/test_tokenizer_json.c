@@ -318,6 +318,32 @@ static void test_model_folder(void **state)
             hs_tok_encoding_free(&e);
         }
     }
+    /* a pair: [CLS] a [SEP] b [SEP] with type ids, truncated longest first */
+    int32_t ids[16], types[16];
+    int n = 0, full = 0;
+    assert_int_equal(hs_tokenizer_encode_pair(t, "how are you", 11, "fine thanks a lot", 17, ids,
+                                              types, 16, &n, &full, &err),
+                     HS_STATUS_OK);
+    assert_int_equal(n, 10);
+    assert_int_equal(full, 10);
+    assert_int_equal(ids[0], 101);
+    assert_int_equal(ids[4], 102);
+    assert_int_equal(ids[9], 102);
+    assert_int_equal(types[4], 0);
+    assert_int_equal(types[5], 1);
+    assert_int_equal(hs_tokenizer_encode_pair(t, "how are you", 11, "fine thanks a lot", 17, ids,
+                                              types, 7, &n, &full, &err),
+                     HS_STATUS_OK);
+    assert_int_equal(n, 7); /* 2 + 2 pieces: [CLS] how are [SEP] fine thanks [SEP] */
+    assert_int_equal(full, 10);
+    assert_int_equal(ids[3], 102);
+    assert_int_equal(types[6], 1);
+    hs_tokenizer_free(t);
+    /* vocab.txt alone: no pair template */
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    assert_int_equal(hs_tokenizer_load(path, NULL, &t, &err), HS_STATUS_OK);
+    assert_int_equal(hs_tokenizer_encode_pair(t, "a", 1, "b", 1, ids, types, 16, &n, NULL, &err),
+                     HS_STATUS_UNSUPPORTED);
     hs_tokenizer_free(t);
 }
 
