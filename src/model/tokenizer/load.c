@@ -116,6 +116,14 @@ void hs_tok_free(struct hs_tok *tok)
 
 const char *tk_id_text(const struct hs_tok *tok, int32_t id, size_t *len)
 {
+    /* an added token's id is the vocabulary's when its text is there: the vocabulary first
+     * (a file whose added token reuses another text's id is the one case this differs from
+     * HF, which asks the added tokens first) */
+    const struct tk_vocab *mv = tok->model.vocab;
+    if (mv && id >= 0 && id < mv->n && mv->text[id] && !tok->collide) {
+        *len = mv->len[id];
+        return mv->text[id];
+    }
     for (size_t i = 0; i < tok->n_added; i++)
         if (tok->added[i].id == id) {
             *len = tok->added[i].len;
@@ -200,6 +208,10 @@ static hs_status added_load(struct tk_loader *ld, struct hs_tok *tok, json_t *ar
         int32_t mid =
             tok->model.vocab ? tk_vocab_find(tok->model.vocab, content, strlen(content)) : -1;
         t.id = mid >= 0 ? mid : (int32_t)id;
+        /* an added token on another text's id: lookups must ask the added tokens first */
+        if (mid < 0 && tok->model.vocab && t.id < tok->model.vocab->n &&
+            tok->model.vocab->text[t.id])
+            tok->collide = true;
         t.len = strlen(content);
         if (!(t.content = hs_strdup(content))) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
         tok->added[tok->n_added++] = t;

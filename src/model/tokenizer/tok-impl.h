@@ -269,6 +269,7 @@ struct hs_tok {
     size_t n_added;
     bool any_raw, any_norm; /* some added tokens match raw / normalized text */
     uint8_t first[2][256];  /* [normalized][first byte]: some added token may start there */
+    bool collide;           /* an added token reuses the id of another vocabulary text */
     struct hs_tok_trunc trunc;
     int32_t pad_id;
     int32_t n_vocab; /* max id + 1 over model and added tokens */
