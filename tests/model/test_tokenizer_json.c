@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,13 +348,64 @@ static void test_model_folder(void **state)
     hs_tokenizer_free(t);
 }
 
+/* One tokenizer shared by four threads: every encoding equals the single-threaded one. */
+static struct hs_tok *shared_tok;
+static const char *const mt_texts[] = {"Hello, wörld! 北京 👍🏽", "  a  b  ",
+                                       "ภาษาไทย e\xCC\x81 ﬁ", "don't stop <mask> me now"};
+static struct hs_tok_encoding mt_want[4];
+
+static void *mt_worker(void *arg)
+{
+    (void)arg;
+    for (int r = 0; r < 300; r++) {
+        for (int i = 0; i < 4; i++) {
+            struct hs_tok_encoding e;
+            if (hs_tok_encode(shared_tok, mt_texts[i], strlen(mt_texts[i]), mt_texts[(i + 1) % 4],
+                              strlen(mt_texts[(i + 1) % 4]), NULL, &e, NULL) != HS_STATUS_OK)
+                return (void *)1;
+            bool same = e.n == mt_want[i].n &&
+                        memcmp(e.ids, mt_want[i].ids, e.n * sizeof *e.ids) == 0 &&
+                        memcmp(e.start, mt_want[i].start, e.n * sizeof *e.start) == 0;
+            hs_tok_encoding_free(&e);
+            if (!same) return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"roberta", "xlmr", "qwen2", "bert_uncased"};
+    for (size_t f = 0; f < 4; f++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/tokenizer_json/%s.tokenizer.json", files[f]);
+        struct hs_error err = {0};
+        assert_int_equal(hs_tok_load(hs_test_path(rel), &shared_tok, &err), HS_STATUS_OK);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(hs_tok_encode(shared_tok, mt_texts[i], strlen(mt_texts[i]),
+                                           mt_texts[(i + 1) % 4], strlen(mt_texts[(i + 1) % 4]),
+                                           NULL, &mt_want[i], &err),
+                             HS_STATUS_OK);
+        pthread_t th[4];
+        for (int t = 0; t < 4; t++)
+            assert_int_equal(pthread_create(&th[t], NULL, mt_worker, NULL), 0);
+        for (int t = 0; t < 4; t++) {
+            void *rc = NULL;
+            pthread_join(th[t], &rc);
+            assert_null(rc);
+        }
+        for (int i = 0; i < 4; i++) hs_tok_encoding_free(&mt_want[i]);
+        hs_tok_free(shared_tok);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_goldens),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_model_folder),
+        cmocka_unit_test(test_goldens),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_invalid_utf8), cmocka_unit_test(test_model_folder),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
