@@ -18,8 +18,9 @@
 #include "model/tokenizer/tok.h"
 
 static const char *const names[] = {
-    "minilm", "bert_uncased", "bert_cased", "bert_chinese", "bert_processing", "roberta",
-    "qwen2",  "llama",        "xlmr",       "gpt2_prefix",  "misc_pipeline",   "t5_unigram"};
+    "minilm",        "bert_uncased", "bert_cased", "bert_chinese", "bert_processing",
+    "roberta",       "qwen2",        "llama",      "xlmr",         "gpt2_prefix",
+    "misc_pipeline", "t5_unigram",   "wordlevel"};
 
 struct counts {
     int cases, ids, types, special, offsets, errors;
@@ -211,7 +212,7 @@ static void test_goldens(void **state)
         if (c.singles_ok != c.singles || c.pairs_ok != c.pairs || c.decodes_ok != c.decodes)
             all = false;
     }
-    assert_true(checked >= 11);
+    assert_true(checked >= 12);
     assert_true(all);
 }
 
@@ -232,9 +233,9 @@ static void test_errors(void **state)
     (void)state;
     expect_error("{", HS_STATUS_CORRUPT, "line 1");
     expect_error("[]", HS_STATUS_CORRUPT, "must be an object");
-    expect_error(
-        "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {}}}", HS_STATUS_UNSUPPORTED,
-        ".model.type: model 'WordLevel' is not supported (supported: WordPiece, BPE, Unigram)");
+    expect_error("{\"model\": {\"type\": \"WordLevel2\", \"vocab\": {}}}", HS_STATUS_UNSUPPORTED,
+                 ".model.type: model 'WordLevel2' is not supported (supported: WordPiece, BPE, "
+                 "Unigram, WordLevel)");
     expect_error("{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": "
                  "{\"[UNK]\": 0}}, \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": "
                  "[{\"type\": \"NFC\"}, {\"type\": \"Magic\"}]}}",

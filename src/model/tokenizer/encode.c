@@ -146,7 +146,9 @@ static hs_status encode_one(const struct hs_tok *tok, struct tk_arena *a, const 
             x->ntok = 1;
         } else if ((st = tok->model.kind->run(tok->model.ctx, a, x))) {
             if (st == HS_STATUS_INVALID_INPUT)
-                return hs_error_set(err, st, "the model has no unknown token for this text");
+                return hs_error_set(err, st,
+                                    "tokenizer: the model has no unknown token for a piece "
+                                    "of this text");
             goto fail;
         }
         for (size_t k = 0; k < x->ntok; k++) {

@@ -787,6 +787,50 @@ static hs_status uni_run(const void *ctx, struct tk_arena *a, struct tk_split *s
     return HS_STATUS_OK;
 }
 
+/* ---- WordLevel: the whole split, or the unknown token ------------------------------------------
+ */
+
+struct wl_ctx {
+    struct tk_vocab vocab;
+    int32_t unk; /* -1: none */
+};
+
+static void wl_free(void *ctx)
+{
+    struct wl_ctx *w = ctx;
+    if (!w) return;
+    tk_vocab_release(&w->vocab);
+    hs_free(w);
+}
+
+static hs_status wl_load(struct tk_loader *ld, json_t *o, void **ctx, struct tk_vocab **vocab)
+{
+    struct wl_ctx *w = hs_calloc(1, sizeof *w);
+    if (!w) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
+    *ctx = w;
+    const char *unk = "<unk>";
+    hs_status st = tk_get_str(ld, o, "unk_token", &unk);
+    if (!st) st = vocab_from_object(ld, json_object_get(o, "vocab"), &w->vocab);
+    if (st) return st;
+    w->unk = tk_vocab_find(&w->vocab, unk, strlen(unk));
+    *vocab = &w->vocab;
+    return HS_STATUS_OK;
+}
+
+static hs_status wl_run(const void *ctx, struct tk_arena *a, struct tk_split *sp)
+{
+    const struct wl_ctx *w = ctx;
+    struct utf8_view v;
+    hs_status st = view_make(a, &sp->ns, &v);
+    if (st || (st = toks_alloc(a, sp, 1))) return st;
+    int32_t id = tk_vocab_find(&w->vocab, v.s, v.bytes);
+    if (id < 0) id = w->unk;
+    if (id < 0) return HS_STATUS_INVALID_INPUT; /* HF: MissingUnkToken */
+    sp->toks[0] = (struct tk_token){id, 0, (uint32_t)sp->ns.n};
+    sp->ntok = 1;
+    return HS_STATUS_OK;
+}
+
 bool tk_model_plain_wordpiece(const struct tk_model *m);
 bool tk_model_plain_wordpiece(const struct tk_model *m)
 {
@@ -801,6 +845,7 @@ static const struct tk_model_kind kinds[] = {
     {"WordPiece", wp_load, wp_run, wp_free},
     {"BPE", bpe_load, bpe_run, bpe_free},
     {"Unigram", uni_load, uni_run, uni_free},
+    {"WordLevel", wl_load, wl_run, wl_free},
 };
 
 hs_status tk_model_load(struct tk_loader *ld, json_t *o, struct tk_model *out)
@@ -823,7 +868,8 @@ hs_status tk_model_load(struct tk_loader *ld, json_t *o, struct tk_model *out)
     }
     if (!k)
         return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                       ".type: model '%s' is not supported (supported: WordPiece, BPE, Unigram)",
+                       ".type: model '%s' is not supported (supported: WordPiece, BPE, Unigram, "
+                       "WordLevel)",
                        type ? type : "(none)");
     st = k->load(ld, o, &out->ctx, &out->vocab);
     if (st) {

@@ -182,6 +182,42 @@ static hs_status split_load(struct tk_loader *ld, json_t *o, void **ctx)
     return HS_STATUS_OK;
 }
 
+/* ---- CharDelimiterSplit ---------------------------------------------------------------------- */
+
+struct delim_ctx {
+    int32_t c;
+};
+
+static hs_status delim_load(struct tk_loader *ld, json_t *o, void **ctx)
+{
+    const char *d = NULL;
+    hs_status st = tk_get_str(ld, o, "delimiter", &d);
+    if (st) return st;
+    const unsigned char *p = (const unsigned char *)d;
+    size_t n, bad;
+    const char *why;
+    if (!d || !*d || !tk_utf8_validate(p, strlen(d), &n, &bad, &why) || n != 1)
+        return tk_fail(ld, HS_STATUS_CORRUPT, ".delimiter must be one character");
+    struct delim_ctx *c = hs_calloc(1, sizeof *c);
+    if (!c) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
+    c->c = tk_utf8_next(&p);
+    *ctx = c;
+    return HS_STATUS_OK;
+}
+
+static hs_status delim_piece(const void *ctx, struct tk_arena *a, struct tk_nstr *ns,
+                             struct tk_splits *out)
+{
+    const struct delim_ctx *c = ctx;
+    struct tk_pattern p = {.lit = (int32_t *)&c->c, .nlit = 1};
+    return tk_split_by(a, ns, &p, TK_REMOVED, out);
+}
+
+static hs_status delim_run(const void *ctx, struct tk_arena *a, struct tk_splits *s)
+{
+    return each_split(ctx, a, s, delim_piece);
+}
+
 /* ---- Metaspace -------------------------------------------------------------------------- */
 
 enum prepend_scheme { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
@@ -405,6 +441,7 @@ static const struct tk_pretok_kind kinds[] = {
     {"Digits", digits_load, pred_run, pred_free},
     {"Split", split_load, pred_run, pred_free},
     {"Metaspace", meta_load, meta_run, hs_free},
+    {"CharDelimiterSplit", delim_load, delim_run, hs_free},
     {"ByteLevel", bl_load, bl_run, bl_free},
     {"Sequence", seq_load, seq_run, seq_free},
 };
