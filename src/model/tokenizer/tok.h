@@ -12,7 +12,9 @@
  * for (what HF's Python `encode` returns); special tokens of the template have (0, 0).
  * Not reproduced: BPE dropout (refused at load), truncation's stride and overflowing encodings
  * (the tokens cut are dropped), the file's padding (callers pad; hs_tok_pad_id gives the id),
- * Unicode tables newer or older than utf8proc's / PCRE2's for code points assigned recently.
+ * Unicode tables newer or older than utf8proc's / PCRE2's for code points assigned recently, and
+ * vocabulary texts containing U+0000 (jansson refuses a NUL in an object key: the load fails
+ * with the line and column).
  *
  * A tokenizer is read-only after load and safe to use from many threads at once.
  */
