@@ -155,7 +155,11 @@ int hs_cmd_verify(int argc, char **argv)
     for (int ki = 0; ki < hs_engine_kind_count(); ki++) {
         const struct hs_engine_kind *k = hs_engine_kind_at(ki);
         const char *kind = k->name;
-        if (!kind_wanted(kinds, kind) || !hs_engine_kind_built(k)) continue;
+        if (!kind_wanted(kinds, kind)) continue;
+        if (!hs_engine_kind_built(k)) { /* named, it was reported above */
+            if (!kinds) printf("%s: skipped: not built into this binary\n", kind);
+            continue;
+        }
         int devices = hs_engine_kind_devices(k);
         if (devices == 0) {
             printf("%s: skipped: no device\n", kind);
@@ -165,6 +169,9 @@ int hs_cmd_verify(int argc, char **argv)
             struct hs_engine_opts eo;
             memset(&eo, 0, sizeof eo);
             eo.device = dev;
+            char ename[32];
+            snprintf(ename, sizeof ename, "%s%d", kind, dev);
+            eo.name = ename;
             hs_engine_t e = NULL;
             hs_status s = hs_engine_create(kind, &eo, &e, &err);
             if (s == HS_STATUS_UNSUPPORTED) {
@@ -174,6 +181,14 @@ int hs_cmd_verify(int argc, char **argv)
             if (s) {
                 printf("%s%d: ERROR: %s\n", kind, dev, err.msg);
                 failed++;
+                continue;
+            }
+            struct hs_engine_caps caps;
+            hs_engine_caps(e, &caps);
+            if (!caps.stages) { /* remote: its batches run on workers (tests/cluster) */
+                printf("%-10s %-6s skipped: runs no stages on this machine (%s)\n",
+                       hs_engine_name(e), kind, caps.device);
+                hs_engine_destroy(e);
                 continue;
             }
             for (int dt = 0; dt < HS_DTYPE_COUNT; dt++) {

@@ -11,12 +11,17 @@
  *   - fault injection: an injected failure fails that batch with HS_STATUS_ENGINE, counts an
  *     error, and the next batch succeeds;
  *   - statistics: batches, sequences and tokens counted exactly, busy time > 0.
+ * And the guards: an engine that runs no stage here (remote's shape: caps and nothing else) is
+ * refused by the executor and by every per-batch wrapper with a clear error, never called
+ * through a NULL method; an interface that claims stages without their methods is refused at
+ * wrap.
  * A kind whose device is absent (cuda without a GPU) prints one line and skips. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -333,6 +338,71 @@ static void whole_model_cls_f16_weights_head64(void **state)
     }
 }
 
+/* ---- engines without stages ---- */
+
+static void stageless_caps(void *ctx, struct hs_engine_caps *out)
+{
+    (void)ctx;
+    snprintf(out->kind, sizeof out->kind, "stageless");
+    snprintf(out->device, sizeof out->device, "nowhere");
+    out->dtypes = 1u << HS_DTYPE_F32;
+    out->stages = (uint32_t)(uintptr_t)ctx; /* 0: none (remote's shape) */
+}
+
+static const struct hs_engine_iface stageless_iface = {
+    .api_version = HS_ENGINE_API_VERSION,
+    .kind = "stageless",
+    .caps = stageless_caps,
+};
+
+static void an_engine_without_stages_is_refused_not_called(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs__engine_wrap(&stageless_iface, NULL, "nostage0", &e, &err), 0);
+    struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F32);
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    struct hs_executor *x = NULL;
+    struct hs_executor_opts xo = {.batch_max = 2, .seq_max = 16, .dtype = HS_DTYPE_F32};
+    assert_int_equal(hs_executor_create(&rm->model, &plan, &xo, &x, &err), HS_STATUS_UNSUPPORTED);
+    assert_null(x);
+    printf("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "nostage0"));
+    assert_non_null(strstr(err.msg, "runs no stages"));
+    /* the wrappers, reached directly */
+    struct hs_ws_spec spec = {
+        .batch_max = 1, .tokens_max = 16, .seq_max = 16, .dims = &rm->model.config.dims};
+    void *ws = NULL, *prep = NULL;
+    assert_int_equal(hs_engine_ws_create(e, &spec, &ws, &err), HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_stage_prepare(e, &rm->model.stages[0], HS_DTYPE_F32, &prep, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_null(prep);
+    int32_t ids[2] = {1, 2}, lens[1] = {2}, offs[2] = {0, 2};
+    struct hs_batch b = {
+        .n_seqs = 1, .seq_max = 16, .n_tokens = 2, .ids = ids, .lengths = lens, .offsets = offs};
+    float buf[64];
+    void *fake_ws = buf;
+    assert_int_equal(hs_engine_batch_begin(e, fake_ws, &b, &err), HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_run_stage(e, fake_ws, &rm->model.stages[0], NULL, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_act_read(e, fake_ws, HS_ACT_BUF_HIDDEN, buf, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_act_write(e, fake_ws, HS_ACT_BUF_HIDDEN, buf, &err),
+                     HS_STATUS_UNSUPPORTED);
+    hs_engine_ws_destroy(e, fake_ws); /* no method: nothing to call */
+    hs_engine_destroy(e);
+    /* claiming stages without the methods to run them is refused when the engine is made */
+    e = NULL;
+    assert_int_equal(hs__engine_wrap(&stageless_iface, (void *)(uintptr_t)(1u << HS_STAGE_EMBED),
+                                     "claims0", &e, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "stage_prepare"));
+    rand_model_free(rm);
+}
+
 int main(void)
 {
     find_lanes();
@@ -342,6 +412,7 @@ int main(void)
         cmocka_unit_test(every_stage_matches_reference),
         cmocka_unit_test(whole_model_mean_pooling),
         cmocka_unit_test(whole_model_cls_f16_weights_head64),
+        cmocka_unit_test(an_engine_without_stages_is_refused_not_called),
     };
     return cmocka_run_group_tests_name("engine_conformance", tests, NULL, NULL);
 }
