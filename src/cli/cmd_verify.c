@@ -4,11 +4,13 @@
  * f32|f16|bf16|int8]
  *                   [--batch N] [--limit N] [--min X] [--mean Y]
  *
- * For each engine kind built in (or named), each device of that kind, and each dtype the engine
- * computes in (or the one named), prints one line: min and mean cosine against the golden
- * fp32 embeddings, the tolerance, and PASS/FAIL. Kinds with no device print "skipped: no GPU"
- * (or "skipped: no device"). Exit status: 0 when every engine that ran passed, 1 when one failed
- * or could not run or none ran, 2 on a usage error.
+ * For each engine kind (or each named), each device of that kind, and each dtype the kind
+ * offers (or the one named), prints one line: min and mean cosine against the golden fp32
+ * embeddings, the tolerance, and PASS/FAIL; or "skipped: <why>": the kind is not built in, has
+ * no device here, runs no stages here (remote), the device does not compute in that dtype (its
+ * own claim, hs_engine_device_caps, not the kind's), or int8 without a quantization plan. Exit
+ * status: 0 when every engine that ran passed, 1 when one failed or could not run or none ran, 2 on
+ * a usage error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,8 +194,17 @@ int hs_cmd_verify(int argc, char **argv)
                 continue;
             }
             for (int dt = 0; dt < HS_DTYPE_COUNT; dt++) {
-                if (!(k->dtypes & (1u << dt))) continue;
+                if (!((k->dtypes | caps.dtypes) & (1u << dt))) continue;
                 if (dtype_only >= 0 && dt != dtype_only) continue;
+                if (!(caps.dtypes & (1u << dt))) { /* the device's claim, not the kind's */
+                    char has[64];
+                    hs_engine_dtype_names(caps.dtypes, has, sizeof has);
+                    printf("%-10s %-6s %-5s skipped: this device (%s) does not compute in %s; it "
+                           "computes in %s\n",
+                           hs_engine_name(e), kind, hs_compute_dtype_name((enum hs_dtype)dt),
+                           caps.device, hs_compute_dtype_name((enum hs_dtype)dt), has);
+                    continue;
+                }
                 if (dt == HS_DTYPE_I8 && dtype_only < 0 &&
                     !(m->quant && m->quant->dtype == HS_DTYPE_I8)) {
                     /* int8 is meant to run with a plan: asked for explicitly, it runs anyway */

@@ -231,6 +231,16 @@ hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error 
 /* Cross-checks: every model's engine exists, names unique, ranges sane. */
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
 
+/* Checks every lane (and every engine of a split placement) against what its engine's device
+ * computes: caps[i] holds the claims of engines[i]'s device (hs_engine_device_caps); an entry
+ * with no stages (a device not present here, a remote pool) is not checked. HS_STATUS_INVALID_
+ * INPUT naming the model, the engine, the device, the dtype and what the device computes in
+ * instead. The server calls it with the engines it made, before loading any model; `config
+ * --check` with the devices present on this machine (as a warning). */
+struct hs_engine_caps;
+hs_status hs_config_check_devices(const struct hs_config *c, const struct hs_engine_caps *caps,
+                                  struct hs_error *err);
+
 /* Compute dtype of model m's lane on engine e: the model's dtype when it names one, else the
  * engine's, else the engine kind's native dtype; -1 when the names are not valid. */
 int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cfg *e);

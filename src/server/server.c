@@ -558,6 +558,15 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
 #endif
             }
         }
+    {
+        /* each lane's dtype against its engine's device (slice 0 speaks for its slices), before
+         * any model loads: the device's claim, as `hetserve devices` and `verify` show it */
+        struct hs_engine_caps caps[HS_CONFIG_MAX_ENGINES];
+        memset(caps, 0, sizeof caps);
+        for (int i = s->n_engines - 1; i >= 0; i--)
+            hs_engine_caps(s->engines[i], &caps[s->engine_cfg[i]]);
+        if ((st = hs_config_check_devices(c, caps, err))) goto fail;
+    }
     s->router_role = true;
     for (int i = 0; i < c->n_engines; i++) s->router_role &= kind_remote(c->engines[i].kind);
     s->internal_api = c->server.internal && !s->router_role;

@@ -1,7 +1,8 @@
 /* Engine conformance: one suite for every registered engine kind x compute dtype present on this
  * machine (engine.h registry). For each it checks, on random encoders against the naive
  * double-precision reference (refmodel.h):
- *   - the capability claims: every stage kind is supported in each claimed dtype, an unclaimed
+ *   - the capability claims, per device: every stage kind is supported in each dtype the device
+ *     claims (its caps, the claims verify and serve read), an unclaimed
  *     dtype is refused at prepare (never run wrongly);
  *   - every stage: the hidden state after embed and after each attention and FFN stage, run
  *     stage by stage through the engine interface, within the dtype's declared tolerance;
@@ -55,6 +56,7 @@ static struct tolerance tolerance_of(enum hs_dtype dt)
 
 struct lane {
     const struct hs_engine_kind *kind;
+    int device;
     enum hs_dtype dtype;
     char label[48];
 };
@@ -63,7 +65,8 @@ struct lane {
 static struct lane lanes[MAX_LANES];
 static int n_lanes;
 
-/* Every (kind, dtype) with a device here; prints a line for each kind skipped. */
+/* Every (kind, device, dtype) that device claims (hs_engine_device_caps); prints a line for each
+ * kind, device or dtype of the kind skipped. */
 static void find_lanes(void)
 {
     if (n_lanes) return;
@@ -73,35 +76,36 @@ static void find_lanes(void)
             printf("conformance %s: skipped: not built into this binary\n", k->name);
             continue;
         }
-        if (k->remote) { /* runs no stage here: tests/cluster compares its answers */
-            printf("conformance %s: skipped: batches run on a worker (tests/cluster)\n", k->name);
-            continue;
-        }
         if (hs_engine_kind_devices(k) == 0) {
             printf("conformance %s: skipped: no device\n", k->name);
             continue;
         }
-        hs_engine_t e = NULL;
-        struct hs_error err = {0};
-        if (hs_engine_create(k->name, NULL, &e, &err)) {
-            printf("conformance %s: skipped: %s\n", k->name, err.msg);
-            continue;
-        }
-        struct hs_engine_caps caps;
-        hs_engine_caps(e, &caps);
-        hs_engine_destroy(e);
-        for (int d = 0; d < HS_DTYPE_COUNT && n_lanes < MAX_LANES; d++) {
-            if (!(k->dtypes & (1u << d))) continue;
-            if (!(caps.dtypes & (1u << d))) {
-                printf("conformance %s %s: skipped: this device has no fast path for it\n", k->name,
-                       hs_compute_dtype_name((enum hs_dtype)d));
+        for (int dev = 0; dev < hs_engine_kind_devices(k); dev++) {
+            /* the device's own claims, as verify and serve read them */
+            struct hs_engine_caps caps;
+            struct hs_error err = {0};
+            if (hs_engine_device_caps(k, dev, NULL, &caps, &err)) {
+                printf("conformance %s%d: skipped: %s\n", k->name, dev, err.msg);
                 continue;
             }
-            struct lane *l = &lanes[n_lanes++];
-            l->kind = k;
-            l->dtype = (enum hs_dtype)d;
-            snprintf(l->label, sizeof l->label, "%s %s", k->name,
-                     hs_compute_dtype_name((enum hs_dtype)d));
+            if (!caps.stages) { /* remote: tests/cluster compares its workers' answers */
+                printf("conformance %s%d: skipped: runs no stages on this machine\n", k->name, dev);
+                continue;
+            }
+            for (int d = 0; d < HS_DTYPE_COUNT && n_lanes < MAX_LANES; d++) {
+                if (!((k->dtypes | caps.dtypes) & (1u << d))) continue;
+                if (!(caps.dtypes & (1u << d))) {
+                    printf("conformance %s%d %s: skipped: device %s does not claim it\n", k->name,
+                           dev, hs_compute_dtype_name((enum hs_dtype)d), caps.device);
+                    continue;
+                }
+                struct lane *l = &lanes[n_lanes++];
+                l->kind = k;
+                l->device = dev;
+                l->dtype = (enum hs_dtype)d;
+                snprintf(l->label, sizeof l->label, "%s%d %s", k->name, dev,
+                         hs_compute_dtype_name((enum hs_dtype)d));
+            }
         }
     }
 }
@@ -110,7 +114,8 @@ static hs_engine_t make(const struct lane *l)
 {
     hs_engine_t e = NULL;
     struct hs_error err = {0};
-    if (hs_engine_create(l->kind->name, &(struct hs_engine_opts){.threads = 2}, &e, &err))
+    if (hs_engine_create(l->kind->name, &(struct hs_engine_opts){.threads = 2, .device = l->device},
+                         &e, &err))
         fail_msg("%s: create: %s", l->label, err.msg);
     return e;
 }
@@ -148,6 +153,11 @@ static void capability_claims(void **state)
         struct hs_engine_caps caps;
         hs_engine_caps(e, &caps);
         assert_true(caps.dtypes & (1u << lanes[i].dtype));
+        /* a device claims nothing its kind does not offer (configs are checked against the
+         * kind's set where no device is present) */
+        if (caps.dtypes & ~lanes[i].kind->dtypes)
+            fail_msg("%s: device claims dtypes 0x%x beyond its kind's 0x%x", lanes[i].label,
+                     caps.dtypes, lanes[i].kind->dtypes);
         for (int s = 0; s < rm->model.n_stages; s++) {
             const struct hs_stage *st = &rm->model.stages[s];
             assert_true(hs_engine_supports(e, st->kind, lanes[i].dtype, 1, 16));
