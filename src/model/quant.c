@@ -9,11 +9,13 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "model/executor.h"
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -564,6 +566,13 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
     }
     hs_status s = copy_tree(m->dir, out_dir, 0, err);
     if (s) return s;
+    return hs_quant_write_plan(m, r, out_dir, err);
+}
+
+hs_status hs_quant_write_plan(const struct hs_model *m, const struct hs_quant_report *r,
+                              const char *out_dir, struct hs_error *err)
+{
+    hs_status s = HS_STATUS_OK;
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("hetserve-quant"));
     json_object_set_new(root, "version", json_integer(1));
@@ -618,16 +627,33 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
             nt++;
         }
         snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
-        s = hs_safetensors_write(path, names, ts, nt, err);
+        char tmp[4200];
+        hs_file_tmp_name(path, tmp, sizeof tmp);
+        s = hs_safetensors_write(tmp, names, ts, nt, err);
+        if (s) unlink(tmp);
+        if (!s) s = hs_file_commit(tmp, path, err);
         if (s) {
             json_decref(root);
             return s;
         }
+    } else {
+        /* a plan without smoothing: an older plan's divisors must not stay behind */
+        snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            s = hs_error_set(err, HS_STATUS_IO, "%s: cannot remove: %s", path, strerror(errno));
+            json_decref(root);
+            return s;
+        }
     }
+    /* quant.json last: its presence is the plan, whole or not at all */
     snprintf(path, sizeof path, "%s/quant.json", out_dir);
-    if (json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(8)) != 0)
-        s = hs_error_set(err, HS_STATUS_IO, "cannot write %s", path);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     json_decref(root);
+    if (!text) return hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
+    s = hs_file_write_atomic(path, text, strlen(text), err);
+    json_free_t jfree = free;
+    json_get_alloc_funcs(NULL, &jfree); /* whichever allocator the program gave jansson */
+    jfree(text);
     return s;
 }
 

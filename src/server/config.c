@@ -134,6 +134,9 @@ static const struct key keys[] = {
     {C(server, internal), K_BOOL, 0, 0, "true",
      "serve POST /internal/v1/batch and GET /internal/v1/status, the API routers call (servers "
      "with local engines)"},
+    {C(server, cache_dir), K_STR, 0, 0, "",
+     "folder for what the server derives and keeps between starts: the quantization plans "
+     "models[].quantize: auto makes for model folders it cannot write; \"\" = none"},
     {.section = "server",
      .name = "capture",
      .type = K_MAP,
@@ -259,6 +262,13 @@ static const struct key keys[] = {
      "texts; below tolerance: refuse (the server does not start) | exclude (the lane takes no "
      "traffic; /ready and /metrics say so) | off",
      .choices = "refuse | exclude | off"},
+    {M("quantize", quantize), K_STR, 0, 0, "auto",
+     "a lane whose dtype needs a quantization plan (int8) on a folder without one (quant.json): "
+     "auto = search one at load with the built-in calibration set, as hetserve quantize does "
+     "(about 20 s on 2 cores), write it into the folder, or under server.cache_dir when the "
+     "folder is not writable, and reuse it on later starts; then the lane check runs as usual | "
+     "off = the lane runs without a plan",
+     .choices = "auto | off"},
     {M("check_cos_min", check_cos_min), K_DOUBLE, 0, 1, "0",
      "tolerance of that check, worst text's cosine; 0 = the lane dtype's (int8 0.99, bf16 0.99, "
      "f16 0.999)"},

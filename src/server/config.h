@@ -90,8 +90,10 @@ struct hs_model_cfg {
     char engine[32]; /* the first (or only) engine it is resident on */
     int n_engines;   /* engines it is resident on: engines[0..n); 0 = just `engine` */
     char engines[HS_CONFIG_MAX_ENGINES][32];
-    char dtype[8]; /* "" = each engine's dtype; else this dtype on every engine it is on */
-    char check[8]; /* lane check at load: refuse | exclude | off */
+    char dtype[8];    /* "" = each engine's dtype; else this dtype on every engine it is on */
+    char check[8];    /* lane check at load: refuse | exclude | off */
+    char quantize[8]; /* a lane whose dtype needs a plan the folder lacks: auto (search one at
+                         load, cache it) | off */
     double check_cos_min, check_cos_mean; /* its tolerance; 0 = the lane dtype's */
     struct hs_placement_cfg placement;
 };
@@ -140,6 +142,8 @@ struct hs_config {
         char trace_file[1024];    /* empty = no trace */
         char role[8];             /* auto | worker | router */
         int internal;             /* serve /internal/v1/batch and /internal/v1/status */
+        char cache_dir[1024];     /* what the server derives and keeps (quantization plans of
+                                     folders it cannot write); empty = none */
         struct {                  /* one JSON line per request (server/capture.h) */
             char file[1024];      /* empty = no capture */
             double sample_ratio;  /* share of requests captured */
