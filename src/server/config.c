@@ -267,7 +267,7 @@ static const struct key keys[] = {
      "auto = search one at load with the built-in calibration set, as hetserve quantize does "
      "(about 20 s on 2 cores), write it into the folder, or under server.cache_dir when the "
      "folder is not writable, and reuse it on later starts; then the lane check runs as usual | "
-     "off = the lane runs without a plan",
+     "off = no search (a folder's own plan still applies; without one the lane runs unplanned)",
      .choices = "auto | off"},
     {M("check_cos_min", check_cos_min), K_DOUBLE, 0, 1, "0",
      "tolerance of that check, worst text's cosine; 0 = the lane dtype's (int8 0.99, bf16 0.99, "
