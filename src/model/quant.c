@@ -609,22 +609,36 @@ hs_status hs_quant_write_plan(const struct hs_model *m, const struct hs_quant_re
                         json_pack("{s:f, s:s}", "alpha", r->smooth_alpha, "file",
                                   r->smooth || r->act_scale ? "quant.safetensors" : ""));
     char path[4096];
-    if (r->smooth) {
-        const char *names[HS_QUANT_MAX_STAGES];
-        char namebuf[HS_QUANT_MAX_STAGES][64];
-        struct hs_tensor ts[HS_QUANT_MAX_STAGES];
+    if (r->smooth || r->act_scale) {
+        /* the smoothing divisors and the static activation scales the search chose: without
+         * the scales a lane would quantize per token what the search measured per tensor */
+        const char *names[2 * HS_QUANT_MAX_STAGES];
+        char namebuf[2 * HS_QUANT_MAX_STAGES][64];
+        struct hs_tensor ts[2 * HS_QUANT_MAX_STAGES];
         int nt = 0;
         const int64_t H = m->config.dims.hidden;
         for (int i = 0; i < m->n_stages && i < HS_QUANT_MAX_STAGES; i++) {
-            if (!linear_stage(&m->stages[i])) continue;
-            smooth_name(&m->stages[i], namebuf[nt], sizeof namebuf[nt]);
-            names[nt] = namebuf[nt];
-            ts[nt] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
-                                        .ndim = 1,
-                                        .shape = {H},
-                                        .data = r->smooth + (size_t)i * H,
-                                        .bytes = sizeof(float) * (size_t)H};
-            nt++;
+            const struct hs_stage *st = &m->stages[i];
+            if (!linear_stage(st)) continue;
+            if (r->smooth) {
+                smooth_name(st, namebuf[nt], sizeof namebuf[nt]);
+                names[nt] = namebuf[nt];
+                ts[nt++] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                              .ndim = 1,
+                                              .shape = {H},
+                                              .data = r->smooth + (size_t)i * H,
+                                              .bytes = sizeof(float) * (size_t)H};
+            }
+            if (r->act_scale) {
+                snprintf(namebuf[nt], sizeof namebuf[nt], "layer%d.%s.act_scale", st->layer,
+                         st->kind == HS_STAGE_ATTN ? "attn" : "ffn");
+                names[nt] = namebuf[nt];
+                ts[nt++] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                              .ndim = 1,
+                                              .shape = {2},
+                                              .data = r->act_scale + (size_t)i * 2,
+                                              .bytes = 2 * sizeof(float)};
+            }
         }
         snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
         char tmp[4200];
@@ -637,7 +651,7 @@ hs_status hs_quant_write_plan(const struct hs_model *m, const struct hs_quant_re
             return s;
         }
     } else {
-        /* a plan without smoothing: an older plan's divisors must not stay behind */
+        /* a plan without smoothing or static scales: an older plan's must not stay behind */
         snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
         if (unlink(path) != 0 && errno != ENOENT) {
             s = hs_error_set(err, HS_STATUS_IO, "%s: cannot remove: %s", path, strerror(errno));
