@@ -232,7 +232,7 @@ static void quant_progress(void *ctx, const char *line)
  * folder lacks, searched at load (or reused: the folder's, or a cache folder's), before any of
  * its lanes is made. The lane check then runs as for any lane. */
 static hs_status auto_quantize(const struct hs_config *c, const struct hs_model_cfg *mc,
-                               struct hs_model *m, struct hs_error *err)
+                               const char *name, struct hs_model *m, struct hs_error *err)
 {
     if (strcmp(mc->quantize, "auto") != 0) return HS_STATUS_OK;
     const int n = mc->n_engines ? mc->n_engines : 1;
@@ -247,30 +247,35 @@ static hs_status auto_quantize(const struct hs_config *c, const struct hs_model_
         if (!had)
             hs_log_info("model %s: no %s quantization plan in %s: searching one with the built-in "
                         "calibration set (models[].quantize: auto; off to skip)",
-                        m->name, dn, m->dir);
+                        name, dn, m->dir);
         struct hs_quant_auto_opts qo = {.dtype = (enum hs_dtype)dt,
                                         .cache_dir = c->server.cache_dir,
                                         .progress = quant_progress,
-                                        .progress_ctx = m->name};
+                                        .progress_ctx = (void *)name};
         struct hs_quant_auto_info qi;
         hs_status st = hs_quant_auto(m, &qo, &qi, err);
+        if (st == HS_STATUS_UNSUPPORTED) { /* no CPU path to search on: the lane check decides */
+            hs_log_warn("model %s: no quantization at load: %s; its %s lanes run without a plan",
+                        name, err ? err->msg : "unsupported", dn);
+            continue;
+        }
         if (st) {
+            if (!err) return st;
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
-            return hs_error_set(err, st,
-                                "model %s: quantization at load (models[].quantize: auto): %s",
-                                m->name, why);
+            return hs_error_set(
+                err, st, "model %s: quantization at load (models[].quantize: auto): %s", name, why);
         }
         if (qi.reused)
             hs_log_info("model %s: %s lanes reuse the quantization plan in %s/quant.json (no "
                         "search)",
-                        m->name, dn, qi.dir);
+                        name, dn, qi.dir);
         else
             hs_log_info(
                 "model %s: %s quantization plan made in %.1f s: %d of %d attention/FFN "
                 "stages kept in f32, smoothing alpha %.2f, activations %s; held-out min cos "
                 "%.6f, mean %.6f (target %s); cached in %s/quant.json",
-                m->name, dn, qi.seconds, qi.n_keep_f32, qi.n_linear, qi.smooth_alpha,
+                name, dn, qi.seconds, qi.n_keep_f32, qi.n_linear, qi.smooth_alpha,
                 qi.act_percentile > 0 ? "static per layer" : "per token", qi.cos_min, qi.cos_mean,
                 qi.target_met ? "met" : "NOT met", qi.dir);
     }
@@ -640,7 +645,6 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                        : hs_model_load(mc->path, &sm->model, err);
         if (st) goto fail;
         s->n_models++;
-        if (!meta_only && (st = auto_quantize(c, mc, sm->model, err))) goto fail;
         snprintf(sm->name, sizeof sm->name, "%s", mc->name[0] ? mc->name : sm->model->name);
         for (int k = 0; k < i; k++)
             if (!strcmp(s->models[k].name, sm->name)) {
@@ -648,6 +652,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                                   sm->name);
                 goto fail;
             }
+        if (!meta_only && (st = auto_quantize(c, mc, sm->name, sm->model, err))) goto fail;
         sm->engine = hs__server_engine(s, mc->engine);
         sm->lane = s->n_lanes;
         int n_on = mc->n_engines ? mc->n_engines : 1;
