@@ -209,7 +209,8 @@ int hs_cmd_verify(int argc, char **argv)
                     !(m->quant && m->quant->dtype == HS_DTYPE_I8)) {
                     /* int8 is meant to run with a plan: asked for explicitly, it runs anyway */
                     printf("%-10s %-6s %-5s skipped: %s has no int8 quantization plan "
-                           "(hetserve quantize; or --dtype int8 to check it raw)\n",
+                           "(serve makes one at load, models[].quantize: auto; hetserve "
+                           "quantize makes a folder; --dtype int8 checks it raw)\n",
                            hs_engine_name(e), kind, "int8", m->name);
                     continue;
                 }
