@@ -1,6 +1,7 @@
 # Embeds a file in the binary as a C array: cmake -DIN=file -DOUT=header -DNAME=symbol -P embed.cmake
 # writes `static const unsigned char NAME[]` (the bytes, then a terminating 0) and `NAME_len`.
-# Used for the dashboard page (src/server/dashboard/dashboard.html -> dashboard.c).
+# Used for the dashboard page (src/server/dashboard/dashboard.html -> dashboard.c) and the
+# built-in calibration set (data/calib/calib.txt -> model/quant_auto.c).
 file(READ "${IN}" hex HEX)
 string(LENGTH "${hex}" n)
 math(EXPR n "${n} / 2")

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/engine.h"
 #include "core/alloc.h"
 #include "server/config.h"
 #include "server/memplan.h"
@@ -14,6 +15,26 @@ static const char usage[] = "usage: hetserve config --print-defaults | --check F
                             "configuration,\n"
                             "                    and its memory plan (stderr); a plan that does "
                             "not fit fails\n";
+
+/* The lanes against the devices present here (their own claims, hs_engine_device_caps): a file
+ * checks on any machine, so a lane this machine's device cannot run is a note that serve will
+ * refuse it here, not a failure of the file. */
+static void device_note(const struct hs_config *c)
+{
+    struct hs_engine_caps caps[HS_CONFIG_MAX_ENGINES];
+    memset(caps, 0, sizeof caps);
+    for (int i = 0; i < c->n_engines; i++) {
+        const struct hs_engine_cfg *ec = &c->engines[i];
+        const struct hs_engine_kind *k = hs_engine_kind_find(ec->kind);
+        struct hs_error err = {0};
+        if (!k || k->remote || ec->device >= hs_engine_kind_devices(k) ||
+            hs_engine_device_caps(k, ec->device, ec->device_name, &caps[i], &err))
+            memset(&caps[i], 0, sizeof caps[i]); /* not here: not checked */
+    }
+    struct hs_error err = {0};
+    if (hs_config_check_devices(c, caps, &err))
+        fprintf(stderr, "hetserve config: note: on this machine serve refuses it: %s\n", err.msg);
+}
 
 int hs_cmd_config(int argc, char **argv)
 {
@@ -38,6 +59,7 @@ int hs_cmd_config(int argc, char **argv)
             rc = 1;
         } else {
             hs_config_print(c, stdout);
+            device_note(c);
             /* the plan on stderr: stdout stays the configuration, which parses back */
             hs_mem_plan_print(plan, stderr, "");
             if (hs_mem_plan_check(plan, &err) != HS_STATUS_OK) {

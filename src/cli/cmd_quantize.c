@@ -3,7 +3,8 @@
  *   hetserve quantize [--model DIR] [--calib FILE] --out DIR [--dtype int8|bf16]
  *                     [--min X] [--mean Y] [--heldout-every N] [--threads N]
  *
- * Runs the calibration texts (one per line; default data/calib/calib.txt) through the model in
+ * Runs the calibration texts (one per line; default the built-in set: data/calib/calib.txt,
+ * compiled in, as quantization at load uses) through the model in
  * f32 and with each stage quantized alone, then keeps the most damaging stages in f32 until
  * the held-out texts meet the target (model/quant.h). Writes DIR: the model's files and
  * quant.json, which every lane of that dtype then follows. Prints the per-stage table.
@@ -26,8 +27,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: hetserve quantize [--model DIR] [--calib FILE] --out DIR\n"
                "                         [--dtype int8|bf16] [--min X] [--mean Y]\n"
                "                         [--heldout-every N] [--threads N]\n"
-               "  --calib FILE   calibration texts, one per line (default "
-               "data/calib/calib.txt)\n"
+               "  --calib FILE   calibration texts, one per line (default: the built-in set,\n"
+               "                 data/calib/calib.txt compiled in)\n"
                "  --min/--mean   target cosine to f32 on the held-out texts (default 0.99 / "
                "0.998)\n");
 }
@@ -38,34 +39,9 @@ static void on_progress(void *ctx, const char *line)
     fprintf(stderr, "quantize: %s\n", line);
 }
 
-static char **read_lines(const char *path, int *n, struct hs_error *err)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        hs_error_set(err, HS_STATUS_IO, "cannot read %s", path);
-        return NULL;
-    }
-    int cap = 256, count = 0;
-    char **lines = hs_malloc(sizeof(char *) * (size_t)cap);
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    while (lines && (len = getline(&line, &lcap, f)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (len == 0) continue;
-        if (count == cap) lines = hs_realloc(lines, sizeof(char *) * (size_t)(cap *= 2));
-        if (lines) lines[count++] = hs_strdup(line);
-    }
-    free(line);
-    fclose(f);
-    if (!lines) hs_error_set(err, HS_STATUS_NO_MEMORY, "out of memory");
-    *n = count;
-    return lines;
-}
-
 int hs_cmd_quantize(int argc, char **argv)
 {
-    const char *model_dir = hs_cli_default_model(), *calib = "data/calib/calib.txt", *out = NULL;
+    const char *model_dir = hs_cli_default_model(), *calib = NULL, *out = NULL;
     struct hs_quant_opts qo = {.dtype = HS_DTYPE_I8, .progress = on_progress};
     int threads = 0;
     for (int i = 1; i < argc; i++) {
@@ -115,7 +91,7 @@ int hs_cmd_quantize(int argc, char **argv)
     char **texts = NULL;
     int n = 0, rc = 1;
     if (hs_model_load(model_dir, &m, &err)) goto fail;
-    if (!(texts = read_lines(calib, &n, &err))) goto fail;
+    if (hs_quant_calib_texts(calib, &texts, &n, &err)) goto fail;
     if (hs_engine_create("cpu", &(struct hs_engine_opts){.threads = threads}, &e, &err)) goto fail;
     struct hs_engine_caps caps;
     hs_engine_caps(e, &caps);
@@ -133,7 +109,8 @@ int hs_cmd_quantize(int argc, char **argv)
         goto fail;
     }
     printf("model %s, %s, %d calibration + %d held-out texts from %s\n", m->name,
-           hs_compute_dtype_name(r->plan.dtype), r->n_calib, r->n_heldout, calib);
+           hs_compute_dtype_name(r->plan.dtype), r->n_calib, r->n_heldout,
+           calib ? calib : "the built-in set (data/calib/calib.txt)");
     printf("%-16s %14s %12s  %s\n", "stage", "damage(mean)", "cos_min", "plan");
     for (int i = 0; i < r->n_stages; i++)
         printf("%-16s %14.2e %12.6f  %s\n", r->stages[i].name, r->stages[i].damage_mean,
@@ -160,8 +137,7 @@ int hs_cmd_quantize(int argc, char **argv)
     hs_free(r);
 fail:
     if (err.msg[0]) fprintf(stderr, "hetserve quantize: %s\n", err.msg);
-    for (int i = 0; texts && i < n; i++) hs_free(texts[i]);
-    hs_free(texts);
+    hs_quant_calib_free(texts, n);
     hs_engine_destroy(e);
     hs_model_free(m);
     return rc;

@@ -4,11 +4,13 @@
  * f32|f16|bf16|int8]
  *                   [--batch N] [--limit N] [--min X] [--mean Y]
  *
- * For each engine kind built in (or named), each device of that kind, and each dtype the engine
- * computes in (or the one named), prints one line: min and mean cosine against the golden
- * fp32 embeddings, the tolerance, and PASS/FAIL. Kinds with no device print "skipped: no GPU"
- * (or "skipped: no device"). Exit status: 0 when every engine that ran passed, 1 when one failed
- * or could not run or none ran, 2 on a usage error.
+ * For each engine kind (or each named), each device of that kind, and each dtype the kind
+ * offers (or the one named), prints one line: min and mean cosine against the golden fp32
+ * embeddings, the tolerance, and PASS/FAIL; or "skipped: <why>": the kind is not built in, has
+ * no device here, runs no stages here (remote), the device does not compute in that dtype (its
+ * own claim, hs_engine_device_caps, not the kind's), or int8 without a quantization plan. Exit
+ * status: 0 when every engine that ran passed, 1 when one failed or could not run or none ran, 2 on
+ * a usage error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +157,11 @@ int hs_cmd_verify(int argc, char **argv)
     for (int ki = 0; ki < hs_engine_kind_count(); ki++) {
         const struct hs_engine_kind *k = hs_engine_kind_at(ki);
         const char *kind = k->name;
-        if (!kind_wanted(kinds, kind) || !hs_engine_kind_built(k)) continue;
+        if (!kind_wanted(kinds, kind)) continue;
+        if (!hs_engine_kind_built(k)) { /* named, it was reported above */
+            if (!kinds) printf("%s: skipped: not built into this binary\n", kind);
+            continue;
+        }
         int devices = hs_engine_kind_devices(k);
         if (devices == 0) {
             printf("%s: skipped: no device\n", kind);
@@ -165,6 +171,9 @@ int hs_cmd_verify(int argc, char **argv)
             struct hs_engine_opts eo;
             memset(&eo, 0, sizeof eo);
             eo.device = dev;
+            char ename[32];
+            snprintf(ename, sizeof ename, "%s%d", kind, dev);
+            eo.name = ename;
             hs_engine_t e = NULL;
             hs_status s = hs_engine_create(kind, &eo, &e, &err);
             if (s == HS_STATUS_UNSUPPORTED) {
@@ -176,14 +185,32 @@ int hs_cmd_verify(int argc, char **argv)
                 failed++;
                 continue;
             }
+            struct hs_engine_caps caps;
+            hs_engine_caps(e, &caps);
+            if (!caps.stages) { /* remote: its batches run on workers (tests/cluster) */
+                printf("%-10s %-6s skipped: runs no stages on this machine (%s)\n",
+                       hs_engine_name(e), kind, caps.device);
+                hs_engine_destroy(e);
+                continue;
+            }
             for (int dt = 0; dt < HS_DTYPE_COUNT; dt++) {
-                if (!(k->dtypes & (1u << dt))) continue;
+                if (!((k->dtypes | caps.dtypes) & (1u << dt))) continue;
                 if (dtype_only >= 0 && dt != dtype_only) continue;
+                if (!(caps.dtypes & (1u << dt))) { /* the device's claim, not the kind's */
+                    char has[64];
+                    hs_engine_dtype_names(caps.dtypes, has, sizeof has);
+                    printf("%-10s %-6s %-5s skipped: this device (%s) does not compute in %s; it "
+                           "computes in %s\n",
+                           hs_engine_name(e), kind, hs_compute_dtype_name((enum hs_dtype)dt),
+                           caps.device, hs_compute_dtype_name((enum hs_dtype)dt), has);
+                    continue;
+                }
                 if (dt == HS_DTYPE_I8 && dtype_only < 0 &&
                     !(m->quant && m->quant->dtype == HS_DTYPE_I8)) {
                     /* int8 is meant to run with a plan: asked for explicitly, it runs anyway */
                     printf("%-10s %-6s %-5s skipped: %s has no int8 quantization plan "
-                           "(hetserve quantize; or --dtype int8 to check it raw)\n",
+                           "(serve makes one at load, models[].quantize: auto; hetserve "
+                           "quantize makes a folder; --dtype int8 checks it raw)\n",
                            hs_engine_name(e), kind, "int8", m->name);
                     continue;
                 }

@@ -2,8 +2,10 @@
 #include "core/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 
@@ -51,4 +53,59 @@ hs_status hs_read_file(const char *path, size_t max_bytes, char **data, size_t *
     *data = buf;
     *len = n;
     return HS_STATUS_OK;
+}
+
+void hs_file_tmp_name(const char *path, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s.tmp.%ld", path, (long)getpid());
+}
+
+static hs_status io_error(const char *path, int e, struct hs_error *err)
+{
+    char ebuf[128];
+    return hs_error_set(err, HS_STATUS_IO, "%s: cannot write: %s", path,
+                        strerror_r(e, ebuf, sizeof ebuf));
+}
+
+hs_status hs_file_commit(const char *tmp, const char *path, struct hs_error *err)
+{
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        unlink(tmp);
+        return io_error(path, e, err);
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return io_error(path, e, err);
+    }
+    return HS_STATUS_OK;
+}
+
+hs_status hs_file_write_atomic(const char *path, const void *data, size_t len, struct hs_error *err)
+{
+    char tmp[4200];
+    hs_file_tmp_name(path, tmp, sizeof tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return io_error(path, errno, err);
+    const char *p = data;
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, p + off, len - off);
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            close(fd);
+            unlink(tmp);
+            return io_error(path, e, err);
+        }
+        off += (size_t)w;
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return io_error(path, e, err);
+    }
+    return hs_file_commit(tmp, path, err);
 }

@@ -20,6 +20,15 @@ struct hs_engine {
     struct hs_engine_fault fault;
 };
 
+/* An engine that runs no stage here (remote: its batches go to workers) has no per-batch
+ * methods: a call that reaches one is refused, never made through a NULL pointer. */
+static hs_status no_method(hs_engine_t e, const char *what, struct hs_error *err)
+{
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                        "engine %s (kind %s) has no %s: it runs no stages on this machine", e->name,
+                        e->iface->kind, what);
+}
+
 hs_status hs__engine_wrap(const struct hs_engine_iface *iface, void *ctx, const char *name,
                           hs_engine_t *out, struct hs_error *err)
 {
@@ -27,6 +36,28 @@ hs_status hs__engine_wrap(const struct hs_engine_iface *iface, void *ctx, const 
     if (iface->api_version < 1 || iface->api_version > HS_ENGINE_API_VERSION)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "engine %s: api_version %d not supported",
                             iface->kind, iface->api_version);
+    /* an engine that claims stages has every per-batch method; one that claims none (remote)
+     * may have none of them, and the wrappers refuse those calls */
+    struct hs_engine_caps c;
+    memset(&c, 0, sizeof c);
+    if (iface->caps) iface->caps(ctx, &c);
+    const char *missing = !iface->caps            ? "caps"
+                          : !c.stages             ? NULL
+                          : !iface->stage_prepare ? "stage_prepare"
+                          : !iface->ws_create     ? "ws_create"
+                          : !iface->ws_destroy    ? "ws_destroy"
+                          : !iface->batch_begin   ? "batch_begin"
+                          : !iface->run_stage     ? "run_stage"
+                          : !iface->act_read      ? "act_read"
+                          : !iface->act_write     ? "act_write"
+                                                  : NULL;
+    if (missing) {
+        if (iface->destroy) iface->destroy(ctx);
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "engine %s: its interface has no %s method, which an engine that "
+                            "runs stages needs",
+                            iface->kind, missing);
+    }
     struct hs_engine *e = hs_calloc(1, sizeof *e);
     if (!e) {
         if (iface->destroy) iface->destroy(ctx);
@@ -157,6 +188,7 @@ static hs_status prepare_checked(hs_engine_t e, const struct hs_stage *st, enum 
                                 e->name, st->name);
     }
     *prep = NULL;
+    if (!e->iface->stage_prepare) return no_method(e, "stage_prepare", err);
     return e->iface->stage_prepare(e->ctx, st, dtype, prep, err);
 }
 
@@ -188,12 +220,13 @@ hs_status hs_engine_ws_create(hs_engine_t e, const struct hs_ws_spec *spec, void
         spec->seq_max < 1)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "ws_create: invalid spec");
     *ws = NULL;
+    if (!e->iface->ws_create) return no_method(e, "workspaces", err);
     return e->iface->ws_create(e->ctx, spec, ws, err);
 }
 
 void hs_engine_ws_destroy(hs_engine_t e, void *ws)
 {
-    if (ws) e->iface->ws_destroy(e->ctx, ws);
+    if (ws && e->iface->ws_destroy) e->iface->ws_destroy(e->ctx, ws);
 }
 
 static void add_stat(hs_engine_t e, int64_t *field, int64_t v)
@@ -214,6 +247,7 @@ hs_status hs_engine_batch_begin(hs_engine_t e, void *ws, const struct hs_batch *
 {
     if (!ws || !b || b->n_seqs < 1 || b->n_tokens < 1 || !b->ids || !b->lengths || !b->offsets)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "batch_begin: invalid batch");
+    if (!e->iface->batch_begin) return count_error(e, no_method(e, "batch_begin", err));
     int64_t t0 = hs_now_ns();
     hs_status s = e->iface->batch_begin(e->ctx, ws, b, err);
     int64_t dt = hs_now_ns() - t0;
@@ -235,6 +269,7 @@ hs_status hs_engine_act_write(hs_engine_t e, void *ws, enum hs_act_buf buf, cons
                               struct hs_error *err)
 {
     if (!ws || !src) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "act_write: null");
+    if (!e->iface->act_write) return count_error(e, no_method(e, "act_write", err));
     int64_t t0 = hs_now_ns();
     hs_status s = e->iface->act_write(e->ctx, ws, buf, src, err);
     int64_t dt = hs_now_ns() - t0;
@@ -256,6 +291,7 @@ hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st
                               struct hs_error *err)
 {
     if (!ws || !st) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "run_stage: null");
+    if (!e->iface->run_stage) return count_error(e, no_method(e, "run_stage", err));
     double slow = 1.0;
     pthread_mutex_lock(&e->lock);
     if (e->fault.fail_next > 0) {
@@ -295,6 +331,7 @@ hs_status hs_engine_act_read(hs_engine_t e, void *ws, enum hs_act_buf buf, float
                              struct hs_error *err)
 {
     if (!ws || !dst) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "act_read: null");
+    if (!e->iface->act_read) return count_error(e, no_method(e, "act_read", err));
     int64_t t0 = hs_now_ns();
     hs_status s = e->iface->act_read(e->ctx, ws, buf, dst, err);
     int64_t dt = hs_now_ns() - t0;

@@ -38,7 +38,9 @@
 
 /* What an engine is and can do; printed by `hetserve devices`. */
 struct hs_engine_caps {
-    char kind[16];     /* "cpu", "cuda", "opencl" */
+    char kind[16]; /* "cpu", "cuda", "opencl" */
+    /* dtypes below is this device's claim (hs_engine_device_caps), narrower than the kind's
+     * (struct hs_engine_kind.dtypes: what some device of the kind may compute in) */
     char device[128];  /* "Intel(R) Xeon(R) ...", "NVIDIA H200" */
     char isa[128];     /* "avx512f avx512bw avx2 fma" / "sm_90" */
     int threads;       /* compute threads (CPU) or SMs (GPU) */
@@ -166,9 +168,12 @@ enum hs_slice_by {
 };
 
 struct hs_engine_kind {
-    const char *name;     /* "cpu", "cuda": engines[].kind in the config */
-    const char *summary;  /* one line for `hetserve devices` */
-    uint32_t dtypes;      /* compute dtypes a lane of this kind may ask for (1u << HS_DTYPE_x) */
+    const char *name;    /* "cpu", "cuda": engines[].kind in the config */
+    const char *summary; /* one line for `hetserve devices` */
+    /* compute dtypes a lane of this kind may ask for on some device (1u << HS_DTYPE_x): what a
+     * config is checked against where no device is present; a device's own claim is its
+     * caps.dtypes (hs_engine_device_caps), which load, verify and the conformance suite use */
+    uint32_t dtypes;
     enum hs_dtype native; /* a lane's dtype when neither engine nor model names one */
     /* Devices present at run time (0: none). NULL when the kind is not built in. */
     int (*device_count)(void);
@@ -212,6 +217,16 @@ void hs_engine_kind_names(char *buf, size_t n);
 bool hs_engine_kind_built(const struct hs_engine_kind *k);
 /* Devices of the kind present now (0 when not built or none). */
 int hs_engine_kind_devices(const struct hs_engine_kind *k);
+/* What device `device` (or, when device_name is non-empty, the device so named) of kind k
+ * computes: the caps of an engine made on it, which is then destroyed. The one source of
+ * per-device claims (a kind's `dtypes` says what some device of the kind may compute in, for
+ * configs checked where none is present): `hetserve devices`, `verify`, the load-time lane check
+ * and the conformance suite all read these. HS_STATUS_UNSUPPORTED when the kind is not built or
+ * the device is absent, with the reason. */
+hs_status hs_engine_device_caps(const struct hs_engine_kind *k, int device, const char *device_name,
+                                struct hs_engine_caps *out, struct hs_error *err);
+/* Writes dtypes (1u << HS_DTYPE_x bits) as "f32, int8" into buf. */
+void hs_engine_dtype_names(uint32_t dtypes, char *buf, size_t n);
 
 /* Wrappers over the kind's memory and speed questions (see struct hs_engine_kind), with their
  * defaults. hs_engine_kind_mem_available is 0 when the kind is not built or has no such device. */

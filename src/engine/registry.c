@@ -102,6 +102,35 @@ int hs_engine_kind_devices(const struct hs_engine_kind *k)
     return k && k->create && k->device_count ? k->device_count() : 0;
 }
 
+hs_status hs_engine_device_caps(const struct hs_engine_kind *k, int device, const char *device_name,
+                                struct hs_engine_caps *out, struct hs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!k) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "device caps: no kind");
+    if (!hs_engine_kind_built(k))
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "%s: not built into this binary", k->name);
+    char name[32];
+    snprintf(name, sizeof name, "%s%d", k->name, device);
+    struct hs_engine_opts eo = {.name = name, .device = device, .device_name = device_name};
+    hs_engine_t e = NULL;
+    hs_status s = hs_engine_create(k->name, &eo, &e, err);
+    if (s) return s;
+    hs_engine_caps(e, out);
+    hs_engine_destroy(e);
+    return HS_STATUS_OK;
+}
+
+void hs_engine_dtype_names(uint32_t dtypes, char *buf, size_t n)
+{
+    size_t used = 0;
+    if (n) buf[0] = '\0';
+    for (int d = 0; d < HS_DTYPE_COUNT && used < n; d++)
+        if (dtypes & (1u << d))
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? ", " : "",
+                                     hs_compute_dtype_name((enum hs_dtype)d));
+    if (n && !used) snprintf(buf, n, "none");
+}
+
 /* Default: the stage's parameters in dtype (f32 biases and LayerNorms counted in dtype too). */
 static int64_t params_of(enum hs_stage_kind stage, const struct hs_encoder_dims *d)
 {

@@ -269,6 +269,23 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
             x->eng[x->n_eng++].engine = e;
         }
         x->stage_eng[i] = k;
+        /* before any workspace: an engine that cannot run the stage (one that runs none here,
+         * remote; a dtype its device lacks) is refused by name */
+        const enum hs_dtype dt = hs_executor_stage_dtype(m, plan, &o, i);
+        if (!hs_engine_supports(e, m->stages[i].kind, dt, 1, 1)) {
+            struct hs_engine_caps caps;
+            hs_engine_caps(e, &caps);
+            hs_executor_free(x);
+            if (!caps.stages)
+                return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                    "executor: engine %s (kind %s) runs no stages on this machine",
+                                    hs_engine_name(e), hs_engine_kind(e));
+            return hs_error_set(
+                err, HS_STATUS_UNSUPPORTED,
+                "executor: engine %s (kind %s, device %s) cannot run stage %s in %s",
+                hs_engine_name(e), hs_engine_kind(e), caps.device, m->stages[i].name,
+                hs_compute_dtype_name(dt));
+        }
     }
     /* the boundaries: each ordered pair of engines that hands an activation over */
     for (int i = 0; i < m->n_stages; i++) {

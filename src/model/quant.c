@@ -9,11 +9,13 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "model/executor.h"
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -564,6 +566,13 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
     }
     hs_status s = copy_tree(m->dir, out_dir, 0, err);
     if (s) return s;
+    return hs_quant_write_plan(m, r, out_dir, err);
+}
+
+hs_status hs_quant_write_plan(const struct hs_model *m, const struct hs_quant_report *r,
+                              const char *out_dir, struct hs_error *err)
+{
+    hs_status s = HS_STATUS_OK;
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("hetserve-quant"));
     json_object_set_new(root, "version", json_integer(1));
@@ -600,34 +609,65 @@ hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report 
                         json_pack("{s:f, s:s}", "alpha", r->smooth_alpha, "file",
                                   r->smooth || r->act_scale ? "quant.safetensors" : ""));
     char path[4096];
-    if (r->smooth) {
-        const char *names[HS_QUANT_MAX_STAGES];
-        char namebuf[HS_QUANT_MAX_STAGES][64];
-        struct hs_tensor ts[HS_QUANT_MAX_STAGES];
+    if (r->smooth || r->act_scale) {
+        /* the smoothing divisors and the static activation scales the search chose: without
+         * the scales a lane would quantize per token what the search measured per tensor */
+        const char *names[2 * HS_QUANT_MAX_STAGES];
+        char namebuf[2 * HS_QUANT_MAX_STAGES][64];
+        struct hs_tensor ts[2 * HS_QUANT_MAX_STAGES];
         int nt = 0;
         const int64_t H = m->config.dims.hidden;
         for (int i = 0; i < m->n_stages && i < HS_QUANT_MAX_STAGES; i++) {
-            if (!linear_stage(&m->stages[i])) continue;
-            smooth_name(&m->stages[i], namebuf[nt], sizeof namebuf[nt]);
-            names[nt] = namebuf[nt];
-            ts[nt] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
-                                        .ndim = 1,
-                                        .shape = {H},
-                                        .data = r->smooth + (size_t)i * H,
-                                        .bytes = sizeof(float) * (size_t)H};
-            nt++;
+            const struct hs_stage *st = &m->stages[i];
+            if (!linear_stage(st)) continue;
+            if (r->smooth) {
+                smooth_name(st, namebuf[nt], sizeof namebuf[nt]);
+                names[nt] = namebuf[nt];
+                ts[nt++] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                              .ndim = 1,
+                                              .shape = {H},
+                                              .data = r->smooth + (size_t)i * H,
+                                              .bytes = sizeof(float) * (size_t)H};
+            }
+            if (r->act_scale) {
+                snprintf(namebuf[nt], sizeof namebuf[nt], "layer%d.%s.act_scale", st->layer,
+                         st->kind == HS_STAGE_ATTN ? "attn" : "ffn");
+                names[nt] = namebuf[nt];
+                ts[nt++] = (struct hs_tensor){.dtype = HS_DTYPE_F32,
+                                              .ndim = 1,
+                                              .shape = {2},
+                                              .data = r->act_scale + (size_t)i * 2,
+                                              .bytes = 2 * sizeof(float)};
+            }
         }
         snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
-        s = hs_safetensors_write(path, names, ts, nt, err);
+        char tmp[4200];
+        hs_file_tmp_name(path, tmp, sizeof tmp);
+        s = hs_safetensors_write(tmp, names, ts, nt, err);
+        if (s) unlink(tmp);
+        if (!s) s = hs_file_commit(tmp, path, err);
         if (s) {
             json_decref(root);
             return s;
         }
+    } else {
+        /* a plan without smoothing or static scales: an older plan's must not stay behind */
+        snprintf(path, sizeof path, "%s/quant.safetensors", out_dir);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            s = hs_error_set(err, HS_STATUS_IO, "%s: cannot remove: %s", path, strerror(errno));
+            json_decref(root);
+            return s;
+        }
     }
+    /* quant.json last: its presence is the plan, whole or not at all */
     snprintf(path, sizeof path, "%s/quant.json", out_dir);
-    if (json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(8)) != 0)
-        s = hs_error_set(err, HS_STATUS_IO, "cannot write %s", path);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     json_decref(root);
+    if (!text) return hs_error_set(err, HS_STATUS_NO_MEMORY, "%s: out of memory", path);
+    s = hs_file_write_atomic(path, text, strlen(text), err);
+    json_free_t jfree = free;
+    json_get_alloc_funcs(NULL, &jfree); /* whichever allocator the program gave jansson */
+    jfree(text);
     return s;
 }
 

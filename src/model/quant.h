@@ -92,6 +92,13 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
 hs_status hs_quant_write(const struct hs_model *m, const struct hs_quant_report *r,
                          const char *out_dir, struct hs_error *err);
 
+/* Writes only the plan of r into dir (which must exist): quant.safetensors (when the plan
+ * smooths) and then quant.json, each to a temporary renamed over the final name (core/file.h),
+ * so that a failed write (a full disk, a read-only folder) leaves no half-written plan; an older
+ * quant.safetensors is removed when the new plan has none. */
+hs_status hs_quant_write_plan(const struct hs_model *m, const struct hs_quant_report *r,
+                              const char *dir, struct hs_error *err);
+
 /* Reads <dir>/quant.json into *out. HS_STATUS_NOT_FOUND when there is none; HS_STATUS_CORRUPT
  * with the reason when it is malformed or names stages the model lacks. */
 hs_status hs_quant_load(const struct hs_model *m, const char *dir, struct hs_quant_plan *out,
@@ -101,5 +108,49 @@ hs_status hs_quant_load(const struct hs_model *m, const char *dir, struct hs_qua
  * "layer<i>.ffn.smooth" become the stages' HS_W_SMOOTH weights (m->quant_weights keeps the
  * mapping). HS_STATUS_CORRUPT naming the tensor when one has the wrong dtype or shape. */
 hs_status hs_quant_attach_smoothing(struct hs_model *m, const char *dir, struct hs_error *err);
+
+/* ---- quantization at load (models[].quantize: auto; quant_auto.c) ---- */
+
+/* Whether a lane computing in dtype wants a plan (int8: bf16 and f16 need none). */
+bool hs_quant_dtype_needs_plan(enum hs_dtype dtype);
+
+/* Calibration texts, one per non-empty line of path; NULL = the built-in set (the committed
+ * data/calib/calib.txt, compiled in). Free with hs_quant_calib_free. */
+hs_status hs_quant_calib_texts(const char *path, char ***texts, int *n, struct hs_error *err);
+void hs_quant_calib_free(char **texts, int n);
+
+struct hs_quant_auto_opts {
+    enum hs_dtype dtype;   /* the lane's (default 0 = F32: int8) */
+    const char *cache_dir; /* where plans of folders it cannot write go; NULL or "" = none */
+    int threads;           /* of the search's CPU engine; 0 = every core */
+    void (*progress)(void *ctx, const char *line); /* (optional) the search's progress */
+    void *progress_ctx;
+};
+
+struct hs_quant_auto_info {
+    char dir[4096];           /* the folder holding the plan used: the model's or a cache folder */
+    bool reused;              /* found there (an earlier start made it); no search ran */
+    double seconds;           /* the search and the write; 0 when reused */
+    int n_linear, n_keep_f32; /* attention / FFN stages, and those the plan keeps in f32 */
+    double smooth_alpha, act_percentile;
+    double cos_min, cos_mean; /* held-out agreement with the plan */
+    bool target_met;
+};
+
+/* Gives model m a plan for o->dtype when it has none (m->quant NULL or for another dtype). The
+ * plan lives next to the model when its folder is writable, else in
+ * <cache_dir>/<model>-<hash of its weights and of the calibration set>/; one already there is
+ * reused (info->reused). Otherwise it runs hs_quant_search on a CPU engine with the built-in
+ * calibration set (what `hetserve quantize` runs), writes the plan there (hs_quant_write_plan:
+ * whole or not at all) and reads it back, so that m then holds exactly what a later start reads.
+ * Errors: the folder is not writable and no cache folder is given, or the cache folder cannot be
+ * made (HS_STATUS_IO, saying so), the CPU has no path for the dtype (HS_STATUS_UNSUPPORTED), the
+ * search or the write failed. Not thread-safe with users of m (call before any executor). */
+hs_status hs_quant_auto(struct hs_model *m, const struct hs_quant_auto_opts *o,
+                        struct hs_quant_auto_info *info, struct hs_error *err);
+
+/* Reads the plan in dir (quant.json and, when present, quant.safetensors) into m, replacing the
+ * plan and the smoothing m had. HS_STATUS_NOT_FOUND when dir has no quant.json. */
+hs_status hs_quant_use(struct hs_model *m, const char *dir, struct hs_error *err);
 
 #endif

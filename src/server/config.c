@@ -134,6 +134,9 @@ static const struct key keys[] = {
     {C(server, internal), K_BOOL, 0, 0, "true",
      "serve POST /internal/v1/batch and GET /internal/v1/status, the API routers call (servers "
      "with local engines)"},
+    {C(server, cache_dir), K_STR, 0, 0, "",
+     "folder for what the server derives and keeps between starts: the quantization plans "
+     "models[].quantize: auto makes for model folders it cannot write; \"\" = none"},
     {.section = "server",
      .name = "capture",
      .type = K_MAP,
@@ -259,6 +262,13 @@ static const struct key keys[] = {
      "texts; below tolerance: refuse (the server does not start) | exclude (the lane takes no "
      "traffic; /ready and /metrics say so) | off",
      .choices = "refuse | exclude | off"},
+    {M("quantize", quantize), K_STR, 0, 0, "auto",
+     "a lane whose dtype needs a quantization plan (int8) on a folder without one (quant.json): "
+     "auto = search one at load with the built-in calibration set, as hetserve quantize does "
+     "(about 20 s on 2 cores), write it into the folder, or under server.cache_dir when the "
+     "folder is not writable, and reuse it on later starts; then the lane check runs as usual | "
+     "off = no search (a folder's own plan still applies; without one the lane runs unplanned)",
+     .choices = "auto | off"},
     {M("check_cos_min", check_cos_min), K_DOUBLE, 0, 1, "0",
      "tolerance of that check, worst text's cosine; 0 = the lane dtype's (int8 0.99, bf16 0.99, "
      "f16 0.999)"},
@@ -1042,6 +1052,51 @@ void hs_config_slice_name(const struct hs_engine_cfg *e, int k, char *buf, size_
         snprintf(buf, n, "%s/%d", e->name, k);
     else
         snprintf(buf, n, "%s", e->name);
+}
+
+/* Lane (model m on engine index e, split engines included) against e's device claims. */
+static hs_status lane_on_device(const struct hs_config *c, const struct hs_model_cfg *m,
+                                const struct hs_engine_cfg *lane, const struct hs_engine_cfg *on,
+                                const struct hs_engine_caps *caps, struct hs_error *err)
+{
+    const struct hs_engine_caps *dc = &caps[on - c->engines];
+    const int dt = hs_config_lane_dtype(m, lane);
+    if (!dc->stages || dt < 0 || (dc->dtypes & (1u << dt))) return HS_STATUS_OK;
+    char has[64];
+    hs_engine_dtype_names(dc->dtypes, has, sizeof has);
+    return BAD("model '%s' on engine '%s': the lane computes in %s, which this engine's device (%s "
+               "%s) does not; it computes in %s (hetserve devices lists each device's dtypes)",
+               m->name[0] ? m->name : m->path, on->name, hs_compute_dtype_name((enum hs_dtype)dt),
+               dc->kind, dc->device, has);
+}
+
+hs_status hs_config_check_devices(const struct hs_config *c, const struct hs_engine_caps *caps,
+                                  struct hs_error *err)
+{
+    for (int i = 0; i < c->n_models; i++) {
+        const struct hs_model_cfg *m = &c->models[i];
+        const int n = m->n_engines ? m->n_engines : 1;
+        for (int j = 0; j < n; j++) {
+            const struct hs_engine_cfg *e =
+                hs_config_engine(c, m->n_engines ? m->engines[j] : m->engine);
+            hs_status st = e ? lane_on_device(c, m, e, e, caps, err) : HS_STATUS_OK;
+            if (st) return st;
+        }
+        const struct hs_placement_cfg *p = &m->placement;
+        const struct hs_engine_cfg *lane = hs_config_engine(c, m->engine);
+        const char *names[HS_CONFIG_MAX_ENGINES + 2];
+        int np = 0;
+        for (int r = 0; r < p->n_layers && np < HS_CONFIG_MAX_ENGINES; r++)
+            names[np++] = p->layers[r].engine;
+        if (!p->n_layers && p->attention[0]) names[np++] = p->attention;
+        if (!p->n_layers && p->ffn[0]) names[np++] = p->ffn;
+        for (int k = 0; k < np && lane; k++) {
+            const struct hs_engine_cfg *e = hs_config_engine(c, names[k]);
+            hs_status st = e ? lane_on_device(c, m, lane, e, caps, err) : HS_STATUS_OK;
+            if (st) return st;
+        }
+    }
+    return HS_STATUS_OK;
 }
 
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)

@@ -90,8 +90,10 @@ struct hs_model_cfg {
     char engine[32]; /* the first (or only) engine it is resident on */
     int n_engines;   /* engines it is resident on: engines[0..n); 0 = just `engine` */
     char engines[HS_CONFIG_MAX_ENGINES][32];
-    char dtype[8]; /* "" = each engine's dtype; else this dtype on every engine it is on */
-    char check[8]; /* lane check at load: refuse | exclude | off */
+    char dtype[8];    /* "" = each engine's dtype; else this dtype on every engine it is on */
+    char check[8];    /* lane check at load: refuse | exclude | off */
+    char quantize[8]; /* a lane whose dtype needs a plan the folder lacks: auto (search one at
+                         load, cache it) | off */
     double check_cos_min, check_cos_mean; /* its tolerance; 0 = the lane dtype's */
     struct hs_placement_cfg placement;
 };
@@ -140,6 +142,8 @@ struct hs_config {
         char trace_file[1024];    /* empty = no trace */
         char role[8];             /* auto | worker | router */
         int internal;             /* serve /internal/v1/batch and /internal/v1/status */
+        char cache_dir[1024];     /* what the server derives and keeps (quantization plans of
+                                     folders it cannot write); empty = none */
         struct {                  /* one JSON line per request (server/capture.h) */
             char file[1024];      /* empty = no capture */
             double sample_ratio;  /* share of requests captured */
@@ -230,6 +234,16 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
 hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err);
 /* Cross-checks: every model's engine exists, names unique, ranges sane. */
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
+
+/* Checks every lane (and every engine of a split placement) against what its engine's device
+ * computes: caps[i] holds the claims of engines[i]'s device (hs_engine_device_caps); an entry
+ * with no stages (a device not present here, a remote pool) is not checked. HS_STATUS_INVALID_
+ * INPUT naming the model, the engine, the device, the dtype and what the device computes in
+ * instead. The server calls it with the engines it made, before loading any model; `config
+ * --check` with the devices present on this machine (as a warning). */
+struct hs_engine_caps;
+hs_status hs_config_check_devices(const struct hs_config *c, const struct hs_engine_caps *caps,
+                                  struct hs_error *err);
 
 /* Compute dtype of model m's lane on engine e: the model's dtype when it names one, else the
  * engine's, else the engine kind's native dtype; -1 when the names are not valid. */

@@ -223,6 +223,65 @@ static bool lane_excluded(const struct hs_server *s, const struct hs_served_mode
     return false;
 }
 
+static void quant_progress(void *ctx, const char *line)
+{
+    hs_log_debug("quantize %s: %s", (const char *)ctx, line);
+}
+
+/* models[].quantize: auto: a plan for every lane dtype of the model that needs one and that its
+ * folder lacks, searched at load (or reused: the folder's, or a cache folder's), before any of
+ * its lanes is made. The lane check then runs as for any lane. */
+static hs_status auto_quantize(const struct hs_config *c, const struct hs_model_cfg *mc,
+                               const char *name, struct hs_model *m, struct hs_error *err)
+{
+    if (strcmp(mc->quantize, "auto") != 0) return HS_STATUS_OK;
+    const int n = mc->n_engines ? mc->n_engines : 1;
+    for (int j = 0; j < n; j++) {
+        const struct hs_engine_cfg *ec =
+            hs_config_engine(c, mc->n_engines ? mc->engines[j] : mc->engine);
+        if (!ec || kind_remote(ec->kind)) continue;
+        const int dt = hs_config_lane_dtype(mc, ec);
+        if (dt < 0 || !hs_quant_dtype_needs_plan((enum hs_dtype)dt)) continue;
+        const char *dn = hs_compute_dtype_name((enum hs_dtype)dt);
+        const bool had = m->quant && m->quant->dtype == (enum hs_dtype)dt;
+        if (!had)
+            hs_log_info("model %s: no %s quantization plan in %s: searching one with the built-in "
+                        "calibration set (models[].quantize: auto; off to skip)",
+                        name, dn, m->dir);
+        struct hs_quant_auto_opts qo = {.dtype = (enum hs_dtype)dt,
+                                        .cache_dir = c->server.cache_dir,
+                                        .progress = quant_progress,
+                                        .progress_ctx = (void *)name};
+        struct hs_quant_auto_info qi;
+        hs_status st = hs_quant_auto(m, &qo, &qi, err);
+        if (st == HS_STATUS_UNSUPPORTED) { /* no CPU path to search on: the lane check decides */
+            hs_log_warn("model %s: no quantization at load: %s; its %s lanes run without a plan",
+                        name, err ? err->msg : "unsupported", dn);
+            continue;
+        }
+        if (st) {
+            if (!err) return st;
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return hs_error_set(
+                err, st, "model %s: quantization at load (models[].quantize: auto): %s", name, why);
+        }
+        if (qi.reused)
+            hs_log_info("model %s: %s lanes reuse the quantization plan in %s/quant.json (no "
+                        "search)",
+                        name, dn, qi.dir);
+        else
+            hs_log_info(
+                "model %s: %s quantization plan made in %.1f s: %d of %d attention/FFN "
+                "stages kept in f32, smoothing alpha %.2f, activations %s; held-out min cos "
+                "%.6f, mean %.6f (target %s); cached in %s/quant.json",
+                name, dn, qi.seconds, qi.n_keep_f32, qi.n_linear, qi.smooth_alpha,
+                qi.act_percentile > 0 ? "static per layer" : "per token", qi.cos_min, qi.cos_mean,
+                qi.target_met ? "met" : "NOT met", qi.dir);
+    }
+    return HS_STATUS_OK;
+}
+
 /* Checks a new lane against the model's cpu f32 reference (made on first need, on its own
  * engine, freed when loading ends). Returns an error only for a refused lane; *keep says
  * whether the lane serves. */
@@ -270,8 +329,8 @@ static hs_status check_lane(struct hs_server *s, const struct hs_model_cfg *mc,
     if (rep.pass) return HS_STATUS_OK;
     const char *hint =
         dtype == HS_DTYPE_I8 && !(sm->model->quant && sm->model->quant->dtype == dtype)
-            ? "; an int8 lane wants a quantized model folder: hetserve quantize "
-              "--model DIR --out DIR2"
+            ? "; an int8 lane wants a quantization plan: models[].quantize: auto makes one "
+              "at load, or hetserve quantize --model DIR --out DIR2"
             : "";
     if (!strcmp(mc->check, "exclude")) {
         c->excluded = true;
@@ -558,6 +617,15 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
 #endif
             }
         }
+    {
+        /* each lane's dtype against its engine's device (slice 0 speaks for its slices), before
+         * any model loads: the device's claim, as `hetserve devices` and `verify` show it */
+        struct hs_engine_caps caps[HS_CONFIG_MAX_ENGINES];
+        memset(caps, 0, sizeof caps);
+        for (int i = s->n_engines - 1; i >= 0; i--)
+            hs_engine_caps(s->engines[i], &caps[s->engine_cfg[i]]);
+        if ((st = hs_config_check_devices(c, caps, err))) goto fail;
+    }
     s->router_role = true;
     for (int i = 0; i < c->n_engines; i++) s->router_role &= kind_remote(c->engines[i].kind);
     s->internal_api = c->server.internal && !s->router_role;
@@ -584,6 +652,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                                   sm->name);
                 goto fail;
             }
+        if (!meta_only && (st = auto_quantize(c, mc, sm->name, sm->model, err))) goto fail;
         sm->engine = hs__server_engine(s, mc->engine);
         sm->lane = s->n_lanes;
         int n_on = mc->n_engines ? mc->n_engines : 1;

@@ -1,9 +1,13 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -100,11 +104,73 @@ static void read_file_whole(void **state)
     assert_non_null(strstr(err.msg, path));
 }
 
+/* Atomic replacement: the old file or the whole new one, never a part, and no temporary left. */
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) n += de->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static void write_file_atomic_whole_or_not_at_all(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/hs_test_atomic_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], sub[256];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    struct hs_error err = {0};
+    char *got;
+    size_t len;
+    assert_int_equal(hs_file_write_atomic(path, "first", 5, &err), HS_STATUS_OK);
+    assert_int_equal(hs_file_write_atomic(path, "second!", 7, &err), HS_STATUS_OK);
+    assert_int_equal(hs_read_file(path, 0, &got, &len, &err), HS_STATUS_OK);
+    assert_string_equal(got, "second!");
+    hs_free(got);
+    assert_int_equal(entries(dir), 1);
+    /* a file too large for what the process may write (a full disk, as far as write() tells):
+     * refused with the reason, the old file whole, no temporary left */
+    char big[4096];
+    memset(big, 'x', sizeof big);
+    struct rlimit old, small = {.rlim_cur = 1000, .rlim_max = RLIM_INFINITY};
+    getrlimit(RLIMIT_FSIZE, &old);
+    small.rlim_max = old.rlim_max;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    hs_status st = hs_file_write_atomic(path, big, sizeof big, &err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, prev);
+    assert_int_equal(st, HS_STATUS_IO);
+    printf("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "cannot write"));
+    assert_int_equal(hs_read_file(path, 0, &got, &len, &err), HS_STATUS_OK);
+    assert_string_equal(got, "second!");
+    hs_free(got);
+    assert_int_equal(entries(dir), 1);
+    /* the name is a folder: the rename fails, nothing is left behind */
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_int_equal(hs_file_write_atomic(sub, "x", 1, &err), HS_STATUS_IO);
+    assert_int_equal(entries(dir), 2);
+    /* a folder that does not exist */
+    snprintf(sub, sizeof sub, "%s/none/plan.json", dir);
+    assert_int_equal(hs_file_write_atomic(sub, "x", 1, &err), HS_STATUS_IO);
+    assert_non_null(strstr(err.msg, "No such file"));
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    rmdir(sub);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings),
         cmocka_unit_test(read_file_whole),
+        cmocka_unit_test(write_file_atomic_whole_or_not_at_all),
         cmocka_unit_test(alloc_counts_and_fails),
         cmocka_unit_test(half_conversions),
     };

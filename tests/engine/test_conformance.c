@@ -1,7 +1,8 @@
 /* Engine conformance: one suite for every registered engine kind x compute dtype present on this
  * machine (engine.h registry). For each it checks, on random encoders against the naive
  * double-precision reference (refmodel.h):
- *   - the capability claims: every stage kind is supported in each claimed dtype, an unclaimed
+ *   - the capability claims, per device: every stage kind is supported in each dtype the device
+ *     claims (its caps, the claims verify and serve read), an unclaimed
  *     dtype is refused at prepare (never run wrongly);
  *   - every stage: the hidden state after embed and after each attention and FFN stage, run
  *     stage by stage through the engine interface, within the dtype's declared tolerance;
@@ -11,12 +12,17 @@
  *   - fault injection: an injected failure fails that batch with HS_STATUS_ENGINE, counts an
  *     error, and the next batch succeeds;
  *   - statistics: batches, sequences and tokens counted exactly, busy time > 0.
+ * And the guards: an engine that runs no stage here (remote's shape: caps and nothing else) is
+ * refused by the executor and by every per-batch wrapper with a clear error, never called
+ * through a NULL method; an interface that claims stages without their methods is refused at
+ * wrap.
  * A kind whose device is absent (cuda without a GPU) prints one line and skips. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -50,6 +56,7 @@ static struct tolerance tolerance_of(enum hs_dtype dt)
 
 struct lane {
     const struct hs_engine_kind *kind;
+    int device;
     enum hs_dtype dtype;
     char label[48];
 };
@@ -58,7 +65,8 @@ struct lane {
 static struct lane lanes[MAX_LANES];
 static int n_lanes;
 
-/* Every (kind, dtype) with a device here; prints a line for each kind skipped. */
+/* Every (kind, device, dtype) that device claims (hs_engine_device_caps); prints a line for each
+ * kind, device or dtype of the kind skipped. */
 static void find_lanes(void)
 {
     if (n_lanes) return;
@@ -68,35 +76,36 @@ static void find_lanes(void)
             printf("conformance %s: skipped: not built into this binary\n", k->name);
             continue;
         }
-        if (k->remote) { /* runs no stage here: tests/cluster compares its answers */
-            printf("conformance %s: skipped: batches run on a worker (tests/cluster)\n", k->name);
-            continue;
-        }
         if (hs_engine_kind_devices(k) == 0) {
             printf("conformance %s: skipped: no device\n", k->name);
             continue;
         }
-        hs_engine_t e = NULL;
-        struct hs_error err = {0};
-        if (hs_engine_create(k->name, NULL, &e, &err)) {
-            printf("conformance %s: skipped: %s\n", k->name, err.msg);
-            continue;
-        }
-        struct hs_engine_caps caps;
-        hs_engine_caps(e, &caps);
-        hs_engine_destroy(e);
-        for (int d = 0; d < HS_DTYPE_COUNT && n_lanes < MAX_LANES; d++) {
-            if (!(k->dtypes & (1u << d))) continue;
-            if (!(caps.dtypes & (1u << d))) {
-                printf("conformance %s %s: skipped: this device has no fast path for it\n", k->name,
-                       hs_compute_dtype_name((enum hs_dtype)d));
+        for (int dev = 0; dev < hs_engine_kind_devices(k); dev++) {
+            /* the device's own claims, as verify and serve read them */
+            struct hs_engine_caps caps;
+            struct hs_error err = {0};
+            if (hs_engine_device_caps(k, dev, NULL, &caps, &err)) {
+                printf("conformance %s%d: skipped: %s\n", k->name, dev, err.msg);
                 continue;
             }
-            struct lane *l = &lanes[n_lanes++];
-            l->kind = k;
-            l->dtype = (enum hs_dtype)d;
-            snprintf(l->label, sizeof l->label, "%s %s", k->name,
-                     hs_compute_dtype_name((enum hs_dtype)d));
+            if (!caps.stages) { /* remote: tests/cluster compares its workers' answers */
+                printf("conformance %s%d: skipped: runs no stages on this machine\n", k->name, dev);
+                continue;
+            }
+            for (int d = 0; d < HS_DTYPE_COUNT && n_lanes < MAX_LANES; d++) {
+                if (!((k->dtypes | caps.dtypes) & (1u << d))) continue;
+                if (!(caps.dtypes & (1u << d))) {
+                    printf("conformance %s%d %s: skipped: device %s does not claim it\n", k->name,
+                           dev, hs_compute_dtype_name((enum hs_dtype)d), caps.device);
+                    continue;
+                }
+                struct lane *l = &lanes[n_lanes++];
+                l->kind = k;
+                l->device = dev;
+                l->dtype = (enum hs_dtype)d;
+                snprintf(l->label, sizeof l->label, "%s%d %s", k->name, dev,
+                         hs_compute_dtype_name((enum hs_dtype)d));
+            }
         }
     }
 }
@@ -105,7 +114,8 @@ static hs_engine_t make(const struct lane *l)
 {
     hs_engine_t e = NULL;
     struct hs_error err = {0};
-    if (hs_engine_create(l->kind->name, &(struct hs_engine_opts){.threads = 2}, &e, &err))
+    if (hs_engine_create(l->kind->name, &(struct hs_engine_opts){.threads = 2, .device = l->device},
+                         &e, &err))
         fail_msg("%s: create: %s", l->label, err.msg);
     return e;
 }
@@ -143,6 +153,11 @@ static void capability_claims(void **state)
         struct hs_engine_caps caps;
         hs_engine_caps(e, &caps);
         assert_true(caps.dtypes & (1u << lanes[i].dtype));
+        /* a device claims nothing its kind does not offer (configs are checked against the
+         * kind's set where no device is present) */
+        if (caps.dtypes & ~lanes[i].kind->dtypes)
+            fail_msg("%s: device claims dtypes 0x%x beyond its kind's 0x%x", lanes[i].label,
+                     caps.dtypes, lanes[i].kind->dtypes);
         for (int s = 0; s < rm->model.n_stages; s++) {
             const struct hs_stage *st = &rm->model.stages[s];
             assert_true(hs_engine_supports(e, st->kind, lanes[i].dtype, 1, 16));
@@ -333,6 +348,71 @@ static void whole_model_cls_f16_weights_head64(void **state)
     }
 }
 
+/* ---- engines without stages ---- */
+
+static void stageless_caps(void *ctx, struct hs_engine_caps *out)
+{
+    (void)ctx;
+    snprintf(out->kind, sizeof out->kind, "stageless");
+    snprintf(out->device, sizeof out->device, "nowhere");
+    out->dtypes = 1u << HS_DTYPE_F32;
+    out->stages = (uint32_t)(uintptr_t)ctx; /* 0: none (remote's shape) */
+}
+
+static const struct hs_engine_iface stageless_iface = {
+    .api_version = HS_ENGINE_API_VERSION,
+    .kind = "stageless",
+    .caps = stageless_caps,
+};
+
+static void an_engine_without_stages_is_refused_not_called(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs__engine_wrap(&stageless_iface, NULL, "nostage0", &e, &err), 0);
+    struct rand_model *rm = rand_model_new(32, 2, 64, 1, HS_POOL_MEAN, HS_DTYPE_F32);
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    struct hs_executor *x = NULL;
+    struct hs_executor_opts xo = {.batch_max = 2, .seq_max = 16, .dtype = HS_DTYPE_F32};
+    assert_int_equal(hs_executor_create(&rm->model, &plan, &xo, &x, &err), HS_STATUS_UNSUPPORTED);
+    assert_null(x);
+    printf("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "nostage0"));
+    assert_non_null(strstr(err.msg, "runs no stages"));
+    /* the wrappers, reached directly */
+    struct hs_ws_spec spec = {
+        .batch_max = 1, .tokens_max = 16, .seq_max = 16, .dims = &rm->model.config.dims};
+    void *ws = NULL, *prep = NULL;
+    assert_int_equal(hs_engine_ws_create(e, &spec, &ws, &err), HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_stage_prepare(e, &rm->model.stages[0], HS_DTYPE_F32, &prep, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_null(prep);
+    int32_t ids[2] = {1, 2}, lens[1] = {2}, offs[2] = {0, 2};
+    struct hs_batch b = {
+        .n_seqs = 1, .seq_max = 16, .n_tokens = 2, .ids = ids, .lengths = lens, .offsets = offs};
+    float buf[64];
+    void *fake_ws = buf;
+    assert_int_equal(hs_engine_batch_begin(e, fake_ws, &b, &err), HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_run_stage(e, fake_ws, &rm->model.stages[0], NULL, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_act_read(e, fake_ws, HS_ACT_BUF_HIDDEN, buf, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_int_equal(hs_engine_act_write(e, fake_ws, HS_ACT_BUF_HIDDEN, buf, &err),
+                     HS_STATUS_UNSUPPORTED);
+    hs_engine_ws_destroy(e, fake_ws); /* no method: nothing to call */
+    hs_engine_destroy(e);
+    /* claiming stages without the methods to run them is refused when the engine is made */
+    e = NULL;
+    assert_int_equal(hs__engine_wrap(&stageless_iface, (void *)(uintptr_t)(1u << HS_STAGE_EMBED),
+                                     "claims0", &e, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "stage_prepare"));
+    rand_model_free(rm);
+}
+
 int main(void)
 {
     find_lanes();
@@ -342,6 +422,7 @@ int main(void)
         cmocka_unit_test(every_stage_matches_reference),
         cmocka_unit_test(whole_model_mean_pooling),
         cmocka_unit_test(whole_model_cls_f16_weights_head64),
+        cmocka_unit_test(an_engine_without_stages_is_refused_not_called),
     };
     return cmocka_run_group_tests_name("engine_conformance", tests, NULL, NULL);
 }

@@ -161,6 +161,72 @@ static void search_write_load_tiny(void **state)
     hs_engine_destroy(e);
 }
 
+/* Quantization at load (hs_quant_auto) on a copy of the tiny model: the built-in calibration set
+ * is the committed file; the plan is searched once and written into the (writable) folder, the
+ * model then computes exactly what a later load of the folder computes, and that later load's
+ * call reuses the plan without a search. */
+static void quantize_at_load_tiny(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_create("cpu", NULL, &e, &err), 0);
+    if (!have_int8(e)) {
+        hs_engine_destroy(e);
+        skip();
+    }
+    char **builtin = NULL, **file = NULL;
+    int nb = 0, nf = 0;
+    assert_int_equal(hs_quant_calib_texts(NULL, &builtin, &nb, &err), 0);
+    assert_int_equal(hs_quant_calib_texts(hs_test_path("data/calib/calib.txt"), &file, &nf, &err),
+                     0);
+    assert_true(nb > 100);
+    assert_int_equal(nb, nf);
+    for (int i = 0; i < nb; i++) assert_string_equal(builtin[i], file[i]);
+    hs_quant_calib_free(file, nf);
+
+    const char *dir = tmp_dir("auto");
+    rm_rf(dir);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", hs_test_path("tests/data/tiny-bert-cls"), dir);
+    assert_int_equal(system(cmd), 0);
+    struct hs_model *m = NULL, *again = NULL;
+    assert_int_equal(hs_model_load(dir, &m, &err), 0);
+    assert_null(m->quant);
+    struct hs_quant_auto_info info;
+    if (hs_quant_auto(m, &(struct hs_quant_auto_opts){.dtype = HS_DTYPE_I8}, &info, &err))
+        fail_msg("auto: %s", err.msg);
+    assert_false(info.reused);
+    assert_string_equal(info.dir, dir);
+    assert_true(info.seconds > 0 && info.n_linear == 2 * m->config.dims.layers);
+    assert_non_null(m->quant);
+    assert_int_equal(m->quant->dtype, HS_DTYPE_I8);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/quant.json", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q '\\.tmp\\.'", dir);
+    assert_int_not_equal(system(cmd), 0); /* no temporary left */
+
+    assert_int_equal(hs_model_load(dir, &again, &err), 0);
+    assert_non_null(again->quant);
+    if (hs_quant_auto(again, &(struct hs_quant_auto_opts){.dtype = HS_DTYPE_I8}, &info, &err))
+        fail_msg("auto again: %s", err.msg);
+    assert_true(info.reused);
+    for (int i = 0; i < m->n_stages; i++)
+        assert_int_equal(m->quant->keep_f32[i], again->quant->keep_f32[i]);
+    const int H = m->config.dims.hidden, n = 24;
+    float *a = malloc(sizeof(float) * (size_t)n * H), *b = malloc(sizeof(float) * (size_t)n * H);
+    embed(m, e, HS_DTYPE_I8, builtin, n, a);
+    embed(again, e, HS_DTYPE_I8, builtin, n, b);
+    for (int i = 0; i < n * H; i++) assert_true(a[i] == b[i]);
+    free(a), free(b);
+    hs_model_free(again);
+    hs_model_free(m);
+    hs_quant_calib_free(builtin, nb);
+    rm_rf(dir);
+    hs_engine_destroy(e);
+}
+
 /* A quantized folder with its quant.json replaced by text. */
 static void expect_bad_plan(const char *src_dir, const char *json, const char *needle)
 {
@@ -262,6 +328,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(search_write_load_tiny),
+        cmocka_unit_test(quantize_at_load_tiny),
         cmocka_unit_test(malformed_plans_are_refused),
         cmocka_unit_test(quantized_minilm_meets_golden_target),
     };

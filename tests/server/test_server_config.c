@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/engine.h"
 #include "server/config.h"
 
 static void printed_defaults_parse_back(void **state)
@@ -394,6 +395,44 @@ static void engine_kind_device_dtype(void **state)
     }
 }
 
+/* A lane against its engine's device claims (hs_config_check_devices): what the kind offers
+ * passes validate; what the device lacks is refused naming model, engine, device and dtype; a
+ * device that is not present (no stages in its caps) is not checked. */
+static void lane_dtype_against_device_claims(void **state)
+{
+    (void)state;
+    struct hs_config c;
+    struct hs_error err = {0};
+    hs_config_defaults(&c, NULL);
+    static const char yaml[] = "engines:\n  - {name: ov, kind: openvino, dtype: f16}\n"
+                               "  - {name: c8, kind: cpu, dtype: int8}\n"
+                               "models:\n  - {path: p, name: mini, engines: [ov, c8]}\n";
+    if (hs_config_parse(yaml, sizeof yaml - 1, "t", &c, &err) || hs_config_validate(&c, &err))
+        fail_msg("%s", err.msg); /* the openvino kind offers f16 (on GPU, NPU devices) */
+    struct hs_engine_caps caps[HS_CONFIG_MAX_ENGINES];
+    memset(caps, 0, sizeof caps);
+    assert_int_equal(hs_config_check_devices(&c, caps, &err), 0); /* nothing present here */
+    /* an OpenVINO that lists only its CPU device: f32 and int8 */
+    snprintf(caps[0].kind, sizeof caps[0].kind, "openvino");
+    snprintf(caps[0].device, sizeof caps[0].device, "Some CPU");
+    caps[0].stages = 7;
+    caps[0].dtypes = 1u << HS_DTYPE_F32 | 1u << HS_DTYPE_I8;
+    caps[1] = caps[0];
+    snprintf(caps[1].kind, sizeof caps[1].kind, "cpu");
+    assert_int_equal(hs_config_check_devices(&c, caps, &err), HS_STATUS_INVALID_INPUT);
+    printf("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "model 'mini' on engine 'ov'"));
+    assert_non_null(strstr(err.msg, "computes in f16"));
+    assert_non_null(strstr(err.msg, "Some CPU"));
+    assert_non_null(strstr(err.msg, "it computes in f32, int8"));
+    caps[0].dtypes |= 1u << HS_DTYPE_F16; /* a GPU device */
+    assert_int_equal(hs_config_check_devices(&c, caps, &err), 0);
+    caps[1].dtypes = 1u << HS_DTYPE_F32; /* a CPU without VNNI */
+    assert_int_equal(hs_config_check_devices(&c, caps, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "engine 'c8'"));
+    assert_non_null(strstr(err.msg, "computes in int8"));
+}
+
 /* engines[].slices: parsed, printed, split into core and thread shares, refused with the key path
  * where it cannot be. */
 static void engine_slices(void **state)
@@ -509,6 +548,7 @@ int main(void)
         cmocka_unit_test(every_key_round_trips),
         cmocka_unit_test(errors_name_file_line_and_path),
         cmocka_unit_test(engine_kind_device_dtype),
+        cmocka_unit_test(lane_dtype_against_device_claims),
         cmocka_unit_test(validate_checks_the_table),
         cmocka_unit_test(engine_slices),
     };
