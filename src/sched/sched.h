@@ -51,60 +51,15 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "engine/runner.h"
 #include "engine/stage.h"
 #include "sched/request.h"
 
 #define HS_SCHED_MAX_LANES    64
 #define HS_SCHED_MAX_BUCKETS  16
 #define HS_SCHED_MAX_SHAPES   64
-#define HS_SCHED_MAX_SLOTS    16
+#define HS_SCHED_MAX_SLOTS    HS_RUNNER_MAX_SLOTS
 #define HS_SCHED_PRED_BUCKETS 6
-
-#define HS_BATCH_MAX_BOUNDARIES 8
-#define HS_BATCH_MAX_HANDOVERS  32
-
-/* Time spent inside one batch run, nanoseconds. */
-struct hs_batch_timing {
-    int64_t copy_in_ns;
-    int64_t compute_ns;
-    int64_t copy_out_ns;
-    int64_t hop_ns; /* remote engines: network round trip (counted inside copy_in_ns); 0 = none */
-    /* a split placement's engine boundaries (part of compute_ns): the activation copies across
-     * each, and the syncs of the giving engine before them; 0 boundaries for one engine */
-    int n_boundaries;
-    int64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
-    int64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
-    /* a pipelined split: time waiting for an engine another batch held (part of compute_ns) */
-    int64_t wait_ns;
-    /* each hand-over across a boundary, in order (the first HS_BATCH_MAX_HANDOVERS): its
-     * boundary, when the giving engine's closing sync started, when the copy started and ended,
-     * and the wait for the taking engine within the copy */
-    int n_handovers;
-    struct hs_batch_handover {
-        int boundary;
-        int64_t sync_start_ns, copy_start_ns, copy_end_ns;
-        int64_t wait_start_ns, wait_ns;
-    } handovers[HS_BATCH_MAX_HANDOVERS];
-};
-
-/* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from
- * the lane's batcher threads, one per slot: calls with different `slot` (0 .. slots-1) may run
- * concurrently, never two with the same slot. The executor-facing adapter lives in the server;
- * tests pass their own. */
-struct hs_runner {
-    hs_status (*run)(void *ctx, int slot, const struct hs_batch *b, float *out,
-                     struct hs_batch_timing *t, struct hs_error *err);
-    void *ctx;
-    /* Optional, a pipelined split: the lane's entry (its first engine), which a slot must hold
-     * before it forms a batch, so that a batch forms when it can start rather than early, small,
-     * to wait for the engine. With threads: gate blocks until the slot holds the entry (first
-     * come, first served), the slot's next run releases it when its first engine's part is
-     * done, and ungate gives it back unused (nothing was due after all). In stepped mode:
-     * gate_open says whether a batch could start on the lane now. */
-    void (*gate)(void *ctx, int slot);
-    void (*ungate)(void *ctx, int slot);
-    bool (*gate_open)(void *ctx);
-};
 
 struct hs_shape {
     int batch;
@@ -131,7 +86,7 @@ struct hs_lane_opts {
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
     double throughput_ewma_alpha;        /* weight of the newest batch in the estimates */
     int slots;                           /* batches in flight at once (quota); 0 = 1 */
-    struct hs_runner runner;
+    struct hs_runner runner;             /* runs the lane's batches (engine/runner.h) */
 };
 
 /* One formed batch, reported to the observer after it ran. */
