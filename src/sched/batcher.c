@@ -8,12 +8,17 @@
 #include "core/clock.h"
 #include "core/log.h"
 
-/* Picks the bucket to batch now (lock held): -1 when none is due; *wake gets the next due time. */
+/* Picks the bucket to batch now (lock held): -1 when none is due; *wake gets the next due time.
+ * A bucket is due when it holds a full batch, when its oldest sequence has waited the window,
+ * or, on an idle lane (no batch running), at once: while the engine idles there is nothing to
+ * gather for, and the next batch gathers while this one runs (as TEI and vLLM batch). With
+ * batch_window_when_idle the window is waited out on an idle lane too. */
 static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
 {
     int best = -1, best_prio = HS_PRIORITY_COUNT;
     int64_t best_oldest = INT64_MAX;
     int64_t window_ns = (int64_t)L->o.batch_window_us * 1000;
+    const bool at_once = draining || hs__lane_window_skipped(L);
     *wake = INT64_MAX;
     for (int b = 0; b < L->n_buckets; b++) {
         int count = 0, top = HS_PRIORITY_COUNT;
@@ -27,7 +32,7 @@ static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
         }
         if (!count) continue;
         int64_t due = oldest + window_ns;
-        if (count >= L->cap_seqs[b] || now >= due || draining) {
+        if (count >= L->cap_seqs[b] || now >= due || at_once) {
             if (top < best_prio || (top == best_prio && oldest < best_oldest)) {
                 best = b;
                 best_prio = top;

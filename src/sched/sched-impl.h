@@ -181,6 +181,13 @@ double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r,
 
 /* --- batcher.c --- */
 
+/* Whether a batch forms now without waiting for the window: the lane has no batch running and
+ * batch_window_when_idle is off (lock held). */
+static inline bool hs__lane_window_skipped(const struct lane *L)
+{
+    return !L->o.batch_window_when_idle && !L->running_batches;
+}
+
 /* Whether a batch that has run ran_s seconds is the engine's fault when a deadline passes in it. */
 bool hs__slot_overran(const struct slot *sl, double ran_s);
 /* Starts the batch of the n sequences the slot took from bucket b (no lock held). */

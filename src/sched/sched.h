@@ -17,7 +17,9 @@
  * hs_sched_lane_predict turns it into a request's predicted completion time: the queued work
  * ahead of it at its priority and its own, cut into the batches the batcher will form (full ones
  * of the bucket's largest shape, then one partial), the rest of the running batches, shared by
- * the slots, plus the batching window when its batch will not be full, times the lane's bias
+ * the slots, plus the batching window when its batch will not be full and will wait for it (not
+ * on a lane of one slot unless batch_window_when_idle: it forms when the batch ahead ends), times
+ * the lane's bias
  * factor. Every request answered OK is checked against its prediction (hs_lane_stats.pred_*),
  * and the bias factor follows the model's mean error (an EWMA of observed / unbiased
  * prediction, within [0.5, 4]): what batch timings cannot show, such as CPU time the HTTP
@@ -25,8 +27,10 @@
  * runs is answered HS_STATUS_TIMEOUT when the batch forms, without computing it.
  *
  * Batching, per lane: a batch is formed from one bucket when
- *   (a) the bucket's oldest sequence has waited batch_window_us, or
- *   (b) the bucket holds batch_max sequences, or batch_max_tokens padded tokens;
+ *   (a) no batch runs on the lane (the engine idles: nothing to gather for; the next batch
+ *       gathers while this one runs), unless batch_window_when_idle, or
+ *   (b) the bucket's oldest sequence has waited batch_window_us, or
+ *   (c) the bucket holds batch_max sequences, or batch_max_tokens padded tokens;
  * sequences are padded to their bucket's length only, never to the longest queued. When the lane
  * has a shape whitelist, every batch has a whitelisted (batch, seq) shape: seq is the smallest
  * allowed length >= the bucket, batch the smallest allowed size >= the sequences taken, filled
@@ -73,6 +77,9 @@ struct hs_lane_opts {
     int seq_max;        /* longest sequence the model takes (tokens) */
     int32_t pad_id;     /* token id of the pad sequences whitelisted shapes need */
     int batch_window_us;
+    /* wait batch_window_us even on an idle lane (no batch running), the old rule; false: an idle
+     * lane batches what is queued at once and the window only gathers while a batch runs */
+    bool batch_window_when_idle;
     int batch_max;        /* sequences per batch */
     int batch_max_tokens; /* padded tokens (batch * seq) per batch */
     int n_buckets;        /* ascending lengths; seq_max is appended when larger than the last */

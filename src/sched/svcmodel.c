@@ -78,11 +78,14 @@ static double lane_bucket_s(const struct lane *L, int b, int n, int64_t tokens)
 /* Predicted seconds until the work queued at priorities <= upto, plus own[b] more sequences per
  * bucket (own may be NULL), and the running batches are done, the slots sharing it (lock held).
  * A request of its own also waits for its batch to form: the batching window, unless its bucket
- * will hold a full batch. */
+ * will hold a full batch or the batch will not wait for it (lane_pick): a lane of one slot forms
+ * it when the batch ahead ends (counted as running), an idle lane at once; only a free slot of
+ * a busy lane gathers (always with batch_window_when_idle). */
 double hs__lane_backlog_s(const struct lane *L, int upto, const int *own, const int64_t *own_tokens,
                           int64_t now)
 {
     double queued = 0, running = 0, window = 0;
+    const bool waits = L->o.batch_window_when_idle || (L->n_slots > 1 && L->running_batches);
     for (int b = 0; b < L->n_buckets; b++) {
         int n = own ? own[b] : 0;
         int64_t tokens = own ? own_tokens[b] : 0;
@@ -91,7 +94,7 @@ double hs__lane_backlog_s(const struct lane *L, int upto, const int *own, const 
             tokens += L->q[p][b].tokens;
         }
         queued += lane_bucket_s(L, b, n, tokens);
-        if (own && own[b] && n % L->cap_seqs[b]) window = L->o.batch_window_us * 1e-6;
+        if (waits && own && own[b] && n % L->cap_seqs[b]) window = L->o.batch_window_us * 1e-6;
     }
     for (int i = 0; i < L->n_slots; i++) {
         const struct slot *sl = &L->slots[i];
