@@ -10,6 +10,14 @@
  * spin (HS_OMP_SPINCOUNT, chosen by bench/stall.sh) by re-executing the program once with it in
  * the environment, unless the user set either variable (then theirs is kept) or
  * HS_OMP_KEEP_POLICY=1 asks to leave libgomp's default.
+ *
+ * The count that applies is often shorter: libgomp spins only its throttled count (100 pauses, a
+ * few microseconds, unless OMP_WAIT_POLICY is set) while it manages more threads than the
+ * process has CPUs, which a server always does on 2 cores (the main thread keeps the team it
+ * loaded the model with, and every batcher slot has its own). bench_cpu's one team spins the
+ * full count. On a shared 2-core machine under load (load average 6-10), a 1 x 24 int8 batch on
+ * 2 threads took 2.5-3x longer with 1000 pauses than with 100 (and 0 was no worse than 100), so
+ * the short spin is kept.
  */
 #ifndef HS_CORE_THREADS_H
 #define HS_CORE_THREADS_H

@@ -17,7 +17,9 @@
  * hs_sched_lane_predict turns it into a request's predicted completion time: the queued work
  * ahead of it at its priority and its own, cut into the batches the batcher will form (full ones
  * of the bucket's largest shape, then one partial), the rest of the running batches, shared by
- * the slots, plus the batching window when its batch will not be full, times the lane's bias
+ * the slots, plus the batching window when its batch will not be full and will wait for it (not
+ * on a lane of one slot unless batch_window_when_idle: it forms when the batch ahead ends), times
+ * the lane's bias
  * factor. Every request answered OK is checked against its prediction (hs_lane_stats.pred_*),
  * and the bias factor follows the model's mean error (an EWMA of observed / unbiased
  * prediction, within [0.5, 4]): what batch timings cannot show, such as CPU time the HTTP
@@ -25,8 +27,10 @@
  * runs is answered HS_STATUS_TIMEOUT when the batch forms, without computing it.
  *
  * Batching, per lane: a batch is formed from one bucket when
- *   (a) the bucket's oldest sequence has waited batch_window_us, or
- *   (b) the bucket holds batch_max sequences, or batch_max_tokens padded tokens;
+ *   (a) no batch runs on the lane (the engine idles: nothing to gather for; the next batch
+ *       gathers while this one runs), unless batch_window_when_idle, or
+ *   (b) the bucket's oldest sequence has waited batch_window_us, or
+ *   (c) the bucket holds batch_max sequences, or batch_max_tokens padded tokens;
  * sequences are padded to their bucket's length only, never to the longest queued. When the lane
  * has a shape whitelist, every batch has a whitelisted (batch, seq) shape: seq is the smallest
  * allowed length >= the bucket, batch the smallest allowed size >= the sequences taken, filled
@@ -51,60 +55,15 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "engine/runner.h"
 #include "engine/stage.h"
 #include "sched/request.h"
 
 #define HS_SCHED_MAX_LANES    64
 #define HS_SCHED_MAX_BUCKETS  16
 #define HS_SCHED_MAX_SHAPES   64
-#define HS_SCHED_MAX_SLOTS    16
+#define HS_SCHED_MAX_SLOTS    HS_RUNNER_MAX_SLOTS
 #define HS_SCHED_PRED_BUCKETS 6
-
-#define HS_BATCH_MAX_BOUNDARIES 8
-#define HS_BATCH_MAX_HANDOVERS  32
-
-/* Time spent inside one batch run, nanoseconds. */
-struct hs_batch_timing {
-    int64_t copy_in_ns;
-    int64_t compute_ns;
-    int64_t copy_out_ns;
-    int64_t hop_ns; /* remote engines: network round trip (counted inside copy_in_ns); 0 = none */
-    /* a split placement's engine boundaries (part of compute_ns): the activation copies across
-     * each, and the syncs of the giving engine before them; 0 boundaries for one engine */
-    int n_boundaries;
-    int64_t boundary_copy_ns[HS_BATCH_MAX_BOUNDARIES];
-    int64_t boundary_sync_ns[HS_BATCH_MAX_BOUNDARIES];
-    /* a pipelined split: time waiting for an engine another batch held (part of compute_ns) */
-    int64_t wait_ns;
-    /* each hand-over across a boundary, in order (the first HS_BATCH_MAX_HANDOVERS): its
-     * boundary, when the giving engine's closing sync started, when the copy started and ended,
-     * and the wait for the taking engine within the copy */
-    int n_handovers;
-    struct hs_batch_handover {
-        int boundary;
-        int64_t sync_start_ns, copy_start_ns, copy_end_ns;
-        int64_t wait_start_ns, wait_ns;
-    } handovers[HS_BATCH_MAX_HANDOVERS];
-};
-
-/* What a lane calls to run a formed batch: out receives [b->n_seqs, dim] floats. Called from
- * the lane's batcher threads, one per slot: calls with different `slot` (0 .. slots-1) may run
- * concurrently, never two with the same slot. The executor-facing adapter lives in the server;
- * tests pass their own. */
-struct hs_runner {
-    hs_status (*run)(void *ctx, int slot, const struct hs_batch *b, float *out,
-                     struct hs_batch_timing *t, struct hs_error *err);
-    void *ctx;
-    /* Optional, a pipelined split: the lane's entry (its first engine), which a slot must hold
-     * before it forms a batch, so that a batch forms when it can start rather than early, small,
-     * to wait for the engine. With threads: gate blocks until the slot holds the entry (first
-     * come, first served), the slot's next run releases it when its first engine's part is
-     * done, and ungate gives it back unused (nothing was due after all). In stepped mode:
-     * gate_open says whether a batch could start on the lane now. */
-    void (*gate)(void *ctx, int slot);
-    void (*ungate)(void *ctx, int slot);
-    bool (*gate_open)(void *ctx);
-};
 
 struct hs_shape {
     int batch;
@@ -118,6 +77,9 @@ struct hs_lane_opts {
     int seq_max;        /* longest sequence the model takes (tokens) */
     int32_t pad_id;     /* token id of the pad sequences whitelisted shapes need */
     int batch_window_us;
+    /* wait batch_window_us even on an idle lane (no batch running), the old rule; false: an idle
+     * lane batches what is queued at once and the window only gathers while a batch runs */
+    bool batch_window_when_idle;
     int batch_max;        /* sequences per batch */
     int batch_max_tokens; /* padded tokens (batch * seq) per batch */
     int n_buckets;        /* ascending lengths; seq_max is appended when larger than the last */
@@ -131,7 +93,7 @@ struct hs_lane_opts {
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
     double throughput_ewma_alpha;        /* weight of the newest batch in the estimates */
     int slots;                           /* batches in flight at once (quota); 0 = 1 */
-    struct hs_runner runner;
+    struct hs_runner runner;             /* runs the lane's batches (engine/runner.h) */
 };
 
 /* One formed batch, reported to the observer after it ran. */

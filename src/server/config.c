@@ -360,6 +360,9 @@ static const struct key keys[] = {
     {C(batching, buckets), K_INTS, 1, 1 << 16, "16,32,64,128,256",
      "length buckets (tokens); sequences pad to their bucket; the model's max length is the last",
      N(config, batching.n_buckets)},
+    {C(batching, batch_window_when_idle), K_BOOL, 0, 0, "false",
+     "wait batch_window_us even when no batch runs on the engine; false: an idle engine takes "
+     "what is queued at once, and the window only gathers while a batch runs"},
 
     {SEC("limits"), .doc = "what one request and one queue may hold"},
     {C(limits, queue_max), K_INT, 1, 1 << 24, "1024",

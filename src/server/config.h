@@ -162,6 +162,7 @@ struct hs_config {
         int batch_max_tokens;
         int n_buckets;
         int buckets[HS_SCHED_MAX_BUCKETS - 1];
+        int batch_window_when_idle;
     } batching;
     struct {
         int queue_max;

@@ -15,6 +15,7 @@ void hs_topo_lane_opts(const struct hs_config *c, const struct hs_engine_cfg *ec
     o->pad_id = mc->pad_token_id;
     o->batch_window_us =
         ec->batch_window_us >= 0 ? ec->batch_window_us : c->batching.batch_window_us;
+    o->batch_window_when_idle = c->batching.batch_window_when_idle != 0;
     o->batch_max = ec->batch_max > 0 ? ec->batch_max : c->batching.batch_max;
     o->batch_max_tokens =
         ec->batch_max_tokens > 0 ? ec->batch_max_tokens : c->batching.batch_max_tokens;

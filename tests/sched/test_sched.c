@@ -906,6 +906,7 @@ static void stepped_scheduler(void **state)
     struct hs_lane_opts o = lane_opts(&rc);
     o.runner = (struct hs_runner){0}; /* stepped: no runner */
     o.batch_window_us = 2000;
+    o.batch_window_when_idle = true; /* the window even on an idle lane (the old rule) */
     o.batch_max = 4;
     struct hs_sched *s;
     struct hs_error err;
@@ -969,11 +970,146 @@ static void stepped_scheduler(void **state)
     for (int i = 0; i < 6; i++) treq_free(r[i]);
 }
 
+/* An idle lane (no batch running) does not wait out the window: a lone request's batch forms at
+ * once, and is predicted without the window; what arrives while a batch runs gathers into the
+ * next one, which forms when the engine frees; a free slot of a busy lane still waits for the
+ * window. Stepped, so that the times are exact. */
+static void idle_lane_batches_at_once(void **state)
+{
+    (void)state;
+    struct runner_ctx rc = {0};
+    struct hs_lane_opts o = lane_opts(&rc);
+    o.runner = (struct hs_runner){0};
+    o.batch_window_us = 2000;
+    o.batch_max = 4;
+    o.throughput_init_tokens_per_s = 10000;
+    struct hs_sched *s;
+    struct hs_error err;
+    const int64_t t0 = 1000000000LL, ms = 1000000LL;
+    assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+    int lens[1] = {10};
+    struct treq *r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = treq_new(1, lens, 0, HS_PRIORITY_INTERACTIVE, 0);
+        r[i]->r.deadline_ns = t0 + 1000 * ms;
+    }
+    bool fits;
+    /* one batch of 10 tokens at 10,000 tokens/s, no window */
+    assert_true(fabs(hs_sched_lane_predict(s, 0, &r[0]->r, &fits) - 0.001) < 1e-12);
+    assert_int_equal(hs_sched_submit(s, &r[0]->r), HS_STATUS_OK);
+    struct hs_sched_step b;
+    int64_t wake;
+    assert_true(hs_sched_step_begin(s, &b, &wake));
+    assert_int_equal(b.n_seqs, 1);
+    /* two arrive while it runs: they wait for the one slot, then go together at its end */
+    hs_sched_step_clock(s, t0 + 1 * ms);
+    assert_int_equal(hs_sched_submit(s, &r[1]->r), HS_STATUS_OK);
+    hs_sched_step_clock(s, t0 + 2 * ms);
+    assert_int_equal(hs_sched_submit(s, &r[2]->r), HS_STATUS_OK);
+    assert_false(hs_sched_step_begin(s, &b, &wake));
+    hs_sched_step_clock(s, t0 + 5 * ms);
+    hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
+    assert_int_equal(treq_is_done(r[0]), 1);
+    assert_true(r[0]->r.ts[HS_TS_BATCHED] == t0); /* no time in the queue */
+    assert_true(hs_sched_step_begin(s, &b, &wake));
+    assert_int_equal(b.n_seqs, 2);
+    hs_sched_step_clock(s, t0 + 8 * ms);
+    hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
+    assert_true(r[1]->r.ts[HS_TS_BATCHED] == t0 + 5 * ms);
+    assert_true(r[2]->r.ts[HS_TS_BATCHED] == t0 + 5 * ms);
+    hs_sched_destroy(s);
+
+    /* two slots: while one runs a batch, the free one gathers for the window */
+    o.slots = 2;
+    assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+    struct treq *q[3];
+    for (int i = 0; i < 3; i++) {
+        q[i] = treq_new(1, lens, 0, HS_PRIORITY_INTERACTIVE, 0);
+        q[i]->r.deadline_ns = t0 + 1000 * ms;
+    }
+    assert_int_equal(hs_sched_submit(s, &q[0]->r), HS_STATUS_OK);
+    assert_true(hs_sched_step_begin(s, &b, &wake));
+    assert_int_equal(b.slot, 0);
+    hs_sched_step_clock(s, t0 + 1 * ms);
+    assert_int_equal(hs_sched_submit(s, &q[1]->r), HS_STATUS_OK);
+    assert_false(hs_sched_step_begin(s, &b, &wake));
+    assert_true(wake == t0 + 3 * ms);
+    hs_sched_step_clock(s, t0 + 2 * ms);
+    assert_int_equal(hs_sched_submit(s, &q[2]->r), HS_STATUS_OK);
+    assert_false(hs_sched_step_begin(s, &b, &wake));
+    hs_sched_step_clock(s, wake);
+    assert_true(hs_sched_step_begin(s, &b, &wake));
+    assert_int_equal(b.slot, 1);
+    assert_int_equal(b.n_seqs, 2);
+    hs_sched_destroy(s);
+    for (int i = 0; i < 3; i++) assert_int_equal(q[i]->r.status, HS_STATUS_SHUTDOWN);
+
+    /* batch_window_when_idle: the lone request waits the window, and is predicted with it */
+    o.slots = 1;
+    o.batch_window_when_idle = true;
+    assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+    assert_true(fabs(hs_sched_lane_predict(s, 0, &r[3]->r, &fits) - 0.003) < 1e-12);
+    assert_int_equal(hs_sched_submit(s, &r[3]->r), HS_STATUS_OK);
+    assert_false(hs_sched_step_begin(s, &b, &wake));
+    assert_true(wake == t0 + 2 * ms);
+    hs_sched_destroy(s);
+    for (int i = 0; i < 4; i++) treq_free(r[i]);
+    for (int i = 0; i < 3; i++) treq_free(q[i]);
+}
+
+/* The same with threads: a lone request on an idle lane is batched at once, not after the
+ * window (a long one, so that a lane that waited it could not pass); requests that arrive while
+ * the engine runs go as one batch when it frees. */
+static void idle_lane_runs_a_lone_request_at_once(void **state)
+{
+    (void)state;
+    int64_t live = hs_alloc_live();
+    struct runner_ctx *c = runner_new();
+    struct hs_lane_opts o = lane_opts(c);
+    o.batch_window_us = 5000000; /* 5 s */
+    struct hs_sched *s = sched_new(&o);
+    int lens[1] = {8};
+    struct treq *lone = treq_new(1, lens, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    const int64_t t0 = hs_now_ns();
+    assert_int_equal(hs_sched_submit(s, &lone->r), HS_STATUS_OK);
+    treq_wait(lone);
+    assert_int_equal(lone->r.status, HS_STATUS_OK);
+    assert_true(hs_now_ns() - t0 < 2500000000LL); /* well inside the window */
+    assert_true(lone->r.ts[HS_TS_BATCHED] - lone->r.ts[HS_TS_ENQUEUED] < 2500000000LL);
+    /* a busy engine: three arrive while a batch runs, and gather into the next batch */
+    gate(c, true);
+    struct treq *first = treq_new(1, lens, 0, HS_PRIORITY_INTERACTIVE, 60000);
+    assert_int_equal(hs_sched_submit(s, &first->r), HS_STATUS_OK);
+    wait_entered(c, 2);
+    struct treq *more[3];
+    for (int i = 0; i < 3; i++) {
+        more[i] = treq_new(1, lens, 1 + i, HS_PRIORITY_INTERACTIVE, 60000);
+        assert_int_equal(hs_sched_submit(s, &more[i]->r), HS_STATUS_OK);
+    }
+    const int64_t t1 = hs_now_ns();
+    gate(c, false);
+    for (int i = 0; i < 3; i++) treq_wait(more[i]);
+    assert_true(hs_now_ns() - t1 < 2500000000LL);
+    pthread_mutex_lock(&c->mu);
+    assert_int_equal(c->n, 3);
+    assert_int_equal(c->b[1].n_seqs, 1);
+    assert_int_equal(c->b[2].n_seqs, 3);
+    pthread_mutex_unlock(&c->mu);
+    treq_free(lone);
+    treq_free(first);
+    for (int i = 0; i < 3; i++) treq_free(more[i]);
+    hs_sched_destroy(s);
+    runner_free(c);
+    assert_int_equal(hs_alloc_live(), live);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(buckets_pad_to_bucket_only),
         cmocka_unit_test(stepped_scheduler),
+        cmocka_unit_test(idle_lane_batches_at_once),
+        cmocka_unit_test(idle_lane_runs_a_lone_request_at_once),
         cmocka_unit_test(batch_max_forms_batch),
         cmocka_unit_test(gated_lane_forms_batches_at_its_entry),
         cmocka_unit_test(whitelist_shapes),

@@ -1,6 +1,7 @@
 /* hetsim's core: batch times from costs, and whole simulations whose answers are known exactly
- * (lone requests: window + batch time) or bounded (overload: capacity, nothing lost), routing by
- * length across two engines, an absent engine's route degrading, determinism. */
+ * (lone requests: batch time, plus the window when batch_window_when_idle) or bounded (overload:
+ * capacity, nothing lost), routing by length across two engines, an absent engine's route
+ * degrading, determinism. */
 #include "testutil.h"
 
 #include <math.h>
@@ -128,11 +129,12 @@ static void lone_requests_exact(void **state)
     struct hs_sim_result r;
     struct hs_error err;
     assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
-    /* each alone: the 2 ms window, then one batch of 1 x 16 (1 + 0.16 ms), then the overhead */
+    /* each alone, on an idle engine: one batch of 1 x 16 at once (1 + 0.16 ms), then the
+     * overhead; the 2 ms window is not waited out while nothing runs */
     assert_int_equal(r.all.n, 50);
     assert_int_equal(r.all.ok, 50);
-    assert_true(fabs(r.all.p50_ms - 3.66) < 1e-3);
-    assert_true(fabs(r.all.max_ms - 3.66) < 1e-3);
+    assert_true(fabs(r.all.p50_ms - 1.66) < 1e-3);
+    assert_true(fabs(r.all.max_ms - 1.66) < 1e-3);
     assert_int_equal(r.grp[0].batches, 50);
     assert_true(fabs(r.grp[0].busy_s - 50 * 1.16e-3) < 1e-6);
     assert_true(r.grp[0].n_bins >= 49);
@@ -140,7 +142,14 @@ static void lone_requests_exact(void **state)
     /* a serving tax of 2 doubles the batch, nothing else */
     w->f.tax[0] = 2;
     assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
-    assert_true(fabs(r.all.p50_ms - (2 + 2.32 + 0.5)) < 1e-3);
+    assert_true(fabs(r.all.p50_ms - (2.32 + 0.5)) < 1e-3);
+    hs_sim_result_free(&r);
+    /* batch_window_when_idle: the old rule, the window first */
+    w->f.tax[0] = 1;
+    w->cfg.batching.batch_window_when_idle = 1;
+    assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r, &err), HS_STATUS_OK);
+    assert_true(fabs(r.all.p50_ms - 3.66) < 1e-3);
+    assert_true(fabs(r.all.max_ms - 3.66) < 1e-3);
     hs_sim_result_free(&r);
     hs_sim_traffic_free(&t);
     hs_free(w);
@@ -187,7 +196,7 @@ static void routes_by_length_and_absent_engine(void **state)
     /* short on a (fixed 1 ms), long on b (fixed 2 ms): each batch alone at this load */
     assert_int_equal(r.grp[0].batches, 300);
     assert_int_equal(r.grp[1].batches, 100);
-    assert_true(fabs(r.cls[1].p50_ms - (2 + 2 + 0.01 * 200)) < 0.05);
+    assert_true(fabs(r.cls[1].p50_ms - (2 + 0.01 * 200)) < 0.05);
     /* the same seed-free traffic again: the same answers */
     assert_int_equal(hs_sim_fleet_run(&w->f, &t, &r2, &err), HS_STATUS_OK);
     assert_true(r2.cls[0].p99_ms == r.cls[0].p99_ms && r2.cls[1].p99_ms == r.cls[1].p99_ms);

@@ -61,7 +61,7 @@ struct rlane {
     struct hs_remote_pool *pool;
     int worker, lane, dim, slots;
     char model[HS_WIRE_MODEL_MAX];
-    struct rslot slot[HS_SCHED_MAX_SLOTS];
+    struct rslot slot[HS_RUNNER_MAX_SLOTS];
 };
 
 struct hs_remote_pool {
@@ -72,7 +72,7 @@ struct hs_remote_pool {
     pthread_mutex_t mu;
     char addr[HS_REMOTE_MAX_WORKERS][HS_REMOTE_ADDR_MAX]; /* "" = empty slot */
     int n_lanes;
-    struct rlane *lanes[HS_SCHED_MAX_LANES];
+    struct rlane *lanes[HS_REMOTE_MAX_RUNNERS];
     struct curl_slist *hdrs;
     void (*on_change)(void *ctx, int lane, bool enabled);
     void *on_change_ctx;
@@ -183,7 +183,7 @@ static void apply(struct hs_remote_pool *p, char list[ADDRS_MAX][HS_REMOTE_ADDR_
         hs_log_info("remote %s: worker %s joined (slot %d)", p->name, list[i], free_w);
         changed[free_w] = true;
     }
-    bool on[HS_SCHED_MAX_LANES];
+    bool on[HS_REMOTE_MAX_RUNNERS];
     for (int l = 0; l < p->n_lanes; l++) on[l] = p->addr[p->lanes[l]->worker][0] != '\0';
     void (*fn)(void *, int, bool) = p->on_change;
     pthread_mutex_unlock(&p->mu);
@@ -352,9 +352,13 @@ static hs_status rl_run(void *ctx, int slot, const struct hs_batch *b, float *ou
 hs_status hs_remote_pool_runner(struct hs_remote_pool *p, int worker, int lane, const char *model,
                                 int dim, int slots, struct hs_runner *out, struct hs_error *err)
 {
-    if (worker < 0 || worker >= p->n_workers || p->n_lanes >= HS_SCHED_MAX_LANES || slots < 1 ||
-        slots > HS_SCHED_MAX_SLOTS)
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "remote %s: bad lane", p->name);
+    if (worker < 0 || worker >= p->n_workers || slots < 1 || slots > HS_RUNNER_MAX_SLOTS)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "remote %s: bad runner (worker %d of %d, slots %d of 1..%d)", p->name,
+                            worker, p->n_workers, slots, HS_RUNNER_MAX_SLOTS);
+    if (p->n_lanes >= HS_REMOTE_MAX_RUNNERS)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "remote %s: more than %d runners",
+                            p->name, HS_REMOTE_MAX_RUNNERS);
     struct rlane *L = hs_calloc(1, sizeof *L);
     if (!L) return hs_error_set(err, HS_STATUS_NO_MEMORY, "remote lane");
     L->pool = p;
@@ -394,8 +398,8 @@ void hs_remote_pool_start(struct hs_remote_pool *p,
     pthread_mutex_lock(&p->mu);
     p->on_change = on_change;
     p->on_change_ctx = ctx;
-    bool on[HS_SCHED_MAX_LANES];
-    int lanes[HS_SCHED_MAX_LANES], n = p->n_lanes;
+    bool on[HS_REMOTE_MAX_RUNNERS];
+    int lanes[HS_REMOTE_MAX_RUNNERS], n = p->n_lanes;
     for (int l = 0; l < n; l++) {
         on[l] = p->addr[p->lanes[l]->worker][0] != '\0';
         lanes[l] = p->lanes[l]->lane;

@@ -4,11 +4,11 @@
  * list (`endpoints: ["10.0.0.2:8080", ...]`), a DNS name re-resolved every refresh_s seconds
  * (`dns: workers.svc`, every IPv4 address it has, at `port`: a Kubernetes headless Service
  * gives the pool's pod addresses), or a file of host:port lines re-read as often. The pool has
- * workers_max worker slots; each worker slot of each model resident on the engine is its own
- * scheduler lane, so that predicted completion, breakers and metrics are per worker with the
- * router machinery as it is. A slot without a worker (the list shrank, or never filled it) is
- * reported through on_change so that the router stops choosing its lanes; a worker that
- * appears takes a free slot and its lanes come back.
+ * workers_max worker slots; each worker slot of each model resident on the engine has its own
+ * runner (engine/runner.h), which the server makes a scheduler lane, so that predicted completion,
+ * breakers and metrics are per worker with the router machinery as it is. A slot without a worker
+ * (the list shrank, or never filled it) is reported through on_change so that the router stops
+ * choosing its lanes; a worker that appears takes a free slot and its lanes come back.
  *
  * A lane's runner (hs_remote_pool_runner) sends each formed batch to its worker as one
  * POST /internal/v1/batch (engine/remote/wire.h) on a keep-alive connection per batcher slot,
@@ -29,10 +29,11 @@
 
 #include "core/status.h"
 #include "engine/remote/wire.h"
-#include "sched/sched.h"
+#include "engine/runner.h"
 
 #define HS_REMOTE_MAX_WORKERS 16
 #define HS_REMOTE_ADDR_MAX    64
+#define HS_REMOTE_MAX_RUNNERS 64 /* runners one pool hands out (worker slots x models) */
 
 struct hs_remote_opts {
     const char *name;             /* engine name, for messages */
@@ -55,8 +56,9 @@ struct hs_remote_pool;
 hs_status hs_remote_pool_create(const struct hs_remote_opts *o, struct hs_remote_pool **out,
                                 struct hs_error *err);
 int hs_remote_pool_workers(const struct hs_remote_pool *p);
-/* The runner of scheduler lane `lane` (an index the pool passes back to on_change): worker
- * slot `worker`, model name sent to it, dim floats per sequence, slots batches in flight. */
+/* A runner for worker slot `worker`: model name sent to it, dim floats per sequence, slots
+ * (1..HS_RUNNER_MAX_SLOTS) batches in flight. `lane` is the caller's name for it (its scheduler
+ * lane), an opaque index the pool passes back to on_change. At most HS_REMOTE_MAX_RUNNERS. */
 hs_status hs_remote_pool_runner(struct hs_remote_pool *p, int worker, int lane, const char *model,
                                 int dim, int slots, struct hs_runner *out, struct hs_error *err);
 /* Calls on_change(ctx, lane, enabled) for every lane now, then on every change, from the

@@ -1,0 +1,377 @@
+/* The batcher: which bucket is due, the sequences a batch takes, running it on the lane's
+ * runner and answering its requests; one thread per slot (sched.h). */
+#include "sched/sched-impl.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+/* Picks the bucket to batch now (lock held): -1 when none is due; *wake gets the next due time.
+ * A bucket is due when it holds a full batch, when its oldest sequence has waited the window,
+ * or, on an idle lane (no batch running), at once: while the engine idles there is nothing to
+ * gather for, and the next batch gathers while this one runs (as TEI and vLLM batch). With
+ * batch_window_when_idle the window is waited out on an idle lane too. */
+static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
+{
+    int best = -1, best_prio = HS_PRIORITY_COUNT;
+    int64_t best_oldest = INT64_MAX;
+    int64_t window_ns = (int64_t)L->o.batch_window_us * 1000;
+    const bool at_once = draining || hs__lane_window_skipped(L);
+    *wake = INT64_MAX;
+    for (int b = 0; b < L->n_buckets; b++) {
+        int count = 0, top = HS_PRIORITY_COUNT;
+        int64_t oldest = INT64_MAX;
+        for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
+            struct list *l = &L->q[p][b];
+            if (!l->n) continue;
+            count += l->n;
+            if (top == HS_PRIORITY_COUNT) top = p;
+            if (l->head->enqueued_ns < oldest) oldest = l->head->enqueued_ns;
+        }
+        if (!count) continue;
+        int64_t due = oldest + window_ns;
+        if (count >= L->cap_seqs[b] || now >= due || at_once) {
+            if (top < best_prio || (top == best_prio && oldest < best_oldest)) {
+                best = b;
+                best_prio = top;
+                best_oldest = oldest;
+            }
+        } else if (due < *wake) {
+            *wake = due;
+        }
+    }
+    return best;
+}
+
+/* Takes up to cap sequences of bucket b into the slot, interactive first, failing expired ones
+ * (lock held). */
+static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
+{
+    /* Under a backlog (this slot's previous batch was followed by this one at once), a request
+     * that would still be in the batch at its deadline is answered now instead of spending
+     * engine time on rows nobody will read (the batch's predicted duration, from the sequences
+     * it is about to take). Not after an idle spell: that batch always runs, so that a
+     * prediction gone wrong meets a measurement instead of refusing work forever. */
+    int queued = 0;
+    int64_t tokens = 0;
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
+        queued += L->q[p][b].n;
+        tokens += L->q[p][b].tokens;
+    }
+    if (queued > L->cap_seqs[b]) tokens = tokens * L->cap_seqs[b] / queued;
+    double batch_s = hs__lane_batch_s(L, b, (double)tokens);
+    int64_t cutoff = now + (int64_t)(batch_s * 1e9);
+    int n = 0;
+    while (n < L->cap_seqs[b]) {
+        struct hs_seq *q = NULL;
+        for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
+        if (!q) break;
+        struct hs_request *r = q->req;
+        if (r->deadline_ns <= now) {
+            hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                 "deadline passed while queued (waited %.1f ms)",
+                                 hs_ns_to_ms(now - q->enqueued_ns));
+            continue;
+        }
+        if (r->deadline_ns < cutoff && sl->backlog_since_ns) {
+            hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                 "deadline (%.1f ms away) would pass during its batch (predicted "
+                                 "%.1f ms; waited %.1f ms)",
+                                 hs_ns_to_ms(r->deadline_ns - now), batch_s * 1e3,
+                                 hs_ns_to_ms(now - q->enqueued_ns));
+            continue;
+        }
+        hs__lane_unqueue(L, q);
+        sl->taken[n++] = q;
+    }
+    return n;
+}
+
+/* Whether a batch that has run ran_s seconds is the engine's fault when a deadline passes in it:
+ * only past twice its prediction (a request that spent its time queued under overload and ran
+ * out during a normal batch is the load's doing, and must not open the engine's breaker). */
+bool hs__slot_overran(const struct slot *sl, double ran_s)
+{
+    return ran_s > 2 * sl->run_pred_s;
+}
+
+/* Starts the batch of the n sequences the slot took from bucket b: its input arrays (none on a
+ * stepped scheduler, which runs no engine), its id, and its start and predicted duration for the
+ * predictor and the reaper. */
+void hs__batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct hs_batch *batch)
+{
+    struct lane *L = sl->L;
+    struct hs_sched *s = L->s;
+    int shape_b = hs__lane_shape_batch(L, b, n);
+    int shape_s = L->shape_seq[b];
+    int64_t tokens = 0;
+    for (int i = 0; i < n; i++) tokens += sl->taken[i]->n_tokens;
+    memset(batch, 0, sizeof *batch);
+    if (!s->stepped) {
+        int32_t off = 0;
+        for (int i = 0; i < shape_b; i++) {
+            sl->offsets[i] = off;
+            if (i < n) {
+                struct hs_seq *q = sl->taken[i];
+                memcpy(sl->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
+                sl->lengths[i] = q->n_tokens;
+            } else {
+                sl->ids[off] = L->o.pad_id;
+                sl->lengths[i] = 1;
+            }
+            off += sl->lengths[i];
+        }
+        sl->offsets[shape_b] = off;
+        *batch = (struct hs_batch){
+            .n_seqs = shape_b,
+            .seq_max = shape_s,
+            .n_tokens = off,
+            .ids = sl->ids,
+            .type_ids = NULL,
+            .lengths = sl->lengths,
+            .offsets = sl->offsets,
+        };
+        batch->batch_class = n > 0;
+        for (int i = 0; i < n; i++) { /* a remote engine's timeout and priority */
+            if (!batch->deadline_ns || sl->taken[i]->req->deadline_ns < batch->deadline_ns)
+                batch->deadline_ns = sl->taken[i]->req->deadline_ns;
+            if (sl->taken[i]->req->priority != HS_PRIORITY_BATCH) batch->batch_class = 0;
+        }
+    }
+    sl->run_b = b;
+    sl->run_n = n;
+    sl->run_shape_b = shape_b;
+    sl->run_formed_ns = formed_ns;
+    sl->run_tokens = tokens;
+    sl->run_batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
+    pthread_mutex_lock(&L->mu);
+    sl->run_start_ns = hs__sched_now(s);
+    sl->run_pred_s = hs__lane_batch_s(L, b, (double)tokens);
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* Ends the slot's batch, which the engine finished at `end` with status st (t: its timing, err
+ * its error): answers its requests, reports the batch, learns its cost. */
+void hs__batch_end(struct slot *sl, int64_t end, hs_status st, const struct hs_batch_timing *t,
+                   const struct hs_error *err)
+{
+    struct lane *L = sl->L;
+    struct hs_sched *s = L->s;
+    const int b = sl->run_b, n = sl->run_n, shape_b = sl->run_shape_b, shape_s = L->shape_seq[b];
+    const int64_t start = sl->run_start_ns, formed_ns = sl->run_formed_ns, tokens = sl->run_tokens;
+    const uint64_t batch_id = sl->run_batch_id;
+    sl->last_end_ns = end;
+
+    int64_t copy_out_end = end;
+    int64_t compute_end = end - t->copy_out_ns;
+    int64_t copy_in_end = start + t->copy_in_ns;
+    if (compute_end < start) compute_end = start;
+    if (copy_in_end > compute_end) copy_in_end = compute_end;
+
+    struct chain c = {NULL};
+    if (st != HS_STATUS_OK) {
+        if (st != HS_STATUS_SHUTDOWN)
+            hs_log_error("lane %s/%s: batch %llu (%dx%d) failed: %s", L->engine, L->model,
+                         (unsigned long long)batch_id, shape_b, shape_s, err->msg);
+        pthread_mutex_lock(&L->mu);
+        /* a runner that gave up at the deadline (a remote worker): blamed as the reaper's
+         * in-batch timeouts are (hs__slot_overran) */
+        bool blame = st == HS_STATUS_TIMEOUT && hs__slot_overran(sl, (double)(end - start) / 1e9);
+        for (int i = 0; i < n; i++) {
+            struct hs_request *r = sl->taken[i]->req;
+            if (st == HS_STATUS_TIMEOUT && !atomic_load(&r->answered)) r->in_batch_timeout = blame;
+            hs__lane_fail_locked(L, r, st, 0, &c, "engine %s failed: %s", L->engine,
+                                 err->msg[0] ? err->msg : hs_status_str(st));
+        }
+        pthread_mutex_unlock(&L->mu);
+        hs__chain_flush(&c);
+    }
+    /* Under the lane's lock, as the reaper: a request the reaper already answered (deadline
+     * passed during the batch) belongs to its HTTP thread from then on, so neither its result
+     * nor its times are written; and once n_taken is 0 the reaper no longer reads sl->taken,
+     * whose requests may be freed by the unrefs below. */
+    struct hs_request **done_reqs = sl->done;
+    pthread_mutex_lock(&L->mu);
+    for (int i = 0; i < n; i++) {
+        struct hs_seq *q = sl->taken[i];
+        struct hs_request *r = q->req;
+        done_reqs[i] = r;
+        if (atomic_load(&r->answered)) continue;
+        if (st == HS_STATUS_OK && r->out)
+            memcpy(r->out + (size_t)q->index * (size_t)L->o.dim, sl->out + (size_t)i * L->o.dim,
+                   (size_t)L->o.dim * sizeof(float));
+        /* A multi-sequence request keeps the times of its last batch. */
+        r->ts[HS_TS_BATCHED] = formed_ns;
+        if (t->hop_ns > 0)
+            r->ts[HS_TS_HOP] = start + (t->hop_ns < t->copy_in_ns ? t->hop_ns : t->copy_in_ns);
+        r->ts[HS_TS_COPY_IN] = copy_in_end;
+        r->ts[HS_TS_COMPUTE] = compute_end;
+        r->ts[HS_TS_COPY_OUT] = copy_out_end;
+        r->batch_id = batch_id;
+        r->n_boundaries = t->n_boundaries;
+        r->wait_ns = t->wait_ns;
+        for (int k = 0; k < t->n_boundaries && k < HS_BATCH_MAX_BOUNDARIES; k++) {
+            r->boundary_copy_ns[k] = t->boundary_copy_ns[k];
+            r->boundary_sync_ns[k] = t->boundary_sync_ns[k];
+        }
+    }
+    sl->n_taken = 0;
+    pthread_mutex_unlock(&L->mu);
+    for (int i = 0; i < n; i++) {
+        struct hs_request *r = done_reqs[i];
+        if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
+            int expect = 0;
+            if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
+                r->status = HS_STATUS_OK;
+                hs__lane_check_prediction(L, r, hs__sched_now(s));
+                if (r->done) r->done(r, r->ctx);
+            }
+            hs_request_unref(r);
+        }
+    }
+
+    if (s->obs.on_batch) {
+        struct hs_batch_report rep = {
+            .lane = L->idx,
+            .slot = sl->idx,
+            .batch_id = batch_id,
+            .n_seqs = n,
+            .shape_batch = shape_b,
+            .shape_seq = shape_s,
+            .tokens = tokens,
+            .padded_tokens = (int64_t)shape_b * shape_s,
+            .formed_ns = formed_ns,
+            .copy_in_end_ns = copy_in_end,
+            .compute_end_ns = compute_end,
+            .copy_out_end_ns = copy_out_end,
+            .status = st,
+            .n_handovers = t->n_handovers,
+            .handovers = t->handovers,
+        };
+        s->obs.on_batch(s->obs.ctx, &rep);
+    }
+
+    pthread_mutex_lock(&L->mu);
+    sl->run_start_ns = 0;
+    L->busy_ns += end - start;
+    L->batches++;
+    if (st == HS_STATUS_OK && end > start) {
+        double a = L->o.throughput_ewma_alpha;
+        double x = (double)tokens / ((double)(end - start) / 1e9);
+        L->throughput = L->measured ? a * x + (1.0 - a) * L->throughput : x;
+        L->measured = true;
+        int64_t from =
+            sl->backlog_since_ns && sl->backlog_since_ns < start ? sl->backlog_since_ns : start;
+        hs__lane_learn(L, b, (double)tokens, (double)(end - from) / 1e9);
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+static void lane_run_batch(struct slot *sl, int b, int n, int64_t formed_ns)
+{
+    struct lane *L = sl->L;
+    struct hs_batch batch;
+    hs__batch_begin(sl, b, n, formed_ns, &batch);
+    struct hs_batch_timing t = {0};
+    struct hs_error err;
+    hs_error_clear(&err);
+    hs_status st = L->o.runner.run(L->o.runner.ctx, sl->idx, &batch, sl->out, &t, &err);
+    hs__batch_end(sl, hs_now_ns(), st, &t, &err);
+}
+
+/* One step of a slot's batcher (lane lock held): picks the bucket due now and takes its
+ * sequences into the slot, failing expired and doomed ones into c. Returns the sequences taken,
+ * counted as running (0: every one failed; hand them to hs__slot_done and try again), or -1 when
+ * nothing is due: the slot is no longer under a backlog and *wake is the next time something
+ * may be. */
+int hs__slot_take(struct slot *sl, int64_t now, bool draining, int *bucket, int64_t *wake,
+                  struct chain *c)
+{
+    struct lane *L = sl->L;
+    int b = lane_pick(L, now, draining, wake);
+    if (b < 0) {
+        sl->backlog_since_ns = 0;
+        return -1;
+    }
+    int n = lane_take(L, sl, b, now, c);
+    sl->n_taken = n;
+    L->running_seqs += n;
+    L->running_batches += n > 0;
+    *bucket = b;
+    return n;
+}
+
+/* The slot's batch of n sequences is over (lane lock held): under a backlog from its end when
+ * it ran one. */
+void hs__slot_done(struct slot *sl, int n)
+{
+    struct lane *L = sl->L;
+    L->running_seqs -= n;
+    L->running_batches -= n > 0;
+    sl->backlog_since_ns = n > 0 ? sl->last_end_ns : 0;
+}
+
+/* A batcher with nothing due (lane lock held): says the lane is idle when nothing is queued,
+ * then sleeps until wake or new work. */
+static void slot_idle_wait(struct lane *L, int64_t wake)
+{
+    if (!L->queued_seqs) pthread_cond_broadcast(&L->idle_cv);
+    hs__cond_wait_until(&L->cv, &L->mu, wake);
+}
+
+void *hs__lane_main(void *arg)
+{
+    struct slot *sl = arg;
+    struct lane *L = sl->L;
+    struct hs_sched *s = L->s;
+    const struct hs_runner *ru = &L->o.runner;
+    pthread_mutex_lock(&L->mu);
+    while (!L->stop) {
+        int64_t now = hs_now_ns(), wake;
+        struct chain c = {NULL};
+        int b;
+        /* a gated lane: hold its entry before forming a batch, once one is due */
+        if (ru->gate && !sl->gated) {
+            if (lane_pick(L, now, atomic_load(&s->draining), &wake) < 0) {
+                sl->backlog_since_ns = 0;
+                slot_idle_wait(L, wake);
+                continue;
+            }
+            pthread_mutex_unlock(&L->mu);
+            ru->gate(ru->ctx, sl->idx);
+            pthread_mutex_lock(&L->mu);
+            sl->gated = true;
+            continue; /* what is due may have grown, or gone to another slot, meanwhile */
+        }
+        int n = hs__slot_take(sl, now, atomic_load(&s->draining), &b, &wake, &c);
+        if (n < 0) {
+            if (sl->gated) { /* nothing left to form: the entry goes to the next slot */
+                sl->gated = false;
+                pthread_mutex_unlock(&L->mu);
+                ru->ungate(ru->ctx, sl->idx);
+                pthread_mutex_lock(&L->mu);
+                continue;
+            }
+            slot_idle_wait(L, wake);
+            continue;
+        }
+        const bool run = n > 0;
+        if (run) sl->gated = false; /* the run takes the entry over */
+        pthread_mutex_unlock(&L->mu);
+        hs__chain_flush(&c);
+        if (run) lane_run_batch(sl, b, n, now);
+        pthread_mutex_lock(&L->mu);
+        hs__slot_done(sl, n);
+    }
+    if (sl->gated) {
+        sl->gated = false;
+        pthread_mutex_unlock(&L->mu);
+        ru->ungate(ru->ctx, sl->idx);
+        pthread_mutex_lock(&L->mu);
+    }
+    pthread_cond_broadcast(&L->idle_cv);
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}

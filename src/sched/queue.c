@@ -1,0 +1,182 @@
+/* The lane queue: its lists per priority and bucket, failing a request out of it, and the
+ * reaper that answers requests whose deadline passed (sched.h). */
+#include "sched/sched-impl.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "core/clock.h"
+
+void hs__list_push(struct list *l, struct hs_seq *q)
+{
+    q->next = NULL;
+    q->prev = l->tail;
+    if (l->tail)
+        l->tail->next = q;
+    else
+        l->head = q;
+    l->tail = q;
+    l->n++;
+    l->tokens += q->n_tokens;
+}
+
+static void list_remove(struct list *l, struct hs_seq *q)
+{
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        l->head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    else
+        l->tail = q->prev;
+    q->next = q->prev = NULL;
+    l->n--;
+    l->tokens -= q->n_tokens;
+}
+
+/* Removes a queued sequence from its list and the lane's counters (lock held). */
+void hs__lane_unqueue(struct lane *L, struct hs_seq *q)
+{
+    enum hs_priority p = q->req->priority;
+    list_remove(&L->q[p][q->bucket], q);
+    q->queued = 0;
+    L->queued_seqs--;
+    L->queued_by_prio[p]--;
+    L->queued_tokens -= q->n_tokens;
+    L->queued_tokens_by_prio[p] -= q->n_tokens;
+}
+
+static void chain_add(struct chain *c, struct hs_request *r, int bits)
+{
+    if (!bits) return;
+    if (!r->link_drop) {
+        r->link = c->head;
+        c->head = r;
+    }
+    r->link_drop |= bits;
+}
+
+void hs__chain_flush(struct chain *c)
+{
+    struct hs_request *r = c->head;
+    c->head = NULL;
+    while (r) {
+        struct hs_request *next = r->link;
+        int bits = r->link_drop;
+        r->link = NULL;
+        r->link_drop = 0;
+        if ((bits & 1) && r->done) r->done(r, r->ctx);
+        if (bits & 2) hs_request_unref(r);
+        r = next;
+    }
+}
+
+void hs__lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st, double retry_s,
+                          struct chain *c, const char *fmt, ...)
+{
+    int bits = 0;
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&r->answered, &expect, 1)) {
+        r->status = st;
+        r->retry_after_s = retry_s;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+        va_end(ap);
+        bits |= 1;
+    }
+    int removed = 0;
+    for (int i = 0; i < r->n_seqs; i++) {
+        if (r->seqs[i].queued) {
+            hs__lane_unqueue(L, &r->seqs[i]);
+            removed++;
+        }
+    }
+    if (removed && atomic_fetch_sub(&r->pending, removed) == removed) bits |= 2;
+    chain_add(c, r, bits);
+}
+
+/* Shape of a batch of n real sequences from bucket b. */
+int hs__lane_shape_batch(const struct lane *L, int b, int n)
+{
+    if (!L->n_sizes[b]) return n;
+    for (int i = 0; i < L->n_sizes[b]; i++)
+        if (L->sizes[b][i] >= n) return L->sizes[b][i];
+    return n; /* unreachable: cap_seqs is itself an allowed size */
+}
+
+int hs__lane_bucket_of(const struct lane *L, int n_tokens)
+{
+    for (int b = 0; b < L->n_buckets; b++)
+        if (n_tokens <= L->bucket_len[b]) return L->shape_seq[b] > 0 ? b : -1;
+    return -1;
+}
+
+int64_t hs__lane_reap(struct lane *L, int64_t now, struct chain *c)
+{
+    int64_t next = INT64_MAX;
+    pthread_mutex_lock(&L->mu);
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
+        for (int b = 0; b < L->n_buckets; b++) {
+        restart:
+            for (struct hs_seq *q = L->q[p][b].head; q; q = q->next) {
+                struct hs_request *r = q->req;
+                if (r->deadline_ns <= now) {
+                    hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                         "deadline passed while queued (waited %.1f ms)",
+                                         hs_ns_to_ms(now - q->enqueued_ns));
+                    goto restart; /* the failure may have unlinked q's neighbours */
+                }
+                if (r->deadline_ns < next) next = r->deadline_ns;
+            }
+        }
+    }
+    /* Requests in a running batch: answered at their deadline even when the engine hangs; the
+     * batch's rows for them are discarded when it finishes. */
+    for (int i = 0; i < L->n_slots; i++) {
+        struct slot *sl = &L->slots[i];
+        for (int k = 0; k < sl->n_taken; k++) {
+            struct hs_request *r = sl->taken[k]->req;
+            if (atomic_load(&r->answered)) continue;
+            if (r->deadline_ns <= now) {
+                /* the engine's breaker hears of it only when the batch overran (hs__slot_overran)
+                 */
+                double ran_s = (double)(now - sl->run_start_ns) / 1e9;
+                r->in_batch_timeout = hs__slot_overran(sl, ran_s);
+                hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                     "deadline passed while engine %s ran its batch (%.1f ms%s)",
+                                     L->engine, ran_s * 1e3,
+                                     r->in_batch_timeout ? ", past twice its predicted time" : "");
+            } else if (r->deadline_ns < next)
+                next = r->deadline_ns;
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return next;
+}
+
+void *hs__reaper_main(void *arg)
+{
+    struct hs_sched *s = arg;
+    pthread_mutex_lock(&s->rmu);
+    while (!s->stop) {
+        uint64_t kick = s->kick;
+        pthread_mutex_unlock(&s->rmu);
+        int64_t now = hs_now_ns(), next = INT64_MAX;
+        for (int i = 0; i < s->n; i++) {
+            struct chain c = {NULL};
+            int64_t t = hs__lane_reap(s->lanes[i], now, &c);
+            hs__chain_flush(&c);
+            if (t < next) next = t;
+        }
+        pthread_mutex_lock(&s->rmu);
+        if (s->stop) break;
+        if (s->kick != kick) continue; /* a submit raced with the scan: look again */
+        s->reap_at = next;
+        hs__cond_wait_until(&s->rcv, &s->rmu, next);
+    }
+    pthread_mutex_unlock(&s->rmu);
+    return NULL;
+}

@@ -1,0 +1,212 @@
+/* The service-time model: each bucket's batch cost line, learned from the batches that ran,
+ * the predicted completion admission and the router use, and the check of predictions against
+ * what happened (sched.h). */
+#include "sched/sched-impl.h"
+
+#include <math.h>
+#include <pthread.h>
+
+/* Predicted seconds of one batch of P real tokens from bucket b (lock held). Until the bucket
+ * has run a batch, the lane's overall throughput (or the configured initial one) stands in.
+ * Real tokens, not padded ones: the CPU engine computes ragged batches, and for an engine that
+ * pads, a bucket's real and padded tokens differ by a steady factor the fit absorbs. */
+double hs__lane_batch_s(const struct lane *L, int b, double tokens)
+{
+    const struct cost_fit *f = &L->fit[b];
+    if (f->measured) return f->fixed_s + f->per_token_s * tokens;
+    return L->throughput > 0 ? tokens / L->throughput : 0.0;
+}
+
+/* Learns from a batch of P real tokens that took t seconds (lock held). One observation moves
+ * the line at most to 8x its prediction, so a single stalled batch (a preempted thread, a page
+ * fault storm) cannot make the lane look hopeless; a lasting slowdown is still learned within a
+ * few batches. */
+static void fit_solve(struct cost_fit *f);
+
+void hs__lane_learn(struct lane *L, int b, double padded, double t)
+{
+    struct cost_fit *f = &L->fit[b];
+    if (f->measured) {
+        double pred = f->fixed_s + f->per_token_s * padded;
+        if (pred > 0 && t > 8 * pred) t = 8 * pred;
+        double keep = 1.0 - L->o.throughput_ewma_alpha;
+        f->w *= keep;
+        f->sp *= keep;
+        f->st *= keep;
+        f->spp *= keep;
+        f->spt *= keep;
+    }
+    f->w += 1;
+    f->sp += padded;
+    f->st += t;
+    f->spp += padded * padded;
+    f->spt += padded * t;
+    f->measured = true;
+    fit_solve(f);
+}
+
+/* The line through the fit's weighted sums (lock held). */
+static void fit_solve(struct cost_fit *f)
+{
+    /* slope and intercept, when the batch sizes seen vary by more than ~10 % */
+    double mean_p = f->sp / f->w, mean_t = f->st / f->w;
+    double var_p = f->spp / f->w - mean_p * mean_p;
+    double cov = f->spt / f->w - mean_p * mean_t;
+    if (var_p > 0.01 * mean_p * mean_p && cov > 0) {
+        double slope = cov / var_p, icept = mean_t - slope * mean_p;
+        if (icept >= 0) {
+            f->per_token_s = slope;
+            f->fixed_s = icept;
+            return;
+        }
+    }
+    f->fixed_s = 0;
+    f->per_token_s = f->sp > 0 ? f->st / f->sp : 0;
+}
+
+/* Predicted seconds to run n sequences of bucket b holding `tokens` real tokens, in the batches
+ * the batcher cuts them into (at most cap_seqs each). */
+static double lane_bucket_s(const struct lane *L, int b, int n, int64_t tokens)
+{
+    if (n <= 0) return 0;
+    int batches = (n + L->cap_seqs[b] - 1) / L->cap_seqs[b];
+    const struct cost_fit *f = &L->fit[b];
+    if (f->measured) return batches * f->fixed_s + f->per_token_s * (double)tokens;
+    return hs__lane_batch_s(L, b, (double)tokens);
+}
+
+/* Predicted seconds until the work queued at priorities <= upto, plus own[b] more sequences per
+ * bucket (own may be NULL), and the running batches are done, the slots sharing it (lock held).
+ * A request of its own also waits for its batch to form: the batching window, unless its bucket
+ * will hold a full batch or the batch will not wait for it (lane_pick): a lane of one slot forms
+ * it when the batch ahead ends (counted as running), an idle lane at once; only a free slot of
+ * a busy lane gathers (always with batch_window_when_idle). */
+double hs__lane_backlog_s(const struct lane *L, int upto, const int *own, const int64_t *own_tokens,
+                          int64_t now)
+{
+    double queued = 0, running = 0, window = 0;
+    const bool waits = L->o.batch_window_when_idle || (L->n_slots > 1 && L->running_batches);
+    for (int b = 0; b < L->n_buckets; b++) {
+        int n = own ? own[b] : 0;
+        int64_t tokens = own ? own_tokens[b] : 0;
+        for (int p = 0; p <= upto && p < HS_PRIORITY_COUNT; p++) {
+            n += L->q[p][b].n;
+            tokens += L->q[p][b].tokens;
+        }
+        queued += lane_bucket_s(L, b, n, tokens);
+        if (waits && own && own[b] && n % L->cap_seqs[b]) window = L->o.batch_window_us * 1e-6;
+    }
+    for (int i = 0; i < L->n_slots; i++) {
+        const struct slot *sl = &L->slots[i];
+        if (!sl->run_start_ns) continue;
+        double elapsed = (double)(now - sl->run_start_ns) / 1e9;
+        /* A batch past its prediction (slow or hung engine) is assumed to need as long again;
+         * before the lane's first measurement the configured initial speed is trusted. */
+        if (elapsed < sl->run_pred_s)
+            running += sl->run_pred_s - elapsed;
+        else if (L->measured)
+            running += elapsed;
+    }
+    return ((queued + running) / L->n_slots + window) * atomic_load(&L->pred_bias);
+}
+
+const double hs_sched_pred_bounds[HS_SCHED_PRED_BUCKETS] = {0.25, 0.5, 0.8, 1.25, 2, 4};
+
+/* Compares an answered request's time in the scheduler with what admission predicted. */
+void hs__lane_check_prediction(struct lane *L, const struct hs_request *r, int64_t now)
+{
+    if (r->predicted_s <= 0 || !r->ts[HS_TS_ENQUEUED]) return;
+    double ratio = (double)(now - r->ts[HS_TS_ENQUEUED]) / 1e9 / r->predicted_s;
+    if (ratio <= 0) return;
+    /* the bias learns from the raw model's error: observed / (predicted / bias used) */
+    double raw = ratio * r->predicted_bias, b = atomic_load(&L->pred_bias), nb;
+    do {
+        nb = b + 0.02 * (raw - b);
+        nb = nb < 0.5 ? 0.5 : nb > 4 ? 4 : nb;
+    } while (!atomic_compare_exchange_weak(&L->pred_bias, &b, nb));
+    int i = 0;
+    while (i < HS_SCHED_PRED_BUCKETS && ratio > hs_sched_pred_bounds[i]) i++;
+    atomic_fetch_add(&L->pred_hist[i], 1);
+    double x = fabs(log(ratio)), cur = atomic_load(&L->pred_log_abs_sum);
+    while (!atomic_compare_exchange_weak(&L->pred_log_abs_sum, &cur, cur + x)) {
+    }
+}
+
+/* Predicted seconds until r would be answered on L (lock held); -1 when it does not fit. */
+double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r, int64_t now)
+{
+    int own[HS_SCHED_MAX_BUCKETS] = {0};
+    int64_t own_tokens[HS_SCHED_MAX_BUCKETS] = {0};
+    for (int i = 0; i < r->n_seqs; i++) {
+        int len = r->seqs[i].n_tokens;
+        int b = len >= 1 && len <= L->o.seq_max ? hs__lane_bucket_of(L, len) : -1;
+        if (b < 0) return -1;
+        own[b]++;
+        own_tokens[b] += len;
+    }
+    int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
+    return hs__lane_backlog_s(L, upto, own, own_tokens, now);
+}
+
+double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits)
+{
+    if (lane < 0 || lane >= s->n) {
+        if (fits) *fits = false;
+        return 0;
+    }
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    double w = hs__lane_predict_locked(L, r, hs__sched_now(s));
+    pthread_mutex_unlock(&L->mu);
+    if (fits) *fits = w >= 0;
+    return w < 0 ? 0 : w;
+}
+
+hs_status hs_sched_lane_seed(struct hs_sched *s, int lane, int seq_len, double tokens1, double t1_s,
+                             double tokens2, double t2_s)
+{
+    if (lane < 0 || lane >= s->n || !(tokens1 > 0) || !(tokens2 > tokens1) || !(t1_s > 0) ||
+        !(t2_s > 0))
+        return HS_STATUS_INVALID_ARGUMENT;
+    struct lane *L = s->lanes[lane];
+    int b = 0;
+    while (b < L->n_buckets && L->bucket_len[b] != seq_len) b++;
+    if (b == L->n_buckets) return HS_STATUS_NOT_FOUND;
+    pthread_mutex_lock(&L->mu);
+    struct cost_fit *f = &L->fit[b];
+    /* two observations of weight 1/2: the first real batch (weight 1) outweighs them */
+    f->w = 1;
+    f->sp = 0.5 * (tokens1 + tokens2);
+    f->st = 0.5 * (t1_s + t2_s);
+    f->spp = 0.5 * (tokens1 * tokens1 + tokens2 * tokens2);
+    f->spt = 0.5 * (tokens1 * t1_s + tokens2 * t2_s);
+    f->measured = true;
+    fit_solve(f);
+    pthread_mutex_unlock(&L->mu);
+    return HS_STATUS_OK;
+}
+
+void hs_sched_lane_fit(struct hs_sched *s, int lane, int seq_len, double *fixed_s,
+                       double *per_token_s)
+{
+    *fixed_s = *per_token_s = 0;
+    if (lane < 0 || lane >= s->n) return;
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    for (int b = 0; b < L->n_buckets; b++)
+        if (L->bucket_len[b] == seq_len && L->fit[b].measured) {
+            *fixed_s = L->fit[b].fixed_s;
+            *per_token_s = L->fit[b].per_token_s;
+        }
+    pthread_mutex_unlock(&L->mu);
+}
+
+double hs_sched_lane_drain_s(struct hs_sched *s, int lane)
+{
+    if (lane < 0 || lane >= s->n) return 0;
+    struct lane *L = s->lanes[lane];
+    pthread_mutex_lock(&L->mu);
+    double w = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs__sched_now(s));
+    pthread_mutex_unlock(&L->mu);
+    return w;
+}
