@@ -2,10 +2,12 @@
  * JSON object per image: its text lines (box corners, text, recognition and detection scores)
  * and per-stage times. */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -18,11 +20,16 @@
 static const char *usage_line =
     "usage: hetserve ocr --det DET.onnx --rec REC.onnx --dict DICT.txt [--cls CLS.onnx]\n"
     "                    [--engine KIND[:DEVICE]] [--det-engine K] [--rec-engine K] [--threads N]\n"
-    "                    [--limit-side-len N] [--box-thresh X] [--drop-score X] IMAGE|FOLDER...\n"
+    "                    [--limit-side-len N] [--box-thresh X] [--drop-score X]\n"
+    "                    [--workers N] [--rec-images N] [--stats] IMAGE|FOLDER...\n"
     "  runs detection, DB post-processing, crops, (direction classification), recognition and\n"
     "  CTC decoding on each JPEG / PNG image (a folder: its *.jpg, *.jpeg, *.png, by name) and\n"
-    "  prints one JSON object per image. The engines must run ONNX graphs (openvino, the\n"
-    "  default); scripts/setup --models ocr puts PP-OCRv5's files in models/ppocrv5/.";
+    "  prints one JSON object per image, in the order given. Images go through a pipeline\n"
+    "  (decode, det, db_post, [cls], rec, ctc; --workers threads per CPU stage); --rec-images N\n"
+    "  batches the crops of up to N images in one recognizer run (1: each image alone, as the\n"
+    "  reference does); --stats prints each stage's items, batches and times on stderr.\n"
+    "  The engines must run ONNX graphs (openvino, the default); scripts/setup --models ocr\n"
+    "  puts PP-OCRv5's files in models/ppocrv5/.";
 
 static int is_image_name(const char *n)
 {
@@ -85,6 +92,74 @@ static hs_status make_engine(const char *spec, int threads, hs_engine_t *e, stru
     return hs_engine_create(kind, &eo, e, err);
 }
 
+struct cli_job {
+    struct hs_ocr_job job;
+    const char *path;
+    char *bytes;
+    char *json; /* the result line, or */
+    char *err;  /* why it failed */
+};
+
+struct done_ctx {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+};
+
+static json_t *lines_json(const struct hs_op_data *d);
+
+/* an image's journey is over: its line (or error) kept, its memory freed */
+static void on_done(void *ctx, void *item, hs_status s, const struct hs_error *err)
+{
+    struct done_ctx *dc = ctx;
+    struct hs_ocr_job *jb = item;
+    struct cli_job *j = jb->user;
+    if (s) {
+        j->err = hs_strdup(err ? err->msg : hs_status_str(s));
+    } else {
+        const struct hs_ocr_timings *t = &jb->t;
+        json_t *o = json_pack(
+            "{s:s,s:i,s:i,s:o,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f},s:i}", "image", j->path, "width",
+            jb->d.image.w, "height", jb->d.image.h, "lines", lines_json(&jb->d), "timings_ms",
+            "decode", t->decode / 1e6, "det_prep", t->det_prep / 1e6, "det", t->det / 1e6,
+            "db_post", t->db_post / 1e6, "crop", t->crop / 1e6, "cls", t->cls / 1e6, "rec",
+            t->rec / 1e6, "ctc", t->ctc / 1e6, "rec_batch_images", jb->rec_batch_images);
+        char *js = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        j->json = js ? hs_strdup(js) : NULL;
+        free(js);
+        json_decref(o);
+        if (!j->json) j->err = hs_strdup("out of memory");
+    }
+    hs_op_data_free(&jb->d);
+    hs_free(j->bytes);
+    j->bytes = NULL;
+    pthread_mutex_lock(&dc->mu);
+    dc->n++;
+    pthread_cond_signal(&dc->cv);
+    pthread_mutex_unlock(&dc->mu);
+}
+
+/* per stage: items, batches (mean and largest size), time queued and running, on stderr */
+static void print_stats(struct hs_pipeline *p)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < hs_pipeline_stage_count(p); i++) {
+        struct hs_pipeline_stage_stats s;
+        hs_pipeline_stage_stats(p, i, &s);
+        json_array_append_new(
+            a, json_pack("{s:s,s:I,s:I,s:I,s:f,s:i,s:f,s:f}", "stage", hs_pipeline_stage_name(p, i),
+                         "items", (json_int_t)s.items_in, "failed", (json_int_t)s.items_failed,
+                         "batches", (json_int_t)s.batches, "batch_mean",
+                         s.batches ? (double)s.batch_items / s.batches : 0.0, "batch_max",
+                         s.batch_size_max, "queue_ms", s.queue_ns / 1e6, "run_ms", s.run_ns / 1e6));
+    }
+    json_t *o = json_pack("{s:o}", "stages", a);
+    char *js = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    fprintf(stderr, "%s\n", js);
+    free(js);
+    json_decref(o);
+}
+
 static json_t *lines_json(const struct hs_op_data *d)
 {
     json_t *a = json_array();
@@ -105,7 +180,9 @@ int hs_cmd_ocr(int argc, char **argv)
 {
     const char *det = NULL, *rec = NULL, *cls = NULL, *dict = NULL;
     const char *engine = "openvino", *det_engine = NULL, *rec_engine = NULL;
-    int threads = 0, limit = 960;
+    int threads = 0, limit = 960, workers = 1, rec_images = 1, stats = 0;
+    struct cli_job *jobs = NULL;
+    struct hs_pipeline *pipe = NULL;
     double box_thresh = -1, drop_score = -1;
     char **inputs = NULL;
     int n_inputs = 0, cap = 0, rc = 2;
@@ -132,6 +209,12 @@ int hs_cmd_ocr(int argc, char **argv)
             rec_engine = argv[++i];
         } else if (!strcmp(a, "--threads") && more) {
             threads = atoi(argv[++i]);
+        } else if (!strcmp(a, "--workers") && more) {
+            workers = atoi(argv[++i]);
+        } else if (!strcmp(a, "--rec-images") && more) {
+            rec_images = atoi(argv[++i]);
+        } else if (!strcmp(a, "--stats")) {
+            stats = 1;
         } else if (!strcmp(a, "--limit-side-len") && more) {
             limit = atoi(argv[++i]);
         } else if (!strcmp(a, "--box-thresh") && more) {
@@ -165,41 +248,63 @@ int hs_cmd_ocr(int argc, char **argv)
     for (const char *names[] = {"det_prep", "db_post", "ctc_decode"}, **p = names; p < names + 3;
          p++)
         if (hs_op_find(*p)->check(&m.params, &err)) goto fail;
+    struct done_ctx dc = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    jobs = hs_calloc((size_t)n_inputs, sizeof *jobs);
+    if (!jobs) {
+        hs_error_set(&err, HS_STATUS_NO_MEMORY, "no memory for %d images", n_inputs);
+        goto fail;
+    }
+    const struct hs_ocr_pipeline_opts po = {
+        .cpu_workers = workers, .queue_max = 16, .rec_images = rec_images, .rec_window_us = 2000};
+    if (hs_ocr_pipeline_create(&m, &po, on_done, &dc, &pipe, &err)) goto fail;
     int failed = 0;
     for (int i = 0; i < n_inputs; i++) {
-        char *bytes = NULL;
+        struct cli_job *j = &jobs[i];
+        j->path = inputs[i];
+        j->job.user = j;
         size_t n = 0;
-        struct hs_ocr_timings t;
-        if (hs_read_file(inputs[i], (size_t)HS_IMAGE_MAX_BYTES_DEFAULT, &bytes, &n, &err)) {
-            fprintf(stderr, "hetserve ocr: %s\n", err.msg);
-            failed++;
+        if (hs_read_file(inputs[i], (size_t)HS_IMAGE_MAX_BYTES_DEFAULT, &j->bytes, &n, &err)) {
+            j->err = hs_strdup(err.msg);
+            pthread_mutex_lock(&dc.mu);
+            dc.n++;
+            pthread_mutex_unlock(&dc.mu);
             continue;
         }
-        struct hs_op_data d = {.bytes = (const uint8_t *)bytes, .n_bytes = n};
-        hs_status s = hs_ocr_run(&m, &d, &t, &err);
-        if (s) {
-            fprintf(stderr, "hetserve ocr: %s: %s\n", inputs[i], err.msg);
+        j->job.d.bytes = (const uint8_t *)j->bytes;
+        j->job.d.n_bytes = n;
+        /* admission refuses when the first queue is full: wait for room */
+        hs_status s;
+        while ((s = hs_pipeline_submit(pipe, &j->job, 0, &err)) == HS_STATUS_OVERLOADED) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (s) goto fail;
+    }
+    pthread_mutex_lock(&dc.mu);
+    while (dc.n < n_inputs) pthread_cond_wait(&dc.cv, &dc.mu);
+    pthread_mutex_unlock(&dc.mu);
+    for (int i = 0; i < n_inputs; i++) {
+        if (jobs[i].err) {
+            fprintf(stderr, "hetserve ocr: %s: %s\n", jobs[i].path, jobs[i].err);
             failed++;
         } else {
-            json_t *o =
-                json_pack("{s:s,s:i,s:i,s:o,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}}", "image",
-                          inputs[i], "width", d.image.w, "height", d.image.h, "lines",
-                          lines_json(&d), "timings_ms", "decode", t.decode / 1e6, "det_prep",
-                          t.det_prep / 1e6, "det", t.det / 1e6, "db_post", t.db_post / 1e6, "crop",
-                          t.crop / 1e6, "cls", t.cls / 1e6, "rec", t.rec / 1e6, "ctc", t.ctc / 1e6);
-            char *js = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
-            printf("%s\n", js);
-            free(js);
-            json_decref(o);
+            printf("%s\n", jobs[i].json);
         }
-        hs_op_data_free(&d);
-        hs_free(bytes);
     }
+    if (stats) print_stats(pipe);
     rc = failed ? 1 : 0;
     goto done;
 fail:
     fprintf(stderr, "hetserve ocr: %s\n", err.msg);
 done:
+    hs_pipeline_destroy(pipe);
+    if (jobs)
+        for (int i = 0; i < n_inputs; i++) {
+            hs_free(jobs[i].json);
+            hs_free(jobs[i].err);
+            hs_free(jobs[i].bytes);
+        }
+    hs_free(jobs);
     hs_ocr_models_free(&m);
     hs_engine_destroy(e_rec);
     hs_engine_destroy(e_det);

