@@ -153,6 +153,65 @@ static long long b64_decode(const char *in, size_t n, uint8_t *out)
     return o;
 }
 
+int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_bytes,
+                 uint8_t **bytes, size_t *n, char *msg, size_t cap)
+{
+    *bytes = NULL;
+    *n = 0;
+    if (ctype && !strncmp(ctype, "application/json", 16)) {
+        json_t *root = NULL;
+        const int st = hs__body_parse(body, len, NULL, &root, msg, cap);
+        if (st) return st;
+        json_t *im = json_object_get(root, "image");
+        if (!json_is_string(im)) {
+            json_decref(root);
+            snprintf(msg, cap, "'image' must be a base64 string of a JPEG or PNG file");
+            return 400;
+        }
+        const size_t sl = json_string_length(im);
+        if ((int64_t)(sl / 4 * 3) > max_bytes + 3) {
+            json_decref(root);
+            snprintf(msg, cap, "image of about %zu bytes; the limit is %lld", sl / 4 * 3,
+                     (long long)max_bytes);
+            return 413;
+        }
+        uint8_t *out = hs_malloc(sl / 4 * 3 + 4);
+        const long long dn = out ? b64_decode(json_string_value(im), sl, out) : -2;
+        json_decref(root);
+        if (dn < 0) {
+            hs_free(out);
+            snprintf(msg, cap, dn == -2 ? "out of memory" : "'image' is not base64");
+            return dn == -2 ? 500 : 400;
+        }
+        *bytes = out;
+        *n = (size_t)dn;
+    } else {
+        if ((int64_t)len > max_bytes) {
+            snprintf(msg, cap, "image of %zu bytes; the limit is %lld", len, (long long)max_bytes);
+            return 413;
+        }
+        if (!(*bytes = hs_malloc(len ? len : 1))) {
+            snprintf(msg, cap, "out of memory");
+            return 500;
+        }
+        if (len) memcpy(*bytes, body, len);
+        *n = len;
+    }
+    if (!*n) {
+        hs_free(*bytes);
+        *bytes = NULL;
+        snprintf(msg, cap, "no image: send its bytes, or JSON {\"image\": base64}");
+        return 400;
+    }
+    if ((int64_t)*n > max_bytes) {
+        hs_free(*bytes);
+        *bytes = NULL;
+        snprintf(msg, cap, "image of %zu bytes; the limit is %lld", *n, (long long)max_bytes);
+        return 413;
+    }
+    return 0;
+}
+
 static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const char *fmt, ...)
@@ -188,32 +247,10 @@ enum MHD_Result hs__ocr_begin(struct conn *k)
     r->k = k;
     r->pipe = p;
     size_t n = 0;
-    if (ct && !strncmp(ct, "application/json", 16)) {
-        json_t *root = NULL;
-        char msg[HS__MSG_MAX];
-        int st = hs__body_parse(body, len, NULL, &root, msg, sizeof msg);
-        if (st) return fail(k, r, st, "%s", msg);
-        json_t *im = json_object_get(root, "image");
-        if (!json_is_string(im)) {
-            json_decref(root);
-            return fail(k, r, 400, "'image' must be a base64 string of a JPEG or PNG file");
-        }
-        const size_t sl = json_string_length(im);
-        r->bytes = hs_malloc(sl / 4 * 3 + 4);
-        long long dn = r->bytes ? b64_decode(json_string_value(im), sl, r->bytes) : -2;
-        json_decref(root);
-        if (dn == -2) return fail(k, r, 500, "out of memory");
-        if (dn < 0) return fail(k, r, 400, "'image' is not base64");
-        n = (size_t)dn;
-    } else {
-        if (!(r->bytes = hs_malloc(len ? len : 1))) return fail(k, r, 500, "out of memory");
-        memcpy(r->bytes, body, len);
-        n = len;
-    }
-    if (!n) return fail(k, r, 400, "no image: send its bytes, or JSON {\"image\": base64}");
-    if ((int64_t)n > p->cfg->image_max_bytes)
-        return fail(k, r, 413, "image of %zu bytes; the limit is %lld", n,
-                    (long long)p->cfg->image_max_bytes);
+    char msg[HS__MSG_MAX];
+    const int bad =
+        hs__ocr_body(body, len, ct, p->cfg->image_max_bytes, &r->bytes, &n, msg, sizeof msg);
+    if (bad) return fail(k, r, bad, "%s", msg);
     r->job.d.bytes = r->bytes;
     r->job.d.n_bytes = n;
     r->job.user = r;

@@ -151,6 +151,11 @@ enum MHD_Result hs__ocr_begin(struct conn *k);
 enum MHD_Result hs__ocr_resume(struct conn *k);
 void hs__ocr_done(void *ctx, void *item, hs_status s, const struct hs_error *e);
 void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out);
+/* The image bytes of a /v1/ocr body: the body itself, or with ctype application/json the base64
+ * of {"image": ...}; *bytes (hs_free) and *n, or an HTTP status (400, 413 over max_bytes, 500)
+ * with msg. No connection needed (tests/fuzz/fuzz_ocr_body.c). */
+int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_bytes,
+                 uint8_t **bytes, size_t *n, char *msg, size_t cap);
 
 /* A connection waiting for work of its own (not a dispatch job): wait_begin before handing the
  * work on, then wait: true when it was already answered (call the endpoint's finish now), false
