@@ -19,15 +19,16 @@ hs_status hs_ocr_models_load(struct hs_ocr_models *m, hs_engine_t det_engine, co
     m->cls_batch = 6;
     m->det_engine = det_engine;
     m->rec_engine = rec_engine;
-    hs_status s = hs_ctc_dict_load(dict_path, true, &m->dict, err);
-    if (s) return s;
-    m->params.dict = &m->dict;
+    /* the graphs first: an engine without the capability is refused before any file is read */
+    hs_status s;
     if ((s = hs_engine_graph_load(det_engine, det_path, &m->det, err))) goto fail;
     if ((s = hs_engine_graph_load(rec_engine, rec_path, &m->rec, err))) goto fail;
     if (cls_path) {
         m->cls_engine = cls_engine ? cls_engine : rec_engine;
         if ((s = hs_engine_graph_load(m->cls_engine, cls_path, &m->cls, err))) goto fail;
     }
+    if ((s = hs_ctc_dict_load(dict_path, true, &m->dict, err))) goto fail;
+    m->params.dict = &m->dict;
     return HS_STATUS_OK;
 fail:
     hs_ocr_models_free(m);
