@@ -168,3 +168,39 @@ def test_overload_refused_nothing_lost(srv):
     assert set(codes) <= {200, 429}, codes
     assert codes.count(429) >= 1 and codes.count(200) >= 1
     assert all(ra for c, ra in statuses if c == 429)
+
+
+def test_sigterm_answers_what_is_in_flight():
+    s = Server(CONFIG)
+    statuses = []
+    body = image("words_08.jpg")
+
+    def one():
+        try:
+            st, _, _ = ocr(s, body)
+        except Exception as e:  # a request the server never answered would show up here
+            st = repr(e)
+        statuses.append(st)
+
+    try:
+        s.post("/admin/fault", {"engine": "ov", "slow_factor": 5})
+        ts = [threading.Thread(target=one) for _ in range(6)]
+        for t in ts:
+            t.start()
+        import re
+        import time
+        for _ in range(600):  # until all six are inside the pipeline
+            _, _, m = s.request("GET", "/metrics")
+            got = sum(float(v) for v in re.findall(
+                r'hetserve_pipeline_stage_(?:items_total|queued)\{pipeline="ocr",stage="decode"\} (\S+)',
+                m.decode()))
+            if got >= 6:
+                break
+            time.sleep(0.1)
+        s.signal()
+        for t in ts:
+            t.join()
+        assert s.proc.wait(timeout=120) == 0
+    finally:
+        s.stop()
+    assert len(statuses) == 6 and set(statuses) <= {200, 503}, statuses
