@@ -255,6 +255,44 @@ static void db_boxes_of_drawn_maps(void **state)
     free(m);
 }
 
+/* random maps of every small size: noise, blobs, stripes; boxes stay inside the image */
+static void db_random_maps(void **state)
+{
+    (void)state;
+    uint32_t r = 12345;
+#define RND() (r = r * 1664525u + 1013904223u, r >> 8)
+    for (int it = 0; it < 300; it++) {
+        const int w = 1 + (int)(RND() % 90), h = 1 + (int)(RND() % 70);
+        float *m = malloc(sizeof(float) * (size_t)w * h);
+        const int mode = it % 3;
+        for (int i = 0; i < w * h; i++) {
+            const int x = i % w, y = i / w;
+            float v = (float)(RND() % 1000) / 1000.0f;
+            if (mode == 1) v = ((x / 5 + y / 3) % 2) ? v : 0.9f;
+            if (mode == 2) v = (y % 4 < 2) ? 0.95f : 0.1f;
+            m[i] = v;
+        }
+        struct hs_db_params p = HS_DB_PARAMS_DEFAULT;
+        p.box_thresh = (double)(RND() % 100) / 100.0;
+        struct hs_text_box *b;
+        int n;
+        struct hs_error err = {0};
+        const int sw = 1 + (int)(RND() % 500), sh = 1 + (int)(RND() % 500);
+        assert_int_equal(hs_db_boxes(m, w, h, sw, sh, &p, &b, &n, &err), HS_STATUS_OK);
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 4; k++) {
+                assert_true(b[i].p[k].x >= 0 && b[i].p[k].x <= sw);
+                assert_true(b[i].p[k].y >= 0 && b[i].p[k].y <= sh);
+            }
+        n = hs_db_filter_sort(b, n, sw, sh);
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 4; k++) assert_true(b[i].p[k].x <= sw - 1 && b[i].p[k].y <= sh - 1);
+        hs_free(b);
+        free(m);
+    }
+#undef RND
+}
+
 static struct hs_text_box tb(double x, double y, double w, double h)
 {
     struct hs_text_box b = {{{x + w, y + h}, {x, y + h}, {x, y}, {x + w, y}}, 0.9f};
@@ -387,6 +425,7 @@ int main(void)
         cmocka_unit_test(poly_mean_and_perspective),
         cmocka_unit_test(crop_turns_tall_boxes),
         cmocka_unit_test(db_boxes_of_drawn_maps),
+        cmocka_unit_test(db_random_maps),
         cmocka_unit_test(filter_sort_reading_order),
         cmocka_unit_test(ctc_dict_and_decode),
         cmocka_unit_test(det_sizes),
