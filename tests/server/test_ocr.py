@@ -139,3 +139,19 @@ def test_bad_images_are_clear_errors(tmp_path):
     assert "corrupt or truncated JPEG" in p.stderr and "JPEG or PNG expected" in p.stderr
     out = [json.loads(l) for l in p.stdout.splitlines()]  # ... the good one is still read
     assert len(out) == 1 and out[0]["lines"]
+
+
+def test_direction_classifier_turns_upside_down_crops():
+    # render_05 turned half a turn (tools/golden/ocr_compare.py --write-golden): with --cls every
+    # crop is turned back and read as the upright image's lines are
+    rot = os.path.join(ROOT, "tests", "data", "ocr-rot", "render_05_rot180.jpg")
+    want = sorted(l["text"] for l in json.load(open(GOLDEN))["images"]["render_05.jpg"]["lines"])
+    p = subprocess.run(ocr_args("--cls", os.path.join(MODELS, "cls.onnx"), rot),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = json.loads(p.stdout)["lines"]
+    assert sorted(l["text"] for l in lines) == want
+    assert all(l.get("rotated") for l in lines)
+    # without it, upside-down text is not read as the lines
+    p = subprocess.run(ocr_args(rot), capture_output=True, text=True, timeout=300)
+    assert sorted(l["text"] for l in json.loads(p.stdout)["lines"]) != want

@@ -253,6 +253,10 @@ def main():
             Image.open(os.path.join(d, n)).save(os.path.join("tests/data/ocr", j), quality=90)
             jpgs.append((n, j))
         gref = reference("tests/data/ocr", [j for _, j in jpgs], a.work)
+        # the direction classifier's test image: render_05 upside down
+        os.makedirs("tests/data/ocr-rot", exist_ok=True)
+        Image.open("tests/data/ocr/render_05.jpg").rotate(180).save(
+            "tests/data/ocr-rot/render_05_rot180.jpg", quality=90)
         for n, j in jpgs:
             g["images"][j] = {"lines": gref[j], "truth": truth.get(n)}
         with open("tests/golden/ocr/pipeline.json", "w") as f:
