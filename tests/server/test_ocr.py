@@ -5,7 +5,7 @@
 # within 0.5 point of the reference's against the drawn text, box IoU >= 0.9 for matched lines.
 # Also: the CPU engine refuses the graphs by capability, a corrupt image is a clear error, the
 # JSON is what --help says. Skips (one line) without the OpenVINO plugin, its ONNX reader, or the
-# models (scripts/setup --models ocr puts them in models/ppocrv5/; HS_OCR_MODELS=DIR elsewhere).
+# models (scripts/setup puts them in models/ppocrv5/; HS_OCR_MODELS=DIR elsewhere).
 import json
 import os
 import subprocess
@@ -30,11 +30,12 @@ def why_skip():
     if not os.path.exists(PLUGIN):
         return "OpenVINO engine plugin not built"
     if not os.path.exists(os.path.join(MODELS, "det.onnx")):
-        return "no PP-OCRv5 models in %s (scripts/setup --models ocr)" % MODELS
+        return "no PP-OCRv5 models in %s (scripts/setup)" % MODELS
     p = subprocess.run(ocr_args(os.path.join(DATA, "render_05.jpg")), capture_output=True,
                        text=True, timeout=300)
     if p.returncode and "ONNX" in p.stderr:
-        return "the OpenVINO runtime cannot read ONNX (rerun scripts/setup): " + p.stderr.strip()
+        return ("the OpenVINO runtime cannot read ONNX (rerun scripts/setup): " +
+                " ".join(p.stderr.split())[:300])
     return None
 
 
