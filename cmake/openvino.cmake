@@ -20,7 +20,7 @@ if(NOT HS_OPENVINO STREQUAL "OFF" AND NOT HS_OPENVINO_SKIP)
     list(GET HS_OV_C_LIB 0 HS_OV_C_LIB)
     get_filename_component(HS_OV_LIBDIR ${HS_OV_C_LIB} DIRECTORY)
     add_library(hs_engine_openvino MODULE src/engine/openvino/ov_engine.c
-                src/engine/openvino/ov_graph.c)
+                src/engine/openvino/ov_graph.c src/engine/openvino/ov_onnx.c)
     target_include_directories(hs_engine_openvino PRIVATE src ${HS_OV_INCLUDE})
     target_compile_options(hs_engine_openvino PRIVATE ${HS_WARN})
     # the plugin links nothing of hetserve: everything it needs comes through the ABI

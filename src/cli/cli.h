@@ -15,6 +15,7 @@ int hs_cmd_config(int argc, char **argv);
 int hs_cmd_quantize(int argc, char **argv);
 int hs_cmd_profile(int argc, char **argv);
 int hs_cmd_plan(int argc, char **argv);
+int hs_cmd_ocr(int argc, char **argv);
 
 /* Default model folder: $HS_MODEL_DIR, else models/all-MiniLM-L6-v2 under the current directory. */
 const char *hs_cli_default_model(void);

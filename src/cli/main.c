@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"quantize", hs_cmd_quantize, "find the stages an int8 lane keeps in f32; write the plan"},
     {"profile", hs_cmd_profile, "measure every lane's stage kinds over shapes; the memory plan"},
     {"plan", hs_cmd_plan, "choose a placement from a profile, traffic and a P99 objective"},
+    {"ocr", hs_cmd_ocr, "read the text of images (PP-OCR det -> crop -> rec on ONNX graphs)"},
     {"serve", hs_cmd_serve, "run the HTTP inference server"},
     {"config", hs_cmd_config, "print the documented default configuration, or check a file"},
 };

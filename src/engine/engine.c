@@ -389,3 +389,56 @@ hs_status hs_engine_create(const char *kind, const struct hs_engine_opts *opts, 
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "%s: device %d", kind, opts->device);
     return k->create(opts, out, err);
 }
+
+/* ---- whole-graph stages ---- */
+
+hs_status hs_engine_graph_load(hs_engine_t e, const char *path, void **graph, struct hs_error *err)
+{
+    if (!path || !graph) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "graph_load: null");
+    *graph = NULL;
+    struct hs_engine_caps c = {0};
+    hs_engine_caps(e, &c);
+    if (!(c.features & HS_ENGINE_FEAT_GRAPH_ONNX) || !e->iface->graph_load || !e->iface->graph_run)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "engine %s (kind %s) does not run ONNX graphs (capability graph_onnx), "
+                            "so it cannot run %s: use an engine that has it (openvino)",
+                            e->name, e->iface->kind, path);
+    return count_error(e, e->iface->graph_load(e->ctx, path, graph, err));
+}
+
+void hs_engine_graph_release(hs_engine_t e, void *graph)
+{
+    if (graph && e->iface->graph_release) e->iface->graph_release(e->ctx, graph);
+}
+
+hs_status hs_engine_graph_run(hs_engine_t e, void *graph, const struct hs_graph_tensor *in,
+                              int n_in, struct hs_graph_tensor *out, int n_out,
+                              struct hs_error *err)
+{
+    if (!graph || !in || !out || n_in < 1 || n_out < 1 || !e->iface->graph_run)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "graph_run: null");
+    double slow = 1.0;
+    pthread_mutex_lock(&e->lock);
+    if (e->fault.fail_next > 0) {
+        e->fault.fail_next--;
+        e->stats.errors++;
+        pthread_mutex_unlock(&e->lock);
+        return hs_error_set(err, HS_STATUS_ENGINE, "engine %s: injected fault in a graph", e->name);
+    }
+    if (e->fault.slow_factor > 1.0) slow = e->fault.slow_factor;
+    pthread_mutex_unlock(&e->lock);
+    int64_t t0 = hs_now_ns();
+    hs_status s = e->iface->graph_run(e->ctx, graph, in, n_in, out, n_out, err);
+    int64_t dt = hs_now_ns() - t0;
+    if (slow > 1.0) {
+        spin_until(t0 + (int64_t)((double)dt * slow));
+        dt = hs_now_ns() - t0;
+    }
+    pthread_mutex_lock(&e->lock);
+    e->stats.batches++;
+    e->stats.sequences += in[0].rank > 0 ? in[0].shape[0] : 1;
+    e->stats.compute_ns += dt;
+    e->stats.busy_ns += dt;
+    pthread_mutex_unlock(&e->lock);
+    return count_error(e, s);
+}

@@ -61,6 +61,19 @@ enum hs_engine_feature {
     /* not a model feature: the engine compiles per input shape on first use (OpenVINO), so the
      * server warms each of a lane's bucket shapes at load rather than on the first request */
     HS_ENGINE_FEAT_SHAPE_COMPILE = 1u << 1,
+    /* runs a whole ONNX graph as one stage (graph_load / graph_run below: a pipeline's model
+     * stage, e.g. an OCR detector); engines without it refuse such a stage at load, by this
+     * capability (hs_engine_graph_load) */
+    HS_ENGINE_FEAT_GRAPH_ONNX = 1u << 2,
+};
+
+/* A tensor in or out of a graph stage: f32, row-major, rank <= 8. For an output, data has room
+ * for cap floats and the engine writes rank and shape. */
+struct hs_graph_tensor {
+    float *data;
+    int rank;
+    int64_t shape[8];
+    size_t cap;
 };
 
 /* Cumulative counters, one schema for every engine. */
@@ -113,6 +126,14 @@ struct hs_engine_iface {
      * per (stage, dtype) — weights are resident once however many lanes use them. NULL: never
      * shared. A shared preparation must be releasable through any engine with the same key. */
     uint64_t (*prep_key)(void *ctx);
+    /* ---- (optional, with HS_ENGINE_FEAT_GRAPH_ONNX) whole graphs as stages ----
+     * graph_load reads and compiles the ONNX file at path once (at load: its weights become
+     * resident); graph_run runs it on n_in inputs into n_out outputs (the graph's inputs and
+     * outputs by index), from any number of threads at once; graph_release frees it. */
+    hs_status (*graph_load)(void *ctx, const char *path, void **graph, struct hs_error *err);
+    void (*graph_release)(void *ctx, void *graph);
+    hs_status (*graph_run)(void *ctx, void *graph, const struct hs_graph_tensor *in, int n_in,
+                           struct hs_graph_tensor *out, int n_out, struct hs_error *err);
 };
 
 /* Faults a test (or an operator, through the server's admin endpoint) can inject through the
@@ -273,6 +294,15 @@ hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st
 hs_status hs_engine_act_read(hs_engine_t e, void *ws, enum hs_act_buf buf, float *dst,
                              struct hs_error *err);
 hs_status hs_engine_sync(hs_engine_t e, void *ws, struct hs_error *err);
+/* Whole-graph stages (HS_ENGINE_FEAT_GRAPH_ONNX). hs_engine_graph_load refuses with
+ * HS_STATUS_UNSUPPORTED, naming the engine and the capability, when the engine lacks it (the
+ * CPU engine); hs_engine_graph_run counts a batch per call (its inputs' first dimension as the
+ * sequences) and honours the engine's injected faults as run_stage does. */
+hs_status hs_engine_graph_load(hs_engine_t e, const char *path, void **graph, struct hs_error *err);
+void hs_engine_graph_release(hs_engine_t e, void *graph);
+hs_status hs_engine_graph_run(hs_engine_t e, void *graph, const struct hs_graph_tensor *in,
+                              int n_in, struct hs_graph_tensor *out, int n_out,
+                              struct hs_error *err);
 /* Thread-safe snapshot of the counters. */
 void hs_engine_stats(hs_engine_t e, struct hs_engine_stats *out);
 /* Replaces the injected faults (thread-safe; NULL clears them). Wakes run_stage calls blocked

@@ -55,8 +55,10 @@
  *    hs_plugin as below.
  * 2: struct hs_engine_opts gained device_name, struct hs_batch gained batch_class (a plugin
  *    built for 2 would read past the end of a version-1 host's structs), and
- *    HS_ENGINE_FEAT_SHAPE_COMPILE. */
-#define HS_PLUGIN_ABI_VERSION 2
+ *    HS_ENGINE_FEAT_SHAPE_COMPILE.
+ * 3: struct hs_engine_iface gained graph_load, graph_release, graph_run (whole ONNX graphs as
+ *    stages) and HS_ENGINE_FEAT_GRAPH_ONNX: a version-2 plugin's interface ends before them. */
+#define HS_PLUGIN_ABI_VERSION 3
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */

@@ -64,6 +64,7 @@ union any_item {
     struct hs_route_cfg r;
     struct hs_rule_cfg u;
     struct hs_layer_range_cfg l;
+    struct hs_pipeline_cfg p;
 };
 
 struct ctx {
@@ -110,6 +111,9 @@ static __attribute__((format(printf, 2, 3))) void app(struct line *l, const char
 #define LIST(sec, key, f, n, T)                                                                    \
     .section = sec, .name = key, F(config, f), .type = K_LIST, N(config, n),                       \
     .item = sizeof(struct hs_##T)
+
+/* pipelines[] */
+#define P(key, f) .section = "pipelines[]", .name = key, F(pipeline_cfg, f)
 
 /* One row per key, in the order printed: {key, type, min, max, default, doc[, flags[, count]]}. */
 static const struct key keys[] = {
@@ -501,6 +505,40 @@ static const struct key keys[] = {
      "escalate when the small head's top probability is below this"},
     {C(cascade, escalation_max_ratio), K_DOUBLE, 0, 1, "1",
      "most inputs that may escalate, as a share of all decided so far (1: no cap)"},
+
+    {LIST("", "pipelines", pipelines, n_pipelines, pipeline_cfg), .def = "0",
+     .doc = "chains of stages, a bounded queue and workers each (kind ocr: POST /v1/ocr)"},
+    {P("name", name), K_STR, 0, 0, "ocr%d", "X-Pipeline names it (default: the first)"},
+    {P("kind", kind), K_STR, 0, 0, "ocr",
+     "ocr: decode -> det -> db_post -> [cls] -> rec -> ctc (PP-OCR ONNX graphs)", .choices = "ocr"},
+    {P("det", det), K_STR, 0, 0, "", "text detector ONNX (DBNet), e.g. models/ppocrv5/det.onnx",
+     F_REQ},
+    {P("rec", rec), K_STR, 0, 0, "", "text recognizer ONNX (CTC)", F_REQ},
+    {P("dict", dict), K_STR, 0, 0, "", "the recognizer's dictionary, one token a line", F_REQ},
+    {P("cls", cls), K_STR, 0, 0, "", "direction classifier ONNX; \"\" = none", F_OMIT},
+    {P("det_engine", det_engine), K_STR, 0, 0, "",
+     "engines[].name running det (needs graph_onnx); \"\" = the first engine"},
+    {P("rec_engine", rec_engine), K_STR, 0, 0, "", "engines[].name running rec; \"\" = det's"},
+    {P("cls_engine", cls_engine), K_STR, 0, 0, "", "engines[].name running cls; \"\" = rec's",
+     F_OMIT},
+    {P("cpu_workers", cpu_workers), K_INT, 1, 64, "1", "threads of each CPU stage"},
+    {P("queue_max", queue_max), K_INT, 1, 100000, "64",
+     "requests in front of each stage; the first full = 429 with Retry-After"},
+    {P("rec_images", rec_images), K_INT, 1, 64, "4",
+     "requests whose crops one rec run batches together (1 = each alone)"},
+    {P("rec_window_us", rec_window_us), K_INT, 0, 1000000, "2000",
+     "how long rec waits for more requests"},
+    {P("timeout_ms", timeout_ms), K_INT, 1, 3600000, "30000",
+     "a request's deadline across all stages (504 when it passes in a queue)"},
+    {P("det_limit_side_len", det_limit_side_len), K_INT, 32, 8192, "960",
+     "the detector input's longer side at most"},
+    {P("box_thresh", box_thresh), K_DOUBLE, 0, 1, "0.5", "DB: least mean probability of a box"},
+    {P("drop_score", drop_score), K_DOUBLE, 0, 1, "0.5", "lines read with less are dropped"},
+    {P("image_max_bytes", image_max_bytes), K_I64, 1, 1ll << 31, "33554432",
+     "encoded image size at most (413 beyond)"},
+    {P("image_max_pixels", image_max_pixels), K_I64, 1, 1ll << 30, "40000000",
+     "width x height at most (400 beyond)"},
+    {P("image_max_side", image_max_side), K_INT, 1, 65535, "16384", "width, height at most"},
 };
 #define KEYS_END (keys + sizeof keys / sizeof keys[0])
 
@@ -1108,6 +1146,24 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
     if (st) return st;
     if (c->n_engines < 1) return BAD("no engines");
     if (c->n_models < 1) return BAD("no models");
+    for (int i = 0; i < c->n_pipelines; i++) {
+        const struct hs_pipeline_cfg *p = &c->pipelines[i];
+        const char *engs[3] = {p->det_engine, p->rec_engine, p->cls_engine};
+        for (int e = 0; e < 3; e++) {
+            if (!engs[e][0]) continue;
+            int found = 0;
+            for (int k = 0; k < c->n_engines; k++) found |= !strcmp(c->engines[k].name, engs[e]);
+            if (!found)
+                return BAD("pipelines[%d].%s_engine: no engine named '%s'", i,
+                           e == 0   ? "det"
+                           : e == 1 ? "rec"
+                                    : "cls",
+                           engs[e]);
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(p->name, c->pipelines[k].name))
+                return BAD("pipelines[%d].name: '%s' used twice", i, p->name);
+    }
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *e = &c->engines[i];
         for (int k = 0; k < i; k++)

@@ -33,6 +33,8 @@
 #define HS_CONFIG_MAX_RULES   32
 #define HS_CONFIG_MAX_SLICES  16 /* engines[].slices at most */
 
+#define HS_CONFIG_MAX_PIPELINES 4
+
 struct hs_engine_cfg {
     char name[32];
     char kind[16]; /* a registered engine kind (engine.h registry) */
@@ -69,6 +71,26 @@ struct hs_engine_cfg {
     int workers_max;          /* worker slots = lanes per model; 0 = the static list's length */
     int timeout_ms;           /* longest round trip to a worker; 0 = the batch's deadline */
     int connect_timeout_ms;
+};
+
+/* pipelines[]: chains of stages with bounded queues between them (sched/pipeline.h). Kind ocr
+ * (POST /v1/ocr): PP-OCR's detector, optional direction classifier and recognizer (ONNX graphs
+ * on engines with the graph_onnx capability) with the CPU ops between them (model/ocr.h). */
+struct hs_pipeline_cfg {
+    char name[32];
+    char kind[16];                                       /* ocr */
+    char det[1024], rec[1024], cls[1024];                /* ONNX files; cls "" = no classifier */
+    char dict[1024];                                     /* the recognizer's dictionary */
+    char det_engine[32], rec_engine[32], cls_engine[32]; /* engines[].name; "" = the first */
+    int cpu_workers;                                     /* threads of each CPU stage */
+    int queue_max;                                       /* items in front of each stage */
+    int rec_images;    /* requests one rec run batches the crops of */
+    int rec_window_us; /* how long rec waits for them */
+    int timeout_ms;    /* a request's deadline over all stages */
+    int det_limit_side_len;
+    double box_thresh, drop_score;
+    int64_t image_max_bytes, image_max_pixels;
+    int image_max_side;
 };
 
 /* models[].placement: which engine runs each stage of the model's one lane. Neither layers nor
@@ -218,6 +240,8 @@ struct hs_config {
         double threshold;            /* escalate when the small head's top probability < this */
         double escalation_max_ratio; /* cap on the share of inputs escalated; 1 = no cap */
     } cascade;
+    int n_pipelines;
+    struct hs_pipeline_cfg pipelines[HS_CONFIG_MAX_PIPELINES];
 };
 
 /* Fills c with the documented defaults: one CPU engine "cpu0" serving the model folder

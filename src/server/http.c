@@ -866,6 +866,7 @@ static enum MHD_Result metrics(struct conn *k)
     hs_buf_init(&b, k->arena, 65536);
     hs_metrics_render(k->srv->metrics, &b);
     hs__predict_metrics(k->srv, &b);
+    hs__ocr_metrics(k->srv, &b);
     hs__server_checks_metrics(k->srv, &b);
     hs_capture_metrics(k->srv->capture, &b);
     hs__server_boundary_metrics(k->srv, &b);
@@ -987,6 +988,7 @@ static const struct endpoint endpoints[] = {
     {"/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
     {"/predict", "POST", EP_TIMED | EP_MODEL, hs__predict_begin, hs__predict_resume},
+    {"/v1/ocr", "POST", 0, hs__ocr_begin, hs__ocr_resume},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
     {"/decode", "POST", EP_TIMED, decode, NULL},
     /* what a router sends its workers (internal.c) */
@@ -1274,8 +1276,46 @@ struct hs_job *hs__conn_job(struct conn *k, const char *task, const char *model,
 /* The answering job's stamps and lane become the connection's. */
 static void conn_answer(struct conn *k)
 {
+    if (!k->job) return; /* waited for work of its own (hs__conn_wait) */
     memcpy(k->ts, k->job->ts, sizeof k->ts);
     k->lane = k->job->lane;
+}
+
+void hs__conn_wait_begin(struct conn *k)
+{
+    if (!k->mu_init) {
+        pthread_mutex_init(&k->mu, NULL);
+        k->mu_init = true;
+    }
+    k->done = false;
+    k->submitted = true;
+}
+
+bool hs__conn_wait(struct conn *k)
+{
+    pthread_mutex_lock(&k->mu);
+    const bool done = k->done;
+    if (!done) {
+        MHD_suspend_connection(k->mhd);
+        k->suspended = true;
+    }
+    pthread_mutex_unlock(&k->mu);
+    return done;
+}
+
+void hs__conn_wake(struct conn *k)
+{
+    conn_done(NULL, k);
+}
+
+void hs__conn_hold(struct conn *k)
+{
+    conn_hold(k);
+}
+
+void hs__conn_release(struct conn *k)
+{
+    conn_unref(k);
 }
 
 hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_job *from,

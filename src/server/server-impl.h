@@ -68,7 +68,8 @@ struct hs_lane_check {
 /* How long shutdown waits, past drain_timeout_ms, for answered requests to reach clients. */
 #define HS_SERVER_SEND_WAIT_MS 2000
 
-struct hs_predict; /* POST /predict: heads and cascade (predict.c) */
+struct hs_predict;     /* POST /predict: heads and cascade (predict.c) */
+struct hs_ocr_service; /* POST /v1/ocr: the pipelines of kind ocr (ocr_http.c) */
 struct hs_remote_pool;
 
 struct hs_server {
@@ -99,6 +100,7 @@ struct hs_server {
     pthread_cond_t inflight_cv;
     int64_t inflight;
     struct hs_predict *predict; /* NULL when the config has no cascade section */
+    struct hs_ocr_service *ocr; /* NULL when the config has no pipelines */
     /* remote engines' worker pools, by engine index (NULL for local engines) */
     struct hs_remote_pool *pools[HS_CONFIG_MAX_ENGINES];
     bool router_role;  /* every engine is remote: models without weights */
@@ -137,6 +139,34 @@ enum MHD_Result hs__predict_begin(struct conn *k);
 enum MHD_Result hs__predict_resume(struct conn *k);
 /* Appends the cascade counters (Prometheus text) to out; nothing when not configured. */
 void hs__predict_metrics(struct hs_server *s, struct hs_buf *out);
+
+/* --- POST /v1/ocr (ocr_http.c) ---
+ * Loads every pipelines[] item (its graphs on its engines) and starts its stages; *out is NULL
+ * without pipelines. drain answers what the pipelines hold (at shutdown, while the daemon runs);
+ * free releases the graphs (before the engines go). */
+hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struct hs_error *err);
+void hs__ocr_drain(struct hs_ocr_service *o);
+void hs__ocr_free(struct hs_ocr_service *o);
+enum MHD_Result hs__ocr_begin(struct conn *k);
+enum MHD_Result hs__ocr_resume(struct conn *k);
+void hs__ocr_done(void *ctx, void *item, hs_status s, const struct hs_error *e);
+void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out);
+/* The image bytes of a /v1/ocr body: the body itself, or with ctype application/json the base64
+ * of {"image": ...}; *bytes (hs_free) and *n, or an HTTP status (400, 413 over max_bytes, 500)
+ * with msg. No connection needed (tests/fuzz/fuzz_ocr_body.c). */
+int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_bytes,
+                 uint8_t **bytes, size_t *n, char *msg, size_t cap);
+
+/* A connection waiting for work of its own (not a dispatch job): wait_begin before handing the
+ * work on, then wait: true when it was already answered (call the endpoint's finish now), false
+ * when the connection is suspended until hs__conn_wake (from any thread) resumes it and the
+ * handler calls the endpoint's finish. hold / release: a reference on the connection for the
+ * one that will wake it. */
+void hs__conn_wait_begin(struct conn *k);
+bool hs__conn_wait(struct conn *k);
+void hs__conn_wake(struct conn *k);
+void hs__conn_hold(struct conn *k);
+void hs__conn_release(struct conn *k);
 
 /* The connection (http.c) as /predict sees it. */
 struct hs_arena *hs__conn_arena(struct conn *k);

@@ -802,6 +802,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     hs_metrics_set_router(s->metrics, s->router);
     st = hs__predict_create(s, &s->predict, err);
     if (st) goto fail;
+    st = hs__ocr_create(s, &s->ocr, err);
+    if (st) goto fail;
     if (c->server.trace_file[0]) {
         st = hs_trace_open(c->server.trace_file, s->sched, &s->trace, err);
         if (st) goto fail;
@@ -933,6 +935,8 @@ hs_status hs_server_shutdown(struct hs_server *s)
         hs_log_warn("shutdown: drain did not finish within %d ms; answering the rest", timeout_ms);
         hs_sched_abort(s->sched, "server shutting down: drain timed out");
     }
+    /* The pipelines finish what runs and answer what is queued, while the daemon runs. */
+    hs__ocr_drain(s->ocr);
     /* Every answered request still has to reach its client (a bound past the drain's). */
     int64_t until = t0 + ((int64_t)timeout_ms + HS_SERVER_SEND_WAIT_MS) * 1000000;
     pthread_mutex_lock(&s->inflight_mu);
@@ -976,6 +980,7 @@ void hs_server_destroy(struct hs_server *s)
     hs_router_free(s->router);
     hs_metrics_free(s->metrics);
     hs__predict_free(s->predict);
+    hs__ocr_free(s->ocr);
     hs_trace_close(s->trace);
     hs_capture_close(s->capture);
     for (int i = 0; i < s->n_lanes; i++) hs_executor_free(s->lanes[i].exec);

@@ -44,6 +44,7 @@
 #include <openvino/c/openvino.h>
 
 #include "engine/openvino/ov_graph.h"
+#include "engine/openvino/ov_onnx.h"
 #include "engine/plugin.h"
 
 static const struct hs_plugin_host *host;
@@ -182,7 +183,7 @@ static void ov_caps(void *p, struct hs_engine_caps *out)
         snprintf(out->gemm, sizeof out->gemm, "OpenVINO %s", v.buildNumber);
         ov_version_free(&v);
     }
-    out->features = HS_ENGINE_FEAT_MPNET | HS_ENGINE_FEAT_SHAPE_COMPILE;
+    out->features = HS_ENGINE_FEAT_MPNET | HS_ENGINE_FEAT_SHAPE_COMPILE | HS_ENGINE_FEAT_GRAPH_ONNX;
 }
 
 static hs_status ov_prepare(void *p, const struct hs_stage *st, enum hs_dtype dtype, void **out,
@@ -596,6 +597,26 @@ static hs_status ov_act_read(void *p, void *wsp, enum hs_act_buf buf, float *dst
     return HS_STATUS_OK;
 }
 
+/* whole ONNX graphs as stages (ov_onnx.c) */
+static hs_status ov_graph_load(void *p, const char *path, void **graph, struct hs_error *err)
+{
+    struct ov_ctx *c = p;
+    return ov_onnx_load(core, c->device, c->threads, path, graph, err);
+}
+
+static void ov_graph_release(void *p, void *graph)
+{
+    (void)p;
+    ov_onnx_release(graph);
+}
+
+static hs_status ov_graph_run(void *p, void *graph, const struct hs_graph_tensor *in, int n_in,
+                              struct hs_graph_tensor *out, int n_out, struct hs_error *err)
+{
+    (void)p;
+    return ov_onnx_run(graph, in, n_in, out, n_out, err);
+}
+
 static const struct hs_engine_iface ov_iface = {
     .api_version = HS_ENGINE_API_VERSION,
     .kind = "openvino",
@@ -610,6 +631,9 @@ static const struct hs_engine_iface ov_iface = {
     .run_stage = ov_run_stage,
     .act_read = ov_act_read,
     .sync = ov_sync,
+    .graph_load = ov_graph_load,
+    .graph_release = ov_graph_release,
+    .graph_run = ov_graph_run,
 };
 
 /* The runtime's device named name: an exact name of its list ("GPU.1"), or a family ("GPU": its

