@@ -29,7 +29,7 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
     o->n_texts = 0;
     o->texts = hs_calloc((size_t)argc + 1, sizeof(char *));
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%s\n", usage_line);
             return 1;
         } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
@@ -222,10 +222,22 @@ static void print_caps(hs_engine_t e, int first)
     printf("]}");
 }
 
+static const char devices_usage[] =
+    "usage: hetserve devices\n"
+    "  prints as JSON every registered engine kind (built, devices found, native and compute\n"
+    "  dtypes) and every engine found with its capabilities (device, ISA, threads, memory,\n"
+    "  dtypes, stages)\n";
+
 int hs_cmd_devices(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc > 1) {
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+            fputs(devices_usage, stdout);
+            return 0;
+        }
+        fprintf(stderr, "hetserve devices: unknown argument '%s'\n%s", argv[1], devices_usage);
+        return 2;
+    }
     printf("{\"kinds\":[");
     for (int i = 0; i < hs_engine_kind_count(); i++) {
         const struct hs_engine_kind *k = hs_engine_kind_at(i);
