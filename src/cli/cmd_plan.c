@@ -162,8 +162,8 @@ static hs_status load_traffic(const char *path, const struct hs_plan_opts *o,
     while (i < len && isspace((unsigned char)data[i])) i++;
     *captured = i < len && data[i] == '{';
     if (*captured)
-        st = hs_capture_traffic(path, data, len, o->buckets, o->n_buckets,
-                                costs->n_lanes ? costs->lanes[0].model : NULL, t, cap, err);
+        st = hs_capture_traffic_parse(path, data, len, o->buckets, o->n_buckets,
+                                      costs->n_lanes ? costs->lanes[0].model : NULL, t, cap, err);
     else
         st = hs_traffic_parse_lines(path, data, len, o->buckets, o->n_buckets, t, err);
     hs_free(data);

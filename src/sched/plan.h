@@ -68,7 +68,7 @@ struct hs_traffic {
     int n;
     int tokens[HS_TRAFFIC_MAX_LENGTHS];
     double share[HS_TRAFFIC_MAX_LENGTHS];
-    /* Optional: the arrivals of a capture (server/capture.h, hs_capture_traffic), by arrival
+    /* Optional: the arrivals of a capture (server/capture.h, hs_capture_traffic_parse), by arrival
      * time from 0, with their sequences, priorities and deadlines. The plan's simulation replays
      * them, back to back, instead of Poisson arrivals at rate_per_s (then sequences per second,
      * with the histogram over sequences). n = 0: none. Owned: hs_traffic_free. */

@@ -128,8 +128,9 @@ struct hs_capture_traffic_summary {
  * fewer than two requests at different times remain. t is released with hs_traffic_free, also
  * after an error; sum is optional. */
 struct hs_traffic;
-hs_status hs_capture_traffic(const char *name, const char *data, size_t len, const int *buckets,
-                             int n_buckets, const char *model, struct hs_traffic *t,
-                             struct hs_capture_traffic_summary *sum, struct hs_error *err);
+hs_status hs_capture_traffic_parse(const char *name, const char *data, size_t len,
+                                   const int *buckets, int n_buckets, const char *model,
+                                   struct hs_traffic *t, struct hs_capture_traffic_summary *sum,
+                                   struct hs_error *err);
 
 #endif

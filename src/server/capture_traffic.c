@@ -1,4 +1,4 @@
-/* A capture file read back as the traffic of a plan (capture.h, hs_capture_traffic). */
+/* A capture file read back as the traffic of a plan (capture.h, hs_capture_traffic_parse). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,9 +63,10 @@ static hs_status add_arrival(struct hs_sim_traffic *c, size_t *cap_a, size_t *n_
     return HS_STATUS_OK;
 }
 
-hs_status hs_capture_traffic(const char *name, const char *data, size_t len, const int *buckets,
-                             int n_buckets, const char *model, struct hs_traffic *t,
-                             struct hs_capture_traffic_summary *sum, struct hs_error *err)
+hs_status hs_capture_traffic_parse(const char *name, const char *data, size_t len,
+                                   const int *buckets, int n_buckets, const char *model,
+                                   struct hs_traffic *t, struct hs_capture_traffic_summary *sum,
+                                   struct hs_error *err)
 {
     memset(t, 0, sizeof *t);
     struct hs_capture_traffic_summary local;

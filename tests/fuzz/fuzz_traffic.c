@@ -1,7 +1,7 @@
 /* Fuzz: the traffic of `hetserve plan --traffic` — the spec "rate=R;TOKENS:WEIGHT,..."
  * (sched/plan.c, hs_traffic_parse), a trace of "<seconds> <tokens>" lines
  * (hs_traffic_parse_lines) and a capture file of JSON lines (server/capture_traffic.c,
- * hs_capture_traffic). The first byte picks the parser (mod 3), the rest is its text.
+ * hs_capture_traffic_parse). The first byte picks the parser (mod 3), the rest is its text.
  * Checks: a refusal is HS_STATUS_INVALID_INPUT with a message, and a file's names the file
  * ("T:..."); accepted traffic has a positive finite rate, 1..HS_TRAFFIC_MAX_LENGTHS lengths
  * >= 1 whose shares are >= 0 and sum to 1; a capture's arrivals are at least two, sorted by
@@ -37,7 +37,8 @@ static hs_status run(const uint8_t *data, size_t size, bool check)
     else if (mode == 1)
         st = hs_traffic_parse_lines("T", text, size - 1, BUCKETS, N_BUCKETS, &t, &err);
     else
-        st = hs_capture_traffic("T", text, size - 1, BUCKETS, N_BUCKETS, NULL, &t, &sum, &err);
+        st =
+            hs_capture_traffic_parse("T", text, size - 1, BUCKETS, N_BUCKETS, NULL, &t, &sum, &err);
     if (check && st) {
         FUZZ_CHECK(st == HS_STATUS_INVALID_INPUT);
         FUZZ_CHECK(err.msg[0] != '\0');
