@@ -132,6 +132,10 @@ def kind_devices(devs, kind):
     return 0
 
 
+def kind_built(devs, kind):
+    return any(k["kind"] == kind and k["built"] for k in devs["kinds"])
+
+
 # ---------------------------------------------------------------------------------------------
 # servers
 
@@ -430,10 +434,15 @@ def test_verify_per_kind(kind, devices):
         assert r.returncode in (0, 1), r.returncode
 
 
-def test_verify_flags(quantized):
-    r = ok(hs("verify", "--model", MODEL, "--golden", os.path.join(ROOT, "tests", "golden"),
-              "--engine", "cpu,cuda", "--dtype", "bf16", "--batch", "4", "--limit", "12",
-              "--min", "0.99", "--mean", "0.999"))
+def test_verify_flags(quantized, devices):
+    # a list of kinds; one this binary was built without is reported as a failure
+    r = hs("verify", "--model", MODEL, "--golden", os.path.join(ROOT, "tests", "golden"),
+           "--engine", "cpu,cuda", "--dtype", "bf16", "--batch", "4", "--limit", "12",
+           "--min", "0.99", "--mean", "0.999")
+    if kind_built(devices, "cuda"):
+        ok(r)
+    else:
+        assert r.returncode == 1 and "cuda: skipped: not built into this binary" in r.stdout
     rows = [l for l in r.stdout.splitlines() if l.startswith("cpu0 ")]
     assert len(rows) == 1 and rows[0].split()[2] == "bf16" and rows[0].endswith("PASS"), r.stdout
     # an int8 lane of a quantized folder (README: verify --dtype int8 --model DIR)
@@ -538,7 +547,9 @@ def test_serve_config(name, work, devices, quantized):
     assert s.port is None, "%s served without %s" % (name, missing or no_device)
     assert s.rc == 1, s.rc
     err = s.stderr()
-    if "cuda" in no_device:
+    if no_device and not kind_built(devices, no_device[0]):
+        why = "this build has no %s engine" % no_device[0]
+    elif "cuda" in no_device:
         why = "no CUDA device present"
     elif no_device:
         why = no_device[0]
@@ -553,16 +564,23 @@ def test_serve_config(name, work, devices, quantized):
 
 @pytest.fixture(scope="session")
 def profile(work):
+    """A quick profile of the default configuration (one engine, cpu0): what the plans below
+    take (one engine keeps them short, under the sanitizers too)."""
     out = os.path.join(work, "p.json")
-    ok(hs("profile", "--config", "configs/hybrid-cpu.yaml", "--quick", "--no-gemm", "--quiet",
-          "--out", out, cwd=work))
+    ok(hs("profile", "--quick", "--no-gemm", "--quiet", "--out", out, cwd=ROOT))
     return out
 
 
-def test_profile(profile):
+def test_profile(profile, work):
     p = json.load(open(profile))
     assert p["format"] == "hetserve-profile" and {"lanes", "memory_plan", "machine"} <= set(p)
-    assert sorted(l["engine"] for l in p["lanes"]) == ["cpu_a", "cpu_b"]
+    assert [l["engine"] for l in p["lanes"]] == ["cpu0"]
+    # a config's lanes, with the GEMM peak
+    out = os.path.join(work, "hybrid.json")
+    ok(hs("profile", "--config", "configs/hybrid-cpu.yaml", "--quick", "--quiet", "--out", out,
+          cwd=work))
+    p = json.load(open(out))
+    assert sorted(l["engine"] for l in p["lanes"]) == ["cpu_a", "cpu_b"] and p["gemm_peaks"]
     # the default configuration, a grid of its own, the JSON on standard output
     r = ok(hs("profile", "--model", MODEL, "--shapes", "1,2x16", "--target", "0.2", "--cap-s",
               "0.2", "--min-n", "3", "--quiet", "--out", "-"))
@@ -581,7 +599,7 @@ def check_plan_output(r):
 
 def test_plan_from_a_profile(profile, work):
     r = hs("plan", "--profile", profile, "--traffic", "rate=20;16:0.7,64:0.3", "--slo", "500",
-           "--kind", "single", "--pipeline", "any", "--tax", "cpu_a=1.1", "--overhead-ms", "0.2",
+           "--kind", "single", "--pipeline", "any", "--tax", "cpu0=1.1", "--overhead-ms", "0.2",
            "--out", "-", cwd=work)
     lines = check_plan_output(r)
     assert lines[0].startswith("traffic: 20.0 requests/s, lengths 16:70% 64:30%"), lines[0]
@@ -592,7 +610,7 @@ def test_plan_from_a_capture(profile, capture, work, tmp_path):
     cap, _ = capture
     out = tmp_path / "plan.yaml"
     r = hs("plan", "--profile", profile, "--traffic", str(cap), "--slo", "500", "--config",
-           "configs/hybrid-cpu.yaml", "--model", MODEL, "--kind", "single", "--pipeline", "no",
+           "configs/fifo-cpu.yaml", "--model", MODEL, "--kind", "single", "--pipeline", "no",
            "--out", str(out), cwd=work)
     lines = check_plan_output(r)
     assert " sequences/s (capture " in lines[0] and "/v1/embeddings" in lines[0], lines[0]
