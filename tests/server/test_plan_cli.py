@@ -184,10 +184,12 @@ def test_batch_sizes_per_bucket(tmp_path):
     assert "batch_max_tokens" not in row, row
 
 
-def test_a_capture_of_a_served_run_is_traffic(profile, tmp_path):
+def test_a_capture_of_a_served_run_is_traffic(tmp_path):
     """The JSONL the server writes with server.capture is planning traffic as it is: its
-    arrivals, token lengths, endpoints and priorities."""
+    arrivals, token lengths, endpoints and priorities (planned on the synthetic profile, which
+    keeps the plan quick in instrumented builds too)."""
     import json
+    profile, base = fixed_profile(tmp_path)
     cap = tmp_path / "capture.jsonl"
     s = Server(BASE + "server:\n  capture: {file: \"%s\"}\n" % cap, model=None)
     try:
@@ -203,8 +205,8 @@ def test_a_capture_of_a_served_run_is_traffic(profile, tmp_path):
     lines = cap.read_text().splitlines()
     assert len(lines) == 25 and all(json.loads(l)["v"] == 1 for l in lines)
     out = tmp_path / "c.yaml"
-    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", str(cap),
-                        "--slo", "5000", "--kind", "single", "--out", str(out)],
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--config", str(base),
+                        "--traffic", str(cap), "--slo", "5000", "--out", str(out)],
                        capture_output=True, text=True, env=ENV, timeout=900)
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
