@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build run test bench bench-serving bench-remote setup clean asan tsan fuzz format format-check quantized \
+.PHONY: all build run test bench bench-tokenizer bench-serving bench-remote setup clean asan tsan fuzz format format-check quantized \
 	soak soak-quick
 
 all: build
@@ -35,6 +35,10 @@ quantized: build
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+# Single-thread tokenizer throughput against HF tokenizers (PY: a python with `tokenizers`).
+bench-tokenizer: build
+	bash bench/tokenizer.sh $(BUILD)
 
 # The serving benchmarks alone (batching on/off and overhead; hybrid engines), each ~5-10 min.
 bench-serving: build

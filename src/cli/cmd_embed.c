@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
+#include "model/tokenizer/tok.h"
 
 struct common_opts {
     const char *model;
@@ -189,11 +190,78 @@ fail:
     return rc;
 }
 
+/* `hetserve tokenize --tokenizer FILE`: a bare tokenizer.json, no model. */
+static int tokenize_file(const char *file, const char *pair, bool special, int n_texts,
+                         char **texts)
+{
+    struct hs_error err = {0};
+    struct hs_tok *tok = NULL;
+    if (hs_tok_load(file, &tok, &err) != HS_STATUS_OK) {
+        fprintf(stderr, "hetserve tokenize: %s\n", err.msg);
+        return 1;
+    }
+    printf("[");
+    int rc = 0;
+    for (int i = 0; i < n_texts && rc == 0; i++) {
+        struct hs_tok_encode_opts eo = {.add_special_tokens = special};
+        struct hs_tok_encoding e;
+        if (hs_tok_encode(tok, texts[i], strlen(texts[i]), pair, pair ? strlen(pair) : 0, &eo, &e,
+                          &err) != HS_STATUS_OK) {
+            fprintf(stderr, "hetserve tokenize: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        printf("%s{\"ids\":[", i ? "," : "");
+        for (size_t j = 0; j < e.n; j++) printf("%s%d", j ? "," : "", e.ids[j]);
+        printf("],\"tokens\":[");
+        for (size_t j = 0; j < e.n; j++) {
+            const char *t = hs_tok_id_to_token(tok, e.ids[j]);
+            if (j) putchar(',');
+            print_json_string(stdout, t ? t : "");
+        }
+        printf("],\"type_ids\":[");
+        for (size_t j = 0; j < e.n; j++) printf("%s%d", j ? "," : "", e.type_ids[j]);
+        printf("],\"special\":[");
+        for (size_t j = 0; j < e.n; j++) printf("%s%d", j ? "," : "", e.special[j]);
+        printf("],\"offsets\":[");
+        for (size_t j = 0; j < e.n; j++) printf("%s[%u,%u]", j ? "," : "", e.start[j], e.end[j]);
+        printf("]}");
+        hs_tok_encoding_free(&e);
+    }
+    printf("]\n");
+    hs_tok_free(tok);
+    return rc;
+}
+
 int hs_cmd_tokenize(int argc, char **argv)
 {
+    /* --tokenizer FILE [--pair TEXT] [--no-special]: a tokenizer.json alone */
+    const char *file = NULL, *pair = NULL;
+    bool special = true;
+    char **rest = hs_calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0;
+    if (!rest) return 1;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc)
+            file = argv[++i];
+        else if (i > 0 && strcmp(argv[i], "--pair") == 0 && i + 1 < argc)
+            pair = argv[++i];
+        else if (i > 0 && strcmp(argv[i], "--no-special") == 0)
+            special = false;
+        else
+            rest[nrest++] = argv[i];
+    }
     struct common_opts o;
-    int rc = parse_common(argc, argv, &o, "usage: hetserve tokenize [--model DIR] TEXT... | -");
+    int rc = parse_common(nrest, rest, &o,
+                          "usage: hetserve tokenize [--model DIR | --tokenizer tokenizer.json "
+                          "[--pair TEXT] [--no-special]] TEXT... | -");
+    hs_free(rest);
     if (rc) return rc == 1 ? 0 : rc;
+    if (file) {
+        rc = tokenize_file(file, pair, special, o.n_texts, o.texts);
+        hs_free(o.texts);
+        return rc;
+    }
     struct hs_error err = {0};
     struct hs_model *m = NULL;
     rc = 1;

@@ -226,8 +226,6 @@ static hs_status load(const char *dir, bool weights, struct hs_model **out, stru
 
     if ((s = hs_model_config_load(dir, &m->config, err))) goto fail;
 
-    char vocab[MODEL_PATH_MAX + 16];
-    snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
     struct hs_tokenizer_opts topts = {
         .do_lower_case = m->config.do_lower_case,
         .strip_accents = m->config.strip_accents,
@@ -238,12 +236,12 @@ static hs_status load(const char *dir, bool weights, struct hs_model **out, stru
         .pad_token = m->config.pad_token,
         .mask_token = m->config.mask_token,
     };
-    if ((s = hs_tokenizer_load(vocab, &topts, &m->tokenizer, err))) goto fail;
+    if ((s = hs_tokenizer_load_dir(dir, &topts, &m->tokenizer, err))) goto fail;
     /* Every id the tokenizer can emit indexes the word embedding table. */
     int nv = hs_tokenizer_vocab_size(m->tokenizer);
     if (nv > m->config.dims.vocab) {
         s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: %d tokens but config.json vocab_size is %d",
-                         vocab, nv, m->config.dims.vocab);
+                         dir, nv, m->config.dims.vocab);
         goto fail;
     }
 

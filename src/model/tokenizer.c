@@ -25,6 +25,7 @@
 #include <utf8proc.h>
 
 #include "core/alloc.h"
+#include "model/tokenizer/tok.h"
 #include "model/tokenizer_tables.h"
 
 #define WORD_CHARS_MAX    100 /* WordPiece max_input_chars_per_word */
@@ -51,6 +52,10 @@ struct hs_tokenizer {
     bool lower;
     bool strip;
     bool chinese;
+    /* a tokenizer.json pipeline; the fields above are unused unless `plain` (the file is BERT's
+     * pipeline over the same vocabulary, which this WordPiece reproduces, faster) */
+    struct hs_tok *json;
+    bool plain;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -348,6 +353,7 @@ static size_t trim_end(const char *s, size_t n)
 void hs_tokenizer_free(struct hs_tokenizer *tok)
 {
     if (!tok) return;
+    hs_tok_free(tok->json);
     hs_free(tok->blob);
     hs_free(tok->offsets);
     hs_free(tok->lengths);
@@ -721,6 +727,138 @@ static int special_at(const struct hs_tokenizer *tok, const char *s, size_t left
     return best;
 }
 
+/* The tokenizer.json pipeline behind the legacy API: its template, truncated (longest first, to
+ * the right) to max_tokens. */
+static hs_status encode_json(const struct hs_tokenizer *tok, const char *text, size_t len,
+                             int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
+                             struct hs_error *err)
+{
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    hs_status st = hs_tok_encode(tok->json, text, len, NULL, 0, &o, &e, err);
+    if (st) return st;
+    if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
+    if (e.n > (size_t)max_tokens) {
+        hs_tok_encoding_free(&e);
+        struct hs_tok_trunc t = {.max_length = max_tokens};
+        o.truncation = &t;
+        if ((st = hs_tok_encode(tok->json, text, len, NULL, 0, &o, &e, err))) return st;
+        if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
+    }
+    memcpy(ids, e.ids, e.n * sizeof *ids);
+    *n_tokens = (int)e.n;
+    hs_tok_encoding_free(&e);
+    return HS_STATUS_OK;
+}
+
+hs_status hs_tokenizer_load_json(const char *path, struct hs_tokenizer **out, struct hs_error *err)
+{
+    if (!path || !out)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "tokenizer: NULL path or out");
+    *out = NULL;
+    struct hs_tokenizer *tok = hs_calloc(1, sizeof *tok);
+    if (!tok) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for tokenizer");
+    hs_status st = hs_tok_load(path, &tok->json, err);
+    if (st) {
+        hs_free(tok);
+        return st;
+    }
+    tok->n_vocab = hs_tok_vocab_size(tok->json);
+    for (int k = 0; k < SPECIAL_COUNT; k++) tok->special[k] = -1;
+    /* [CLS] / [SEP]: the first and last tokens the template puts around an empty text */
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    if (hs_tok_encode(tok->json, "", 0, NULL, 0, &o, &e, NULL) == HS_STATUS_OK) {
+        if (e.n >= 1) tok->special[SPECIAL_CLS] = e.ids[0];
+        if (e.n >= 2) tok->special[SPECIAL_SEP] = e.ids[e.n - 1];
+        hs_tok_encoding_free(&e);
+    }
+    tok->special[SPECIAL_PAD] = hs_tok_pad_id(tok->json);
+    *out = tok;
+    return HS_STATUS_OK;
+}
+
+hs_status hs_tokenizer_load_dir(const char *dir, const struct hs_tokenizer_opts *opts,
+                                struct hs_tokenizer **out, struct hs_error *err)
+{
+    char path[4096];
+    if (!dir || strlen(dir) > sizeof path - 32)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "tokenizer: bad model folder");
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "rb");
+    char vocab[sizeof path];
+    snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
+    if (!f) return hs_tokenizer_load(vocab, opts, out, err);
+    fclose(f);
+    hs_status st = hs_tokenizer_load_json(path, out, err);
+    bool lower, strip, chinese;
+    if (st || !hs_tok_is_plain_bert((*out)->json, &lower, &strip, &chinese)) return st;
+    /* BERT's pipeline with a vocab.txt beside it: encode through the WordPiece tokenizer when
+     * its vocabulary is the file's, id for id */
+    f = fopen(vocab, "rb");
+    if (!f) return HS_STATUS_OK;
+    fclose(f);
+    struct hs_tokenizer_opts o = {
+        .do_lower_case = lower, .strip_accents = strip, .tokenize_chinese_chars = chinese};
+    struct hs_tokenizer *legacy = NULL;
+    struct hs_error e2;
+    if (hs_tokenizer_load(vocab, &o, &legacy, &e2) != HS_STATUS_OK) return HS_STATUS_OK;
+    bool same = legacy->n_vocab == (*out)->n_vocab;
+    for (int32_t id = 0; same && id < legacy->n_vocab; id++) {
+        const char *a = hs_tokenizer_id_to_token(legacy, id);
+        const char *b = hs_tok_id_to_token((*out)->json, id);
+        same = a && b && strcmp(a, b) == 0 && hs_tokenizer_token_to_id(legacy, a) == id;
+    }
+    if (!same) {
+        hs_tokenizer_free(legacy);
+        return HS_STATUS_OK;
+    }
+    legacy->json = (*out)->json;
+    legacy->plain = true;
+    (*out)->json = NULL;
+    hs_tokenizer_free(*out);
+    *out = legacy;
+    return HS_STATUS_OK;
+}
+
+hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a, size_t a_len,
+                                   const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
+                                   int max_tokens, int *n_tokens, int *n_full, struct hs_error *err)
+{
+    if (!tok || (!a && a_len) || (!b && b_len) || !ids || !type_ids || !n_tokens || max_tokens < 1)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "tokenizer: NULL argument or max_tokens %d < 1", max_tokens);
+    if (!tok->json)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "tokenizer: pairs need a tokenizer.json (vocab.txt has no template)");
+    struct hs_tok_trunc none = {.max_length = -1};
+    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
+    struct hs_tok_encoding e;
+    hs_status st = hs_tok_encode(tok->json, a ? a : "", a_len, b ? b : "", b_len, &o, &e, err);
+    if (st) return st;
+    if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
+    if (e.n > (size_t)max_tokens) {
+        hs_tok_encoding_free(&e);
+        struct hs_tok_trunc t = {.max_length = max_tokens};
+        o.truncation = &t;
+        if ((st = hs_tok_encode(tok->json, a ? a : "", a_len, b ? b : "", b_len, &o, &e, err)))
+            return st;
+        if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
+    }
+    memcpy(ids, e.ids, e.n * sizeof *ids);
+    memcpy(type_ids, e.type_ids, e.n * sizeof *type_ids);
+    *n_tokens = (int)e.n;
+    hs_tok_encoding_free(&e);
+    return HS_STATUS_OK;
+}
+
+const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok)
+{
+    return tok ? tok->json : NULL;
+}
+
 hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, size_t len,
                               int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
                               struct hs_error *err)
@@ -729,6 +867,8 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "tokenizer: NULL argument or max_tokens %d < 2", max_tokens);
     if (len == 0) text = "";
+    if (tok->json && !tok->plain)
+        return encode_json(tok, text, len, ids, max_tokens, n_tokens, n_full, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t n_cps = 0, bad = 0;
     const char *why = "";
@@ -794,6 +934,7 @@ int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok)
 
 const char *hs_tokenizer_id_to_token(const struct hs_tokenizer *tok, int32_t id)
 {
+    if (tok->json) return hs_tok_id_to_token(tok->json, id);
     if (id < 0 || id >= tok->n_vocab) return NULL;
     return tok->blob + tok->offsets[id];
 }
@@ -801,6 +942,7 @@ const char *hs_tokenizer_id_to_token(const struct hs_tokenizer *tok, int32_t id)
 int32_t hs_tokenizer_token_to_id(const struct hs_tokenizer *tok, const char *token)
 {
     if (!token) return -1;
+    if (tok->json) return hs_tok_token_to_id(tok->json, token, strlen(token));
     return vocab_find(tok, false, token, strlen(token));
 }
 

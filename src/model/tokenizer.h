@@ -56,6 +56,17 @@ struct hs_tokenizer_opts {
  * UTF-8, empty file), HS_STATUS_NO_MEMORY or HS_STATUS_INVALID_ARGUMENT. */
 hs_status hs_tokenizer_load(const char *vocab_path, const struct hs_tokenizer_opts *opts,
                             struct hs_tokenizer **out, struct hs_error *err);
+/* Loads a tokenizer.json (any HF pipeline, src/model/tokenizer/tok.h) behind this API:
+ * hs_tokenizer_encode applies its template (truncated, longest first, to max_tokens); cls / sep
+ * are the first and last tokens its template puts around a text (-1 without a template), pad
+ * the file's padding id or its [PAD] / <pad> token. Errors as hs_tok_load. */
+hs_status hs_tokenizer_load_json(const char *path, struct hs_tokenizer **out, struct hs_error *err);
+/* A model folder's tokenizer: its tokenizer.json when there is one, else vocab.txt (opts). */
+hs_status hs_tokenizer_load_dir(const char *dir, const struct hs_tokenizer_opts *opts,
+                                struct hs_tokenizer **out, struct hs_error *err);
+struct hs_tok;
+/* The tokenizer.json pipeline, or NULL for a vocab.txt tokenizer. */
+const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok);
 /* Frees a tokenizer; NULL is a no-op. No encode may be running on it. */
 void hs_tokenizer_free(struct hs_tokenizer *tok);
 
@@ -72,6 +83,16 @@ void hs_tokenizer_free(struct hs_tokenizer *tok);
 hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, size_t len,
                               int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
                               struct hs_error *err);
+
+/* Encodes a pair (a cross-encoder's query and document) with the tokenizer.json template:
+ * ids and type_ids (capacity max_tokens each), truncated longest first (HF's default) so that
+ * at most max_tokens are written; *n_full (may be NULL) the untruncated count. A tokenizer
+ * from vocab.txt alone has no pair template: HS_STATUS_UNSUPPORTED. Other errors as
+ * hs_tokenizer_encode. Thread-safe. */
+hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a, size_t a_len,
+                                   const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
+                                   int max_tokens, int *n_tokens, int *n_full,
+                                   struct hs_error *err);
 
 /* Number of lines in vocab.txt. */
 int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok);

@@ -633,8 +633,10 @@ int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body,
     bool tokens;
     status = get_inputs(json_object_get(root, "inputs"), "inputs", &items, &tokens, msg, cap);
     if (status) goto out;
-    if (tokens) {
-        status = body_error(msg, cap, 400, "'inputs' must be a string or an array of strings");
+    /* (arrays are pairs [text, text]; token ids are refused) */
+    if (tokens && !json_is_string(json_array_get(json_array_get(items, 0), 0))) {
+        status =
+            body_error(msg, cap, 400, "'inputs' must be a string, an array of strings or of pairs");
         goto out;
     }
     size_t n = json_array_size(items);
@@ -648,44 +650,18 @@ int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body,
     hs_buf_putc(out, '[');
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(items, i);
-        if (!json_is_string(it)) {
-            status = body_error(msg, cap, 400, "inputs[%zu]: expected a string", i);
-            goto out;
+        size_t chars = 0;
+        for (size_t k = 0; k < (json_is_array(it) ? json_array_size(it) : 1); k++) {
+            json_t *x = json_is_array(it) ? json_array_get(it, k) : it;
+            if (json_is_string(x)) chars += utf8_chars(json_string_value(x), json_string_length(x));
         }
-        const char *text = json_string_value(it);
-        size_t len_i = json_string_length(it);
-        if (utf8_chars(text, len_i) > (size_t)s->cfg.limits.chars_max) {
+        if (chars > (size_t)s->cfg.limits.chars_max) {
             status = body_error(msg, cap, 413, "inputs[%zu] has more than %d characters", i,
                                 s->cfg.limits.chars_max);
             goto out;
         }
-        /* Untruncated: a capacity for every byte plus the specials always suffices. The
-         * tokenizer itself, not hs_model_tokenize, which cuts at the model's positions. */
-        int ncap = (int)len_i + 2;
-        int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)ncap);
-        int nt = 0;
-        struct hs_error err;
-        hs_error_clear(&err);
-        hs_status st =
-            ids ? hs_tokenizer_encode(m->tokenizer, text, len_i, ids, ncap, &nt, NULL, &err)
-                : HS_STATUS_NO_MEMORY;
-        if (st != HS_STATUS_OK) {
-            status = body_error(msg, cap, status_to_http(st), "inputs[%zu]: %s", i,
-                                err.msg[0] ? err.msg : hs_status_str(st));
-            goto out;
-        }
-        hs_buf_puts(out, i ? ",[" : "[");
-        int first = 1;
-        for (int t = 0; t < nt; t++) {
-            bool is_special = t == 0 || t == nt - 1;
-            if (is_special && !special) continue;
-            const char *tt = hs_tokenizer_id_to_token(m->tokenizer, ids[t]);
-            hs_buf_printf(out, "%s{\"id\":%d,\"text\":", first ? "" : ",", ids[t]);
-            hs_buf_json_str(out, tt ? tt : "", tt ? strlen(tt) : 0);
-            hs_buf_printf(out, ",\"special\":%s}", is_special ? "true" : "false");
-            first = 0;
-        }
-        hs_buf_putc(out, ']');
+        if (i) hs_buf_putc(out, ',');
+        if ((status = hs__tokenize_item(m, it, i, special, out, msg, cap))) goto out;
     }
     hs_buf_putc(out, ']');
 out:
@@ -800,6 +776,18 @@ static enum MHD_Result embed_finish(struct conn *k)
         hs_buf_putc(&b, ']');
     }
     k->ts[HS_TS_POST] = hs_now_ns();
+    return send_buf(k, 200, &b, "application/json", 0);
+}
+
+static enum MHD_Result decode(struct conn *k)
+{
+    char msg[HS__MSG_MAX];
+    struct hs_buf b;
+    int status =
+        hs__decode_body(k->srv, k->arena, k->body, k->body_len, k->ts, &b, msg, sizeof msg);
+    if (status) return send_error(k, status, 0, "%s", msg);
+    k->ts[HS_TS_TOKENIZED] = hs_now_ns();
+    k->ts[HS_TS_POST] = k->ts[HS_TS_TOKENIZED];
     return send_buf(k, 200, &b, "application/json", 0);
 }
 
@@ -1002,6 +990,7 @@ static const struct endpoint endpoints[] = {
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
     {"/predict", "POST", EP_TIMED | EP_MODEL, hs__predict_begin, hs__predict_resume},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
+    {"/decode", "POST", EP_TIMED, decode, NULL},
     /* what a router sends its workers (internal.c) */
     {"/internal/v1/batch", "POST", EP_TIMED | EP_MODEL, hs__internal_batch_begin,
      hs__internal_batch_resume},

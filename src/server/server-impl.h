@@ -204,9 +204,18 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
                      struct hs__embed_req *out, char *msg, size_t cap);
 
 /* POST /tokenize: decodes the body and writes the whole response body (a JSON array per input
- * of {"id", "text", "special"}) into out (in arena a; initialised only on success). */
+ * of {"id", "text", "special", "start", "stop"}) into out (in arena a; initialised only on
+ * success). */
 int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body, size_t len,
                       int64_t *ts, struct hs_buf *out, char *msg, size_t cap);
+
+/* One /tokenize input (a string or a pair [text, text]) as TEI's token array, appended to out
+ * (src/server/tokenize.c); 0 or an HTTP status with msg. */
+int hs__tokenize_item(const struct hs_model *m, json_t *item, size_t idx, bool special,
+                      struct hs_buf *out, char *msg, size_t cap);
+/* POST /decode (TEI): {"ids", "skip_special_tokens"} -> a JSON array of texts in out. */
+int hs__decode_body(struct hs_server *s, struct hs_arena *a, const char *body, size_t len,
+                    int64_t *ts, struct hs_buf *out, char *msg, size_t cap);
 
 /* Validates and tokenizes one text input for model sm (as /embed does). */
 int hs__text_input(const struct hs_server *srv, struct hs_arena *a,

@@ -75,13 +75,38 @@ def test_tei_embed_and_tokenize(server):
     assert st == 200 and len(v) == 2 and close(v[1], ref[1])
     st, _, t = server.post("/tokenize", {"inputs": "Hello, world!"})
     assert st == 200
-    assert [x["text"] for x in t[0]] == ["[CLS]", "hello", ",", "world", "!", "[SEP]"]
+    # TEI: a token's text is its bytes [start, stop) of the input; specials have no offsets
+    assert [x["text"] for x in t[0]] == ["[CLS]", "Hello", ",", "world", "!", "[SEP]"]
+    assert [(x["start"], x["stop"]) for x in t[0]] == [(None, None), (0, 5), (5, 6), (7, 12),
+                                                       (12, 13), (None, None)]
     assert t[0][0]["special"] and not t[0][1]["special"]
     st, _, t = server.post("/tokenize", {"inputs": ["a b"], "add_special_tokens": False})
     assert [x["text"] for x in t[0]] == ["a", "b"]
     # every token, also past the model's 512 positions (/embed would refuse or truncate)
     st, _, t = server.post("/tokenize", {"inputs": "a " * 600})
     assert st == 200 and len(t[0]) == 602
+    # a pair: [CLS] a [SEP] b [SEP], offsets into each text
+    st, _, t = server.post("/tokenize", {"inputs": [["Héllo there", "wörld"]]})
+    assert st == 200, t
+    assert [x["text"] for x in t[0]] == ["[CLS]", "Héllo", "there", "[SEP]", "wörld", "[SEP]"]
+    assert [(x["start"], x["stop"]) for x in t[0]][1:3] == [(0, 6), (7, 12)]
+    assert t[0][4]["start"] == 0 and t[0][4]["stop"] == 6
+    st, _, t = server.post("/tokenize", {"inputs": [[1, 2]]})
+    assert st == 400
+    st, _, t = server.post("/tokenize", {"inputs": [["one"]]})
+    assert st == 400
+
+
+def test_tei_decode(server):
+    st, _, t = server.post("/tokenize", {"inputs": "Hello, wonderful world!"})
+    ids = [x["id"] for x in t[0]]
+    st, _, d = server.post("/decode", {"ids": ids})
+    assert st == 200 and d == ["hello, wonderful world!"]
+    st, _, d = server.post("/decode", {"ids": [ids, ids[1:2]], "skip_special_tokens": False})
+    assert st == 200 and d == ["[CLS] hello, wonderful world! [SEP]", "hello"]
+    assert server.post("/decode", {"ids": [10 ** 9]})[0] == 400
+    assert server.post("/decode", {"ids": "x"})[0] == 400
+    assert server.post("/decode", {"ids": [1], "skip_special_tokens": 3})[0] == 400
 
 
 def test_models_health_ready_metrics(server):
