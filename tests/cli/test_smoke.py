@@ -410,6 +410,22 @@ def test_tokenize_from_arguments_and_stdin():
     assert r.returncode == 2 and "usage: hetserve tokenize" in r.stderr
 
 
+def test_tokenize_a_bare_tokenizer_json():
+    t = os.path.join(MODEL, "tokenizer.json")
+    if not os.path.exists(t):
+        pytest.skip("the model folder has no tokenizer.json")
+    r = ok(hs("tokenize", "--tokenizer", t, "Héllo, wörld!"))
+    b = json.loads(r.stdout)
+    assert b[0]["ids"] == [101, 7592, 1010, 2088, 999, 102], b
+    assert {"ids", "tokens", "type_ids", "special", "offsets"} <= set(b[0]), b
+    r = ok(hs("tokenize", "--tokenizer", t, "--pair", "second text", "first"))
+    b = json.loads(r.stdout)[0]
+    assert b["tokens"] == ["[CLS]", "first", "[SEP]", "second", "text", "[SEP]"], b
+    assert b["type_ids"] == [0, 0, 0, 1, 1, 1]
+    r = ok(hs("tokenize", "--tokenizer", t, "--no-special", "-", stdin="hello world\n"))
+    assert json.loads(r.stdout)[0]["tokens"] == ["hello", "world"], r.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # verify
 
