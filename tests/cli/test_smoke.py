@@ -38,8 +38,10 @@ COMMANDS = ["embed", "tokenize", "devices", "verify", "quantize", "profile", "pl
             "config"]
 TEXTS = ["hello world", "a second text, somewhat longer than the first one"]
 
-# every hetserve argument list this session ran (for the coverage check at the end)
+# every hetserve argument list this session ran, and every (method, path) a served config was
+# sent (for the coverage checks at the end)
 INVOKED = []
+REQUESTED = set()
 
 
 def check_no_crash(rc, stderr, what):
@@ -178,6 +180,7 @@ class Served:
         return self.log.read()
 
     def request(self, method, path, body=None, headers=None, timeout=120):
+        REQUESTED.add((method, path))
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         h = {"Content-Type": "application/json"}
         h.update(headers or {})
@@ -239,6 +242,9 @@ def every_endpoint(srv, has_cascade, admin=False):
     s, _, d = srv.request("POST", "/tokenize", {"inputs": TEXTS[0]})
     b = json_ok(s, d)
     assert [t["text"] for t in b[0]][:2] == ["[CLS]", "hello"], b
+    s, _, d = srv.request("POST", "/decode", {"ids": [[101, 7592, 2088, 102]],
+                                              "skip_special_tokens": False})
+    assert json_ok(s, d) == ["[CLS] hello world [SEP]"]
     s, h, d = srv.request("POST", "/predict", {"inputs": "what a great film"})
     if has_cascade:
         b = json_ok(s, d)
@@ -741,6 +747,32 @@ def documented_flags():
             for f in help_flags(m.group(2)):
                 want.add((m.group(1), f))
     return want
+
+
+def server_endpoints():
+    """(method, path) of every row of the server's endpoint tables (src/server/*.c); a path
+    ending in '/' is a prefix."""
+    rows = set()
+    d = os.path.join(ROOT, "src", "server")
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".c"):
+            for m in re.finditer(r'^\s*\{"(/[^"]*)",\s*"(GET|POST|PUT|DELETE)"',
+                                 open(os.path.join(d, f)).read(), re.M):
+                rows.add((m.group(2), m.group(1)))
+    return rows
+
+
+def test_every_endpoint_was_requested(request):
+    """Each served config got one request to every endpoint of the table: an endpoint added
+    without a request here fails this."""
+    if request.config.getoption("keyword"):
+        pytest.skip("runs when the whole suite does")
+    rows = server_endpoints()
+    assert ("POST", "/v1/embeddings") in rows and len(rows) >= 10, rows
+    missing = sorted((m, p) for m, p in rows
+                     if not any(m == rm and (rp == p or (p.endswith("/") and rp.startswith(p)))
+                                for rm, rp in REQUESTED))
+    assert not missing, "endpoints never requested: %s" % missing
 
 
 def test_every_command_and_documented_flag_ran(request):
