@@ -259,7 +259,7 @@ int hs_cmd_tokenize(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     if (file) {
         rc = tokenize_file(file, pair, special, o.n_texts, o.texts);
-        hs_free(o.texts);
+        common_free(&o);
         return rc;
     }
     struct hs_error err = {0};
