@@ -75,6 +75,8 @@ int hs_cmd_config(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
+    if (argc > 1)
+        fprintf(stderr, "hetserve config: unknown or incomplete arguments at '%s'\n", argv[1]);
     fputs(usage, stderr);
     return 2;
 }

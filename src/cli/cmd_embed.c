@@ -1,4 +1,5 @@
 /* `hetserve embed`, `hetserve tokenize`, `hetserve devices`. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,17 @@ struct common_opts {
     int threads;
     int n_texts;
     char **texts;
+    bool owned; /* texts read from standard input: each is hs_malloc'd */
 };
+
+static void common_free(struct common_opts *o)
+{
+    if (o->owned)
+        for (int i = 0; i < o->n_texts; i++) hs_free(o->texts[i]);
+    hs_free(o->texts);
+    o->texts = NULL;
+    o->n_texts = 0;
+}
 
 /* Parses --model/--engine/--threads; the remaining arguments are texts ("-" = read lines from
  * standard input). Returns 0, or 2 on a usage error. */
@@ -28,10 +39,13 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
     o->dtype = NULL;
     o->threads = 0;
     o->n_texts = 0;
+    o->owned = false;
     o->texts = hs_calloc((size_t)argc + 1, sizeof(char *));
+    if (!o->texts) return 2;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%s\n", usage_line);
+            common_free(o);
             return 1;
         } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
             o->model = argv[++i];
@@ -43,6 +57,7 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
             o->threads = atoi(argv[++i]);
         } else if (strncmp(argv[i], "--", 2) == 0 && strcmp(argv[i], "--") != 0) {
             fprintf(stderr, "hetserve: unknown option %s\n%s\n", argv[i], usage_line);
+            common_free(o);
             return 2;
         } else {
             o->texts[o->n_texts++] = argv[i];
@@ -53,22 +68,38 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
         int cap = 64;
         o->n_texts = 0;
         hs_free(o->texts);
+        o->owned = true;
         o->texts = hs_calloc((size_t)cap, sizeof(char *));
         char *line = NULL;
         size_t lcap = 0;
         ssize_t len;
-        while ((len = getline(&line, &lcap, stdin)) >= 0) {
+        bool oom = !o->texts;
+        while (!oom && (len = getline(&line, &lcap, stdin)) >= 0) {
             if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
             if (o->n_texts == cap) {
+                char **nt = hs_realloc(o->texts, sizeof(char *) * (size_t)cap * 2);
+                if (!nt) {
+                    oom = true;
+                    break;
+                }
+                o->texts = nt;
                 cap *= 2;
-                o->texts = hs_realloc(o->texts, sizeof(char *) * (size_t)cap);
             }
-            o->texts[o->n_texts++] = hs_strdup(line);
+            if (!(o->texts[o->n_texts] = hs_strdup(line)))
+                oom = true;
+            else
+                o->n_texts++;
         }
         free(line);
+        if (oom) {
+            fprintf(stderr, "hetserve: out of memory reading standard input\n");
+            common_free(o);
+            return 2;
+        }
     }
     if (o->n_texts == 0) {
         fprintf(stderr, "%s\n", usage_line);
+        common_free(o);
         return 2;
     }
     return 0;
@@ -155,7 +186,7 @@ fail:
     hs_executor_free(x);
     hs_engine_destroy(e);
     hs_model_free(m);
-    hs_free(o.texts);
+    common_free(&o);
     return rc;
 }
 
@@ -228,7 +259,7 @@ int hs_cmd_tokenize(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     if (file) {
         rc = tokenize_file(file, pair, special, o.n_texts, o.texts);
-        hs_free(o.texts);
+        common_free(&o);
         return rc;
     }
     struct hs_error err = {0};
@@ -261,7 +292,7 @@ int hs_cmd_tokenize(int argc, char **argv)
 fail:
     if (rc) fprintf(stderr, "hetserve tokenize: %s\n", err.msg);
     hs_model_free(m);
-    hs_free(o.texts);
+    common_free(&o);
     return rc;
 }
 
@@ -289,10 +320,22 @@ static void print_caps(const char *name, const struct hs_engine_caps *cp, int fi
     printf("]}");
 }
 
+static const char devices_usage[] =
+    "usage: hetserve devices\n"
+    "  prints as JSON every registered engine kind (built, devices found, native and compute\n"
+    "  dtypes) and every engine found with its capabilities (device, ISA, threads, memory,\n"
+    "  dtypes, stages)\n";
+
 int hs_cmd_devices(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc > 1) {
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+            fputs(devices_usage, stdout);
+            return 0;
+        }
+        fprintf(stderr, "hetserve devices: unknown argument '%s'\n%s", argv[1], devices_usage);
+        return 2;
+    }
     printf("{\"kinds\":[");
     for (int i = 0; i < hs_engine_kind_count(); i++) {
         const struct hs_engine_kind *k = hs_engine_kind_at(i);

@@ -1,5 +1,6 @@
 /* `hetserve plan`: choose a placement from a profile, a traffic description and a latency
  * objective (sched/plan.h); print the prediction beside the alternatives; write a config. */
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
@@ -9,8 +10,10 @@
 
 #include "cli/cli.h"
 #include "core/alloc.h"
+#include "core/file.h"
 #include "sched/costs.h"
 #include "sched/plan.h"
+#include "server/capture.h"
 #include "server/config.h"
 
 static const char usage[] =
@@ -18,8 +21,9 @@ static const char usage[] =
     "                     [--out FILE]\n"
     "  --profile P     a `hetserve profile` file of the configuration's engines\n"
     "  --traffic T     rate=R;TOKENS:WEIGHT,... (requests/s; length histogram), e.g.\n"
-    "                  rate=40;16:0.6,64:0.3,256:0.1, or a trace file of '<seconds> <tokens>' "
-    "lines\n"
+    "                  rate=40;16:0.6,64:0.3,256:0.1, or a file: the server's capture\n"
+    "                  (server.capture.file, JSON lines: its arrivals replayed) or\n"
+    "                  '<seconds> <tokens>' lines\n"
     "  --slo MS        the P99 latency objective, milliseconds\n"
     "  --config FILE   the configuration to start from (default: the one the profile names,\n"
     "                  else the default configuration)\n"
@@ -142,6 +146,30 @@ static void apply(struct hs_config *c, const struct hs_plan *p, const struct hs_
     }
 }
 
+/* A traffic file: a capture (server/capture.h: JSON lines) when its first line that is not
+ * blank starts with '{', else '<seconds> <tokens>' lines. A capture's requests of the profile's
+ * model are the arrivals. */
+static hs_status load_traffic(const char *path, const struct hs_plan_opts *o,
+                              const struct hs_costs *costs, struct hs_traffic *t,
+                              struct hs_capture_traffic_summary *cap, bool *captured,
+                              struct hs_error *err)
+{
+    char *data;
+    size_t len;
+    hs_status st = hs_read_file(path, 0, &data, &len, err);
+    if (st) return st;
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)data[i])) i++;
+    *captured = i < len && data[i] == '{';
+    if (*captured)
+        st = hs_capture_traffic_parse(path, data, len, o->buckets, o->n_buckets,
+                                      costs->n_lanes ? costs->lanes[0].model : NULL, t, cap, err);
+    else
+        st = hs_traffic_parse_lines(path, data, len, o->buckets, o->n_buckets, t, err);
+    hs_free(data);
+    return st;
+}
+
 int hs_cmd_plan(int argc, char **argv)
 {
     json_set_alloc_funcs(hs_malloc, hs_free);
@@ -224,7 +252,7 @@ int hs_cmd_plan(int argc, char **argv)
     struct hs_config *c = hs_malloc(sizeof *c);
     struct hs_plan_result *res = hs_malloc(sizeof *res);
     struct hs_error err = {0};
-    struct hs_traffic t;
+    struct hs_traffic t = {0};
     int rc = 1;
     if (!costs || !c || !res) goto done;
     if (hs_costs_load(profile, costs, &err)) {
@@ -256,9 +284,11 @@ int hs_cmd_plan(int argc, char **argv)
         o.buckets[o.n_buckets++] = c->batching.buckets[i];
     if (o.n_buckets == 0 || o.buckets[o.n_buckets - 1] < 512) /* the model's longest */
         o.buckets[o.n_buckets++] = 512;
+    struct hs_capture_traffic_summary cap = {0};
+    bool captured = false;
     hs_status st = !strncmp(traffic, "rate=", 5)
                        ? hs_traffic_parse(traffic, &t, &err)
-                       : hs_traffic_load(traffic, o.buckets, o.n_buckets, &t, &err);
+                       : load_traffic(traffic, &o, costs, &t, &cap, &captured, &err);
     if (st) {
         fprintf(stderr, "hetserve plan: %s\n", err.msg);
         rc = 2;
@@ -279,7 +309,16 @@ int hs_cmd_plan(int argc, char **argv)
     const struct hs_plan *single = res->best_single >= 0 ? &res->plans[res->best_single] : NULL;
     const int layers = hs_costs_count(ch->a, HS_COST_ATTN);
 
-    printf("traffic: %.1f requests/s, lengths", t.rate_per_s);
+    if (captured) {
+        printf("traffic: %.1f sequences/s (capture %s: %ld requests, %ld sequences over %.1f s, "
+               "replayed;",
+               t.rate_per_s, traffic, cap.requests, cap.sequences, cap.span_s);
+        for (int i = 0; i < cap.n_endpoints; i++)
+            printf(" %s %ld", cap.endpoint[i], cap.endpoint_requests[i]);
+        printf("; priority batch %ld; skipped %ld), lengths", cap.batch, cap.skipped);
+    } else {
+        printf("traffic: %.1f requests/s, lengths", t.rate_per_s);
+    }
     for (int i = 0; i < t.n; i++)
         if (t.share[i] > 0) printf(" %d:%.0f%%", t.tokens[i], 100 * t.share[i]);
     printf("; objective P99 <= %.1f ms\n", slo_ms);
@@ -337,6 +376,7 @@ int hs_cmd_plan(int argc, char **argv)
     if (f != stdout) fprintf(stderr, "plan: wrote %s\n", out_path);
     rc = 0;
 done:
+    hs_traffic_free(&t);
     hs_free(costs);
     hs_free(c);
     hs_free(res);

@@ -46,11 +46,12 @@ int hs_cmd_quantize(int argc, char **argv)
     int threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         }
         if (!v) {
+            fprintf(stderr, "hetserve quantize: unknown or incomplete option '%s'\n", a);
             usage(stderr);
             return 2;
         }
@@ -76,12 +77,14 @@ int hs_cmd_quantize(int argc, char **argv)
         else if (!strcmp(a, "--threads"))
             threads = atoi(v);
         else {
+            fprintf(stderr, "hetserve quantize: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
         }
         i++;
     }
     if (!out) {
+        fprintf(stderr, "hetserve quantize: --out DIR is required\n");
         usage(stderr);
         return 2;
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/file.h"
 #include "core/log.h"
 #include "sched/sim.h"
 
@@ -51,35 +52,49 @@ hs_status hs_traffic_parse(const char *spec, struct hs_traffic *t, struct hs_err
     }
     if (t->n == 0 || !(sum > 0))
         return hs_error_set(err, HS_STATUS_INVALID_INPUT, "traffic: no lengths with weight");
+    if (!isfinite(sum))
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "traffic: the weights' sum overflows");
     for (int i = 0; i < t->n; i++) t->share[i] /= sum;
     return HS_STATUS_OK;
 }
 
-hs_status hs_traffic_load(const char *path, const int *buckets, int n_buckets, struct hs_traffic *t,
-                          struct hs_error *err)
+hs_status hs_traffic_parse_lines(const char *name, const char *data, size_t len, const int *buckets,
+                                 int n_buckets, struct hs_traffic *t, struct hs_error *err)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "r");
-    if (!f) return hs_error_set(err, HS_STATUS_IO, "cannot open traffic trace %s", path);
-    char line[256];
     double first = 0, last = 0;
     long n = 0, lineno = 0;
     double counts[HS_TRAFFIC_MAX_LENGTHS] = {0};
     for (int i = 0; i < n_buckets && i < HS_TRAFFIC_MAX_LENGTHS; i++)
         t->tokens[t->n++] = buckets[i];
-    while (fgets(line, sizeof line, f)) {
+    if (t->n == 0) return hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s: no buckets", name);
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(data + at, '\n', len - at);
+        size_t ll = nl ? (size_t)(nl - (data + at)) : len - at;
+        char line[256];
         lineno++;
+        if (ll >= sizeof line)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s:%ld: line longer than %zu bytes",
+                                name, lineno, sizeof line - 1);
+        memcpy(line, data + at, ll);
+        line[ll] = '\0';
+        at += ll + 1;
         char *s = line;
         while (isspace((unsigned char)*s)) s++;
         if (!*s || *s == '#') continue;
-        char *end;
+        char *end, *end2;
+        errno = 0;
         double ts = strtod(s, &end);
-        long tok = strtol(end, &end, 10);
-        if (!isfinite(ts) || tok < 1) {
-            fclose(f);
+        long tok = end == s ? 0 : strtol(end, &end2, 10);
+        if (end == s || !isfinite(ts) || tok < 1 || tok > 1 << 20 || end2 == end || errno) {
             return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "%s:%ld: expected '<seconds> <tokens>'", path, lineno);
+                                "%s:%ld: expected '<seconds> <tokens>'", name, lineno);
         }
+        while (isspace((unsigned char)*end2)) end2++;
+        if (*end2)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "%s:%ld: expected '<seconds> <tokens>', not '%.20s' after them",
+                                name, lineno, end2);
         if (n == 0 || ts < first) first = ts;
         if (n == 0 || ts > last) last = ts;
         int b = 0;
@@ -87,13 +102,32 @@ hs_status hs_traffic_load(const char *path, const int *buckets, int n_buckets, s
         counts[b] += 1;
         n++;
     }
-    fclose(f);
-    if (n < 2 || !(last > first))
+    if (n < 2 || !(last > first) || !isfinite(last - first))
         return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                            "%s: a trace needs at least two requests at different times", path);
+                            "%s: a trace needs at least two requests at different times", name);
     t->rate_per_s = (double)(n - 1) / (last - first);
+    if (!(t->rate_per_s > 0) || !isfinite(t->rate_per_s))
+        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s: the requests span no time", name);
     for (int i = 0; i < t->n; i++) t->share[i] = counts[i] / (double)n;
     return HS_STATUS_OK;
+}
+
+hs_status hs_traffic_load(const char *path, const int *buckets, int n_buckets, struct hs_traffic *t,
+                          struct hs_error *err)
+{
+    memset(t, 0, sizeof *t);
+    char *data;
+    size_t len;
+    hs_status st = hs_read_file(path, 0, &data, &len, err);
+    if (st) return st;
+    st = hs_traffic_parse_lines(path, data, len, buckets, n_buckets, t, err);
+    hs_free(data);
+    return st;
+}
+
+void hs_traffic_free(struct hs_traffic *t)
+{
+    hs_sim_traffic_free(&t->captured);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -294,6 +328,25 @@ static hs_status plan_traffic(const struct hs_traffic *t, const struct hs_plan_o
     memset(out, 0, sizeof *out);
     out->n_classes = 1;
     snprintf(out->class_name[0], sizeof out->class_name[0], "all");
+    const struct hs_sim_traffic *cap = &t->captured;
+    if (cap->n > 0) {
+        /* the capture again and again, each copy one mean gap after the one before, until
+         * there are sim_requests arrivals (the capture once at least) */
+        const double span = cap->a[cap->n - 1].at_s - cap->a[0].at_s;
+        const double period = cap->n > 1 ? span * (double)cap->n / (double)(cap->n - 1) : 1.0;
+        const size_t reps = ((size_t)o->sim_requests + cap->n - 1) / cap->n;
+        out->n = (reps ? reps : 1) * cap->n;
+        out->a = hs_calloc(out->n, sizeof *out->a);
+        if (!out->a) return HS_STATUS_NO_MEMORY;
+        for (size_t i = 0; i < out->n; i++) {
+            out->a[i] = cap->a[i % cap->n]; /* tokens stay the capture's (token_store NULL) */
+            out->a[i].at_s =
+                cap->a[i % cap->n].at_s - cap->a[0].at_s + (double)(i / cap->n) * period;
+            out->a[i].cls = 0;
+            out->a[i].warmup = i < out->n / 10;
+        }
+        return HS_STATUS_OK;
+    }
     out->n = (size_t)o->sim_requests;
     out->a = hs_calloc(out->n, sizeof *out->a);
     out->token_store = hs_calloc(out->n, sizeof *out->token_store);

@@ -56,6 +56,7 @@
 #include "core/status.h"
 #include "sched/costs.h"
 #include "sched/sched.h"
+#include "sched/sim.h"
 
 #define HS_TRAFFIC_MAX_LENGTHS 64
 #define HS_PLAN_MAX            256
@@ -67,15 +68,25 @@ struct hs_traffic {
     int n;
     int tokens[HS_TRAFFIC_MAX_LENGTHS];
     double share[HS_TRAFFIC_MAX_LENGTHS];
+    /* Optional: the arrivals of a capture (server/capture.h, hs_capture_traffic_parse), by arrival
+     * time from 0, with their sequences, priorities and deadlines. The plan's simulation replays
+     * them, back to back, instead of Poisson arrivals at rate_per_s (then sequences per second,
+     * with the histogram over sequences). n = 0: none. Owned: hs_traffic_free. */
+    struct hs_sim_traffic captured;
 };
 
 /* "rate=40;16:0.6,64:0.3,256:0.1" (rate in requests per second; tokens:weight, weights
  * normalized) or a captured trace file, one request per line: "<seconds> <tokens>" (rate = the
  * lines over the time they span; lengths binned by the buckets). HS_STATUS_INVALID_INPUT saying
- * what is wrong. */
+ * what is wrong (a file's errors name the file and line: "T:3: ..."). hs_traffic_parse_lines
+ * reads the trace's text (data[len], name for messages); hs_traffic_load reads the file. */
 hs_status hs_traffic_parse(const char *spec, struct hs_traffic *t, struct hs_error *err);
+hs_status hs_traffic_parse_lines(const char *name, const char *data, size_t len, const int *buckets,
+                                 int n_buckets, struct hs_traffic *t, struct hs_error *err);
 hs_status hs_traffic_load(const char *path, const int *buckets, int n_buckets, struct hs_traffic *t,
                           struct hs_error *err);
+/* Releases t's captured arrivals (nothing else is owned). */
+void hs_traffic_free(struct hs_traffic *t);
 
 enum hs_plan_kind { HS_PLAN_SINGLE, HS_PLAN_BUCKETS, HS_PLAN_LAYERS, HS_PLAN_MODULES };
 

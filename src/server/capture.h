@@ -103,4 +103,34 @@ hs_status hs_capture_parse_line(const char *line, size_t len, struct hs_capture_
                                 struct hs_error *err);
 void hs_capture_entry_free(struct hs_capture_entry *e);
 
+/* ---- a capture as planning traffic (capture_traffic.c; `hetserve plan --traffic FILE`) ---- */
+
+#define HS_CAPTURE_TRAFFIC_ENDPOINTS 8
+
+/* What a capture held, for the plan's summary line. */
+struct hs_capture_traffic_summary {
+    long requests;  /* lines taken: their arrivals are the traffic */
+    long sequences; /* their inputs */
+    long batch;     /* requests of priority batch */
+    long skipped;   /* lines of no sequence (refused before tokenizing) or of another model */
+    double span_s;  /* first arrival to last */
+    int n_endpoints;
+    char endpoint[HS_CAPTURE_TRAFFIC_ENDPOINTS][32];
+    long endpoint_requests[HS_CAPTURE_TRAFFIC_ENDPOINTS]; /* the rest counted in the last */
+};
+
+/* Reads a capture (data[len]: the file's text, lines as hs_capture_parse_line reads them; name
+ * for messages) as the traffic of a plan (sched/plan.h): every request with token lengths, of
+ * model (NULL or "": of any model), is an arrival at its offset_ms with its sequences, priority
+ * and deadline (t->captured, sorted by arrival); t->rate_per_s is sequences per second over the
+ * span of the arrivals and the histogram is the sequences' lengths binned by buckets.
+ * HS_STATUS_INVALID_INPUT naming the file and line ("name:3: \"tokens\" must be ..."), or when
+ * fewer than two requests at different times remain. t is released with hs_traffic_free, also
+ * after an error; sum is optional. */
+struct hs_traffic;
+hs_status hs_capture_traffic_parse(const char *name, const char *data, size_t len,
+                                   const int *buckets, int n_buckets, const char *model,
+                                   struct hs_traffic *t, struct hs_capture_traffic_summary *sum,
+                                   struct hs_error *err);
+
 #endif

@@ -375,6 +375,12 @@ static const struct key keys[] = {
      "default deadline per request (field timeout_ms or header X-Timeout-Ms)"},
     {C(limits, timeout_max_ms), K_INT, 1, 86400000, "600000", "largest deadline a client may ask"},
     {C(limits, body_bytes_max), K_I64, 64, 17179869184.0, "4194304", "body limit; beyond: 413"},
+    {C(limits, discard_bytes_max), K_I64, 0, 17179869184.0, "67108864",
+     "a body refused with 413 is read and discarded up to this many bytes before the answer, so "
+     "that a client still sending reads the 413 instead of a reset (lingering close); beyond, "
+     "the 413 is sent and the connection closed. 0 = answer at once"},
+    {C(limits, discard_timeout_ms), K_INT, 0, 86400000, "10000",
+     "... and for at most this long after the request's headers"},
     {C(limits, items_max), K_INT, 1, 1 << 20, "512", "inputs per request; beyond: 413"},
     {C(limits, chars_max), K_INT, 1, 1 << 28, "32768", "characters per input; beyond: 413"},
     {C(limits, drain_timeout_ms), K_INT, 0, 86400000, "30000",

@@ -191,6 +191,8 @@ struct hs_config {
         int timeout_ms;
         int timeout_max_ms;
         int64_t body_bytes_max;
+        int64_t discard_bytes_max; /* a refused body read and dropped before the 413 ... */
+        int discard_timeout_ms;    /* ... for at most this long (lingering close) */
         int items_max;
         int chars_max;
         int drain_timeout_ms;

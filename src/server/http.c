@@ -68,6 +68,8 @@ struct conn {
     char *body;
     size_t body_len, body_cap;
     bool body_too_big;
+    long long body_declared; /* Content-Length, -1 when the request has none */
+    int64_t discarded;       /* bytes of a refused body read and dropped (lingering close) */
     bool accepted; /* counted in srv->inflight: the drain on SIGTERM waits for its response */
 
     /* model jobs (sched/dispatch.h) */
@@ -1015,6 +1017,7 @@ static bool body_append(struct conn *k, const char *data, size_t n)
     size_t limit = (size_t)k->srv->cfg.limits.body_bytes_max;
     if (k->body_too_big || k->body_len + n > limit) {
         k->body_too_big = true;
+        k->discarded += (int64_t)n;
         return true;
     }
     if (k->body_len + n > k->body_cap) {
@@ -1030,6 +1033,40 @@ static bool body_append(struct conn *k, const char *data, size_t n)
     memcpy(k->body + k->body_len, data, n);
     k->body_len += n;
     return true;
+}
+
+/* A body over limits.body_bytes_max. Answering 413 while the client is still sending and
+ * closing makes the kernel reset the connection over the unread bytes, and the client (which
+ * reads its answer once it has sent everything) sees the reset, not the 413. So the server does
+ * what nginx's lingering close does: it reads the body and drops it, up to
+ * limits.discard_bytes_max and limits.discard_timeout_ms, and answers when the body is whole
+ * (the connection stays usable) or when a limit is reached (microhttpd then closes it). */
+static enum MHD_Result refuse_body(struct conn *k)
+{
+    conn_accept(k);
+    long long limit = (long long)k->srv->cfg.limits.body_bytes_max;
+    if (k->body_declared > limit)
+        return send_error(k, 413, 0, "body of %lld bytes; the limit is %lld", k->body_declared,
+                          limit);
+    return send_error(k, 413, 0, "request body exceeds %lld bytes", limit);
+}
+
+/* The discard of a refused body has gone on for long enough. */
+static bool discard_over(const struct conn *k)
+{
+    const struct hs_config *cfg = &k->srv->cfg;
+    return k->discarded > cfg->limits.discard_bytes_max ||
+           hs_now_ns() - k->ts[HS_TS_RECEIVED] > (int64_t)cfg->limits.discard_timeout_ms * 1000000;
+}
+
+/* A body refused on its Content-Length alone is answered before it is read when the client
+ * waits for "100 Continue" (it sends nothing until then), or when reading it all would pass the
+ * discard limit anyway. */
+static bool refuse_at_once(const struct conn *k)
+{
+    const char *expect = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Expect");
+    if (expect && !strcasecmp(expect, "100-continue")) return true;
+    return k->body_declared > k->srv->cfg.limits.discard_bytes_max;
 }
 
 enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -1053,19 +1090,17 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
             return send_error(k, 405, 0, "method %s not allowed on %s", method, url);
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            long long n = atoll(cl);
-            if (n > s->cfg.limits.body_bytes_max) {
-                conn_accept(k);
-                return send_error(k, 413, 0, "body of %lld bytes; the limit is %lld", n,
-                                  (long long)s->cfg.limits.body_bytes_max);
-            }
+        k->body_declared = cl ? atoll(cl) : -1;
+        if (k->body_declared > s->cfg.limits.body_bytes_max) {
+            k->body_too_big = true;
+            if (refuse_at_once(k)) return refuse_body(k);
         }
         return MHD_YES;
     }
     if (*upload_size) {
         if (!body_append(k, upload, *upload_size)) return MHD_NO;
         *upload_size = 0;
+        if (k->body_too_big && discard_over(k)) return refuse_body(k);
         return MHD_YES;
     }
     if (k->submitted) {
@@ -1074,9 +1109,7 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         return k->ep->finish(k);
     }
     conn_accept(k); /* the whole body is here */
-    if (k->body_too_big)
-        return send_error(k, 413, 0, "request body exceeds %lld bytes",
-                          (long long)s->cfg.limits.body_bytes_max);
+    if (k->body_too_big) return refuse_body(k);
     return k->ep->begin(k);
 }
 

@@ -182,3 +182,45 @@ def test_batch_sizes_per_bucket(tmp_path):
     assert chk.returncode == 0, chk.stderr
     row, text = plan_at(100)
     assert "batch_max_tokens" not in row, row
+
+
+def test_a_capture_of_a_served_run_is_traffic(tmp_path):
+    """The JSONL the server writes with server.capture is planning traffic as it is: its
+    arrivals, token lengths, endpoints and priorities (planned on the synthetic profile, which
+    keeps the plan quick in instrumented builds too)."""
+    import json
+    profile, base = fixed_profile(tmp_path)
+    cap = tmp_path / "capture.jsonl"
+    s = Server(BASE + "server:\n  capture: {file: \"%s\"}\n" % cap, model=None)
+    try:
+        for i in range(12):
+            st, _, _ = s.post("/v1/embeddings", {"input": ["hello world", "a second text " * 5]})
+            assert st == 200
+            st, _, _ = s.post("/embed", {"inputs": "short"}, headers={"X-Priority": "batch"})
+            assert st == 200
+        st, _, _ = s.post("/embed", {"inputs": 5})  # refused before tokenizing: skipped
+        assert st == 400
+    finally:
+        s.stop()
+    lines = cap.read_text().splitlines()
+    assert len(lines) == 25 and all(json.loads(l)["v"] == 1 for l in lines)
+    out = tmp_path / "c.yaml"
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--config", str(base),
+                        "--traffic", str(cap), "--slo", "5000", "--out", str(out)],
+                       capture_output=True, text=True, env=ENV, timeout=900)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("traffic: ") and " sequences/s (capture " in first, first
+    assert "24 requests, 36 sequences" in first, first
+    assert "/v1/embeddings 12 /embed 12; priority batch 12; skipped 1)" in first, first
+    assert "lengths 16:67% 32:33%" in first, first
+    chk = subprocess.run([BINARY, "config", "--check", str(out)], capture_output=True, text=True)
+    assert chk.returncode == 0, chk.stderr
+    # a broken line is refused with its file and line number
+    bad = tmp_path / "bad.jsonl"
+    broken = json.loads(lines[1])
+    broken["tokens"][0] = 1
+    bad.write_text(lines[0] + "\n" + json.dumps(broken) + "\n")
+    r = subprocess.run([BINARY, "plan", "--profile", str(profile), "--traffic", str(bad),
+                        "--slo", "500"], capture_output=True, text=True)
+    assert r.returncode == 2 and "bad.jsonl:2: " in r.stderr and "tokens[0]" in r.stderr, r.stderr
