@@ -33,6 +33,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "server/dashboard.h"
+#include "server/kserve.h"
 #include "server/server-impl.h"
 
 struct conn;
@@ -50,6 +51,8 @@ enum {
     EP_TIMED = 1u << 0,  /* responses carry Server-Timing */
     EP_MODEL = 1u << 1,  /* runs a model: request metrics and a trace line */
     EP_OPENAI = 1u << 2, /* OpenAI's schema (else TEI's) */
+    EP_KSERVE = 1u << 3, /* the Open Inference Protocol (kserve.c): errors {"error": "..."} */
+    EP_PREFIX = 1u << 4, /* the path is a prefix ("/v2/models/"): the handler reads the rest */
 };
 
 /* /embed: one; /predict: the small stage and the big one */
@@ -60,6 +63,7 @@ struct conn {
     struct MHD_Connection *mhd;
     struct hs_arena *arena;
     const struct endpoint *ep; /* NULL: no such path */
+    const char *url;
     uint64_t id;
     int64_t ts[HS_TS_COUNT]; /* the answering job's, once it has one */
     int http_status;
@@ -256,7 +260,10 @@ static enum MHD_Result send_error(struct conn *k, int status, double retry_after
     va_end(ap);
     struct hs_buf b;
     hs_buf_init(&b, k->arena, 256 + strlen(msg));
-    hs_json_error(&b, msg, error_type(status), status);
+    if (k->ep && (k->ep->flags & EP_KSERVE))
+        hs__kserve_error_body(&b, msg);
+    else
+        hs_json_error(&b, msg, error_type(status), status);
     return send_buf(k, status, &b, "application/json", retry_after_s);
 }
 
@@ -1010,13 +1017,28 @@ static const struct endpoint endpoints[] = {
     {"/metrics", "GET", 0, metrics, NULL},
     {"/dashboard", "GET", 0, dashboard, NULL},
     {"/admin/fault", "POST", 0, admin_fault, NULL},
+    /* the KServe v2 / Open Inference Protocol (kserve.h) */
+    {"/v2", "GET", EP_KSERVE, hs__kserve_server, NULL},
+    {"/v2/health/live", "GET", EP_KSERVE, hs__kserve_live, NULL},
+    {"/v2/health/ready", "GET", EP_KSERVE, hs__kserve_ready, NULL},
+    {"/v2/models/", "GET", EP_KSERVE | EP_PREFIX, hs__kserve_model, NULL},
+    {"/v2/models/", "POST", EP_TIMED | EP_MODEL | EP_KSERVE | EP_PREFIX, hs__kserve_infer_begin,
+     hs__kserve_infer_finish},
 };
 
-static const struct endpoint *endpoint_of(const char *url)
+/* The row for url and method; else one for url alone (answered 405); NULL when none. */
+static const struct endpoint *endpoint_of(const char *url, const char *method)
 {
-    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++)
-        if (!strcmp(url, endpoints[i].path)) return &endpoints[i];
-    return NULL;
+    const struct endpoint *any = NULL;
+    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++) {
+        const struct endpoint *e = &endpoints[i];
+        bool match = (e->flags & EP_PREFIX) ? !strncmp(url, e->path, strlen(e->path))
+                                            : !strcmp(url, e->path);
+        if (!match) continue;
+        if (!strcmp(method, e->method)) return e;
+        if (!any) any = e;
+    }
+    return any;
 }
 
 static bool body_append(struct conn *k, const char *data, size_t n)
@@ -1052,7 +1074,11 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         k = conn_new(s, c);
         if (!k) return MHD_NO; /* out of memory: drop the connection */
         *con_cls = k;
-        k->ep = endpoint_of(url);
+        size_t ul = strlen(url);
+        char *u = hs_arena_alloc(k->arena, ul + 1);
+        if (!u) return MHD_NO;
+        k->url = memcpy(u, url, ul + 1);
+        k->ep = endpoint_of(url, method);
         if (!k->ep) {
             conn_accept(k);
             return send_error(k, 404, 0, "no endpoint %s", url);
@@ -1220,6 +1246,17 @@ enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, cons
 int hs__http_status(hs_status st)
 {
     return status_to_http(st);
+}
+
+const char *hs__conn_url(struct conn *k)
+{
+    return k->url;
+}
+
+void hs__conn_set_header(struct conn *k, const char *name, const char *value)
+{
+    k->x_header = name;
+    k->x_value = value;
 }
 
 void hs__conn_route_note(struct conn *k, const char *note)

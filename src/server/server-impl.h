@@ -137,6 +137,9 @@ enum MHD_Result hs__predict_begin(struct conn *k);
 enum MHD_Result hs__predict_resume(struct conn *k);
 /* Appends the cascade counters (Prometheus text) to out; nothing when not configured. */
 void hs__predict_metrics(struct hs_server *s, struct hs_buf *out);
+/* The classification head /predict applies to sm's embeddings, NULL when it has none. */
+struct hs_head;
+const struct hs_head *hs__predict_head(const struct hs_server *s, const struct hs_served_model *sm);
 
 /* The connection (http.c) as /predict sees it. */
 struct hs_arena *hs__conn_arena(struct conn *k);
@@ -164,6 +167,10 @@ struct hs_job *hs__conn_job(struct conn *k, const char *task, const char *model,
  * j->retry_after_s. */
 hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_job *from,
                             bool *answered);
+/* The request's path (decoded), valid until the response is sent. */
+const char *hs__conn_url(struct conn *k);
+/* One extra response header (name and value kept, not copied; may be NULL). */
+void hs__conn_set_header(struct conn *k, const char *name, const char *value);
 /* note (may be NULL; kept, not copied) is appended to X-Route as ";<note>". */
 void hs__conn_route_note(struct conn *k, const char *note);
 
