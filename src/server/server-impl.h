@@ -103,7 +103,16 @@ struct hs_server {
     struct hs_remote_pool *pools[HS_CONFIG_MAX_ENGINES];
     bool router_role;  /* every engine is remote: models without weights */
     bool internal_api; /* the internal API (internal.c) is served */
+    /* API keys (server/auth.h): NULL = none configured, every endpoint open; swapped by
+     * hs_server_reload_auth under auth_mu */
+    pthread_mutex_t auth_mu;
+    struct hs_auth *auth;
 };
+
+/* The current key set with a reference (release with hs_auth_unref), NULL when auth is off. */
+struct hs_auth *hs__server_auth(struct hs_server *s);
+/* Does an endpoint path or prefix ("/v1", "/embed") name any row of the endpoint table? */
+bool hs__http_endpoint_known(const char *prefix);
 
 /* The libmicrohttpd callbacks (http.c). */
 enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char *url,
