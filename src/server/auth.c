@@ -34,7 +34,10 @@ struct tenant {
     pthread_mutex_t mu; /* the buckets */
     struct bucket requests, tokens;
     int64_t last_ns; /* the buckets' last refill */
-    atomic_llong answers[CODE_COUNT], tokens_total, limited_requests, limited_tokens;
+    atomic_llong answers[CODE_COUNT], tokens_total, limited_requests, limited_tokens, limited_share,
+        demoted_share;
+    atomic_int inflight; /* its admitted jobs not yet answered (hs_auth_job .. hs_auth_done) */
+    struct hs_auth *set;
 };
 
 struct hs_auth_key {
@@ -48,6 +51,8 @@ struct hs_auth_key {
 struct hs_auth {
     atomic_int refs;
     bool probes_open, metrics_open;
+    int share_inflight;  /* past this many in flight, each tenant gets its weighted share */
+    atomic_int inflight; /* every tenant's */
     int n_keys, n_tenants;
     struct hs_auth_key *keys;
     struct tenant *tenants;
@@ -217,6 +222,9 @@ static void carry_over(struct tenant *t, struct tenant *p)
     atomic_store(&t->tokens_total, atomic_load(&p->tokens_total));
     atomic_store(&t->limited_requests, atomic_load(&p->limited_requests));
     atomic_store(&t->limited_tokens, atomic_load(&p->limited_tokens));
+    atomic_store(&t->limited_share, atomic_load(&p->limited_share));
+    atomic_store(&t->demoted_share, atomic_load(&p->demoted_share));
+    /* (in-flight counts stay with the set their requests were admitted by) */
 }
 
 hs_status hs_auth_create(const struct hs_auth_key_cfg *keys, int n, const struct hs_auth_opts *o,
@@ -237,6 +245,7 @@ hs_status hs_auth_create(const struct hs_auth_key_cfg *keys, int n, const struct
     atomic_init(&a->refs, 1);
     a->probes_open = o->probes_open;
     a->metrics_open = o->metrics_open;
+    a->share_inflight = o->share_inflight;
     hs_status st = HS_STATUS_OK;
     for (int i = 0; i < n && !st; i++) {
         const struct hs_auth_key_cfg *kc = &keys[i];
@@ -292,6 +301,7 @@ hs_status hs_auth_create(const struct hs_auth_key_cfg *keys, int n, const struct
             tn->prio_max =
                 strcmp(kc->priority_max, "batch") ? HS_PRIORITY_INTERACTIVE : HS_PRIORITY_BATCH;
             pthread_mutex_init(&tn->mu, NULL);
+            tn->set = a;
             bucket_init(&tn->requests, kc->requests_per_s, kc->burst_s);
             bucket_init(&tn->tokens, kc->tokens_per_s, kc->burst_s);
             tn->last_ns = hs_now_ns();
@@ -432,11 +442,27 @@ int hs_auth_admit(struct hs_auth *a, const char *endpoint, enum hs_auth_class cl
     return 429;
 }
 
+/* Is tenant t past its weighted share of a->share_inflight: holding at least its weight over
+ * the weights of the tenants with requests in flight (t's included) of them, and the heaviest
+ * user by requests in flight per weight? A tenant under its share is never held back. */
+static bool over_share(const struct hs_auth *a, const struct tenant *t, int mine)
+{
+    double w = t->weight, heaviest = 0;
+    for (int i = 0; i < a->n_tenants; i++) {
+        const struct tenant *o = &a->tenants[i];
+        int n = o == t ? 0 : atomic_load(&o->inflight);
+        if (n <= 0) continue;
+        w += o->weight;
+        heaviest = fmax(heaviest, n / o->weight);
+    }
+    double share = fmax(1.0, a->share_inflight * t->weight / w);
+    return mine >= share && mine / t->weight >= heaviest;
+}
+
 hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const char *model,
                       int tokens, int64_t now_ns, enum hs_priority *prio, double *retry_after_s,
                       char *msg, size_t cap)
 {
-    (void)a;
     struct tenant *t = key->tenant;
     *retry_after_s = 0;
     bool allowed = key->n_models == 0;
@@ -446,21 +472,47 @@ hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const ch
         return HS_STATUS_FORBIDDEN;
     }
     if (*prio < t->prio_max) *prio = t->prio_max;
-    if (t->tokens.rate <= 0) return HS_STATUS_OK;
-    pthread_mutex_lock(&t->mu);
-    refill(t, now_ns);
-    /* admitted while the bucket holds anything; the request may overdraw it */
-    bool ok = t->tokens.level > 0;
-    if (ok)
-        t->tokens.level -= tokens;
-    else
-        *retry_after_s = -t->tokens.level / t->tokens.rate;
-    pthread_mutex_unlock(&t->mu);
-    if (ok) return HS_STATUS_OK;
-    atomic_fetch_add(&t->limited_tokens, 1);
-    snprintf(msg, cap, "tenant %s is over its rate of %g tokens/s (retry in %.2f s)", t->name,
-             t->tokens.rate, *retry_after_s);
-    return HS_STATUS_OVERLOADED;
+    /* fair shares: past share_inflight in flight, the heaviest tenant over its weighted share
+     * runs as batch (served after the others', shed first); past twice that it is refused */
+    int mine = atomic_load(&t->inflight), total = atomic_load(&a->inflight);
+    if (a->share_inflight > 0 && total >= a->share_inflight && over_share(a, t, mine)) {
+        if (total >= 2 * a->share_inflight) {
+            atomic_fetch_add(&t->limited_share, 1);
+            snprintf(msg, cap,
+                     "tenant %s has %d requests in flight, past its weighted share of the "
+                     "server's (%d in flight of auth.share_inflight %d)",
+                     t->name, mine, total, a->share_inflight);
+            return HS_STATUS_OVERLOADED;
+        }
+        atomic_fetch_add(&t->demoted_share, 1);
+        *prio = HS_PRIORITY_BATCH;
+    }
+    if (t->tokens.rate > 0) {
+        pthread_mutex_lock(&t->mu);
+        refill(t, now_ns);
+        /* admitted while the bucket holds anything; the request may overdraw it */
+        bool ok = t->tokens.level > 0;
+        if (ok)
+            t->tokens.level -= tokens;
+        else
+            *retry_after_s = -t->tokens.level / t->tokens.rate;
+        pthread_mutex_unlock(&t->mu);
+        if (!ok) {
+            atomic_fetch_add(&t->limited_tokens, 1);
+            snprintf(msg, cap, "tenant %s is over its rate of %g tokens/s (retry in %.2f s)",
+                     t->name, t->tokens.rate, *retry_after_s);
+            return HS_STATUS_OVERLOADED;
+        }
+    }
+    atomic_fetch_add(&t->inflight, 1);
+    atomic_fetch_add(&a->inflight, 1);
+    return HS_STATUS_OK;
+}
+
+void hs_auth_done(const struct hs_auth_key *key)
+{
+    atomic_fetch_sub(&key->tenant->inflight, 1);
+    atomic_fetch_sub(&key->tenant->set->inflight, 1);
 }
 
 void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens)
@@ -526,6 +578,24 @@ void hs_auth_metrics(const struct hs_auth *a, struct hs_buf *b)
                           (long long)atomic_load(w ? &a->tenants[i].limited_tokens
                                                    : &a->tenants[i].limited_requests));
         }
+    hs_buf_puts(b, "# HELP hetserve_tenant_shared_total Requests past a tenant's weighted "
+                   "share of auth.share_inflight: run as batch, or refused 429.\n"
+                   "# TYPE hetserve_tenant_shared_total counter\n");
+    for (int i = 0; i < a->n_tenants; i++)
+        for (int w = 0; w < 2; w++) {
+            hs_buf_puts(b, "hetserve_tenant_shared_total{tenant=\"");
+            put_label(b, a->tenants[i].name);
+            hs_buf_printf(b, "\",action=\"%s\"} %lld\n", w ? "refused" : "demoted",
+                          (long long)atomic_load(w ? &a->tenants[i].limited_share
+                                                   : &a->tenants[i].demoted_share));
+        }
+    hs_buf_puts(b, "# HELP hetserve_tenant_inflight A tenant's admitted requests not yet "
+                   "answered.\n# TYPE hetserve_tenant_inflight gauge\n");
+    for (int i = 0; i < a->n_tenants; i++) {
+        hs_buf_puts(b, "hetserve_tenant_inflight{tenant=\"");
+        put_label(b, a->tenants[i].name);
+        hs_buf_printf(b, "\"} %d\n", atomic_load(&a->tenants[i].inflight));
+    }
     hs_buf_puts(b, "# HELP hetserve_tenant_weight A tenant's configured weight.\n"
                    "# TYPE hetserve_tenant_weight gauge\n");
     for (int i = 0; i < a->n_tenants; i++) {
@@ -577,6 +647,7 @@ hs_status hs_server_reload_auth(struct hs_server *s, const struct hs_config *cfg
         if (n_file) memcpy(all + cfg->auth.n_keys, keys, sizeof *all * (size_t)n_file);
         hs_free(keys);
         struct hs_auth_opts o = {.probes_open = !strcmp(cfg->auth.probes, "open"),
+                                 .share_inflight = cfg->auth.share_inflight,
                                  .metrics_open = !strcmp(cfg->auth.metrics, "open"),
                                  .model_known = model_known,
                                  .endpoint_known = endpoint_known,

@@ -45,6 +45,11 @@ enum hs_auth_class {
 
 struct hs_auth_opts {
     bool probes_open, metrics_open;
+    /* fair shares: with this many requests in flight (every tenant's), the heaviest tenant by
+     * requests in flight per weight, holding at least its weighted share of them (its weight over
+     * the weights of the tenants with requests in flight), runs its requests as batch (served
+     * after the others', shed first); with twice this many it is refused 429; 0 = off */
+    int share_inflight;
     /* (optional) validity of a key's model and endpoint names; NULL = any */
     bool (*model_known)(void *ctx, const char *name);
     bool (*endpoint_known)(void *ctx, const char *prefix);
@@ -71,12 +76,15 @@ void hs_auth_unref(struct hs_auth *a); /* NULL is a no-op */
 int hs_auth_admit(struct hs_auth *a, const char *endpoint, enum hs_auth_class cls,
                   const char *(*header)(void *ctx, const char *name), void *ctx, int64_t now_ns,
                   const struct hs_auth_key **key, double *retry_after_s, char *msg, size_t cap);
-/* A job of the key's request: HS_STATUS_OK, HS_STATUS_FORBIDDEN (model not allowed) or
- * HS_STATUS_OVERLOADED (token bucket empty, *retry_after_s), with a message; *prio is capped at
- * the tenant's priority_max. */
+/* A job of the key's request: HS_STATUS_OK (it is in flight until hs_auth_done),
+ * HS_STATUS_FORBIDDEN (model not allowed) or HS_STATUS_OVERLOADED (far past the tenant's
+ * weighted share, or its token bucket empty: *retry_after_s), with a message; *prio is capped at
+ * the tenant's priority_max, and is batch past its weighted share. */
 hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const char *model,
                       int tokens, int64_t now_ns, enum hs_priority *prio, double *retry_after_s,
                       char *msg, size_t cap);
+/* A job hs_auth_job admitted was answered. */
+void hs_auth_done(const struct hs_auth_key *key);
 const char *hs_auth_tenant(const struct hs_auth_key *key);
 /* Counts a keyed request's answer (HTTP status) and its input tokens. */
 void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens);

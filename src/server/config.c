@@ -492,6 +492,10 @@ static const struct key keys[] = {
      .choices = "open | keyed"},
     {C(auth, metrics), K_STR, 0, 0, "open", "/metrics, /dashboard: open | keyed",
      .choices = "open | keyed"},
+    {C(auth, share_inflight), K_INT, 0, 1 << 20, "0",
+     "fair shares: past this many requests in flight (all tenants'), the heaviest tenant over "
+     "its weighted share of them (its weight over the weights of the tenants with requests in "
+     "flight) runs as batch (served after, shed first); past twice this it gets 429; 0 = off"},
     {LIST("auth", "keys", auth.keys, auth.n_keys, auth_key_cfg), .def = "0",
      .doc = "one API key each; keys naming one tenant share its buckets (and must agree on them)"},
     {A("sha256", sha256), K_STR, 0, 0, "",
@@ -516,7 +520,7 @@ static const struct key keys[] = {
      "highest priority its requests get: batch runs every one as batch", F_OMIT,
      .choices = "interactive | batch"},
     {A("weight", weight), K_DOUBLE, 0.001, 1000, "1",
-     "the tenant's share relative to others' (reported; admission does not weigh it yet)", F_OMIT},
+     "the tenant's share relative to others' under auth.share_inflight", F_OMIT},
 
     {SEC("cascade"),
      .doc =

@@ -226,6 +226,7 @@ struct hs_config {
         char keys_file[1024]; /* "" = none; HS_API_KEYS_FILE, when set, replaces it */
         char probes[8];       /* /health, /ready, /v2/health/...: open | keyed */
         char metrics[8];      /* /metrics, /dashboard: open | keyed */
+        int share_inflight;   /* fair shares past this many requests in flight; 0 = off */
         int n_keys;
         struct hs_auth_key_cfg keys[HS_CONFIG_MAX_KEYS];
     } auth;

@@ -91,6 +91,7 @@ struct conn {
     struct hs_auth *auth;          /* the key set it was admitted by (a reference), or NULL */
     const struct hs_auth_key *key; /* its key; NULL: auth off or an open endpoint */
     int tenant_tokens;             /* input tokens its jobs took from the tenant's bucket */
+    bool tenant_inflight;          /* a job hs_auth_job admitted, not yet done */
     pthread_mutex_t mu;
     bool mu_init, submitted, done, suspended;
 
@@ -1215,6 +1216,7 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     k->ts[HS_TS_SENT] = hs_now_ns();
     bool model_req = k->ep && (k->ep->flags & EP_MODEL);
     if (k->key && k->http_status) hs_auth_count(k->key, k->http_status, k->tenant_tokens);
+    if (k->tenant_inflight) hs_auth_done(k->key);
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         char decision[400] = "";
@@ -1398,6 +1400,7 @@ hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_jo
                                 &j->retry_after_s, j->msg, sizeof j->msg);
         if (j->status != HS_STATUS_OK) return j->status;
         k->tenant_tokens += tokens;
+        k->tenant_inflight = true;
     }
     k->done = false;
     memcpy(j->ts, k->ts, sizeof j->ts);

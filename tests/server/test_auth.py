@@ -208,3 +208,70 @@ def test_keys_file_and_sighup_reload(srv):
     assert "keys not reloaded" in srv.stderr()
     assert embed(srv, "epsilon", conn=conn)[0] == 200
     conn.close()
+
+
+FAIR_CONFIG = """
+engines:
+  - name: cpu0
+    kind: cpu
+    threads: 2
+limits:
+  timeout_ms: 300000
+scheduler:
+  wait_max_ms: 0
+auth:
+  share_inflight: 4
+  keys:
+    - sha256: {a}
+      tenant: flood
+    - sha256: {b}
+      tenant: b
+    - sha256: {c}
+      tenant: c
+"""
+
+
+def test_fair_shares_under_a_flood():
+    """Three tenants of equal weight, one flooding with 8 concurrent clients: past 4 requests in
+    flight the flood, over its share, runs as batch, past 8 it is refused 429, while the two
+    others' requests, one at a time, are all admitted."""
+    import threading
+    keys = {n: "hs-" + secrets.token_hex(16) for n in ("a", "b", "c")}
+    s = Server(FAIR_CONFIG.format(**{n: sha(k) for n, k in keys.items()}))
+    try:
+        body = {"inputs": "a longer request to keep the engine busy " * 12}
+        stop = time.monotonic() + 3.0
+        got = {"a": [], "b": [], "c": []}
+
+        def client(name, pause):
+            h = {"Authorization": "Bearer " + keys[name]}
+            conn = s.conn()
+            while time.monotonic() < stop:
+                st, _, doc = s.post("/embed", body, headers=h, conn=conn)
+                got[name].append((st, doc))
+                if st != 200:
+                    conn.close()
+                    conn = s.conn()
+                time.sleep(pause)
+            conn.close()
+
+        threads = [threading.Thread(target=client, args=("a", 0)) for _ in range(8)]
+        threads += [threading.Thread(target=client, args=(n, 0.05)) for n in ("b", "c")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        flood = [st for st, _ in got["a"]]
+        assert 429 in flood and 200 in flood, flood
+        shared = [doc for st, doc in got["a"] if st == 429]
+        assert all("weighted share" in d["error"]["message"] for d in shared), shared[:3]
+        for n in ("b", "c"):
+            codes = [st for st, _ in got[n]]
+            assert codes and codes.count(200) >= 0.9 * len(codes), (n, codes)
+        _, _, text = s.get("/metrics")
+        for action in ("demoted", "refused"):
+            assert re.search(r'hetserve_tenant_shared_total\{tenant="flood",action="%s"\} [1-9]'
+                             % action, text.decode()), action
+        assert 'hetserve_tenant_inflight{tenant="b"} 0' in text.decode()
+    finally:
+        s.stop()
