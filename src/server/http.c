@@ -1179,7 +1179,7 @@ static void capture_request(struct hs_server *s, struct conn *k)
     const struct hs_route_decision *d = k->job && k->job->routed ? &k->job->dec : NULL;
     struct hs_capture_rec r = {
         .id = k->id,
-        .endpoint = k->ep->path,
+        .endpoint = (k->ep->flags & EP_PREFIX) ? k->url : k->ep->path, /* /v2/models/m/infer */
         .status = k->http_status,
         .ts = k->ts,
         .model = j0 ? j0->model : NULL,
