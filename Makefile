@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 MODEL ?= models/all-MiniLM-L6-v2
 
 .PHONY: all build run test bench bench-tokenizer bench-serving bench-remote setup clean asan tsan fuzz format format-check quantized \
-	soak soak-quick
+	soak soak-quick image
 
 all: build
 
@@ -89,6 +89,11 @@ fuzz:
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZERS)
+
+# The container image of deploy/Dockerfile, built with podman from a Debian base that debootstrap
+# makes here (no image registry needed): scripts/image says how; tests/deploy/test_image.py runs it.
+image:
+	bash scripts/image
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')

@@ -1,4 +1,5 @@
-/* `hetserve serve`: run the HTTP server until SIGTERM/SIGINT, then drain and exit 0. */
+/* `hetserve serve`: run the HTTP server until SIGTERM/SIGINT, then drain and exit 0. SIGHUP
+ * reloads the API keys (the config file's auth section and the keys file) in place. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,37 @@ static bool parse_int_arg(const char *s, int lo, int hi, int *out)
     return true;
 }
 
+/* SIGHUP: the keys of the config file as it is now (its other sections stay as they were
+ * loaded), or of the running config without one; the keys file is read again either way. On any
+ * fault the current keys stay. */
+static void reload_keys(struct hs_server *srv, const struct hs_config *running, const char *path)
+{
+    struct hs_config *c = hs_malloc(sizeof *c);
+    if (!c) return;
+    struct hs_error err = {0};
+    hs_status st = HS_STATUS_OK;
+    if (path) {
+        hs_config_defaults(c, NULL);
+        st = hs_config_load(path, c, &err);
+    } else {
+        *c = *running;
+    }
+    if (!st) {
+        struct hs_config *now = hs_malloc(sizeof *now);
+        if (now) {
+            *now = *running;
+            now->auth = c->auth;
+            st = hs_server_reload_auth(srv, now, &err);
+            hs_free(now);
+        }
+    }
+    if (st)
+        hs_log_error("SIGHUP: keys not reloaded, the current ones stay: %s", err.msg);
+    else
+        hs_log_info("SIGHUP: keys reloaded");
+    hs_free(c);
+}
+
 int hs_cmd_serve(int argc, char **argv)
 {
     /* Signals are taken by sigwait on this thread only: block them before any thread starts
@@ -39,6 +71,7 @@ int hs_cmd_serve(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* jansson allocates through hs_malloc like everything else. */
@@ -110,7 +143,7 @@ int hs_cmd_serve(int argc, char **argv)
     fflush(stdout);
 
     int sig = 0;
-    sigwait(&sigs, &sig);
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload_keys(srv, cfg, config);
     hs_log_info("signal %d: draining", sig);
     rc = hs_server_shutdown(srv) == HS_STATUS_OK ? 0 : 1;
     hs_log_info("drained; exiting");

@@ -24,7 +24,8 @@
     X(OVERLOADED, -10, "overloaded")                                                               \
     X(ENGINE, -11, "engine failure")                                                               \
     X(SHUTDOWN, -12, "shutting down")                                                              \
-    X(INTERNAL, -13, "internal error")
+    X(INTERNAL, -13, "internal error")                                                             \
+    X(FORBIDDEN, -14, "not permitted")
 
 enum hs_status {
 #define HS__STATUS_ENUM(name, value, text) HS_STATUS_##name = value,

@@ -238,6 +238,7 @@ void hs_capture_format(const struct hs_capture *c, const struct hs_capture_rec *
     put_name(out, "endpoint", r->endpoint);
     hs_buf_printf(out, ",\"status\":%d", r->status);
     put_name(out, "model", r->model);
+    put_name(out, "tenant", r->tenant);
     if (r->has_qos)
         hs_buf_printf(out, ",\"priority\":\"%s\",\"timeout_ms\":%lld",
                       hs_priority_name(r->priority),

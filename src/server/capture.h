@@ -65,6 +65,7 @@ struct hs_capture_rec {
     const char *body;       /* the request body: texts are read from it when texts is on */
     size_t body_len;
     const char *input_field; /* "input" (OpenAI) or "inputs" (TEI) */
+    const char *tenant;      /* the API key's tenant (server/auth.h); NULL = none */
 };
 
 /* Appends r's line (JSON and a newline) to out. Thread-safe. */

@@ -17,6 +17,7 @@
 
 #include "core/alloc.h"
 #include "core/file.h"
+#include "core/sha256.h"
 #include "engine/plugin.h"
 #include "sched/router.h"
 
@@ -65,6 +66,7 @@ union any_item {
     struct hs_rule_cfg u;
     struct hs_layer_range_cfg l;
     struct hs_pipeline_cfg p;
+    struct hs_auth_key_cfg a;
 };
 
 struct ctx {
@@ -101,12 +103,14 @@ static __attribute__((format(printf, 2, 3))) void app(struct line *l, const char
 
 #define F(T, f)     .off = offsetof(struct hs_##T, f), .size = sizeof(((struct hs_##T *)0)->f)
 #define N(T, f)     .n_off = offsetof(struct hs_##T, f)
-#define C(sec, key) .section = #sec, .name = #key, F(config, sec.key)        /* a section's key */
-#define E(key, f)   .section = "engines[]", .name = key, F(engine_cfg, f)    /* engines[] */
-#define M(key, f)   .section = "models[]", .name = key, F(model_cfg, f)      /* models[] */
-#define R(key, f)   .section = "routes[]", .name = key, F(route_cfg, f)      /* routes[] */
-#define U(key, f)   .section = "router.rules[]", .name = key, F(rule_cfg, f) /* router.rules[] */
-#define SEC(key)    .section = "", .name = key, .type = K_MAP                /* a section */
+#define C(sec, key) .section = #sec, .name = #key, F(config, sec.key)         /* a section's key */
+#define E(key, f)   .section = "engines[]", .name = key, F(engine_cfg, f)     /* engines[] */
+#define M(key, f)   .section = "models[]", .name = key, F(model_cfg, f)       /* models[] */
+#define R(key, f)   .section = "routes[]", .name = key, F(route_cfg, f)       /* routes[] */
+#define U(key, f)   .section = "router.rules[]", .name = key, F(rule_cfg, f)  /* router.rules[] */
+#define A(key, f)   .section = "auth.keys[]", .name = key, F(auth_key_cfg, f) /* auth.keys[] */
+#define AR(key, f)  .section = "auth.keys[].rate", .name = key, F(auth_key_cfg, f)
+#define SEC(key)    .section = "", .name = key, .type = K_MAP /* a section */
 #define REF(key)    .section = "routes[]", .name = key, .type = K_MAP, .flags = F_OMIT
 #define LIST(sec, key, f, n, T)                                                                    \
     .section = sec, .name = key, F(config, f), .type = K_LIST, N(config, n),                       \
@@ -494,6 +498,53 @@ static const struct key keys[] = {
     {C(admin, token), K_STR, 0, 0, "",
      "\"\" = none; else it needs Authorization: Bearer <token> (env HS_ADMIN_TOKEN overrides)"},
 
+    {SEC("auth"),
+     .doc = "API keys and tenants: with any key (keys, keys_file), every endpoint but the open "
+            "ones needs\n"
+            "Authorization: Bearer <key> (or api-key: / X-API-Key:): 401 without a known key, 403 "
+            "for a\n"
+            "model or endpoint the key may not use, 429 with Retry-After past its tenant's rate. "
+            "SIGHUP\n"
+            "reloads the keys (the config file's and the keys file's) without dropping "
+            "connections.\n"
+            "/admin/fault (admin.token) and /internal/v1/* (routers to workers) are never keyed."},
+    {C(auth, keys_file), K_STR, 0, 0, "",
+     "a keys file: one key a line, \"<sha256> <tenant> [name=value ...]\" with the keys of "
+     "keys[] (lists comma-separated); HS_API_KEYS_FILE replaces it; \"\" = none"},
+    {C(auth, probes), K_STR, 0, 0, "open", "/health, /ready, /v2/health/...: open (no key) | keyed",
+     .choices = "open | keyed"},
+    {C(auth, metrics), K_STR, 0, 0, "open", "/metrics, /dashboard: open | keyed",
+     .choices = "open | keyed"},
+    {C(auth, share_inflight), K_INT, 0, 1 << 20, "0",
+     "fair shares: past this many requests in flight (all tenants'), the heaviest tenant over "
+     "its weighted share of them (its weight over the weights of the tenants with requests in "
+     "flight) runs as batch (served after, shed first); past twice this it gets 429; 0 = off"},
+    {LIST("auth", "keys", auth.keys, auth.n_keys, auth_key_cfg), .def = "0",
+     .doc = "one API key each; keys naming one tenant share its buckets (and must agree on them)"},
+    {A("sha256", sha256), K_STR, 0, 0, "",
+     "the key's SHA-256 in hex (printf %s KEY | sha256sum); the key itself is never stored", F_REQ},
+    {A("tenant", tenant), K_STR, 0, 0, "", "the tenant: metrics, capture, buckets", F_REQ},
+    {A("models", models), K_NAMES, 0, 0, "", "models it may use; [] = every model", F_OMIT,
+     N(auth_key_cfg, n_models)},
+    {A("endpoints", endpoints), K_NAMES, 0, 0, "",
+     "endpoints it may call, paths or path prefixes (/v1, /embed, /v2); [] = every one", F_OMIT,
+     N(auth_key_cfg, n_endpoints)},
+    {.section = "auth.keys[]",
+     .name = "rate",
+     .type = K_MAP,
+     .flags = F_OMIT,
+     .doc = "the tenant's token buckets: requests and tokens a second, each holding burst_s of "
+            "it"},
+    {AR("requests_per_s", requests_per_s), K_DOUBLE, 0, 1e9, "0", "requests a second; 0 = any"},
+    {AR("tokens_per_s", tokens_per_s), K_DOUBLE, 0, 1e12, "0",
+     "input tokens a second; 0 = any (a request may overdraw it; the next then waits)"},
+    {AR("burst_s", burst_s), K_DOUBLE, 0.001, 86400, "1", "seconds of rate a bucket holds"},
+    {A("priority_max", priority_max), K_STR, 0, 0, "interactive",
+     "highest priority its requests get: batch runs every one as batch", F_OMIT,
+     .choices = "interactive | batch"},
+    {A("weight", weight), K_DOUBLE, 0.001, 1000, "1",
+     "the tenant's share relative to others' under auth.share_inflight", F_OMIT},
+
     {SEC("cascade"),
      .doc =
          "POST /predict (off while small is empty): every input is classified by the small "
@@ -700,6 +751,31 @@ void hs_config_defaults(struct hs_config *c, const char *model_path)
     snprintf(c->models[0].path, sizeof c->models[0].path, "%s",
              model_path ? model_path : DEFAULT_MODEL_PATH);
     fill_model_engines(c);
+}
+
+void hs_config_item_init(const char *sec, void *item)
+{
+    char sub[64];
+    for (const struct key *k = keys; k < KEYS_END; k++)
+        if (k->type == K_LIST && !strcmp(child(sub, k->section, k), sec)) {
+            item_init(k, sec, item, 0);
+            return;
+        }
+}
+
+hs_status hs_config_item_set(const char *sec, void *item, const char *name, const char *text,
+                             char *msg, size_t cap)
+{
+    size_t sl = strlen(sec);
+    for (const struct key *k = keys; k < KEYS_END; k++) {
+        bool in =
+            !strcmp(k->section, sec) || (!strncmp(k->section, sec, sl) && k->section[sl] == '.' &&
+                                         !strchr(k->section + sl + 1, '.'));
+        if (!in || strcmp(k->name, name) || k->type > K_BOOL) continue;
+        return set_text(k, item, text, msg, cap) ? HS_STATUS_OK : HS_STATUS_INVALID_INPUT;
+    }
+    snprintf(msg, cap, "unknown key '%s'", name);
+    return HS_STATUS_NOT_FOUND;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1260,6 +1336,13 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
         return BAD("router.default_route '%s' is not configured", c->router.default_route);
     if (c->router.fallback_engine[0] && !hs_config_engine(c, c->router.fallback_engine))
         return BAD("router.fallback_engine '%s' is not configured", c->router.fallback_engine);
+    for (int i = 0; i < c->auth.n_keys; i++) {
+        uint8_t d[32];
+        if (!hs_sha256_parse_hex(c->auth.keys[i].sha256, d))
+            return BAD("auth.keys[%d].sha256: expected the 64 hex digits of the key's SHA-256 "
+                       "(the key itself never goes in the config)",
+                       i);
+    }
     if (c->breaker.min_requests > c->breaker.window_requests)
         return BAD("breaker.min_requests exceeds breaker.window_requests");
     if (c->cascade.small[0] && !c->cascade.small_head[0])

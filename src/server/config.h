@@ -32,6 +32,8 @@
 #define HS_CONFIG_MAX_ROUTES  16
 #define HS_CONFIG_MAX_RULES   32
 #define HS_CONFIG_MAX_SLICES  16 /* engines[].slices at most */
+#define HS_CONFIG_MAX_KEYS    32 /* auth.keys[] at most (a keys file may hold more) */
+#define HS_AUTH_MAX_NAMES     8  /* models / endpoints one key may list */
 
 #define HS_CONFIG_MAX_PIPELINES 4
 
@@ -153,6 +155,20 @@ struct hs_rule_cfg {
     char value[128];
 };
 
+/* auth.keys[] (and each line of a keys file, server/auth.h): one API key of a tenant. */
+struct hs_auth_key_cfg {
+    char sha256[72]; /* the key's SHA-256, 64 hex digits; never the key itself */
+    char tenant[64];
+    int n_models; /* 0 = every model */
+    char models[HS_AUTH_MAX_NAMES][32];
+    int n_endpoints; /* 0 = every keyed endpoint; else paths or path prefixes ("/v1", "/v2") */
+    char endpoints[HS_AUTH_MAX_NAMES][32];
+    double requests_per_s, tokens_per_s; /* the tenant's buckets; 0 = unlimited */
+    double burst_s;                      /* seconds of rate each bucket holds */
+    char priority_max[16];               /* interactive | batch */
+    double weight;                       /* share under overload relative to other tenants */
+};
+
 struct hs_config {
     struct {
         char host[64];
@@ -233,6 +249,16 @@ struct hs_config {
                             The environment variable HS_ADMIN_TOKEN, when set and not empty,
                             replaces it (hs_server_create). */
     } admin;
+    /* API keys and tenants (server/auth.h): on when keys or keys_file (HS_API_KEYS_FILE) give
+     * any key source */
+    struct {
+        char keys_file[1024]; /* "" = none; HS_API_KEYS_FILE, when set, replaces it */
+        char probes[8];       /* /health, /ready, /v2/health/...: open | keyed */
+        char metrics[8];      /* /metrics, /dashboard: open | keyed */
+        int share_inflight;   /* fair shares past this many requests in flight; 0 = off */
+        int n_keys;
+        struct hs_auth_key_cfg keys[HS_CONFIG_MAX_KEYS];
+    } auth;
     /* POST /predict: classification heads and the small -> big cascade (sched/cascade.h) */
     struct {
         char small[128];       /* served model answering first; "" = /predict is off */
@@ -290,6 +316,15 @@ void hs_config_slice_name(const struct hs_engine_cfg *e, int k, char *buf, size_
 const struct hs_engine_cfg *hs_config_engine(const struct hs_config *c, const char *name);
 /* Index of the route named name, -1 when none. */
 int hs_config_route(const struct hs_config *c, const char *name);
+
+/* For files that hold a list's items in another syntax (the API keys file, server/auth.h): sets
+ * item (of list section sec, e.g. "auth.keys[]") to its defaults; sets its scalar key name (a key
+ * of sec or of a mapping inside it, e.g. "requests_per_s" of "auth.keys[].rate") from text with
+ * the table's type, range and choices. HS_STATUS_NOT_FOUND for no such scalar key,
+ * HS_STATUS_INVALID_INPUT for a bad value; the message in msg. */
+void hs_config_item_init(const char *sec, void *item);
+hs_status hs_config_item_set(const char *sec, void *item, const char *name, const char *text,
+                             char *msg, size_t cap);
 
 /* Writes c as YAML with a comment documenting every key (used with the defaults by
  * `hetserve config --print-defaults`). */

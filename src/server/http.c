@@ -32,7 +32,9 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "server/auth.h"
 #include "server/dashboard.h"
+#include "server/kserve.h"
 #include "server/server-impl.h"
 
 struct conn;
@@ -50,6 +52,12 @@ enum {
     EP_TIMED = 1u << 0,  /* responses carry Server-Timing */
     EP_MODEL = 1u << 1,  /* runs a model: request metrics and a trace line */
     EP_OPENAI = 1u << 2, /* OpenAI's schema (else TEI's) */
+    EP_KSERVE = 1u << 3, /* the Open Inference Protocol (kserve.c): errors {"error": "..."} */
+    EP_PREFIX = 1u << 4, /* the path is a prefix ("/v2/models/"): the handler reads the rest */
+    /* API keys (server/auth.h): every endpoint needs one, but */
+    EP_PROBE = 1u << 5,   /* probes: as auth.probes says */
+    EP_METRICS = 1u << 6, /* metrics: as auth.metrics says */
+    EP_NOKEY = 1u << 7,   /* never: admin (admin.token) and the internal API */
 };
 
 /* /embed: one; /predict: the small stage and the big one */
@@ -60,6 +68,7 @@ struct conn {
     struct MHD_Connection *mhd;
     struct hs_arena *arena;
     const struct endpoint *ep; /* NULL: no such path */
+    const char *url;
     uint64_t id;
     int64_t ts[HS_TS_COUNT]; /* the answering job's, once it has one */
     int http_status;
@@ -81,6 +90,10 @@ struct conn {
     bool base64;
     bool post_normalize; /* L2-normalize in post-processing (model does not) */
     int prompt_tokens;
+    struct hs_auth *auth;          /* the key set it was admitted by (a reference), or NULL */
+    const struct hs_auth_key *key; /* its key; NULL: auth off or an open endpoint */
+    int tenant_tokens;             /* input tokens its jobs took from the tenant's bucket */
+    bool tenant_inflight;          /* a job hs_auth_job admitted, not yet done */
     pthread_mutex_t mu;
     bool mu_init, submitted, done, suspended;
 
@@ -98,6 +111,7 @@ static void conn_answer(struct conn *k);
 static void conn_free_arena(struct conn *k)
 {
     if (k->mu_init) pthread_mutex_destroy(&k->mu);
+    hs_auth_unref(k->auth);
     hs_arena_destroy(k->arena); /* k lives in it */
 }
 
@@ -258,7 +272,10 @@ static enum MHD_Result send_error(struct conn *k, int status, double retry_after
     va_end(ap);
     struct hs_buf b;
     hs_buf_init(&b, k->arena, 256 + strlen(msg));
-    hs_json_error(&b, msg, error_type(status), status);
+    if (k->ep && (k->ep->flags & EP_KSERVE))
+        hs__kserve_error_body(&b, msg);
+    else
+        hs_json_error(&b, msg, error_type(status), status);
     return send_buf(k, status, &b, "application/json", retry_after_s);
 }
 
@@ -272,6 +289,8 @@ static int status_to_http(hs_status st)
         return 400;
     case HS_STATUS_NOT_FOUND:
         return 404;
+    case HS_STATUS_FORBIDDEN:
+        return 403;
     case HS_STATUS_TOO_LONG:
         return 413;
     case HS_STATUS_OVERLOADED:
@@ -872,6 +891,9 @@ static enum MHD_Result metrics(struct conn *k)
     hs__server_checks_metrics(k->srv, &b);
     hs_capture_metrics(k->srv->capture, &b);
     hs__server_boundary_metrics(k->srv, &b);
+    struct hs_auth *a = hs__server_auth(k->srv);
+    if (a) hs_auth_metrics(a, &b);
+    hs_auth_unref(a);
     return send_buf(k, 200, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
 }
 
@@ -994,22 +1016,62 @@ static const struct endpoint endpoints[] = {
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
     {"/decode", "POST", EP_TIMED, decode, NULL},
     /* what a router sends its workers (internal.c) */
-    {"/internal/v1/batch", "POST", EP_TIMED | EP_MODEL, hs__internal_batch_begin,
+    {"/internal/v1/batch", "POST", EP_TIMED | EP_MODEL | EP_NOKEY, hs__internal_batch_begin,
      hs__internal_batch_resume},
-    {"/internal/v1/status", "GET", 0, hs__internal_status, NULL},
+    {"/internal/v1/status", "GET", EP_NOKEY, hs__internal_status, NULL},
     {"/v1/models", "GET", 0, models, NULL},
-    {"/health", "GET", 0, health, NULL},
-    {"/ready", "GET", 0, ready, NULL},
-    {"/metrics", "GET", 0, metrics, NULL},
-    {"/dashboard", "GET", 0, dashboard, NULL},
-    {"/admin/fault", "POST", 0, admin_fault, NULL},
+    {"/health", "GET", EP_PROBE, health, NULL},
+    {"/ready", "GET", EP_PROBE, ready, NULL},
+    {"/metrics", "GET", EP_METRICS, metrics, NULL},
+    {"/dashboard", "GET", EP_METRICS, dashboard, NULL},
+    {"/admin/fault", "POST", EP_NOKEY, admin_fault, NULL},
+    /* the KServe v2 / Open Inference Protocol (kserve.h) */
+    {"/v2", "GET", EP_KSERVE, hs__kserve_server, NULL},
+    {"/v2/health/live", "GET", EP_KSERVE | EP_PROBE, hs__kserve_live, NULL},
+    {"/v2/health/ready", "GET", EP_KSERVE | EP_PROBE, hs__kserve_ready, NULL},
+    {"/v2/models/", "GET", EP_KSERVE | EP_PREFIX, hs__kserve_model, NULL},
+    {"/v2/models/", "POST", EP_TIMED | EP_MODEL | EP_KSERVE | EP_PREFIX, hs__kserve_infer_begin,
+     hs__kserve_infer_finish},
 };
 
-static const struct endpoint *endpoint_of(const char *url)
+/* The row for url and method; else one for url alone (answered 405); NULL when none. */
+static const struct endpoint *endpoint_of(const char *url, const char *method)
 {
-    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++)
-        if (!strcmp(url, endpoints[i].path)) return &endpoints[i];
-    return NULL;
+    const struct endpoint *any = NULL;
+    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++) {
+        const struct endpoint *e = &endpoints[i];
+        bool match = (e->flags & EP_PREFIX) ? !strncmp(url, e->path, strlen(e->path))
+                                            : !strcmp(url, e->path);
+        if (!match) continue;
+        if (!strcmp(method, e->method)) return e;
+        if (!any) any = e;
+    }
+    return any;
+}
+
+bool hs__http_endpoint_known(const char *p)
+{
+    size_t n = strlen(p);
+    for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++) {
+        const char *ep = endpoints[i].path;
+        if (!strncmp(ep, p, n) && (ep[n] == '\0' || ep[n] == '/' || (n && p[n - 1] == '/')))
+            return true;
+    }
+    return false;
+}
+
+/* The key a request needs (server/auth.h), once its headers are in: 0, or the status to answer
+ * (401, 403, 429 with *retry_after_s) with msg. */
+static int conn_admit(struct conn *k, double *retry_after_s, char *msg, size_t cap)
+{
+    if (k->ep->flags & EP_NOKEY) return 0;
+    k->auth = hs__server_auth(k->srv);
+    if (!k->auth) return 0;
+    enum hs_auth_class cls = (k->ep->flags & EP_PROBE)     ? HS_AUTH_PROBE
+                             : (k->ep->flags & EP_METRICS) ? HS_AUTH_METRICS
+                                                           : HS_AUTH_KEYED;
+    return hs_auth_admit(k->auth, k->ep->path, cls, conn_header, k, hs_now_ns(), &k->key,
+                         retry_after_s, msg, cap);
 }
 
 static bool body_append(struct conn *k, const char *data, size_t n)
@@ -1080,7 +1142,11 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         k = conn_new(s, c);
         if (!k) return MHD_NO; /* out of memory: drop the connection */
         *con_cls = k;
-        k->ep = endpoint_of(url);
+        size_t ul = strlen(url);
+        char *u = hs_arena_alloc(k->arena, ul + 1);
+        if (!u) return MHD_NO;
+        k->url = memcpy(u, url, ul + 1);
+        k->ep = endpoint_of(url, method);
         if (!k->ep) {
             conn_accept(k);
             return send_error(k, 404, 0, "no endpoint %s", url);
@@ -1088,6 +1154,13 @@ enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char
         if (strcmp(method, k->ep->method)) {
             conn_accept(k);
             return send_error(k, 405, 0, "method %s not allowed on %s", method, url);
+        }
+        char msg[256];
+        double retry = 0;
+        int denied = conn_admit(k, &retry, msg, sizeof msg);
+        if (denied) {
+            conn_accept(k);
+            return send_error(k, denied, retry, "%s", msg);
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         k->body_declared = cl ? atoll(cl) : -1;
@@ -1130,7 +1203,7 @@ static void capture_request(struct hs_server *s, struct conn *k)
     const struct hs_route_decision *d = k->job && k->job->routed ? &k->job->dec : NULL;
     struct hs_capture_rec r = {
         .id = k->id,
-        .endpoint = k->ep->path,
+        .endpoint = (k->ep->flags & EP_PREFIX) ? k->url : k->ep->path, /* /v2/models/m/infer */
         .status = k->http_status,
         .ts = k->ts,
         .model = j0 ? j0->model : NULL,
@@ -1145,6 +1218,7 @@ static void capture_request(struct hs_server *s, struct conn *k)
         .body = k->body,
         .body_len = k->body_len,
         .input_field = (k->ep->flags & EP_OPENAI) ? "input" : "inputs",
+        .tenant = k->key ? hs_auth_tenant(k->key) : NULL,
     };
     for (int i = 0; i < k->n_jobs && r.n_engines < 2; i++)
         if (k->jobs[i]->lane >= 0) r.engines[r.n_engines++] = s->lanes[k->jobs[i]->lane].label;
@@ -1165,6 +1239,8 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
     k->ts[HS_TS_SENT] = hs_now_ns();
     bool model_req = k->ep && (k->ep->flags & EP_MODEL);
+    if (k->key && k->http_status) hs_auth_count(k->key, k->http_status, k->tenant_tokens);
+    if (k->tenant_inflight) hs_auth_done(k->key);
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         char decision[400] = "";
@@ -1244,6 +1320,17 @@ enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, cons
 int hs__http_status(hs_status st)
 {
     return status_to_http(st);
+}
+
+const char *hs__conn_url(struct conn *k)
+{
+    return k->url;
+}
+
+void hs__conn_set_header(struct conn *k, const char *name, const char *value)
+{
+    k->x_header = name;
+    k->x_value = value;
 }
 
 void hs__conn_route_note(struct conn *k, const char *note)
@@ -1365,6 +1452,17 @@ hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_jo
     if (!k->mu_init) {
         pthread_mutex_init(&k->mu, NULL);
         k->mu_init = true;
+    }
+    if (k->key && !from) {
+        /* the tenant's model list, priority cap and token bucket (an escalated cascade stage
+         * was admitted with the request) */
+        int tokens = 0;
+        for (int i = 0; i < j->n_seqs; i++) tokens += j->seqs[i].n_tokens;
+        j->status = hs_auth_job(k->auth, k->key, j->model, tokens, hs_now_ns(), &j->priority,
+                                &j->retry_after_s, j->msg, sizeof j->msg);
+        if (j->status != HS_STATUS_OK) return j->status;
+        k->tenant_tokens += tokens;
+        k->tenant_inflight = true;
     }
     k->done = false;
     memcpy(j->ts, k->ts, sizeof j->ts);

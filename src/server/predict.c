@@ -173,6 +173,13 @@ void hs__predict_free(struct hs_predict *p)
     hs_free(p);
 }
 
+const struct hs_head *hs__predict_head(const struct hs_server *s, const struct hs_served_model *sm)
+{
+    const struct hs_predict *p = s->predict;
+    if (!p) return NULL;
+    return sm == p->small ? p->small_head : sm == p->big ? p->big_head : NULL;
+}
+
 void hs__predict_metrics(struct hs_server *s, struct hs_buf *out)
 {
     struct hs_predict *p = s->predict;

@@ -105,7 +105,16 @@ struct hs_server {
     struct hs_remote_pool *pools[HS_CONFIG_MAX_ENGINES];
     bool router_role;  /* every engine is remote: models without weights */
     bool internal_api; /* the internal API (internal.c) is served */
+    /* API keys (server/auth.h): NULL = none configured, every endpoint open; swapped by
+     * hs_server_reload_auth under auth_mu */
+    pthread_mutex_t auth_mu;
+    struct hs_auth *auth;
 };
+
+/* The current key set with a reference (release with hs_auth_unref), NULL when auth is off. */
+struct hs_auth *hs__server_auth(struct hs_server *s);
+/* Does an endpoint path or prefix ("/v1", "/embed") name any row of the endpoint table? */
+bool hs__http_endpoint_known(const char *prefix);
 
 /* The libmicrohttpd callbacks (http.c). */
 enum MHD_Result hs__http_handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -139,6 +148,9 @@ enum MHD_Result hs__predict_begin(struct conn *k);
 enum MHD_Result hs__predict_resume(struct conn *k);
 /* Appends the cascade counters (Prometheus text) to out; nothing when not configured. */
 void hs__predict_metrics(struct hs_server *s, struct hs_buf *out);
+/* The classification head /predict applies to sm's embeddings, NULL when it has none. */
+struct hs_head;
+const struct hs_head *hs__predict_head(const struct hs_server *s, const struct hs_served_model *sm);
 
 /* --- POST /v1/ocr (ocr_http.c) ---
  * Loads every pipelines[] item (its graphs on its engines) and starts its stages; *out is NULL
@@ -194,6 +206,10 @@ struct hs_job *hs__conn_job(struct conn *k, const char *task, const char *model,
  * j->retry_after_s. */
 hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_job *from,
                             bool *answered);
+/* The request's path (decoded), valid until the response is sent. */
+const char *hs__conn_url(struct conn *k);
+/* One extra response header (name and value kept, not copied; may be NULL). */
+void hs__conn_set_header(struct conn *k, const char *name, const char *value);
 /* note (may be NULL; kept, not copied) is appended to X-Route as ";<note>". */
 void hs__conn_route_note(struct conn *k, const char *note);
 

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "engine/remote/remote.h"
 #include "model/verify.h"
+#include "server/auth.h"
 #include "server/json.h"
 #include "server/memplan.h"
 #include "sched/costs.h"
@@ -562,6 +563,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     atomic_init(&s->next_id, 0);
     pthread_mutex_init(&s->inflight_mu, NULL);
     pthread_cond_init(&s->inflight_cv, NULL);
+    pthread_mutex_init(&s->auth_mu, NULL);
     const struct hs_config *c = &s->cfg;
 
     /* the cores an unpinned sliced engine shares out: those this process may use */
@@ -804,6 +806,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
     if (st) goto fail;
     st = hs__ocr_create(s, &s->ocr, err);
     if (st) goto fail;
+    st = hs_server_reload_auth(s, c, err);
+    if (st) goto fail;
     if (c->server.trace_file[0]) {
         st = hs_trace_open(c->server.trace_file, s->sched, &s->trace, err);
         if (st) goto fail;
@@ -987,6 +991,8 @@ void hs_server_destroy(struct hs_server *s)
     for (int i = 0; i < s->n_models; i++) hs_model_free(s->models[i].model);
     for (int i = 0; i < s->n_engines; i++) hs_engine_destroy(s->engines[i]);
     pthread_mutex_destroy(&s->inflight_mu);
+    hs_auth_unref(s->auth);
+    pthread_mutex_destroy(&s->auth_mu);
     pthread_cond_destroy(&s->inflight_cv);
     hs_free(s);
 }

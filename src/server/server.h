@@ -37,6 +37,12 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
 hs_status hs_server_start(struct hs_server *s, struct hs_error *err);
 /* The port bound (useful with port 0). */
 int hs_server_port(const struct hs_server *s);
+/* Builds the API key set of cfg's auth section (and of its keys file, or HS_API_KEYS_FILE's)
+ * and swaps it in for the current one: requests already admitted finish with the old keys, no
+ * connection is dropped; tenants keep their buckets and counters. On error (a bad key, an
+ * unreadable file) the current keys stay. Called by hs_server_create, and on SIGHUP. */
+hs_status hs_server_reload_auth(struct hs_server *s, const struct hs_config *cfg,
+                                struct hs_error *err);
 /* Graceful stop (see above); returns HS_STATUS_TIMEOUT when drain_timeout_ms ran out first. */
 hs_status hs_server_shutdown(struct hs_server *s);
 void hs_server_destroy(struct hs_server *s);
