@@ -85,8 +85,8 @@ void hs_capture_metrics(struct hs_capture *c, struct hs_buf *out);
 /* ---- reading ---- */
 struct hs_capture_entry {
     uint64_t id;
-    double offset_ms;  /* arrival, ms since the capture started (>= 0) */
-    char endpoint[32]; /* a path starting with '/' */
+    double offset_ms;   /* arrival, ms since the capture started (>= 0) */
+    char endpoint[192]; /* a path starting with '/' (a KServe path names its model) */
     int status;
     char model[128]; /* "" = not recorded */
     char priority[16];
@@ -116,7 +116,7 @@ struct hs_capture_traffic_summary {
     long skipped;   /* lines of no sequence (refused before tokenizing) or of another model */
     double span_s;  /* first arrival to last */
     int n_endpoints;
-    char endpoint[HS_CAPTURE_TRAFFIC_ENDPOINTS][32];
+    char endpoint[HS_CAPTURE_TRAFFIC_ENDPOINTS][192];
     long endpoint_requests[HS_CAPTURE_TRAFFIC_ENDPOINTS]; /* the rest counted in the last */
 };
 

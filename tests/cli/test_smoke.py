@@ -34,8 +34,8 @@ from conftest import BINARY, MODEL, ROOT
 
 ENV = dict(os.environ, OMP_WAIT_POLICY="passive")
 CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".yaml"))
-COMMANDS = ["embed", "tokenize", "devices", "verify", "quantize", "profile", "plan", "serve",
-            "config"]
+COMMANDS = ["embed", "tokenize", "devices", "verify", "quantize", "profile", "plan", "ocr",
+            "serve", "config"]
 TEXTS = ["hello world", "a second text, somewhat longer than the first one"]
 
 # every hetserve argument list this session ran, and every (method, path) a served config was
@@ -84,7 +84,8 @@ def work():
     os.symlink(os.path.join(ROOT, "data"), os.path.join(w, "data"))
     os.mkdir(os.path.join(w, "models"))
     os.symlink(os.path.abspath(MODEL), os.path.join(w, "models", "all-MiniLM-L6-v2"))
-    for extra in ("all-mpnet-base-v2",):  # installed by scripts/setup --models all only
+    # all-mpnet-base-v2: scripts/setup --models all only; ppocrv5: scripts/setup's OCR models
+    for extra in ("all-mpnet-base-v2", "ppocrv5"):
         p = os.path.join(ROOT, "models", extra)
         if os.path.isdir(p):
             os.symlink(p, os.path.join(w, "models", extra))
@@ -221,7 +222,7 @@ def wire_batch(model, seqs, deadline_ms=10000):
             + struct.pack("<%di" % len(ids), *ids))
 
 
-def every_endpoint(srv, has_cascade, admin=False):
+def every_endpoint(srv, has_cascade, admin=False, ocr=False):
     """One request to every endpoint of the server's table; checks statuses and schemas."""
     s, _, d = srv.request("GET", "/v1/models")
     models = json_ok(s, d)
@@ -271,6 +272,28 @@ def every_endpoint(srv, has_cascade, admin=False):
     assert s == 200 and b"hetserve_requests_total" in d, d[:300]
     s, h, d = srv.request("GET", "/dashboard")
     assert s == 200 and h["content-type"].startswith("text/html") and b"<!DOCTYPE html>" in d
+    # KServe v2 / Open Inference Protocol
+    s, _, d = srv.request("GET", "/v2")
+    assert {"name", "version", "extensions"} <= set(json_ok(s, d)), d[:300]
+    for path in ("/v2/health/live", "/v2/health/ready"):
+        s, _, d = srv.request("GET", path)
+        assert s == 200, (path, s, d[:300])
+    s, _, d = srv.request("GET", "/v2/models/" + m0["id"])
+    assert json_ok(s, d)["name"] == m0["id"], d[:300]
+    s, _, d = srv.request("POST", "/v2/models/%s/infer" % m0["id"],
+                          {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
+                                       "data": [TEXTS[0]]}]})
+    out = json_ok(s, d)["outputs"]
+    assert any(o["datatype"] == "FP32" and o["shape"] == [1, dim] for o in out), out
+    # OCR: a configured pipeline reads a committed image; elsewhere the endpoint is absent
+    with open(os.path.join(ROOT, "tests", "data", "ocr", "render_05.jpg"), "rb") as f:
+        jpg = f.read()
+    s, _, d = srv.request("POST", "/v1/ocr", jpg, {"Content-Type": "image/jpeg"})
+    if ocr:
+        b = json_ok(s, d)
+        assert b["lines"] and all({"box", "text", "score"} <= set(l) for l in b["lines"]), b
+    else:
+        assert s == 404, (s, d[:300])
     s, _, d = srv.request("POST", "/admin/fault", {"engine": "nope", "mode": "fail"})
     if admin:
         assert s in (400, 404), (s, d)
@@ -283,9 +306,10 @@ def config_facts(path):
     text = open(path).read()
     eng = text.split("models:")[0]
     kinds = set(re.findall(r"\bkind:\s*\"?(\w+)", eng))
-    paths = re.findall(r"\bpath:\s*\"?([^\s\",}]+)", text)
+    paths = re.findall(r"\b(?:path|det|rec|cls|dict):\s*\"?([^\s\",}]+)", text)
     return {"kinds": kinds, "paths": paths, "cascade": re.search(r"^cascade:", text, re.M),
-            "admin": re.search(r"admin:\s*\{?\s*enabled:\s*true", text)}
+            "admin": re.search(r"admin:\s*\{?\s*enabled:\s*true", text),
+            "pipelines": re.search(r"^pipelines:", text, re.M)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,14 +586,15 @@ def test_serve_config(name, work, devices, quantized):
     and exit 0), or is refused at start with a message that says why."""
     f = config_facts(os.path.join(work, "configs", name))
     missing = [p for p in f["paths"] if p.startswith("models/")
-               and not os.path.isdir(os.path.join(work, p))]
+               and not os.path.exists(os.path.join(work, p))]
     no_device = [k for k in f["kinds"] if k in ("cuda", "openvino")
                  and kind_devices(devices, k) == 0]
     s = Served(["--config", "configs/" + name, "--host", "127.0.0.1", "--port", "0"], cwd=work)
     if not missing and not no_device:
         assert s.port, "%s did not serve:\n%s" % (name, s.stderr())
         try:
-            every_endpoint(s, has_cascade=bool(f["cascade"]), admin=bool(f["admin"]))
+            every_endpoint(s, has_cascade=bool(f["cascade"]), admin=bool(f["admin"]),
+                           ocr=bool(f["pipelines"]))
         finally:
             assert s.stop() == 0, s.stderr()
         return
@@ -585,6 +610,33 @@ def test_serve_config(name, work, devices, quantized):
     else:
         why = missing[0]
     assert why in err.splitlines()[-1], "%s: the refusal does not say %r:\n%s" % (name, why, err)
+
+
+# ---------------------------------------------------------------------------------------------
+# ocr
+
+
+OCR = os.path.join(ROOT, "models", "ppocrv5")
+
+
+def test_ocr(devices):
+    """hetserve ocr on a committed image with every flag; a clear refusal on the CPU engine."""
+    if not os.path.isfile(os.path.join(OCR, "det.onnx")):
+        pytest.skip("no models/ppocrv5 (scripts/setup installs PP-OCRv5)")
+    if kind_devices(devices, "openvino") == 0:
+        pytest.skip("no OpenVINO device: the ONNX graphs need the openvino engine")
+    files = ["--det", OCR + "/det.onnx", "--rec", OCR + "/rec.onnx", "--dict", OCR + "/dict.txt"]
+    img = os.path.join(ROOT, "tests", "data", "ocr", "render_05.jpg")
+    r = ok(hs("ocr", *files, "--cls", OCR + "/cls.onnx", "--engine", "openvino:0",
+              "--det-engine", "openvino", "--rec-engine", "openvino", "--threads", "2",
+              "--limit-side-len", "960", "--box-thresh", "0.6", "--drop-score", "0.5",
+              "--workers", "2", "--rec-images", "2", "--stats", img, img))
+    outs = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+    assert len(outs) == 2 and outs[0]["lines"] == outs[1]["lines"], r.stdout[:500]
+    assert all({"box", "text", "score"} <= set(l) for l in outs[0]["lines"]), outs[0]
+    assert "rec" in r.stderr, r.stderr[-500:]
+    r = hs("ocr", *files, "--engine", "cpu", img)
+    assert r.returncode != 0 and "graph" in r.stderr.lower(), r.stderr[-500:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,7 +709,7 @@ def readme_blocks():
     out = []
     for m in re.finditer(r"^```sh\n(.*?)^```", text, re.S | re.M):
         line = text[:m.start()].count("\n") + 1
-        out.append((line, m.group(1)))
+        out.append((line, re.sub(r"\\\n\s*", "", m.group(1))))
     return out
 
 
@@ -737,7 +789,8 @@ def documented_flags():
         r = subprocess.run([BINARY, cmd, "--help"], capture_output=True, text=True, env=ENV)
         # a flag of another command named in the text ("hetserve config --print-defaults") is
         # that command's
-        own = re.sub(r"hetserve (?!%s\b)\w+[^)\n]*" % cmd, "", r.stdout)
+        # (and scripts/setup's)
+        own = re.sub(r"(hetserve (?!%s\b)\w+|scripts/setup)[^)\n]*" % cmd, "", r.stdout)
         for f in help_flags(own):
             if f != "--help":
                 want.add((cmd, f))
