@@ -4,7 +4,7 @@
  * every tensor the encoder needs (name, dtype, shape) and builds the encoder as an ordered list
  * of stages (engine/stage.h) whose weights point into the read-only file mapping. Weights are
  * loaded once and shared; engines make their own resident copies in stage_prepare.
- * Tensor names are accepted with or without the "bert." prefix.
+ * Tensor names come from the family's row of the architecture table (model/arch.h).
  *
  * A model is read-only after load and safe to share between threads.
  */
@@ -23,7 +23,7 @@ struct hs_model {
     struct hs_model_config config;
     struct hs_tokenizer *tokenizer;
     struct hs_safetensors *weights;
-    int n_stages;                         /* 1 + 2 * layers + 2 */
+    int n_stages;                         /* 1 + 2 * layers + 2 (model/arch.h) */
     struct hs_stage *stages;              /* embed, layer0.attn, layer0.ffn, ..., pool, normalize */
     struct hs_quant_plan *quant;          /* the folder's quant.json (model/quant.h), or NULL */
     struct hs_safetensors *quant_weights; /* its quant.safetensors (smoothing), or NULL */

@@ -112,7 +112,7 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
     out->stages = (1u << HS_STAGE_COUNT) - 1;
     const dnnl_version_t *v = dnnl_version();
     snprintf(out->gemm, sizeof out->gemm, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
-    out->features = HS_ENGINE_FEAT_MPNET;
+    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES;
 }
 
 static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)

@@ -72,6 +72,9 @@ static void act_rows(float *x, int64_t n, enum hs_act_fn act)
     case HS_ACT_RELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
+    case HS_ACT_SILU:
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + fast_exp(-x[i]));
+        break;
     }
 }
 

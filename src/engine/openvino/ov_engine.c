@@ -182,7 +182,9 @@ static void ov_caps(void *p, struct hs_engine_caps *out)
         snprintf(out->gemm, sizeof out->gemm, "OpenVINO %s", v.buildNumber);
         ov_version_free(&v);
     }
-    out->features = HS_ENGINE_FEAT_MPNET | HS_ENGINE_FEAT_SHAPE_COMPILE;
+    /* what the graph writer (ov_graph.c) builds; the rest is refused at prepare */
+    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
+                    HS_ENGINE_FEAT_SHAPE_COMPILE;
 }
 
 static hs_status ov_prepare(void *p, const struct hs_stage *st, enum hs_dtype dtype, void **out,

@@ -1,0 +1,452 @@
+/* hetserve — the architecture table (see arch.h for the contract).
+ *
+ * Each family: its tensor map, its config.json key names with their HF defaults, and a hook that
+ * reads the block parameters only that family has. The maps name what HF's modelling code
+ * registers (BertModel, MPNetModel, RobertaModel, DistilBertModel; NomicBertModel's published
+ * modelling code), so a checkpoint saved by HF loads as it is.
+ */
+#include "model/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "model/config_impl.h"
+
+typedef hs_status (*arch_parse_fn)(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                                   int pad, struct hs_error *err);
+
+struct arch_row {
+    struct hs_arch pub;
+    arch_parse_fn parse; /* (optional) the family's own keys and checks */
+};
+
+#define T(stage, role, name, rows, cols, flags)                                                    \
+    {                                                                                              \
+        HS_STAGE_##stage, HS_W_##role, name, HS_AD_##rows, HS_AD_##cols, 0, 0, flags               \
+    }
+#define TF(stage, role, name, rows, cols, part, parts, flags)                                      \
+    {                                                                                              \
+        HS_STAGE_##stage, HS_W_##role, name, HS_AD_##rows, HS_AD_##cols, part, parts, flags        \
+    }
+#define OPT     HS_ARCH_OPTIONAL
+#define GB      HS_ARCH_GAMMA
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- BERT (and BERT-shaped: RoBERTa, XLM-R, CamemBERT share it with their own prefix) ---- */
+#define BERT_EMBED(type_flags)                                                                     \
+    T(EMBED, WORD_EMB, "embeddings.word_embeddings.weight", V, H, 0),                              \
+        T(EMBED, POS_EMB, "embeddings.position_embeddings.weight", P, H, 0),                       \
+        T(EMBED, TYPE_EMB, "embeddings.token_type_embeddings.weight", T, H, type_flags),           \
+        T(EMBED, EMB_LN_G, "embeddings.LayerNorm.weight", H, NONE, GB),                            \
+        T(EMBED, EMB_LN_B, "embeddings.LayerNorm.bias", H, NONE, GB)
+#define BERT_LAYER                                                                                 \
+    T(ATTN, Q, "encoder.layer.%d.attention.self.query.weight", H, H, 0),                           \
+        T(ATTN, Q_B, "encoder.layer.%d.attention.self.query.bias", H, NONE, 0),                    \
+        T(ATTN, K, "encoder.layer.%d.attention.self.key.weight", H, H, 0),                         \
+        T(ATTN, K_B, "encoder.layer.%d.attention.self.key.bias", H, NONE, 0),                      \
+        T(ATTN, V, "encoder.layer.%d.attention.self.value.weight", H, H, 0),                       \
+        T(ATTN, V_B, "encoder.layer.%d.attention.self.value.bias", H, NONE, 0),                    \
+        T(ATTN, ATTN_OUT, "encoder.layer.%d.attention.output.dense.weight", H, H, 0),              \
+        T(ATTN, ATTN_OUT_B, "encoder.layer.%d.attention.output.dense.bias", H, NONE, 0),           \
+        T(ATTN, ATTN_LN_G, "encoder.layer.%d.attention.output.LayerNorm.weight", H, NONE, GB),     \
+        T(ATTN, ATTN_LN_B, "encoder.layer.%d.attention.output.LayerNorm.bias", H, NONE, GB),       \
+        BERT_FFN
+#define BERT_FFN                                                                                   \
+    T(FFN, FFN_IN, "encoder.layer.%d.intermediate.dense.weight", I, H, 0),                         \
+        T(FFN, FFN_IN_B, "encoder.layer.%d.intermediate.dense.bias", I, NONE, 0),                  \
+        T(FFN, FFN_OUT, "encoder.layer.%d.output.dense.weight", H, I, 0),                          \
+        T(FFN, FFN_OUT_B, "encoder.layer.%d.output.dense.bias", H, NONE, 0),                       \
+        T(FFN, FFN_LN_G, "encoder.layer.%d.output.LayerNorm.weight", H, NONE, GB),                 \
+        T(FFN, FFN_LN_B, "encoder.layer.%d.output.LayerNorm.bias", H, NONE, GB)
+
+static const struct hs_arch_tensor bert_tensors[] = {BERT_EMBED(0), BERT_LAYER};
+
+/* HF MPNetModel: no token types; attention.attn.{q,k,v,o}; one relative-position bias table
+ * shared by every layer (no %d: every attention stage gets the same tensor). */
+static const struct hs_arch_tensor mpnet_tensors[] = {
+    T(EMBED, WORD_EMB, "embeddings.word_embeddings.weight", V, H, 0),
+    T(EMBED, POS_EMB, "embeddings.position_embeddings.weight", P, H, 0),
+    T(EMBED, EMB_LN_G, "embeddings.LayerNorm.weight", H, NONE, GB),
+    T(EMBED, EMB_LN_B, "embeddings.LayerNorm.bias", H, NONE, GB),
+    T(ATTN, REL_BIAS, "encoder.relative_attention_bias.weight", RB, NH, 0),
+    T(ATTN, Q, "encoder.layer.%d.attention.attn.q.weight", H, H, 0),
+    T(ATTN, Q_B, "encoder.layer.%d.attention.attn.q.bias", H, NONE, 0),
+    T(ATTN, K, "encoder.layer.%d.attention.attn.k.weight", H, H, 0),
+    T(ATTN, K_B, "encoder.layer.%d.attention.attn.k.bias", H, NONE, 0),
+    T(ATTN, V, "encoder.layer.%d.attention.attn.v.weight", H, H, 0),
+    T(ATTN, V_B, "encoder.layer.%d.attention.attn.v.bias", H, NONE, 0),
+    T(ATTN, ATTN_OUT, "encoder.layer.%d.attention.attn.o.weight", H, H, 0),
+    T(ATTN, ATTN_OUT_B, "encoder.layer.%d.attention.attn.o.bias", H, NONE, 0),
+    T(ATTN, ATTN_LN_G, "encoder.layer.%d.attention.LayerNorm.weight", H, NONE, GB),
+    T(ATTN, ATTN_LN_B, "encoder.layer.%d.attention.LayerNorm.bias", H, NONE, GB),
+    BERT_FFN,
+};
+
+/* HF DistilBertModel: no token types, transformer.layer.N.{attention.*_lin, sa_layer_norm,
+ * ffn.lin1/lin2, output_layer_norm}; post-LayerNorm like BERT. */
+#define DB(x) "transformer.layer.%d." x
+static const struct hs_arch_tensor distilbert_tensors[] = {
+    T(EMBED, WORD_EMB, "embeddings.word_embeddings.weight", V, H, 0),
+    T(EMBED, POS_EMB, "embeddings.position_embeddings.weight", P, H, 0),
+    T(EMBED, EMB_LN_G, "embeddings.LayerNorm.weight", H, NONE, 0),
+    T(EMBED, EMB_LN_B, "embeddings.LayerNorm.bias", H, NONE, 0),
+    T(ATTN, Q, DB("attention.q_lin.weight"), H, H, 0),
+    T(ATTN, Q_B, DB("attention.q_lin.bias"), H, NONE, 0),
+    T(ATTN, K, DB("attention.k_lin.weight"), H, H, 0),
+    T(ATTN, K_B, DB("attention.k_lin.bias"), H, NONE, 0),
+    T(ATTN, V, DB("attention.v_lin.weight"), H, H, 0),
+    T(ATTN, V_B, DB("attention.v_lin.bias"), H, NONE, 0),
+    T(ATTN, ATTN_OUT, DB("attention.out_lin.weight"), H, H, 0),
+    T(ATTN, ATTN_OUT_B, DB("attention.out_lin.bias"), H, NONE, 0),
+    T(ATTN, ATTN_LN_G, DB("sa_layer_norm.weight"), H, NONE, 0),
+    T(ATTN, ATTN_LN_B, DB("sa_layer_norm.bias"), H, NONE, 0),
+    T(FFN, FFN_IN, DB("ffn.lin1.weight"), I, H, 0),
+    T(FFN, FFN_IN_B, DB("ffn.lin1.bias"), I, NONE, 0),
+    T(FFN, FFN_OUT, DB("ffn.lin2.weight"), H, I, 0),
+    T(FFN, FFN_OUT_B, DB("ffn.lin2.bias"), H, NONE, 0),
+    T(FFN, FFN_LN_G, DB("output_layer_norm.weight"), H, NONE, 0),
+    T(FFN, FFN_LN_B, DB("output_layer_norm.bias"), H, NONE, 0),
+};
+#undef DB
+
+/* NomicBertModel (published modelling code): Wqkv fused (q | k | v), rotary positions (no
+ * position table), SwiGLU FFN with fc11 the up and fc12 the gate, biases per config flags,
+ * post-LayerNorm (norm1 after attention, norm2 after the FFN), emb_ln after the embeddings. */
+#define NB(x) "encoder.layers.%d." x
+static const struct hs_arch_tensor nomic_tensors[] = {
+    T(EMBED, WORD_EMB, "embeddings.word_embeddings.weight", V, H, 0),
+    T(EMBED, TYPE_EMB, "embeddings.token_type_embeddings.weight", T, H, OPT),
+    T(EMBED, EMB_LN_G, "emb_ln.weight", H, NONE, 0),
+    T(EMBED, EMB_LN_B, "emb_ln.bias", H, NONE, OPT),
+    TF(ATTN, Q, NB("attn.Wqkv.weight"), H, H, 0, 3, 0),
+    TF(ATTN, K, NB("attn.Wqkv.weight"), H, H, 1, 3, 0),
+    TF(ATTN, V, NB("attn.Wqkv.weight"), H, H, 2, 3, 0),
+    TF(ATTN, Q_B, NB("attn.Wqkv.bias"), H, NONE, 0, 3, OPT),
+    TF(ATTN, K_B, NB("attn.Wqkv.bias"), H, NONE, 1, 3, OPT),
+    TF(ATTN, V_B, NB("attn.Wqkv.bias"), H, NONE, 2, 3, OPT),
+    T(ATTN, ATTN_OUT, NB("attn.out_proj.weight"), H, H, 0),
+    T(ATTN, ATTN_OUT_B, NB("attn.out_proj.bias"), H, NONE, OPT),
+    T(ATTN, ATTN_LN_G, NB("norm1.weight"), H, NONE, 0),
+    T(ATTN, ATTN_LN_B, NB("norm1.bias"), H, NONE, OPT),
+    T(FFN, FFN_IN, NB("mlp.fc11.weight"), I, H, 0),
+    T(FFN, FFN_IN_B, NB("mlp.fc11.bias"), I, NONE, OPT),
+    T(FFN, FFN_GATE, NB("mlp.fc12.weight"), I, H, 0),
+    T(FFN, FFN_OUT, NB("mlp.fc2.weight"), H, I, 0),
+    T(FFN, FFN_OUT_B, NB("mlp.fc2.bias"), H, NONE, OPT),
+    T(FFN, FFN_LN_G, NB("norm2.weight"), H, NONE, 0),
+    T(FFN, FFN_LN_B, NB("norm2.bias"), H, NONE, OPT),
+};
+#undef NB
+
+/* ---- family hooks ---- */
+
+static hs_status parse_bert(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                            int pad, struct hs_error *err)
+{
+    (void)d;
+    (void)pad;
+    const char *pet = NULL;
+    hs_status s = hs__cfg_str(root, label, "position_embedding_type", "absolute", &pet, err);
+    if (s) return s;
+    if (strcmp(pet, "absolute") != 0)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: position_embedding_type '%.64s' is not supported (only "
+                            "'absolute')",
+                            label, pet);
+    return HS_STATUS_OK;
+}
+
+/* Positions count from padding_idx + 1 (HF create_position_ids_from_input_ids on an unpadded
+ * sequence); the table must leave room for at least two tokens after them. */
+static hs_status offset_positions(const char *label, struct hs_encoder_dims *d, int pad,
+                                  struct hs_error *err)
+{
+    d->pos_offset = pad + 1;
+    if (d->pos_offset + 2 > d->max_positions)
+        return hs_error_set(err, HS_STATUS_CORRUPT,
+                            "%s: max_position_embeddings %d leaves no positions after "
+                            "pad_token_id %d",
+                            label, d->max_positions, pad);
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_roberta(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                               int pad, struct hs_error *err)
+{
+    hs_status s = parse_bert(root, label, d, pad, err);
+    return s ? s : offset_positions(label, d, pad, err);
+}
+
+static hs_status parse_mpnet(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                             int pad, struct hs_error *err)
+{
+    if (d->type_vocab != 1)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: an mpnet model has no token types (type_vocab_size %d)", label,
+                            d->type_vocab);
+    /* HF MPNet: absolute positions from padding_idx + 1 plus a bias per relative-position bucket
+     * (max_distance is fixed at 128 in HF's code), whatever position_embedding_type says */
+    hs_status s = offset_positions(label, d, pad, err);
+    if (s) return s;
+    if ((s = hs__cfg_int(root, label, "relative_attention_num_buckets", 1, 32, 2, 1024,
+                         &d->rel_buckets, err)))
+        return s;
+    if (d->rel_buckets % 4 != 0)
+        return hs_error_set(err, HS_STATUS_CORRUPT,
+                            "%s: relative_attention_num_buckets %d is not a multiple of 4", label,
+                            d->rel_buckets);
+    d->rel_max_distance = 128;
+    d->pos = HS_POS_REL_BUCKET;
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_distilbert(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                                  int pad, struct hs_error *err)
+{
+    (void)d;
+    (void)pad;
+    bool sin = false;
+    /* sinusoidal tables are written into the checkpoint's position_embeddings by HF, so the
+     * stored table is right either way */
+    return hs__cfg_bool(root, label, "sinusoidal_pos_embds", false, &sin, err);
+}
+
+/* Rotary positions on the first rotary_dim dims of each head (NeoX halves), base theta. */
+static hs_status rotary(const char *label, struct hs_encoder_dims *d, double fraction, float theta,
+                        struct hs_error *err)
+{
+    if (!(fraction > 0.0 && fraction <= 1.0))
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: rotary fraction %g is not supported (only (0, 1])", label,
+                            fraction);
+    int rd = (int)(fraction * d->head_dim);
+    if (rd < 2 || rd % 2)
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: rotary dimension %d of head size %d",
+                            label, rd, d->head_dim);
+    d->pos = HS_POS_ROTARY;
+    d->rotary_dim = rd;
+    d->rope_theta = theta;
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_nomic(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                             int pad, struct hs_error *err)
+{
+    (void)pad;
+    hs_status s;
+    float frac = 0, theta = 0;
+    bool interleaved = false, prenorm = false, causal = false, rms = false;
+    const json_t *scaling = json_object_get(root, "rotary_scaling_factor");
+    if ((s = hs__cfg_float(root, label, "rotary_emb_fraction", 0.0, -1.0, 2.0, &frac, err)) ||
+        (s = hs__cfg_float(root, label, "rotary_emb_base", 10000.0, 0.0, 1e12, &theta, err)) ||
+        (s = hs__cfg_bool(root, label, "rotary_emb_interleaved", false, &interleaved, err)) ||
+        (s = hs__cfg_bool(root, label, "prenorm", false, &prenorm, err)) ||
+        (s = hs__cfg_bool(root, label, "causal", false, &causal, err)) ||
+        (s = hs__cfg_bool(root, label, "use_rms_norm", false, &rms, err)))
+        return s;
+    if (interleaved || prenorm || causal || rms || (scaling && !json_is_null(scaling)))
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "%s: nomic_bert with %s is not supported",
+                            label,
+                            interleaved ? "interleaved rotary"
+                            : prenorm   ? "prenorm"
+                            : causal    ? "causal attention"
+                            : rms       ? "RMSNorm"
+                                        : "rotary_scaling_factor");
+    if ((s = rotary(label, d, frac, theta, err))) return s;
+    /* activation_function names the gated FFN: swiglu = SiLU(gate) * up, geglu = GELU(gate) *
+     * up */
+    if (d->act == HS_ACT_SILU || d->act == HS_ACT_GELU_ERF) {
+        d->ffn = HS_FFN_GATED;
+        return HS_STATUS_OK;
+    }
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                        "%s: nomic_bert activation_function must be swiglu or geglu", label);
+}
+
+/* ---- the table ---- */
+
+static const char *const bert_prefixes[] = {"", "bert.", NULL};
+static const char *const mpnet_prefixes[] = {"", "mpnet.", NULL};
+static const char *const roberta_prefixes[] = {"", "roberta.", NULL};
+static const char *const roberta_aliases[] = {"xlm-roberta", "camembert", NULL};
+static const char *const distilbert_prefixes[] = {"", "distilbert.", NULL};
+static const char *const nomic_prefixes[] = {"", "model.", NULL};
+
+#define BERT_KEYS                                                                                  \
+    {                                                                                              \
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",            \
+            "max_position_embeddings", "vocab_size", "type_vocab_size", "layer_norm_eps",          \
+            "hidden_act"                                                                           \
+    }
+
+static const struct arch_row rows[] = {
+    {{"bert", NULL, bert_prefixes, BERT_KEYS, 2, 0, 1e-12, "gelu", HS_POOL_MEAN, bert_tensors,
+      N_OF(bert_tensors), "BERT: absolute positions, token types, post-LayerNorm"},
+     parse_bert},
+    {{"mpnet", NULL, mpnet_prefixes, BERT_KEYS, 1, 1, 1e-12, "gelu", HS_POOL_MEAN, mpnet_tensors,
+      N_OF(mpnet_tensors), "MPNet: positions from pad + 1, relative-position attention bias"},
+     parse_mpnet},
+    {{"roberta", roberta_aliases, roberta_prefixes, BERT_KEYS, 2, 1, 1e-12, "gelu", HS_POOL_MEAN,
+      bert_tensors, N_OF(bert_tensors),
+      "RoBERTa / XLM-R / CamemBERT: BERT with positions from pad + 1"},
+     parse_roberta},
+    {{"distilbert",
+      NULL,
+      distilbert_prefixes,
+      {"dim", "n_layers", "n_heads", "hidden_dim", "max_position_embeddings", "vocab_size", NULL,
+       NULL, "activation"},
+      1,
+      0,
+      1e-12,
+      "gelu",
+      HS_POOL_MEAN,
+      distilbert_tensors,
+      N_OF(distilbert_tensors),
+      "DistilBERT: BERT without token types"},
+     parse_distilbert},
+    {{"nomic_bert",
+      NULL,
+      nomic_prefixes,
+      {"n_embd", "n_layer", "n_head", "n_inner", "n_positions", "vocab_size", "type_vocab_size",
+       "layer_norm_epsilon", "activation_function"},
+      2,
+      0,
+      1e-5,
+      "swiglu",
+      HS_POOL_MEAN,
+      nomic_tensors,
+      N_OF(nomic_tensors),
+      "NomicBERT: rotary positions, SwiGLU, optional biases, post-LayerNorm"},
+     parse_nomic},
+};
+
+int hs_arch_count(void)
+{
+    return N_OF(rows);
+}
+
+const struct hs_arch *hs_arch_at(int i)
+{
+    return i >= 0 && i < N_OF(rows) ? &rows[i].pub : NULL;
+}
+
+static const struct arch_row *find_row(const char *model_type)
+{
+    if (!model_type) return NULL;
+    for (int i = 0; i < N_OF(rows); i++) {
+        if (strcmp(rows[i].pub.model_type, model_type) == 0) return &rows[i];
+        for (const char *const *a = rows[i].pub.aliases; a && *a; a++)
+            if (strcmp(*a, model_type) == 0) return &rows[i];
+    }
+    return NULL;
+}
+
+const struct hs_arch *hs_arch_find(const char *model_type)
+{
+    const struct arch_row *r = find_row(model_type);
+    return r ? &r->pub : NULL;
+}
+
+char *hs_arch_names(char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (!cap) return buf;
+    buf[0] = '\0';
+    for (int i = 0; i < N_OF(rows); i++) {
+        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s'%s'", i ? ", " : "",
+                              rows[i].pub.model_type);
+        for (const char *const *a = rows[i].pub.aliases; a && *a; a++)
+            n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, ", '%s'", *a);
+    }
+    return buf;
+}
+
+/* hidden_act / activation / activation_function values. */
+static const struct {
+    const char *name;
+    enum hs_act_fn act;
+} acts[] = {
+    {"gelu", HS_ACT_GELU_ERF},
+    {"gelu_new", HS_ACT_GELU_TANH},
+    {"gelu_pytorch_tanh", HS_ACT_GELU_TANH},
+    {"relu", HS_ACT_RELU},
+    {"silu", HS_ACT_SILU},
+    {"swish", HS_ACT_SILU},
+    {"swiglu", HS_ACT_SILU},
+    {"geglu", HS_ACT_GELU_ERF},
+};
+
+hs_status hs__arch_parse(const json_t *root, const char *label, struct hs_model_config *out,
+                         int *pad_token_id, struct hs_error *err)
+{
+    if (!json_is_object(root))
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
+    hs_status s;
+    const char *mt = NULL;
+    if ((s = hs__cfg_str(root, label, "model_type", NULL, &mt, err))) return s;
+    if (!mt)
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: missing required key 'model_type'", label);
+    const struct arch_row *row = find_row(mt);
+    if (!row) {
+        char names[512];
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: model_type '%.64s' is not supported (supported: %s)", label, mt,
+                            hs_arch_names(names, sizeof names));
+    }
+    const struct hs_arch *a = &row->pub;
+    const struct hs_arch_keys *k = &a->keys;
+    struct hs_encoder_dims d;
+    memset(&d, 0, sizeof d);
+    if ((s = hs__cfg_int(root, label, k->hidden, 0, 0, 1, CFG_MAX_HIDDEN, &d.hidden, err)) ||
+        (s = hs__cfg_int(root, label, k->layers, 0, 0, 1, CFG_MAX_LAYERS, &d.layers, err)) ||
+        (s = hs__cfg_int(root, label, k->heads, 0, 0, 1, CFG_MAX_HIDDEN, &d.heads, err)) ||
+        (s = hs__cfg_int(root, label, k->intermediate, 0, 0, 1, CFG_MAX_INTERMEDIATE,
+                         &d.intermediate, err)) ||
+        (s = hs__cfg_int(root, label, k->positions, 0, 0, 1, CFG_MAX_POSITIONS, &d.max_positions,
+                         err)) ||
+        (s = hs__cfg_int(root, label, k->vocab, 0, 0, 1, CFG_MAX_VOCAB, &d.vocab, err)))
+        return s;
+    d.type_vocab = a->type_vocab_default;
+    if (k->type_vocab && (s = hs__cfg_int(root, label, k->type_vocab, 1, a->type_vocab_default, 1,
+                                          CFG_MAX_TYPE_VOCAB, &d.type_vocab, err)))
+        return s;
+    if (d.hidden % d.heads != 0)
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s %d is not divisible by %s %d", label,
+                            k->hidden, d.hidden, k->heads, d.heads);
+    d.head_dim = d.hidden / d.heads;
+    d.kv_heads = d.heads;
+
+    int pad = 0;
+    if ((s = hs__cfg_int(root, label, "pad_token_id", 1, a->pad_default, 0, d.vocab - 1, &pad,
+                         err)))
+        return s;
+    /* (the encoder adds it in float: one that rounds to 0 would divide by a zero variance) */
+    d.ln_eps = (float)a->eps_default;
+    if (k->eps &&
+        (s = hs__cfg_float(root, label, k->eps, a->eps_default, 0.0, 1.0, &d.ln_eps, err)))
+        return s;
+
+    const char *act = a->act_default;
+    if (k->act && (s = hs__cfg_str(root, label, k->act, a->act_default, &act, err))) return s;
+    size_t ai = 0;
+    while (ai < sizeof acts / sizeof acts[0] && strcmp(acts[ai].name, act) != 0) ai++;
+    if (ai == sizeof acts / sizeof acts[0])
+        return hs_error_set(err, HS_STATUS_CORRUPT,
+                            "%s: unknown %s '%.64s' (gelu, gelu_new, gelu_pytorch_tanh, relu, "
+                            "silu, swiglu, geglu)",
+                            label, k->act, act);
+    d.act = acts[ai].act;
+    /* the gated spellings only mean something to a family with a gated FFN (its hook) */
+    const bool gated_name = strcmp(act, "swiglu") == 0 || strcmp(act, "geglu") == 0;
+    d.pool = a->pool;
+    d.normalize = false;
+    if (row->parse && (s = row->parse(root, label, &d, pad, err))) return s;
+    if (d.ffn != HS_FFN_GATED && gated_name)
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: %s '%.64s' is not supported by %s", label,
+                            k->act, act, a->model_type);
+    out->dims = d;
+    out->arch = a;
+    snprintf(out->model_type, sizeof out->model_type, "%s", mt);
+    if (pad_token_id) *pad_token_id = pad;
+    return HS_STATUS_OK;
+}

@@ -1,0 +1,167 @@
+/* The architecture table: every family's tiny checkpoint (tests/data/tiny-<family>, random
+ * weights, made by tools/golden/make_tiny_<family>.py) through the CPU engine against the
+ * transformers reference on the golden token ids (tests/golden/tiny_<family>.*): f32 min cosine
+ * >= 0.99999, and the reduced dtypes the engine computes in against their declared tolerances.
+ * Also: the table's lookups, and an engine without a block feature refusing a stage that needs
+ * it with the feature named. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/engine.h"
+#include "model/arch.h"
+#include "model/model.h"
+#include "model/verify.h"
+
+struct family {
+    const char *dir, *golden, *arch;
+    uint32_t features; /* block features the model's stages need, all together */
+};
+
+static const struct family families[] = {
+    {"tests/data/tiny-roberta", "tiny_roberta", "roberta", HS_FEAT_POS_OFFSET},
+};
+
+static uint32_t model_features(const struct hs_model *m)
+{
+    uint32_t f = 0;
+    for (int i = 0; i < m->n_stages; i++) f |= hs_stage_features(&m->stages[i]);
+    return f;
+}
+
+static void check_family(const struct family *fam)
+{
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    struct hs_golden *g = NULL;
+    if (hs_model_load(hs_test_path(fam->dir), &m, &err)) fail_msg("%s: %s", fam->dir, err.msg);
+    assert_non_null(m->config.arch);
+    assert_string_equal(m->config.arch->model_type, fam->arch);
+    if (model_features(m) != fam->features)
+        fail_msg("%s: stages need features 0x%x, expected 0x%x", fam->dir, model_features(m),
+                 fam->features);
+    char rel[256], json[1024], f32[1024];
+    snprintf(rel, sizeof rel, "tests/golden/%s.json", fam->golden);
+    snprintf(json, sizeof json, "%s", hs_test_path(rel));
+    snprintf(rel, sizeof rel, "tests/golden/%s.f32", fam->golden);
+    snprintf(f32, sizeof f32, "%s", hs_test_path(rel));
+    if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+    assert_non_null(g->ids);
+
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = 2}, &e, &err), 0);
+    struct hs_engine_caps caps;
+    hs_engine_caps(e, &caps);
+    static const enum hs_dtype dtypes[] = {HS_DTYPE_F32, HS_DTYPE_BF16, HS_DTYPE_I8};
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+        if (!(caps.dtypes & (1u << dtypes[i]))) {
+            printf("# %s %s: not computed by this CPU, skipped\n", m->name,
+                   hs_compute_dtype_name(dtypes[i]));
+            continue;
+        }
+        struct hs_verify_tolerance tol;
+        hs_verify_default_tolerance(dtypes[i], &tol);
+        if (dtypes[i] == HS_DTYPE_F32) tol = (struct hs_verify_tolerance){0.99999, 0.99999};
+        struct hs_verify_report rep;
+        if (hs_verify_engine(m, e, dtypes[i], g, &tol, &(struct hs_verify_opts){.batch_max = 4},
+                             &rep, &err))
+            fail_msg("%s %s: %s", m->name, hs_compute_dtype_name(dtypes[i]), err.msg);
+        printf("# %s %s: %d sequences, min cosine %.8f (sequence %d), mean %.8f\n", m->name,
+               hs_compute_dtype_name(dtypes[i]), rep.count, rep.cos_min, rep.worst, rep.cos_mean);
+        if (!rep.pass)
+            fail_msg("%s %s: min %.8f mean %.8f below %.6f / %.6f", m->name,
+                     hs_compute_dtype_name(dtypes[i]), rep.cos_min, rep.cos_mean, tol.cos_min,
+                     tol.cos_mean);
+    }
+    hs_engine_destroy(e);
+    hs_golden_free(g);
+    hs_model_free(m);
+}
+
+static void families_match_transformers(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) check_family(&families[i]);
+}
+
+static void table_lookups(void **state)
+{
+    (void)state;
+    assert_true(hs_arch_count() >= 4);
+    assert_string_equal(hs_arch_find("camembert")->model_type, "roberta");
+    assert_string_equal(hs_arch_find("xlm-roberta")->model_type, "roberta");
+    assert_null(hs_arch_find("gpt2"));
+    assert_null(hs_arch_find(NULL));
+    char names[512];
+    hs_arch_names(names, sizeof names);
+    for (int i = 0; i < hs_arch_count(); i++) {
+        const struct hs_arch *a = hs_arch_at(i);
+        assert_ptr_equal(hs_arch_find(a->model_type), a);
+        assert_non_null(strstr(names, a->model_type));
+        assert_true(a->n_tensors > 0 && a->prefixes && a->prefixes[0]);
+    }
+    assert_null(hs_arch_at(hs_arch_count()));
+    char small[8];
+    hs_arch_names(small, sizeof small); /* truncates, stays terminated */
+    assert_true(strlen(small) < sizeof small);
+    char f[256];
+    hs_stage_features_str(HS_FEAT_ROTARY | HS_FEAT_GATED_FFN, f, sizeof f);
+    assert_string_equal(f, "rotary positions, gated FFN");
+}
+
+/* An engine that declares no block feature: stage_prepare must never reach it for a stage
+ * that needs one. */
+static void bare_caps(void *ctx, struct hs_engine_caps *out)
+{
+    snprintf(out->kind, sizeof out->kind, "bare");
+    out->dtypes = 1u << HS_DTYPE_F32;
+    out->stages = (1u << HS_STAGE_COUNT) - 1;
+}
+static int bare_prepared;
+static hs_status bare_prepare(void *ctx, const struct hs_stage *st, enum hs_dtype dtype,
+                              void **prep, struct hs_error *err)
+{
+    bare_prepared++;
+    *prep = NULL;
+    return HS_STATUS_OK;
+}
+static const struct hs_engine_iface bare_iface = {
+    .api_version = HS_ENGINE_API_VERSION,
+    .kind = "bare",
+    .caps = bare_caps,
+    .stage_prepare = bare_prepare,
+};
+
+static void missing_features_are_named(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    if (hs_model_load(hs_test_path("tests/data/tiny-roberta"), &m, &err)) fail_msg("%s", err.msg);
+    hs_engine_t e = NULL;
+    assert_int_equal(hs__engine_wrap(&bare_iface, NULL, "bare0", &e, &err), 0);
+    void *prep = NULL;
+    bare_prepared = 0;
+    assert_int_equal(hs_engine_stage_prepare(e, &m->stages[0], HS_DTYPE_F32, &prep, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "position offset"));
+    assert_non_null(strstr(err.msg, "bare0"));
+    assert_int_equal(bare_prepared, 0);
+    /* its attention stages need nothing beyond BERT */
+    assert_int_equal(hs_engine_stage_prepare(e, &m->stages[1], HS_DTYPE_F32, &prep, &err), 0);
+    assert_int_equal(bare_prepared, 1);
+    hs_engine_destroy(e);
+    hs_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(table_lookups),
+        cmocka_unit_test(missing_features_are_named),
+        cmocka_unit_test(families_match_transformers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
