@@ -22,6 +22,7 @@ struct family {
 
 static const struct family families[] = {
     {"tests/data/tiny-roberta", "tiny_roberta", "roberta", HS_FEAT_POS_OFFSET},
+    {"tests/data/tiny-distilbert", "tiny_distilbert", "distilbert", HS_FEAT_NO_TOKEN_TYPES},
 };
 
 static uint32_t model_features(const struct hs_model *m)
