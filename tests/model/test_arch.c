@@ -23,6 +23,8 @@ struct family {
 static const struct family families[] = {
     {"tests/data/tiny-roberta", "tiny_roberta", "roberta", HS_FEAT_POS_OFFSET},
     {"tests/data/tiny-distilbert", "tiny_distilbert", "distilbert", HS_FEAT_NO_TOKEN_TYPES},
+    {"tests/data/tiny-nomic-bert", "tiny_nomic_bert", "nomic_bert",
+     HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU},
 };
 
 static uint32_t model_features(const struct hs_model *m)

@@ -42,12 +42,13 @@ struct cpu_prep {
     struct hs_ql_weights ql[QL_COUNT]; /* dtype I8 / BF16 attention and FFN stages */
     float *w[HS_W_COUNT];
     float *qkv_w; /* [3H, H]: q, k, v stacked so one GEMM computes all three */
-    float *qkv_b; /* [3H] */
+    float *qkv_b; /* [3H] (zeros where the model has no bias) */
+    float *ffn_w; /* gated FFN: [2I, H], up then gate stacked so one GEMM computes both */
     /* the same weights packed for the small-M GEMM (NULL when it is not used) */
     float *packed_qkv, *packed_out, *packed_in, *packed_ffn_out;
     float *rel;   /* MPNet: [heads, 2 * rel_span - 1] score bias by relative position, or NULL */
     int rel_span; /* longest sequence the table covers */
-    void *owned[HS_W_COUNT + 7];
+    void *owned[HS_W_COUNT + 8];
     int n_owned;
 };
 
@@ -61,6 +62,8 @@ struct cpu_ws {
     float *tmp;    /* [tokens_max, max(H, I)] : attention context, FFN intermediate */
     float *tmp2;   /* [tokens_max, H] */
     float *pooled; /* [batch_max, H] */
+    float *ug;     /* gated FFN: [tokens_max, 2I], up | gate; NULL otherwise */
+    float *rope;   /* rotary: [seq_max, rotary_dim] cos | sin (kernels.h); NULL otherwise */
     float *scratch;
     float *pad; /* threads * 8 * max(H, I): tail rows of the small-M GEMM */
     int scratch_threads;
@@ -71,6 +74,15 @@ struct cpu_ws {
     float *ql_sx;
     int32_t *ql_acc;
 };
+
+/* Output width of the widest reduced-precision linear layer: q | k | v, or the FFN's first
+ * (up | gate when gated). */
+static int64_t ql_widest(const struct hs_encoder_dims *d)
+{
+    const int64_t qkv = 3 * (int64_t)d->hidden;
+    const int64_t in = (d->ffn == HS_FFN_GATED ? 2 : 1) * (int64_t)d->intermediate;
+    return qkv > in ? qkv : in;
+}
 
 static void cpu_destroy(void *ctx)
 {
@@ -112,7 +124,8 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
     out->stages = (1u << HS_STAGE_COUNT) - 1;
     const dnnl_version_t *v = dnnl_version();
     snprintf(out->gemm, sizeof out->gemm, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
-    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES;
+    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
+                    HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU;
 }
 
 static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)
@@ -152,6 +165,9 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
             (r == HS_W_Q || r == HS_W_K || r == HS_W_V || r == HS_W_Q_B || r == HS_W_K_B ||
              r == HS_W_V_B || r == HS_W_REL_BIAS))
             continue; /* stacked / expanded below */
+        if (st->kind == HS_STAGE_FFN && st->dims->ffn == HS_FFN_GATED &&
+            (r == HS_W_FFN_IN || r == HS_W_FFN_GATE))
+            continue; /* stacked below */
         p->w[r] = as_f32(p, &st->w[r], err);
         if (!p->w[r]) {
             cpu_stage_release(ctx, p);
@@ -205,9 +221,30 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         for (int i = 0; i < 3; i++) {
             hs_to_fp32(st->w[roles[i]].dtype, st->w[roles[i]].data, p->qkv_w + (size_t)i * h * h,
                        (size_t)h * h);
-            hs_to_fp32(st->w[biases[i]].dtype, st->w[biases[i]].data, p->qkv_b + (size_t)i * h,
-                       (size_t)h);
+            if (st->w[biases[i]].data)
+                hs_to_fp32(st->w[biases[i]].dtype, st->w[biases[i]].data, p->qkv_b + (size_t)i * h,
+                           (size_t)h);
+            else
+                memset(p->qkv_b + (size_t)i * h, 0, sizeof(float) * (size_t)h);
         }
+    }
+    if (st->kind == HS_STAGE_FFN && st->dims->ffn == HS_FFN_GATED) {
+        const size_t hi = (size_t)st->dims->hidden * (size_t)st->dims->intermediate;
+        if (st->w[HS_W_FFN_IN_B].data || !st->w[HS_W_FFN_IN].data || !st->w[HS_W_FFN_GATE].data) {
+            cpu_stage_release(ctx, p);
+            return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                "cpu: stage %s: a gated FFN needs up and gate weights, without "
+                                "biases",
+                                st->name);
+        }
+        p->ffn_w = hs_malloc_aligned(sizeof(float) * 2 * hi, 64);
+        if (!p->ffn_w) {
+            cpu_stage_release(ctx, p);
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+        }
+        p->owned[p->n_owned++] = p->ffn_w;
+        hs_to_fp32(st->w[HS_W_FFN_IN].dtype, st->w[HS_W_FFN_IN].data, p->ffn_w, hi);
+        hs_to_fp32(st->w[HS_W_FFN_GATE].dtype, st->w[HS_W_FFN_GATE].data, p->ffn_w + hi, hi);
     }
     struct cpu_ctx *c = ctx;
     const bool linear_stage = st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN;
@@ -221,7 +258,8 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
             src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
         } else {
             first = QL_FFN_IN;
-            src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            src[0] = p->ffn_w ? p->ffn_w : p->w[HS_W_FFN_IN], n[0] = p->ffn_w ? 2 * inter : inter;
+            k[0] = h;
             src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
         }
         for (int i = 0; i < 2; i++) {
@@ -270,7 +308,8 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
             dst[0] = &p->packed_qkv, src[0] = p->qkv_w, n[0] = 3 * h, k[0] = h;
             dst[1] = &p->packed_out, src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
         } else {
-            dst[0] = &p->packed_in, src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            dst[0] = &p->packed_in, src[0] = p->ffn_w ? p->ffn_w : p->w[HS_W_FFN_IN];
+            n[0] = p->ffn_w ? 2 * inter : inter, k[0] = h;
             dst[1] = &p->packed_ffn_out, src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
         }
         for (int i = 0; i < 2; i++) {
@@ -299,6 +338,8 @@ static void cpu_ws_destroy(void *ctx, void *vws)
     hs_free_aligned(w->tmp);
     hs_free_aligned(w->tmp2);
     hs_free_aligned(w->pooled);
+    hs_free_aligned(w->ug);
+    hs_free_aligned(w->rope);
     hs_free_aligned(w->scratch);
     hs_free_aligned(w->pad);
     hs__ql_cache_free(w->ql);
@@ -330,6 +371,21 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     w->tmp = hs_malloc_aligned(T * wide * sizeof(float), 64);
     w->tmp2 = hs_malloc_aligned(T * H * sizeof(float), 64);
     w->pooled = hs_malloc_aligned(B * H * sizeof(float), 64);
+    bool extra_ok = true;
+    if (w->dims.ffn == HS_FFN_GATED) {
+        w->ug = hs_malloc_aligned(T * 2 * I * sizeof(float), 64);
+        extra_ok = extra_ok && w->ug;
+    }
+    if (w->dims.pos == HS_POS_ROTARY) {
+        const int rd = w->dims.rotary_dim;
+        if (rd < 2 || rd % 2 || rd > w->dims.head_dim) {
+            cpu_ws_destroy(vctx, w);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: rotary dimension %d", rd);
+        }
+        w->rope = hs_malloc_aligned((size_t)spec->seq_max * (size_t)rd * sizeof(float), 64);
+        if (w->rope) hs__cpu_rope_table(w->rope, spec->seq_max, rd, w->dims.rope_theta);
+        extra_ok = extra_ok && w->rope;
+    }
     w->scratch = hs_malloc_aligned(
         (size_t)c->threads * (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) *
             sizeof(float),
@@ -341,7 +397,7 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     const bool want_ql = spec->dtypes == 0 || (spec->dtypes & reduced);
     if (want_ql) {
         const int rows = spec->tokens_max + c->threads * HS_QL_ROW_PAD;
-        const size_t widest = 3 * H > I ? 3 * H : I;
+        const size_t widest = (size_t)ql_widest(&w->dims);
         hs_status qs = hs__ql_cache_create(c->threads, &w->ql, err);
         if (qs) {
             cpu_ws_destroy(vctx, w);
@@ -353,7 +409,7 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     }
     if ((want_ql && (!w->ql_src || !w->ql_sx || !w->ql_acc)) || !w->ids || !w->type_ids ||
         !w->pos_ids || !w->offsets || !w->hidden || !w->qkv || !w->tmp || !w->tmp2 || !w->pooled ||
-        !w->scratch || !w->pad) {
+        !w->scratch || !w->pad || !extra_ok) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -395,7 +451,9 @@ int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_enco
         if (d->rel_buckets > 0)
             b += (int64_t)sizeof(float) * d->heads * (2 * (d->max_positions - d->pos_offset) - 1);
     }
-    const int n0 = stage == HS_STAGE_ATTN ? 3 * h : inter, k0 = h;
+    const bool gated = stage == HS_STAGE_FFN && d->ffn == HS_FFN_GATED;
+    if (gated) b += (int64_t)sizeof(float) * 2 * inter * h; /* up and gate stacked */
+    const int n0 = stage == HS_STAGE_ATTN ? 3 * h : (gated ? 2 : 1) * inter, k0 = h;
     const int n1 = h, k1 = stage == HS_STAGE_ATTN ? h : inter;
     if (dtype == HS_DTYPE_I8 || dtype == HS_DTYPE_BF16)
         return b + ql_layer_bytes(dtype, n0, k0) + ql_layer_bytes(dtype, n1, k1);
@@ -413,12 +471,15 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
     /* ids, type ids, positions, offsets; hidden, q/k/v, the intermediate, the second hidden
      * buffer, pooled */
     *activations = 3 * T * 4 + (B + 1) * 4 + f * (T * H + T * 3 * H + T * wide + T * H + B * H);
+    if (spec->dims->ffn == HS_FFN_GATED) *activations += f * T * 2 * I; /* up | gate */
+    if (spec->dims->pos == HS_POS_ROTARY)
+        *activations += f * spec->seq_max * spec->dims->rotary_dim; /* cos | sin */
     int64_t s = f * threads * hs__cpu_attn_scratch_floats(spec->dims->head_dim, spec->seq_max) +
                 f * threads * 8 * wide;
     const uint32_t reduced = (1u << HS_DTYPE_I8) | (1u << HS_DTYPE_BF16);
     if (spec->dtypes == 0 || (spec->dtypes & reduced)) {
         const int64_t rows = T + (int64_t)threads * HS_QL_ROW_PAD;
-        const int64_t widest = 3 * H > I ? 3 * H : I;
+        const int64_t widest = ql_widest(spec->dims);
         s += hs__ql_src_bytes((int)rows, (int)wide) + f * rows + 4 * rows * widest;
     }
     *scratch = s;
@@ -579,9 +640,7 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
             return -1;
         }
         const struct hs_ql_weights *q = &sc->p->ql[which];
-        const size_t widest =
-            (size_t)(3 * w->dims.hidden > w->dims.intermediate ? 3 * w->dims.hidden
-                                                               : w->dims.intermediate);
+        const size_t widest = (size_t)ql_widest(&w->dims);
         const size_t wide =
             (size_t)(w->dims.intermediate > w->dims.hidden ? w->dims.intermediate : w->dims.hidden);
         const size_t r0 = (size_t)sc->row_base;
@@ -621,6 +680,10 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
         if (linear(c, &sc, QL_QKV, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H,
                    -1, nt))
             return -1;
+        if (d->pos == HS_POS_ROTARY) /* q heads, then k heads */
+            for (int part = 0; part < 2; part++)
+                hs__cpu_rope(w->qkv + (size_t)part * H, w->offsets + sb, se - sb, 3 * H, d->heads,
+                             d->head_dim, d->rotary_dim, w->rope, nt);
         /* attention indexes tokens by the batch's absolute offsets */
         hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim, scratch,
                           w->spec.seq_max, nt, p->rel, p->rel_span);
@@ -633,9 +696,16 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
     }
     case HS_STAGE_FFN: {
         float *inter = w->tmp + (size_t)t0 * I;
-        if (linear(c, &sc, QL_FFN_IN, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in,
-                   p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt))
+        if (p->ffn_w) {
+            float *ug = w->ug + (size_t)t0 * 2 * I;
+            if (linear(c, &sc, QL_FFN_IN, pad, hidden, p->ffn_w, p->packed_in, NULL, ug, T, 2 * I,
+                       H, -1, nt))
+                return -1;
+            hs__cpu_glu(ug, inter, T, I, d->act, nt);
+        } else if (linear(c, &sc, QL_FFN_IN, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in,
+                          p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt)) {
             return -1;
+        }
         if (linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL,
                    tmp2, T, H, I, -1, nt))
             return -1;

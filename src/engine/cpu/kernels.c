@@ -129,7 +129,10 @@ static void ln_row(float *x, const float *y, const float *bias, const float *g, 
     }
     var /= (float)n;
     float rstd = 1.0f / sqrtf(var + eps);
-    for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j] + beta[j];
+    if (beta)
+        for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j] + beta[j];
+    else
+        for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j];
 }
 
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
@@ -160,12 +163,16 @@ void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const 
     for (int t = 0; t < n_tokens; t++) {
         float *row = x + (int64_t)t * hidden;
         int tt = type_ids ? type_ids[t] : 0;
-        if (type)
-            embed_row(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
-                      type + (int64_t)tt * hidden, hidden);
-        else
-            embed_row2(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
+        const float *wr = word + (int64_t)ids[t] * hidden;
+        if (type && pos)
+            embed_row(row, wr, pos + (int64_t)pos_ids[t] * hidden, type + (int64_t)tt * hidden,
+                      hidden);
+        else if (pos || type)
+            embed_row2(row, wr,
+                       pos ? pos + (int64_t)pos_ids[t] * hidden : type + (int64_t)tt * hidden,
                        hidden);
+        else
+            memcpy(row, wr, sizeof(float) * (size_t)hidden);
         ln_row(row, NULL, NULL, g, beta, hidden, eps);
     }
 }
@@ -292,4 +299,57 @@ void hs__cpu_l2_normalize(float *x, int rows, int n, int threads)
 {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int r = 0; r < rows; r++) l2_row(x + (int64_t)r * n, n);
+}
+
+void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta)
+{
+    const int half = rot_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* float32 throughout, as HF computes inv_freq and position * inv_freq */
+        const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rot_dim);
+        for (int p = 0; p < positions; p++) {
+            const float f = (float)p * inv;
+            cs[(int64_t)p * rot_dim + i] = cosf(f);
+            cs[(int64_t)p * rot_dim + half + i] = sinf(f);
+        }
+    }
+}
+
+HS_CLONES
+static void rope_head(float *x, const float *cs, int half)
+{
+    const float *c = cs, *sn = cs + half;
+    for (int i = 0; i < half; i++) {
+        const float a = x[i], b = x[i + half];
+        x[i] = a * c[i] - b * sn[i];
+        x[i + half] = b * c[i] + a * sn[i];
+    }
+}
+
+void hs__cpu_rope(float *qkv, const int32_t *offsets, int n_seqs, int stride, int n_heads,
+                  int head_dim, int rot_dim, const float *cs, int threads)
+{
+    const int t_begin = offsets[0], t_end = offsets[n_seqs];
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = t_begin; t < t_end; t++) {
+        int s = 0; /* the token's sequence: offsets are few, a scan is cheap */
+        while (offsets[s + 1] <= t) s++;
+        const float *row_cs = cs + (int64_t)(t - offsets[s]) * rot_dim;
+        float *row = qkv + (int64_t)t * stride;
+        for (int h = 0; h < n_heads; h++)
+            rope_head(row + (int64_t)h * head_dim, row_cs, rot_dim / 2);
+    }
+}
+
+HS_CLONES
+static void glu_row(float *ug, float *out, int n, enum hs_act_fn act)
+{
+    act_rows(ug + n, n, act);
+    for (int j = 0; j < n; j++) out[j] = ug[n + j] * ug[j];
+}
+
+void hs__cpu_glu(float *ug, float *out, int rows, int n, enum hs_act_fn act, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++) glu_row(ug + (int64_t)r * 2 * n, out + (int64_t)r * n, n, act);
 }

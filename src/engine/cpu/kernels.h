@@ -18,12 +18,12 @@ int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, 
 /* y[j] += bias[j] (bias may be NULL), then the activation when act >= 0, over one row. */
 void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
 
-/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias may be NULL. */
+/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias and beta may be NULL. */
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);
 
 /* Embedding: x[t] = LN(word[ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]); type NULL: no
- * token-type term (MPNet). */
+ * token-type term (MPNet); pos NULL: no position term (rotary families); beta may be NULL. */
 void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const int32_t *pos_ids,
                    int n_tokens, const float *word, const float *pos, const float *type,
                    const float *g, const float *beta, int hidden, float eps, int threads);
@@ -52,6 +52,19 @@ void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act);
 int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                         float *scratch);
 int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
+
+/* Rotary positions (NeoX halves). cs: [positions, rot_dim], cos of position p and frequency i
+ * at cs[p * rot_dim + i], its sin at cs[p * rot_dim + rot_dim / 2 + i] (i < rot_dim / 2), made
+ * by hs__cpu_rope_table with HF's float32 arithmetic. hs__cpu_rope rotates the first rot_dim
+ * dims of each of the n_heads heads at the start of every row (stride floats apart) of the
+ * tokens [offsets[0], offsets[n_seqs]), each at its position in its sequence. */
+void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta);
+void hs__cpu_rope(float *qkv, const int32_t *offsets, int n_seqs, int stride, int n_heads,
+                  int head_dim, int rot_dim, const float *cs, int threads);
+
+/* Gated FFN: ug [rows, 2n] is up | gate; out[r, j] = act(gate[r, j]) * up[r, j]. Overwrites the
+ * gate half. */
+void hs__cpu_glu(float *ug, float *out, int rows, int n, enum hs_act_fn act, int threads);
 
 /* Small-M GEMM with weights packed once (gemm_small.c; AVX-512 only). */
 int hs__cpu_small_gemm_available(void);
