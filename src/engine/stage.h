@@ -80,8 +80,10 @@ struct hs_encoder_dims {
      * every head its own k/v. Optional weights (biases, a LayerNorm's beta, the token-type and
      * position tables) are absent when their tensor's data is NULL. */
     enum hs_pos_kind pos;
-    float rope_theta; /* rotary: frequency base */
-    int rotary_dim;   /* rotary: leading dims of each head that rotate (even, <= head_dim) */
+    float rope_theta;    /* rotary: frequency base */
+    int rotary_dim;      /* rotary: leading dims of each head that rotate (even, <= head_dim) */
+    float rope_freq_div; /* rotary: every frequency divided by this (fixed NTK scaling); 0 or 1:
+                            none */
     enum hs_norm_kind norm;
     bool norm_pre; /* pre-norm: x + f(N(x)); post-norm (false): N(x + f(x)) */
     enum hs_ffn_kind ffn;

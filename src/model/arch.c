@@ -7,6 +7,7 @@
  */
 #include "model/arch.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -138,6 +139,34 @@ static const struct hs_arch_tensor nomic_tensors[] = {
 };
 #undef NB
 
+/* Alibaba GTE v1.5 ("new", remote code NewModel): BERT's layout with qkv_proj fused (q | k | v,
+ * with bias), o_proj, attn_ln and mlp_ln post-LayerNorms, up_gate_proj fused (up then gate, no
+ * bias), down_proj; rotary positions; a token-type table only when type_vocab_size > 0. */
+#define GT(x) "encoder.layer.%d." x
+static const struct hs_arch_tensor gte_tensors[] = {
+    T(EMBED, WORD_EMB, "embeddings.word_embeddings.weight", V, H, 0),
+    T(EMBED, TYPE_EMB, "embeddings.token_type_embeddings.weight", T, H, OPT),
+    T(EMBED, EMB_LN_G, "embeddings.LayerNorm.weight", H, NONE, 0),
+    T(EMBED, EMB_LN_B, "embeddings.LayerNorm.bias", H, NONE, 0),
+    TF(ATTN, Q, GT("attention.qkv_proj.weight"), H, H, 0, 3, 0),
+    TF(ATTN, K, GT("attention.qkv_proj.weight"), H, H, 1, 3, 0),
+    TF(ATTN, V, GT("attention.qkv_proj.weight"), H, H, 2, 3, 0),
+    TF(ATTN, Q_B, GT("attention.qkv_proj.bias"), H, NONE, 0, 3, OPT),
+    TF(ATTN, K_B, GT("attention.qkv_proj.bias"), H, NONE, 1, 3, OPT),
+    TF(ATTN, V_B, GT("attention.qkv_proj.bias"), H, NONE, 2, 3, OPT),
+    T(ATTN, ATTN_OUT, GT("attention.o_proj.weight"), H, H, 0),
+    T(ATTN, ATTN_OUT_B, GT("attention.o_proj.bias"), H, NONE, OPT),
+    T(ATTN, ATTN_LN_G, GT("attn_ln.weight"), H, NONE, 0),
+    T(ATTN, ATTN_LN_B, GT("attn_ln.bias"), H, NONE, 0),
+    TF(FFN, FFN_IN, GT("mlp.up_gate_proj.weight"), I, H, 0, 2, 0),
+    TF(FFN, FFN_GATE, GT("mlp.up_gate_proj.weight"), I, H, 1, 2, 0),
+    T(FFN, FFN_OUT, GT("mlp.down_proj.weight"), H, I, 0),
+    T(FFN, FFN_OUT_B, GT("mlp.down_proj.bias"), H, NONE, OPT),
+    T(FFN, FFN_LN_G, GT("mlp_ln.weight"), H, NONE, 0),
+    T(FFN, FFN_LN_B, GT("mlp_ln.bias"), H, NONE, 0),
+};
+#undef GT
+
 /* ---- family hooks ---- */
 
 static hs_status parse_bert(const json_t *root, const char *label, struct hs_encoder_dims *d,
@@ -226,6 +255,7 @@ static hs_status rotary(const char *label, struct hs_encoder_dims *d, double fra
     d->pos = HS_POS_ROTARY;
     d->rotary_dim = rd;
     d->rope_theta = theta;
+    d->rope_freq_div = 1.0f;
     return HS_STATUS_OK;
 }
 
@@ -263,6 +293,53 @@ static hs_status parse_nomic(const json_t *root, const char *label, struct hs_en
                         "%s: nomic_bert activation_function must be swiglu or geglu", label);
 }
 
+static hs_status parse_gte(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                           int pad, struct hs_error *err)
+{
+    (void)pad;
+    hs_status s;
+    const char *pet = NULL, *lnt = NULL;
+    float theta = 0;
+    int types = 0;
+    bool logn = false, clip = false;
+    if ((s = hs__cfg_str(root, label, "position_embedding_type", "rope", &pet, err)) ||
+        (s = hs__cfg_str(root, label, "layer_norm_type", "layer_norm", &lnt, err)) ||
+        (s = hs__cfg_float(root, label, "rope_theta", 10000.0, 0.0, 1e12, &theta, err)) ||
+        (s = hs__cfg_int(root, label, "type_vocab_size", 1, 0, 0, CFG_MAX_TYPE_VOCAB, &types,
+                         err)) ||
+        (s = hs__cfg_bool(root, label, "logn_attention_scale", false, &logn, err)) ||
+        (s = hs__cfg_bool(root, label, "logn_attention_clip1", false, &clip, err)))
+        return s;
+    if (strcmp(pet, "rope") != 0 || strcmp(lnt, "layer_norm") != 0 || logn || clip)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: a 'new' model needs position_embedding_type rope, "
+                            "layer_norm_type layer_norm and no logn attention scaling",
+                            label);
+    d->type_vocab = types > 0 ? types : 1; /* 0: no table (the optional row stays empty) */
+    if ((s = rotary(label, d, 1.0, theta, err))) return s;
+    const json_t *sc = json_object_get(root, "rope_scaling");
+    if (sc && !json_is_null(sc)) {
+        /* fixed NTK: base * factor, every frequency then divided by factor^(2 / head_dim) */
+        const char *type = NULL;
+        float factor = 0;
+        if (!json_is_object(sc))
+            return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'rope_scaling' must be an object",
+                                label);
+        if ((s = hs__cfg_str(sc, label, "type", "", &type, err)) ||
+            (s = hs__cfg_float(sc, label, "factor", 1.0, 0.0, 1e6, &factor, err)))
+            return s;
+        const json_t *mixed = json_object_get(sc, "mixed_b");
+        if (strcmp(type, "ntk") != 0 || (mixed && !json_is_null(mixed)))
+            return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                "%s: rope_scaling '%.32s' is not supported (only fixed 'ntk')",
+                                label, type);
+        d->rope_theta = theta * factor;
+        d->rope_freq_div = powf(factor, 2.0f / (float)d->head_dim);
+    }
+    d->ffn = HS_FFN_GATED;
+    return HS_STATUS_OK;
+}
+
 /* ---- the table ---- */
 
 static const char *const bert_prefixes[] = {"", "bert.", NULL};
@@ -271,6 +348,7 @@ static const char *const roberta_prefixes[] = {"", "roberta.", NULL};
 static const char *const roberta_aliases[] = {"xlm-roberta", "camembert", NULL};
 static const char *const distilbert_prefixes[] = {"", "distilbert.", NULL};
 static const char *const nomic_prefixes[] = {"", "model.", NULL};
+static const char *const gte_prefixes[] = {"", "new.", NULL};
 
 #define BERT_KEYS                                                                                  \
     {                                                                                              \
@@ -318,6 +396,20 @@ static const struct arch_row rows[] = {
       N_OF(nomic_tensors),
       "NomicBERT: rotary positions, SwiGLU, optional biases, post-LayerNorm"},
      parse_nomic},
+    {{"new",
+      NULL,
+      gte_prefixes,
+      {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+       "max_position_embeddings", "vocab_size", NULL, "layer_norm_eps", "hidden_act"},
+      1,
+      0,
+      1e-12,
+      "gelu",
+      HS_POOL_CLS,
+      gte_tensors,
+      N_OF(gte_tensors),
+      "Alibaba GTE v1.5 (NewModel): rotary positions, gated FFN, post-LayerNorm"},
+     parse_gte},
 };
 
 int hs_arch_count(void)

@@ -20,12 +20,17 @@ struct family {
     uint32_t features; /* block features the model's stages need, all together */
 };
 
+#define F(x) HS_FEAT_##x
 static const struct family families[] = {
-    {"tests/data/tiny-roberta", "tiny_roberta", "roberta", HS_FEAT_POS_OFFSET},
-    {"tests/data/tiny-distilbert", "tiny_distilbert", "distilbert", HS_FEAT_NO_TOKEN_TYPES},
+    {"tests/data/tiny-roberta", "tiny_roberta", "roberta", F(POS_OFFSET)},
+    {"tests/data/tiny-distilbert", "tiny_distilbert", "distilbert", F(NO_TOKEN_TYPES)},
     {"tests/data/tiny-nomic-bert", "tiny_nomic_bert", "nomic_bert",
-     HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU},
+     F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(ACT_SILU)},
+    {"tests/data/tiny-gte", "tiny_gte", "new",
+     F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN)},
+    /* (next family) */
 };
+#undef F
 
 static uint32_t model_features(const struct hs_model *m)
 {

@@ -383,7 +383,9 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
             return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: rotary dimension %d", rd);
         }
         w->rope = hs_malloc_aligned((size_t)spec->seq_max * (size_t)rd * sizeof(float), 64);
-        if (w->rope) hs__cpu_rope_table(w->rope, spec->seq_max, rd, w->dims.rope_theta);
+        if (w->rope)
+            hs__cpu_rope_table(w->rope, spec->seq_max, rd, w->dims.rope_theta,
+                               w->dims.rope_freq_div);
         extra_ok = extra_ok && w->rope;
     }
     w->scratch = hs_malloc_aligned(

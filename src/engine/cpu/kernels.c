@@ -301,12 +301,13 @@ void hs__cpu_l2_normalize(float *x, int rows, int n, int threads)
     for (int r = 0; r < rows; r++) l2_row(x + (int64_t)r * n, n);
 }
 
-void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta)
+void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta, float div)
 {
     const int half = rot_dim / 2;
     for (int i = 0; i < half; i++) {
         /* float32 throughout, as HF computes inv_freq and position * inv_freq */
-        const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rot_dim);
+        float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rot_dim);
+        if (div > 0.0f && div != 1.0f) inv /= div;
         for (int p = 0; p < positions; p++) {
             const float f = (float)p * inv;
             cs[(int64_t)p * rot_dim + i] = cosf(f);

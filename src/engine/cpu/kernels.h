@@ -55,10 +55,11 @@ int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
 
 /* Rotary positions (NeoX halves). cs: [positions, rot_dim], cos of position p and frequency i
  * at cs[p * rot_dim + i], its sin at cs[p * rot_dim + rot_dim / 2 + i] (i < rot_dim / 2), made
- * by hs__cpu_rope_table with HF's float32 arithmetic. hs__cpu_rope rotates the first rot_dim
+ * by hs__cpu_rope_table with HF's float32 arithmetic (frequencies divided by div when it is
+ * positive and not 1). hs__cpu_rope rotates the first rot_dim
  * dims of each of the n_heads heads at the start of every row (stride floats apart) of the
  * tokens [offsets[0], offsets[n_seqs]), each at its position in its sequence. */
-void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta);
+void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta, float div);
 void hs__cpu_rope(float *qkv, const int32_t *offsets, int n_seqs, int stride, int n_heads,
                   int head_dim, int rot_dim, const float *cs, int threads);
 
