@@ -8,6 +8,7 @@
  *
  * Activations between stages (the interchange format at engine boundaries):
  *   hidden: packed fp32 [n_tokens, hidden], sequence after sequence (no padding)
+ * (pre-norm families add a final_norm stage between the last ffn and pool)
  *   pooled: fp32 [n_seqs, hidden]
  * embed reads token ids and writes hidden; attn and ffn read and write hidden (post-LN BERT:
  * x = LN(x + f(x))); pool reads hidden and writes pooled; normalize L2-normalizes pooled.
@@ -39,6 +40,7 @@ enum hs_stage_kind {
     HS_STAGE_FFN,
     HS_STAGE_POOL,
     HS_STAGE_NORMALIZE,
+    HS_STAGE_FINAL_NORM, /* pre-norm families: a norm of hidden after the last layer */
     HS_STAGE_COUNT
 };
 
@@ -85,10 +87,16 @@ struct hs_encoder_dims {
     float rope_freq_div; /* rotary: every frequency divided by this (fixed NTK scaling); 0 or 1:
                             none */
     enum hs_norm_kind norm;
-    bool norm_pre; /* pre-norm: x + f(N(x)); post-norm (false): N(x + f(x)) */
+    bool norm_pre; /* pre-norm: x + f(N(x)), N absent = identity; post-norm (false): N(x + f(x)) */
+    bool final_norm; /* a final_norm stage follows the last layer */
     enum hs_ffn_kind ffn;
-    bool causal;  /* a query sees only keys at or before its position */
-    int kv_heads; /* key / value heads (grouped-query when < heads); 0 = heads */
+    bool causal;            /* a query sees only keys at or before its position */
+    int kv_heads;           /* key / value heads (grouped-query when < heads); 0 = heads */
+    int window;             /* local attention: a query sees keys within this distance (inclusive);
+                               0 = every layer global */
+    int global_every;       /* with window: layer l is global (full attention) when l % global_every
+                               == 0 */
+    float rope_theta_local; /* rotary frequency base of the local layers; 0 = rope_theta */
 };
 
 /* MPNet's (and T5's bidirectional) relative-position bucket of rel = key - query position, in
@@ -140,8 +148,12 @@ enum hs_weight_role {
     HS_W_FFN_OUT_B,
     HS_W_FFN_LN_G,
     HS_W_FFN_LN_B,
-    HS_W_REL_BIAS, /* attn: [rel_buckets, heads], relative-position attention bias (MPNet) */
-    HS_W_FFN_GATE, /* ffn, gated: [intermediate, hidden], the activated half */
+    HS_W_REL_BIAS,   /* attn: [rel_buckets, heads], relative-position attention bias (MPNet) */
+    HS_W_FFN_GATE,   /* ffn, gated: [intermediate, hidden], the activated half */
+    HS_W_Q_NORM,     /* attn, optional: [head_dim] RMSNorm of every q head (qk-norm) */
+    HS_W_K_NORM,     /* attn, optional: [head_dim] RMSNorm of every k head */
+    HS_W_FINAL_LN_G, /* final_norm: [hidden] */
+    HS_W_FINAL_LN_B, /* final_norm, optional: [hidden] */
     /* attn / ffn, optional, F32 [hidden]: per-channel divisor of the stage's input before its
      * first linear layer is quantized (SmoothQuant: x / s times s * W is the same product, with
      * the input's outlier channels tamed). From a quantized model folder (model/quant.h); only
@@ -199,7 +211,10 @@ const char *hs_stage_kind_name(enum hs_stage_kind k);
     X(PRE_NORM, 9, "pre-norm blocks")                                                              \
     X(CAUSAL, 10, "causal attention")                                                              \
     X(GQA, 11, "grouped-query attention")                                                          \
-    X(POOL_LAST, 12, "last-token pooling")
+    X(POOL_LAST, 12, "last-token pooling")                                                         \
+    X(QK_NORM, 13, "qk-norm")                                                                      \
+    X(LOCAL_ATTN, 14, "sliding-window attention")                                                  \
+    X(FINAL_NORM, 15, "final norm")
 
 enum hs_stage_feature {
 #define HS__FEAT_ENUM(name, bit, what) HS_FEAT_##name = 1u << (bit),

@@ -167,6 +167,61 @@ static const struct hs_arch_tensor gte_tensors[] = {
 };
 #undef GT
 
+/* HF ModernBertModel: pre-norm (attn_norm absent in layer 0: an identity), LayerNorms with
+ * optional bias, Wqkv fused (q | k | v), Wi fused with the activated half first (input, gate =
+ * chunk(2): act(input) * gate), rotary positions with a local and a global base, final_norm. */
+#define MB(x) "layers.%d." x
+static const struct hs_arch_tensor modernbert_tensors[] = {
+    T(EMBED, WORD_EMB, "embeddings.tok_embeddings.weight", V, H, 0),
+    T(EMBED, EMB_LN_G, "embeddings.norm.weight", H, NONE, 0),
+    T(EMBED, EMB_LN_B, "embeddings.norm.bias", H, NONE, OPT),
+    T(ATTN, ATTN_LN_G, MB("attn_norm.weight"), H, NONE, OPT),
+    T(ATTN, ATTN_LN_B, MB("attn_norm.bias"), H, NONE, OPT),
+    TF(ATTN, Q, MB("attn.Wqkv.weight"), H, H, 0, 3, 0),
+    TF(ATTN, K, MB("attn.Wqkv.weight"), H, H, 1, 3, 0),
+    TF(ATTN, V, MB("attn.Wqkv.weight"), H, H, 2, 3, 0),
+    TF(ATTN, Q_B, MB("attn.Wqkv.bias"), H, NONE, 0, 3, OPT),
+    TF(ATTN, K_B, MB("attn.Wqkv.bias"), H, NONE, 1, 3, OPT),
+    TF(ATTN, V_B, MB("attn.Wqkv.bias"), H, NONE, 2, 3, OPT),
+    T(ATTN, ATTN_OUT, MB("attn.Wo.weight"), H, H, 0),
+    T(ATTN, ATTN_OUT_B, MB("attn.Wo.bias"), H, NONE, OPT),
+    T(FFN, FFN_LN_G, MB("mlp_norm.weight"), H, NONE, 0),
+    T(FFN, FFN_LN_B, MB("mlp_norm.bias"), H, NONE, OPT),
+    TF(FFN, FFN_GATE, MB("mlp.Wi.weight"), I, H, 0, 2, 0),
+    TF(FFN, FFN_IN, MB("mlp.Wi.weight"), I, H, 1, 2, 0),
+    T(FFN, FFN_OUT, MB("mlp.Wo.weight"), H, I, 0),
+    T(FFN, FFN_OUT_B, MB("mlp.Wo.bias"), H, NONE, OPT),
+    T(FINAL_NORM, FINAL_LN_G, "final_norm.weight", H, NONE, 0),
+    T(FINAL_NORM, FINAL_LN_B, "final_norm.bias", H, NONE, OPT),
+};
+#undef MB
+
+/* HF Qwen3Model: pre-RMSNorm (input_layernorm, post_attention_layernorm), q / k / v projections
+ * of heads * head_dim and kv_heads * head_dim (grouped-query), RMSNorm of every q and k head
+ * (q_norm, k_norm) before rotary, causal attention, SwiGLU (gate_proj, up_proj, down_proj), a
+ * final RMSNorm (norm). */
+#define QW(x) "layers.%d." x
+static const struct hs_arch_tensor qwen3_tensors[] = {
+    T(EMBED, WORD_EMB, "embed_tokens.weight", V, H, 0),
+    T(ATTN, ATTN_LN_G, QW("input_layernorm.weight"), H, NONE, 0),
+    T(ATTN, Q, QW("self_attn.q_proj.weight"), Q, H, 0),
+    T(ATTN, Q_B, QW("self_attn.q_proj.bias"), Q, NONE, OPT),
+    T(ATTN, K, QW("self_attn.k_proj.weight"), KV, H, 0),
+    T(ATTN, K_B, QW("self_attn.k_proj.bias"), KV, NONE, OPT),
+    T(ATTN, V, QW("self_attn.v_proj.weight"), KV, H, 0),
+    T(ATTN, V_B, QW("self_attn.v_proj.bias"), KV, NONE, OPT),
+    T(ATTN, ATTN_OUT, QW("self_attn.o_proj.weight"), H, Q, 0),
+    T(ATTN, ATTN_OUT_B, QW("self_attn.o_proj.bias"), H, NONE, OPT),
+    T(ATTN, Q_NORM, QW("self_attn.q_norm.weight"), HD, NONE, 0),
+    T(ATTN, K_NORM, QW("self_attn.k_norm.weight"), HD, NONE, 0),
+    T(FFN, FFN_LN_G, QW("post_attention_layernorm.weight"), H, NONE, 0),
+    T(FFN, FFN_GATE, QW("mlp.gate_proj.weight"), I, H, 0),
+    T(FFN, FFN_IN, QW("mlp.up_proj.weight"), I, H, 0),
+    T(FFN, FFN_OUT, QW("mlp.down_proj.weight"), H, I, 0),
+    T(FINAL_NORM, FINAL_LN_G, "norm.weight", H, NONE, 0),
+};
+#undef QW
+
 /* ---- family hooks ---- */
 
 static hs_status parse_bert(const json_t *root, const char *label, struct hs_encoder_dims *d,
@@ -265,15 +320,21 @@ static hs_status parse_nomic(const json_t *root, const char *label, struct hs_en
     (void)pad;
     hs_status s;
     float frac = 0, theta = 0;
-    bool interleaved = false, prenorm = false, causal = false, rms = false;
+    bool interleaved = false, prenorm = false, causal = false, rms = false, fc1_bias = true;
     const json_t *scaling = json_object_get(root, "rotary_scaling_factor");
     if ((s = hs__cfg_float(root, label, "rotary_emb_fraction", 0.0, -1.0, 2.0, &frac, err)) ||
         (s = hs__cfg_float(root, label, "rotary_emb_base", 10000.0, 0.0, 1e12, &theta, err)) ||
         (s = hs__cfg_bool(root, label, "rotary_emb_interleaved", false, &interleaved, err)) ||
         (s = hs__cfg_bool(root, label, "prenorm", false, &prenorm, err)) ||
         (s = hs__cfg_bool(root, label, "causal", false, &causal, err)) ||
-        (s = hs__cfg_bool(root, label, "use_rms_norm", false, &rms, err)))
+        (s = hs__cfg_bool(root, label, "use_rms_norm", false, &rms, err)) ||
+        (s = hs__cfg_bool(root, label, "mlp_fc1_bias", true, &fc1_bias, err)))
         return s;
+    if (fc1_bias)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: nomic_bert with mlp_fc1_bias (a gated FFN with biases) is not "
+                            "supported",
+                            label);
     if (interleaved || prenorm || causal || rms || (scaling && !json_is_null(scaling)))
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "%s: nomic_bert with %s is not supported",
                             label,
@@ -340,6 +401,116 @@ static hs_status parse_gte(const json_t *root, const char *label, struct hs_enco
     return HS_STATUS_OK;
 }
 
+/* A rope_parameters object (transformers 5's spelling) or its members: only the default
+ * rope_type, whose rope_theta is read into *theta when present. */
+static hs_status rope_params(const json_t *rp, const char *label, float *theta,
+                             struct hs_error *err)
+{
+    if (!rp || json_is_null(rp)) return HS_STATUS_OK;
+    if (!json_is_object(rp))
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: rope parameters must be an object", label);
+    const char *type = NULL;
+    hs_status s = hs__cfg_str(rp, label, "rope_type", "default", &type, err);
+    if (!s) s = hs__cfg_float(rp, label, "rope_theta", *theta, 0.0, 1e12, theta, err);
+    if (s) return s;
+    if (strcmp(type, "default") != 0)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: rope_type '%.32s' is not supported (only 'default')", label, type);
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_modernbert(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                                  int pad, struct hs_error *err)
+{
+    (void)pad;
+    hs_status s;
+    float global = 160000.0f, local = 10000.0f;
+    int every = 3, window = 128;
+    bool mlp_bias = false;
+    if ((s = hs__cfg_float(root, label, "global_rope_theta", global, 0.0, 1e12, &global, err)) ||
+        (s = hs__cfg_float(root, label, "local_rope_theta", local, 0.0, 1e12, &local, err)) ||
+        (s = hs__cfg_int(root, label, "global_attn_every_n_layers", 1, every, 1, CFG_MAX_LAYERS,
+                         &every, err)) ||
+        (s = hs__cfg_int(root, label, "local_attention", 1, window, 2, CFG_MAX_POSITIONS, &window,
+                         err)) ||
+        (s = hs__cfg_bool(root, label, "mlp_bias", false, &mlp_bias, err)))
+        return s;
+    const json_t *rp = json_object_get(root, "rope_parameters");
+    if (rp && json_is_object(rp) &&
+        ((s = rope_params(json_object_get(rp, "full_attention"), label, &global, err)) ||
+         (s = rope_params(json_object_get(rp, "sliding_attention"), label, &local, err))))
+        return s;
+    /* layer_types (transformers 5) must be the pattern global_attn_every_n_layers describes */
+    const json_t *lt = json_object_get(root, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || json_array_size(lt) != (size_t)d->layers)
+            return hs_error_set(err, HS_STATUS_CORRUPT,
+                                "%s: 'layer_types' must list one type per layer", label);
+        /* the period of the pattern: the first global layer after layer 0 */
+        int next = 1;
+        while (next < d->layers && json_is_string(json_array_get(lt, (size_t)next)) &&
+               strcmp(json_string_value(json_array_get(lt, (size_t)next)), "full_attention") != 0)
+            next++;
+        every = next;
+        for (int l = 0; l < d->layers; l++) {
+            const json_t *t = json_array_get(lt, (size_t)l);
+            const char *want = l % every ? "sliding_attention" : "full_attention";
+            if (!json_is_string(t) || strcmp(json_string_value(t), want) != 0)
+                return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                    "%s: layer_types other than a global layer every N are not "
+                                    "supported",
+                                    label);
+        }
+    }
+    if (mlp_bias)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "%s: modernbert with mlp_bias (a gated FFN with biases) is not "
+                            "supported",
+                            label);
+    if ((s = rotary(label, d, 1.0, global, err))) return s;
+    d->rope_theta_local = local;
+    d->norm_pre = true;
+    d->final_norm = true;
+    d->ffn = HS_FFN_GATED;
+    d->window = window / 2; /* local_attention is the whole window: half on each side */
+    d->global_every = every;
+    return HS_STATUS_OK;
+}
+
+static hs_status parse_qwen3(const json_t *root, const char *label, struct hs_encoder_dims *d,
+                             int pad, struct hs_error *err)
+{
+    (void)pad;
+    hs_status s;
+    float theta = 10000.0f;
+    bool sliding = false;
+    int kv = d->heads, hd = d->hidden / d->heads;
+    if ((s = hs__cfg_float(root, label, "rope_theta", theta, 0.0, 1e12, &theta, err)) ||
+        (s = hs__cfg_bool(root, label, "use_sliding_window", false, &sliding, err)) ||
+        (s = hs__cfg_int(root, label, "num_key_value_heads", 1, d->heads, 1, d->heads, &kv, err)) ||
+        (s = hs__cfg_int(root, label, "head_dim", 1, hd, 2, CFG_MAX_HIDDEN, &hd, err)) ||
+        (s = rope_params(json_object_get(root, "rope_parameters"), label, &theta, err)))
+        return s;
+    const json_t *sc = json_object_get(root, "rope_scaling");
+    if (sliding || (sc && !json_is_null(sc)))
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "%s: qwen3 with %s is not supported", label,
+                            sliding ? "use_sliding_window" : "rope_scaling");
+    if (d->heads % kv != 0)
+        return hs_error_set(err, HS_STATUS_CORRUPT,
+                            "%s: num_attention_heads %d is not a multiple of num_key_value_heads "
+                            "%d",
+                            label, d->heads, kv);
+    d->kv_heads = kv;
+    d->head_dim = hd;
+    if ((s = rotary(label, d, 1.0, theta, err))) return s;
+    d->norm = HS_NORM_RMS;
+    d->norm_pre = true;
+    d->final_norm = true;
+    d->causal = true;
+    d->ffn = HS_FFN_GATED;
+    return HS_STATUS_OK;
+}
+
 /* ---- the table ---- */
 
 static const char *const bert_prefixes[] = {"", "bert.", NULL};
@@ -349,6 +520,7 @@ static const char *const roberta_aliases[] = {"xlm-roberta", "camembert", NULL};
 static const char *const distilbert_prefixes[] = {"", "distilbert.", NULL};
 static const char *const nomic_prefixes[] = {"", "model.", NULL};
 static const char *const gte_prefixes[] = {"", "new.", NULL};
+static const char *const model_prefixes[] = {"", "model.", NULL};
 
 #define BERT_KEYS                                                                                  \
     {                                                                                              \
@@ -410,6 +582,35 @@ static const struct arch_row rows[] = {
       N_OF(gte_tensors),
       "Alibaba GTE v1.5 (NewModel): rotary positions, gated FFN, post-LayerNorm"},
      parse_gte},
+    {{"modernbert",
+      NULL,
+      model_prefixes,
+      {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+       "max_position_embeddings", "vocab_size", NULL, "norm_eps", "hidden_activation"},
+      1,
+      50283,
+      1e-5,
+      "gelu",
+      HS_POOL_MEAN,
+      modernbert_tensors,
+      N_OF(modernbert_tensors),
+      "ModernBERT: pre-norm, rotary (local and global bases), GeGLU, local / global attention"},
+     parse_modernbert},
+    {{"qwen3",
+      NULL,
+      model_prefixes,
+      {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+       "max_position_embeddings", "vocab_size", NULL, "rms_norm_eps", "hidden_act"},
+      1,
+      0,
+      1e-6,
+      "silu",
+      HS_POOL_LAST,
+      qwen3_tensors,
+      N_OF(qwen3_tensors),
+      "Qwen3 (Qwen3-Embedding): causal, grouped-query, RMSNorm, qk-norm, rotary, last-token "
+      "pooling"},
+     parse_qwen3},
 };
 
 int hs_arch_count(void)

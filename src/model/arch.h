@@ -30,6 +30,9 @@ enum hs_arch_dim {
     HS_AD_T,    /* type_vocab */
     HS_AD_RB,   /* rel_buckets */
     HS_AD_NH,   /* heads */
+    HS_AD_Q,    /* heads * head_dim: the q projection's width */
+    HS_AD_KV,   /* kv_heads * head_dim: the k and v projections' width */
+    HS_AD_HD,   /* head_dim */
 };
 
 enum {
@@ -38,7 +41,7 @@ enum {
 };
 
 struct hs_arch_tensor {
-    enum hs_stage_kind stage; /* EMBED, ATTN or FFN (per layer) */
+    enum hs_stage_kind stage; /* EMBED, ATTN or FFN (per layer), FINAL_NORM */
     enum hs_weight_role role;
     const char *name;            /* after the prefix; %d = the layer of ATTN / FFN rows */
     enum hs_arch_dim rows, cols; /* shape [rows, cols], or [rows] when cols is HS_AD_NONE */

@@ -49,6 +49,12 @@ static int64_t dim_of(const struct hs_encoder_dims *d, enum hs_arch_dim a)
         return d->rel_buckets;
     case HS_AD_NH:
         return d->heads;
+    case HS_AD_Q:
+        return (int64_t)d->heads * d->head_dim;
+    case HS_AD_KV:
+        return (int64_t)(d->kv_heads > 0 ? d->kv_heads : d->heads) * d->head_dim;
+    case HS_AD_HD:
+        return d->head_dim;
     case HS_AD_NONE:
         break;
     }
@@ -147,22 +153,30 @@ static hs_status fill_stage(struct loader *L, struct hs_stage *st)
     return HS_STATUS_OK;
 }
 
-/* The stage list of any family: embed, then attn and ffn per layer, then pool and normalize;
- * each stage's weights are the rows of the family's tensor map for its kind. */
+/* The stage list of any family: embed, then attn and ffn per layer, then final_norm (pre-norm
+ * families), pool and normalize; each stage's weights are the rows of the family's tensor map
+ * for its kind. */
 static hs_status build_stages(struct loader *L)
 {
     struct hs_model *m = L->m;
     const struct hs_encoder_dims *d = &m->config.dims;
-    static const struct {
+    struct layout_row {
         enum hs_stage_kind kind;
         bool per_layer;
         const char *name; /* printf pattern, %d = layer */
-    } layout[] = {
-        {HS_STAGE_EMBED, false, "embed"},         {HS_STAGE_ATTN, true, "layer%d.attn"},
-        {HS_STAGE_FFN, true, "layer%d.ffn"},      {HS_STAGE_POOL, false, "pool"},
+    };
+    static const struct layout_row all[] = {
+        {HS_STAGE_EMBED, false, "embed"},
+        {HS_STAGE_ATTN, true, "layer%d.attn"},
+        {HS_STAGE_FFN, true, "layer%d.ffn"},
+        {HS_STAGE_FINAL_NORM, false, "final_norm"}, /* only where dims.final_norm */
+        {HS_STAGE_POOL, false, "pool"},
         {HS_STAGE_NORMALIZE, false, "normalize"},
     };
-    const int n_layout = (int)(sizeof layout / sizeof layout[0]);
+    struct layout_row layout[sizeof all / sizeof all[0]];
+    int n_layout = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].kind != HS_STAGE_FINAL_NORM || d->final_norm) layout[n_layout++] = all[i];
     int n = 0;
     for (int i = 0; i < n_layout; i++) n += layout[i].per_layer ? d->layers : 1;
     m->n_stages = n;

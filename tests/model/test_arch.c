@@ -28,6 +28,9 @@ static const struct family families[] = {
      F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(ACT_SILU)},
     {"tests/data/tiny-gte", "tiny_gte", "new",
      F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN)},
+    {"tests/data/tiny-modernbert", "tiny_modernbert", "modernbert",
+     F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(PRE_NORM) | F(LOCAL_ATTN) |
+         F(FINAL_NORM)},
     /* (next family) */
 };
 #undef F

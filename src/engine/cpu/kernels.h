@@ -28,16 +28,27 @@ void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const 
                    int n_tokens, const float *word, const float *pos, const float *type,
                    const float *g, const float *beta, int hidden, float eps, int threads);
 
-/* Self-attention over packed sequences. qkv: [n_tokens, 3*hidden] (q | k | v, heads contiguous
- * inside each); ctx: [n_tokens, hidden]. scratch: threads * hs__cpu_attn_scratch_floats().
- * rel_bias (NULL: none): [heads, 2 * rel_span - 1], the score bias of key j seen from query i
- * at rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs, int heads,
-                       int head_dim, float *scratch, int seq_max, int threads,
+/* Where q, k and v sit in a row of the QKV buffer and which keys a query sees. */
+struct hs_attn_shape {
+    int heads, kv_heads, head_dim; /* query head h reads key / value head h / (heads / kv_heads) */
+    int stride;                    /* floats per token row of the QKV buffer */
+    int k_off, v_off;              /* first k and v column (q starts at 0) */
+    int ctx_stride;                /* floats per token row of ctx (>= heads * head_dim) */
+    int causal;                    /* a query sees only keys at or before it */
+    int window;                    /* > 0: only keys within this distance (inclusive) */
+};
+
+/* Self-attention over packed sequences. qkv: [n_tokens, stride] (q heads, then k heads at k_off,
+ * v heads at v_off, heads contiguous inside each); ctx: [n_tokens, ctx_stride], heads * head_dim
+ * written. scratch: threads * hs__cpu_attn_scratch_floats(). rel_bias (NULL: none): [heads,
+ * 2 * rel_span - 1], the score bias of key j seen from query i at
+ * rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                       const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
                        const float *rel_bias, int rel_span);
 int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
 
-/* Pooling: mean over each sequence's tokens, or its first token (CLS). */
+/* Pooling: mean over each sequence's tokens, its first token (CLS) or its last. */
 void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
                   enum hs_pool_mode mode, int threads);
 
@@ -62,6 +73,18 @@ int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
 void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta, float div);
 void hs__cpu_rope(float *qkv, const int32_t *offsets, int n_seqs, int stride, int n_heads,
                   int head_dim, int rot_dim, const float *cs, int threads);
+
+/* dst = N(src) per row of width n: LayerNorm (beta may be NULL) or RMSNorm; g NULL: a copy
+ * (an identity norm). dst may be src. */
+void hs__cpu_norm(float *dst, const float *src, const float *g, const float *beta, int rows, int n,
+                  float eps, enum hs_norm_kind kind, int threads);
+/* x += y (+ bias; bias may be NULL), per row of width n. */
+void hs__cpu_residual_add(float *x, const float *y, const float *bias, int rows, int n,
+                          int threads);
+/* RMSNorm with weight g [head_dim] of each of n_heads heads at the start of rows t_begin .. t_end
+ * (stride floats apart), in place (qk-norm). */
+void hs__cpu_head_rms(float *x, int t_begin, int t_end, int stride, int n_heads, int head_dim,
+                      const float *g, float eps, int threads);
 
 /* Gated FFN: ug [rows, 2n] is up | gate; out[r, j] = act(gate[r, j]) * up[r, j]. Overwrites the
  * gate half. */
