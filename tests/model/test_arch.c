@@ -31,7 +31,9 @@ static const struct family families[] = {
     {"tests/data/tiny-modernbert", "tiny_modernbert", "modernbert",
      F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(PRE_NORM) | F(LOCAL_ATTN) |
          F(FINAL_NORM)},
-    /* (next family) */
+    {"tests/data/tiny-qwen3", "tiny_qwen3", "qwen3",
+     F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(ACT_SILU) | F(RMS_NORM) |
+         F(PRE_NORM) | F(CAUSAL) | F(GQA) | F(POOL_LAST) | F(QK_NORM) | F(FINAL_NORM)},
 };
 #undef F
 
