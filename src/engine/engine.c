@@ -154,7 +154,7 @@ static hs_status prepare_checked(hs_engine_t e, const struct hs_stage *st, enum 
         if (missing) {
             char names[512];
             return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                                "engine %s cannot run stage %s: %s not implemented there", e->name,
+                                "engine %s cannot run stage %s: it does not implement %s", e->name,
                                 st->name, hs_stage_features_str(missing, names, sizeof names));
         }
     }

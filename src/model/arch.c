@@ -709,9 +709,11 @@ hs_status hs__arch_parse(const json_t *root, const char *label, struct hs_model_
     d.head_dim = d.hidden / d.heads;
     d.kv_heads = d.heads;
 
+    /* an absent pad_token_id takes the family's default, or 0 where that is outside a small
+     * vocabulary (only the position offset of RoBERTa and MPNet reads it; theirs is 1) */
     int pad = 0;
-    if ((s = hs__cfg_int(root, label, "pad_token_id", 1, a->pad_default, 0, d.vocab - 1, &pad,
-                         err)))
+    const int pad_def = a->pad_default < d.vocab ? a->pad_default : 0;
+    if ((s = hs__cfg_int(root, label, "pad_token_id", 1, pad_def, 0, d.vocab - 1, &pad, err)))
         return s;
     /* (the encoder adds it in float: one that rounds to 0 would divide by a zero variance) */
     d.ln_eps = (float)a->eps_default;

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "model/arch.h"
 #include "model/safetensors.h"
+#include "model/weights.h"
 
 #define MODEL_PATH_MAX 4096
 
@@ -92,7 +93,7 @@ static hs_status find_tensor(struct loader *L, const struct hs_arch_tensor *t, i
     for (int si = 0; si < n_stems; si++) {
         for (const char *const *pre = a->prefixes; *pre; pre++) {
             snprintf(name, sizeof name, "%.32s%.180s", *pre, stems[si]);
-            if (hs_safetensors_get(L->m->weights, name, out, NULL) != HS_STATUS_OK) continue;
+            if (hs_weights_get(L->m->weights, name, out, NULL) != HS_STATUS_OK) continue;
 
             int64_t want[2] = {rows * parts, cols};
             int want_ndim = cols < 0 ? 1 : 2;
@@ -266,7 +267,8 @@ static hs_status load(const char *dir, bool weights, struct hs_model **out, stru
     }
 
     if (!weights) goto done;
-    if ((s = hs_safetensors_open(L.st_path, &m->weights, err))) goto fail;
+    if ((s = hs_weights_open(dir, &m->weights, err))) goto fail;
+    snprintf(L.st_path, sizeof L.st_path, "%s", hs_weights_path(m->weights));
     if ((s = build_stages(&L))) goto fail;
     {
         struct hs_quant_plan plan;
@@ -308,7 +310,7 @@ void hs_model_free(struct hs_model *m)
     hs_free(m->stages);
     hs_free(m->quant);
     hs_safetensors_close(m->quant_weights);
-    hs_safetensors_close(m->weights);
+    hs_weights_close(m->weights);
     if (m->tokenizer) hs_tokenizer_free(m->tokenizer);
     hs_free(m->name);
     hs_free(m->dir);

@@ -6,14 +6,19 @@
  * it with the feature named. */
 #include "testutil.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "engine/engine.h"
 #include "model/arch.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "model/verify.h"
+#include "model/weights.h"
 
 struct family {
     const char *dir, *golden, *arch;
@@ -93,6 +98,60 @@ static void check_family(const struct family *fam)
     hs_model_free(m);
 }
 
+/* Every other local engine kind present (OpenVINO; CUDA where a GPU is): a family whose block
+ * features it declares matches the reference in f32 within the engine's declared tolerance;
+ * one it cannot run is refused at prepare, the missing features named. */
+static void check_other_engines(const struct family *fam)
+{
+    struct hs_error err = {0};
+    struct hs_model *m = NULL;
+    struct hs_golden *g = NULL;
+    if (hs_model_load(hs_test_path(fam->dir), &m, &err)) fail_msg("%s", err.msg);
+    char rel[256], json[1024], f32[1024];
+    snprintf(rel, sizeof rel, "tests/golden/%s.json", fam->golden);
+    snprintf(json, sizeof json, "%s", hs_test_path(rel));
+    snprintf(rel, sizeof rel, "tests/golden/%s.f32", fam->golden);
+    snprintf(f32, sizeof f32, "%s", hs_test_path(rel));
+    if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+    for (int k = 0; k < hs_engine_kind_count(); k++) {
+        const struct hs_engine_kind *kind = hs_engine_kind_at(k);
+        if (kind->remote || !strcmp(kind->name, "cpu") || !hs_engine_kind_built(kind) ||
+            hs_engine_kind_devices(kind) < 1)
+            continue;
+        hs_engine_t e = NULL;
+        if (hs_engine_create(kind->name, &(struct hs_engine_opts){0}, &e, &err)) {
+            printf("# %s: no engine (%s), skipped\n", kind->name, err.msg);
+            continue;
+        }
+        struct hs_engine_caps caps;
+        hs_engine_caps(e, &caps);
+        const enum hs_dtype dt = kind->native;
+        struct hs_verify_report rep;
+        err = (struct hs_error){0};
+        hs_status s = hs_verify_engine(m, e, dt, g, NULL, NULL, &rep, &err);
+        if ((fam->features & ~caps.features) == 0) {
+            if (s) fail_msg("%s on %s: %s", m->name, kind->name, err.msg);
+            printf("# %s %s %s: min cosine %.8f, mean %.8f\n", m->name, kind->name,
+                   hs_compute_dtype_name(dt), rep.cos_min, rep.cos_mean);
+            assert_true(rep.pass);
+        } else {
+            assert_int_equal(s, HS_STATUS_UNSUPPORTED);
+            assert_non_null(strstr(err.msg, "does not implement"));
+            printf("# %s %s: refused (%s)\n", m->name, kind->name, err.msg);
+        }
+        hs_engine_destroy(e);
+    }
+    hs_golden_free(g);
+    hs_model_free(m);
+}
+
+static void other_engines_run_or_refuse(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        check_other_engines(&families[i]);
+}
+
 static void families_match_transformers(void **state)
 {
     (void)state;
@@ -169,12 +228,124 @@ static void missing_features_are_named(void **state)
     hs_model_free(m);
 }
 
+/* A folder whose weights are tiny-qwen3's split in two shards with an index (HF's layout for big
+ * checkpoints): the same embeddings; a broken index is refused, naming the fault. */
+static char shard_dir[256];
+
+static void put_file(const char *rel, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", shard_dir, rel);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void sharded_checkpoint(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    snprintf(shard_dir, sizeof shard_dir, "%s/hs_arch_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(shard_dir));
+    char src[PATH_MAX];
+    assert_non_null(realpath(hs_test_path("tests/data/tiny-qwen3"), src)); /* symlinks need it */
+    static const char *const links[] = {"config.json",
+                                        "vocab.txt",
+                                        "tokenizer_config.json",
+                                        "modules.json",
+                                        "sentence_bert_config.json",
+                                        "1_Pooling"};
+    char a[PATH_MAX + 64], b[512];
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, links[i]);
+        snprintf(b, sizeof b, "%s/%s", shard_dir, links[i]);
+        assert_int_equal(symlink(a, b), 0);
+    }
+    snprintf(a, sizeof a, "%s/model.safetensors", src);
+    struct hs_safetensors *st = NULL;
+    if (hs_safetensors_open(a, &st, &err)) fail_msg("%s", err.msg);
+    const int n = hs_safetensors_count(st), half = n / 2;
+    const char **names = hs_malloc(sizeof(char *) * (size_t)n);
+    struct hs_tensor *ts = hs_malloc(sizeof *ts * (size_t)n);
+    size_t cap = 64 + (size_t)n * 160, used = 0;
+    char *index = hs_malloc(cap);
+    used += (size_t)snprintf(index + used, cap - used, "{\"metadata\": {}, \"weight_map\": {");
+    for (int i = 0; i < n; i++) {
+        names[i] = hs_safetensors_name(st, i);
+        assert_int_equal(hs_safetensors_get(st, names[i], &ts[i], NULL), 0);
+        used += (size_t)snprintf(index + used, cap - used, "%s\"%s\": \"model-%05d.safetensors\"",
+                                 i ? ", " : "", names[i], i < half ? 1 : 2);
+    }
+    snprintf(index + used, cap - used, "}}");
+    snprintf(b, sizeof b, "%s/model-00001.safetensors", shard_dir);
+    assert_int_equal(hs_safetensors_write(b, names, ts, half, &err), 0);
+    snprintf(b, sizeof b, "%s/model-00002.safetensors", shard_dir);
+    assert_int_equal(hs_safetensors_write(b, names + half, ts + half, n - half, &err), 0);
+    hs_safetensors_close(st);
+    put_file("model.safetensors.index.json", index);
+
+    struct hs_model *m = NULL;
+    if (hs_model_load(shard_dir, &m, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(hs_weights_shards(m->weights), 2);
+    struct hs_golden *g = NULL;
+    char gj[1024], gf[1024];
+    snprintf(gj, sizeof gj, "%s", hs_test_path("tests/golden/tiny_qwen3.json"));
+    snprintf(gf, sizeof gf, "%s", hs_test_path("tests/golden/tiny_qwen3.f32"));
+    if (hs_golden_load(gj, gf, &g, &err)) fail_msg("%s", err.msg);
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = 1}, &e, &err), 0);
+    struct hs_verify_tolerance tol = {0.99999, 0.99999};
+    struct hs_verify_report rep;
+    if (hs_verify_engine(m, e, HS_DTYPE_F32, g, &tol, NULL, &rep, &err)) fail_msg("%s", err.msg);
+    printf("# sharded tiny-qwen3 f32: min cosine %.8f\n", rep.cos_min);
+    assert_true(rep.pass);
+    hs_engine_destroy(e);
+    hs_golden_free(g);
+    hs_model_free(m);
+
+    /* broken indexes: each refused with the fault named */
+    static const struct {
+        const char *index, *says;
+    } bad[] = {
+        {"{\"weight_map\": {\"x\": \"../model-00001.safetensors\"}}", "not a file name"},
+        {"{\"weight_map\": {\"no.such.tensor\": \"model-00001.safetensors\"}}", "not in shard"},
+        {"{\"weight_map\": {\"x\": \"absent.safetensors\"}}", "absent.safetensors"},
+        {"{\"weight_map\": {}}", "weight_map"},
+        {"[1]", "weight_map"},
+        {"{", "invalid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        put_file("model.safetensors.index.json", bad[i].index);
+        err = (struct hs_error){0};
+        assert_int_not_equal(hs_model_load(shard_dir, &m, &err), HS_STATUS_OK);
+        if (!strstr(err.msg, bad[i].says)) fail_msg("index %zu: message '%s'", i, err.msg);
+    }
+    static const char *const rm[] = {"model-00001.safetensors", "model-00002.safetensors",
+                                     "model.safetensors.index.json"};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(b, sizeof b, "%s/%s", shard_dir, links[i]);
+        unlink(b);
+    }
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(b, sizeof b, "%s/%s", shard_dir, rm[i]);
+        unlink(b);
+    }
+    rmdir(shard_dir);
+    hs_free(index);
+    hs_free(ts);
+    hs_free(names);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_lookups),
         cmocka_unit_test(missing_features_are_named),
         cmocka_unit_test(families_match_transformers),
+        cmocka_unit_test(sharded_checkpoint),
+        cmocka_unit_test(other_engines_run_or_refuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
