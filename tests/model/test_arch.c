@@ -86,8 +86,9 @@ static void check_family(const struct family *fam)
         if (hs_verify_engine(m, e, dtypes[i], g, &tol, &(struct hs_verify_opts){.batch_max = 4},
                              &rep, &err))
             fail_msg("%s %s: %s", m->name, hs_compute_dtype_name(dtypes[i]), err.msg);
-        printf("# %s %s: %d sequences, min cosine %.8f (sequence %d), mean %.8f\n", m->name,
-               hs_compute_dtype_name(dtypes[i]), rep.count, rep.cos_min, rep.worst, rep.cos_mean);
+        printf("# %s %s: %d sequences, min cosine %.8f (1 - min %.1e, sequence %d), mean %.8f\n",
+               m->name, hs_compute_dtype_name(dtypes[i]), rep.count, rep.cos_min, 1.0 - rep.cos_min,
+               rep.worst, rep.cos_mean);
         if (!rep.pass)
             fail_msg("%s %s: min %.8f mean %.8f below %.6f / %.6f", m->name,
                      hs_compute_dtype_name(dtypes[i]), rep.cos_min, rep.cos_mean, tol.cos_min,
