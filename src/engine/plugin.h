@@ -55,8 +55,12 @@
  *    hs_plugin as below.
  * 2: struct hs_engine_opts gained device_name, struct hs_batch gained batch_class (a plugin
  *    built for 2 would read past the end of a version-1 host's structs), and
- *    HS_ENGINE_FEAT_SHAPE_COMPILE. */
-#define HS_PLUGIN_ABI_VERSION 2
+ *    HS_ENGINE_FEAT_SHAPE_COMPILE.
+ * 3: the architecture table's block parameters: struct hs_encoder_dims gained them (stage.h),
+ *    enum hs_weight_role gained FFN_GATE, Q_NORM, K_NORM, FINAL_LN_G / _B before HS_W_SMOOTH
+ *    (struct hs_stage grew), enum hs_stage_kind gained HS_STAGE_FINAL_NORM, and
+ *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features). */
+#define HS_PLUGIN_ABI_VERSION 3
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */
