@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,105 @@ static void table_lookups(void **state)
     assert_string_equal(f, "rotary positions, gated FFN");
 }
 
+/* Each family's config keys, and the variants it does not run refused with the reason. */
+static void family_configs(void **state)
+{
+    (void)state;
+    static const char *const nomic = "{\"model_type\":\"nomic_bert\",\"n_embd\":64,\"n_layer\":2,"
+                                     "\"n_head\":4,\"n_inner\":96,\"n_positions\":64,"
+                                     "\"vocab_size\":100,\"rotary_emb_fraction\":0.5,"
+                                     "\"mlp_fc1_bias\":false%s}";
+    static const char *const gte = "{\"model_type\":\"new\",\"hidden_size\":32,"
+                                   "\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                                   "\"intermediate_size\":48,\"max_position_embeddings\":64,"
+                                   "\"vocab_size\":100%s}";
+    static const char *const mb = "{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                                  "\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+                                  "\"intermediate_size\":48,\"max_position_embeddings\":64,"
+                                  "\"vocab_size\":100%s}";
+    static const char *const qw = "{\"model_type\":\"qwen3\",\"hidden_size\":32,"
+                                  "\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                                  "\"intermediate_size\":48,\"max_position_embeddings\":64,"
+                                  "\"vocab_size\":100%s}";
+    static const struct {
+        const char *fmt, *extra;
+        hs_status want;
+        const char *says; /* a piece of the message (errors) */
+    } cases[] = {
+        {nomic, "", HS_STATUS_OK, NULL},
+        {nomic, ",\"rotary_emb_interleaved\":true", HS_STATUS_UNSUPPORTED, "interleaved"},
+        {nomic, ",\"prenorm\":true", HS_STATUS_UNSUPPORTED, "prenorm"},
+        {nomic, ",\"rotary_scaling_factor\":2.0", HS_STATUS_UNSUPPORTED, "rotary_scaling_factor"},
+        {nomic, ",\"activation_function\":\"relu\"", HS_STATUS_UNSUPPORTED, "swiglu"},
+        {"{\"model_type\":\"nomic_bert\",\"n_embd\":64,\"n_layer\":2,\"n_head\":4,"
+         "\"n_inner\":96,\"n_positions\":64,\"vocab_size\":100,\"rotary_emb_fraction\":0.5}",
+         "", HS_STATUS_UNSUPPORTED, "mlp_fc1_bias"},
+        {"{\"model_type\":\"nomic_bert\",\"n_embd\":64,\"n_layer\":2,\"n_head\":4,"
+         "\"n_inner\":96,\"n_positions\":64,\"vocab_size\":100,\"rotary_emb_fraction\":1.5,"
+         "\"mlp_fc1_bias\":false}",
+         "", HS_STATUS_UNSUPPORTED, "rotary fraction"},
+        {gte, "", HS_STATUS_OK, NULL},
+        {gte, ",\"rope_scaling\":{\"type\":\"ntk\",\"factor\":2.0}", HS_STATUS_OK, NULL},
+        {gte, ",\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":2.0}", HS_STATUS_UNSUPPORTED,
+         "dynamic"},
+        {gte, ",\"logn_attention_scale\":true", HS_STATUS_UNSUPPORTED, "logn"},
+        {gte, ",\"position_embedding_type\":\"absolute\"", HS_STATUS_UNSUPPORTED, "rope"},
+        {mb, "", HS_STATUS_OK, NULL},
+        {mb,
+         ",\"layer_types\":[\"full_attention\",\"sliding_attention\",\"full_attention\","
+         "\"sliding_attention\"]",
+         HS_STATUS_OK, NULL},
+        {mb,
+         ",\"layer_types\":[\"full_attention\",\"sliding_attention\",\"sliding_attention\","
+         "\"full_attention\",\"full_attention\"]",
+         HS_STATUS_CORRUPT, "one type per layer"},
+        {mb,
+         ",\"layer_types\":[\"full_attention\",\"sliding_attention\",\"full_attention\","
+         "\"full_attention\"]",
+         HS_STATUS_UNSUPPORTED, "global layer every N"},
+        {mb, ",\"mlp_bias\":true", HS_STATUS_UNSUPPORTED, "mlp_bias"},
+        {qw, ",\"num_key_value_heads\":2,\"head_dim\":16", HS_STATUS_OK, NULL},
+        {qw, ",\"num_key_value_heads\":3", HS_STATUS_CORRUPT, "num_key_value_heads"},
+        {qw, ",\"use_sliding_window\":true", HS_STATUS_UNSUPPORTED, "use_sliding_window"},
+        {qw, ",\"rope_scaling\":{\"type\":\"yarn\"}", HS_STATUS_UNSUPPORTED, "rope_scaling"},
+        {qw, ",\"rope_parameters\":{\"rope_type\":\"yarn\"}", HS_STATUS_UNSUPPORTED, "yarn"},
+        {qw, ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1000000.0}",
+         HS_STATUS_OK, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, cases[i].fmt, cases[i].extra);
+        struct hs_model_config c;
+        struct hs_error err = {0};
+        hs_status s = hs_model_config_parse_hf(json, "config.json", &c, &err);
+        if (s != cases[i].want)
+            fail_msg("case %zu: %s, expected %s (%s)", i, hs_status_name(s),
+                     hs_status_name(cases[i].want), err.msg);
+        if (cases[i].says && !strstr(err.msg, cases[i].says))
+            fail_msg("case %zu: message '%s' lacks '%s'", i, err.msg, cases[i].says);
+    }
+    /* the parsed block parameters of a few */
+    struct hs_model_config c;
+    char json[1024];
+    snprintf(json, sizeof json, qw, ",\"num_key_value_heads\":2,\"head_dim\":16");
+    assert_int_equal(hs_model_config_parse_hf(json, NULL, &c, NULL), 0);
+    assert_int_equal(c.dims.kv_heads, 2);
+    assert_int_equal(c.dims.head_dim, 16);
+    assert_int_equal(c.dims.rotary_dim, 16);
+    assert_true(c.dims.causal && c.dims.norm_pre && c.dims.final_norm);
+    assert_int_equal(c.dims.norm, HS_NORM_RMS);
+    assert_int_equal(c.dims.pool, HS_POOL_LAST);
+    snprintf(json, sizeof json, mb, "");
+    assert_int_equal(hs_model_config_parse_hf(json, NULL, &c, NULL), 0);
+    assert_int_equal(c.dims.window, 64); /* local_attention 128 by default: 64 each side */
+    assert_int_equal(c.dims.global_every, 3);
+    assert_true(c.dims.rope_theta == 160000.0f && c.dims.rope_theta_local == 10000.0f);
+    snprintf(json, sizeof json, gte, ",\"rope_scaling\":{\"type\":\"ntk\",\"factor\":2.0}");
+    assert_int_equal(hs_model_config_parse_hf(json, NULL, &c, NULL), 0);
+    assert_true(c.dims.rope_theta == 20000.0f);
+    assert_true(fabsf(c.dims.rope_freq_div - powf(2.0f, 2.0f / 8.0f)) < 1e-6f);
+}
+
 /* An engine that declares no block feature: stage_prepare must never reach it for a stage
  * that needs one. */
 static void bare_caps(void *ctx, struct hs_engine_caps *out)
@@ -343,6 +443,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_lookups),
+        cmocka_unit_test(family_configs),
         cmocka_unit_test(missing_features_are_named),
         cmocka_unit_test(families_match_transformers),
         cmocka_unit_test(sharded_checkpoint),
