@@ -80,3 +80,25 @@ def test_unknown_model_type_is_refused_with_the_list():
         for name in ("bert", "mpnet", "roberta", "xlm-roberta", "camembert", "distilbert", "nomic_bert",
                      "new", "modernbert", "qwen3"):
             assert "'%s'" % name in out.stderr
+
+
+OV_PLUGIN = os.path.join(os.path.dirname(BINARY), "plugins", "libhs_engine_openvino.so")
+OV_ONLY = """
+engines:
+  - name: ov
+    kind: plugin
+    library: "%s"
+    threads: 1
+models:
+  - path: "%s"
+limits:
+  timeout_ms: 300000
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(OV_PLUGIN), reason="the OpenVINO engine plugin is not built")
+def test_a_lane_on_an_engine_without_the_blocks_is_refused_at_load():
+    model = os.path.join(ROOT, "tests", "data", "tiny-qwen3")
+    with pytest.raises(RuntimeError) as e:
+        Server(OV_ONLY % (OV_PLUGIN, model), model=None)
+    assert "cannot run stage embed: it does not implement rotary positions, RMSNorm" in str(e.value)
