@@ -184,6 +184,7 @@ static void ov_caps(void *p, struct hs_engine_caps *out)
     }
     /* what the graph writer (ov_graph.c) builds; the rest is refused at prepare */
     out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
+                    HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU |
                     HS_ENGINE_FEAT_SHAPE_COMPILE;
 }
 

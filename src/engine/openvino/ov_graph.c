@@ -312,7 +312,7 @@ static int layer_norm(struct gb *g, int x, const struct hs_tensor *gamma,
              "eps=\"%.9g\" normalize_variance=\"true\" eps_mode=\"inside_sqrt\"", (double)eps);
     int y = layer(g, "MVN", "opset6", attrs, 2, ins, s);
     y = binop(g, "Multiply", y, weight(g, gamma), s);
-    return binop(g, "Add", y, weight(g, beta), s);
+    return beta && beta->data ? binop(g, "Add", y, weight(g, beta), s) : y; /* beta optional */
 }
 
 /* x [B, S, in] times W^T ([out, in]) plus b. int8: W as compressed int8 weights (weight_i8),
@@ -353,7 +353,8 @@ static int embed(struct gb *g, const struct hs_stage *st)
     const struct hs_encoder_dims *d = st->dims;
     int x = gather_rows(g, &st->w[HS_W_WORD_EMB], param(g, OV_IN_IDS));
     struct val s = g->v[x];
-    x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_POS_EMB], param(g, OV_IN_POS_IDS)), s);
+    if (st->w[HS_W_POS_EMB].data) /* (rotary families have no position table) */
+        x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_POS_EMB], param(g, OV_IN_POS_IDS)), s);
     if (st->w[HS_W_TYPE_EMB].data)
         x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_TYPE_EMB], param(g, OV_IN_TYPE_IDS)), s);
     return layer_norm(g, x, &st->w[HS_W_EMB_LN_G], &st->w[HS_W_EMB_LN_B], d->ln_eps);
@@ -392,6 +393,59 @@ static int smoothed(struct gb *g, int x, const struct hs_stage *st, bool int8, c
     return binop(g, "Multiply", x, c, g->v[x]);
 }
 
+/* x[..., from:to] along the last axis. */
+static int slice_last(struct gb *g, int x, int64_t from, int64_t to, struct val out)
+{
+    const int64_t axis = -1, step = 1;
+    int ins[5] = {x, const_i64(g, 1, &from), const_i64(g, 1, &to), const_i64(g, 1, &step),
+                  const_i64(g, 1, &axis)};
+    return layer(g, "Slice", "opset8", NULL, 5, ins, out);
+}
+
+/* Rotary positions on x [B, NH, S, HD] (NeoX halves over the first rotary_dim dims), with the
+ * cos and sin of every position computed here in float32 as the CPU engine does
+ * (engine/cpu/kernels.c) and gathered by the batch's position ids. */
+static int rope(struct gb *g, int x, const struct hs_encoder_dims *d)
+{
+    const int64_t B = g->batch, S = g->seq, NH = g->v[x].dim[1], HD = d->head_dim;
+    const int64_t rd = d->rotary_dim, half = rd / 2, P = d->max_positions;
+    float *tab = malloc(sizeof(float) * (size_t)(2 * P * half));
+    if (!tab) {
+        g->oom = 1;
+        return x;
+    }
+    for (int64_t i = 0; i < half; i++) {
+        float inv = 1.0f / powf(d->rope_theta, (float)(2 * i) / (float)rd);
+        if (d->rope_freq_div > 0.0f && d->rope_freq_div != 1.0f) inv /= d->rope_freq_div;
+        for (int64_t p = 0; p < P; p++) {
+            tab[p * half + i] = cosf((float)p * inv);
+            tab[P * half + p * half + i] = sinf((float)p * inv);
+        }
+    }
+    const int64_t to4[4] = {0, 1, -1, half};
+    int cs[2];
+    for (int k = 0; k < 2; k++) {
+        struct hs_tensor t = {.dtype = HS_DTYPE_F32,
+                              .ndim = 2,
+                              .shape = {P, half},
+                              .data = tab + k * P * half,
+                              .bytes = sizeof(float) * (size_t)(P * half)};
+        int rows = gather_rows(g, &t, param(g, OV_IN_POS_IDS)); /* [B, S, half] */
+        cs[k] = reshape(g, rows, 4, to4, V("FP32", 4, B, 1, S, half));
+    }
+    free(tab);
+    const struct val hv = V("FP32", 4, B, NH, S, half);
+    const int x1 = slice_last(g, x, 0, half, hv), x2 = slice_last(g, x, half, rd, hv);
+    int y1 = binop(g, "Subtract", binop(g, "Multiply", x1, cs[0], hv),
+                   binop(g, "Multiply", x2, cs[1], hv), hv);
+    int y2 = binop(g, "Add", binop(g, "Multiply", x2, cs[0], hv),
+                   binop(g, "Multiply", x1, cs[1], hv), hv);
+    int parts[3] = {y1, y2, 0};
+    int n = 2;
+    if (rd < HD) parts[n++] = slice_last(g, x, rd, HD, V("FP32", 4, B, NH, S, HD - rd));
+    return layer(g, "Concat", "opset1", "axis=\"3\"", n, parts, g->v[x]);
+}
+
 static int attention(struct gb *g, int x, const struct hs_stage *st, bool int8, int *bias)
 {
     const struct hs_encoder_dims *d = st->dims;
@@ -407,6 +461,7 @@ static int attention(struct gb *g, int x, const struct hs_stage *st, bool int8, 
         int y = linear(g, xs, &st->w[roles[i][0]], &st->w[roles[i][1]], int8, smooth);
         y = reshape(g, y, 4, split, s4);
         qkv[i] = transpose(g, y, 4, perm, h4);
+        if (i < 2 && d->pos == HS_POS_ROTARY) qkv[i] = rope(g, qkv[i], d);
     }
     struct val sc = V("FP32", 4, B, NH, S, S);
     int ins[2] = {qkv[0], qkv[1]};
@@ -429,20 +484,34 @@ static int attention(struct gb *g, int x, const struct hs_stage *st, bool int8, 
     return layer_norm(g, y, &st->w[HS_W_ATTN_LN_G], &st->w[HS_W_ATTN_LN_B], d->ln_eps);
 }
 
+static int activation(struct gb *g, int h, enum hs_act_fn act)
+{
+    struct val s = g->v[h];
+    switch (act) {
+    case HS_ACT_RELU:
+        return layer(g, "Relu", "opset1", NULL, 1, &h, s);
+    case HS_ACT_SILU: /* x * sigmoid(x) */
+        return layer(g, "Swish", "opset4", NULL, 1, &h, s);
+    case HS_ACT_GELU_TANH:
+        return layer(g, "Gelu", "opset7", "approximation_mode=\"TANH\"", 1, &h, s);
+    case HS_ACT_GELU_ERF:
+        break;
+    }
+    return layer(g, "Gelu", "opset7", "approximation_mode=\"ERF\"", 1, &h, s);
+}
+
 static int ffn(struct gb *g, int x, const struct hs_stage *st, bool int8)
 {
     const struct hs_encoder_dims *d = st->dims;
     const float *smooth;
     const int xs = smoothed(g, x, st, int8, &smooth);
     int h = linear(g, xs, &st->w[HS_W_FFN_IN], &st->w[HS_W_FFN_IN_B], int8, smooth);
-    struct val s = g->v[h];
-    if (d->act == HS_ACT_RELU)
-        h = layer(g, "Relu", "opset1", NULL, 1, &h, s);
-    else
-        h = layer(g, "Gelu", "opset7",
-                  d->act == HS_ACT_GELU_TANH ? "approximation_mode=\"TANH\""
-                                             : "approximation_mode=\"ERF\"",
-                  1, &h, s);
+    if (d->ffn == HS_FFN_GATED) { /* act(gate(x)) * up(x); the gate has no bias */
+        int gate = linear(g, xs, &st->w[HS_W_FFN_GATE], NULL, int8, smooth);
+        h = binop(g, "Multiply", h, activation(g, gate, d->act), g->v[h]);
+    } else {
+        h = activation(g, h, d->act);
+    }
     int y = linear(g, h, &st->w[HS_W_FFN_OUT], &st->w[HS_W_FFN_OUT_B], int8, NULL);
     y = binop(g, "Add", y, x, g->v[x]);
     return layer_norm(g, y, &st->w[HS_W_FFN_LN_G], &st->w[HS_W_FFN_LN_B], d->ln_eps);
