@@ -98,7 +98,9 @@ limits:
 
 @pytest.mark.skipif(not os.path.exists(OV_PLUGIN), reason="the OpenVINO engine plugin is not built")
 def test_a_lane_on_an_engine_without_the_blocks_is_refused_at_load():
+    """(OpenVINO's graph writer has no RMSNorm: docs/MODELS.md lists what each engine runs)"""
     model = os.path.join(ROOT, "tests", "data", "tiny-qwen3")
     with pytest.raises(RuntimeError) as e:
         Server(OV_ONLY % (OV_PLUGIN, model), model=None)
-    assert "cannot run stage embed: it does not implement rotary positions, RMSNorm" in str(e.value)
+    assert "cannot run stage embed: it does not implement" in str(e.value)
+    assert "RMSNorm" in str(e.value)
