@@ -2,7 +2,8 @@
 # architecture table with a tiny checkpoint: the CLI's tokenizer gives the golden ids of the
 # sentences the goldens were made from, and its embeddings match the transformers reference
 # (tests/golden/tiny_<family>.*, made by tools/golden/make_tiny_<family>.py); an HTTP request to
-# a server on one of them answers the same; an unknown model_type is refused with the list.
+# a server on one of them (on the CPU and on OpenVINO) answers the same; an unknown model_type is
+# refused with the list. (An engine refusing a model it cannot run: tests/model/test_arch.c.)
 import json
 import os
 import shutil
@@ -97,10 +98,16 @@ limits:
 
 
 @pytest.mark.skipif(not os.path.exists(OV_PLUGIN), reason="the OpenVINO engine plugin is not built")
-def test_a_lane_on_an_engine_without_the_blocks_is_refused_at_load():
-    """(OpenVINO's graph writer has no RMSNorm: docs/MODELS.md lists what each engine runs)"""
+def test_a_server_on_openvino_serves_a_new_family():
+    """Qwen3's blocks (causal grouped-query attention, RMSNorm, qk-norm, rotary, last-token
+    pooling) in OpenVINO's graph, as served: within f32's tolerance of transformers."""
     model = os.path.join(ROOT, "tests", "data", "tiny-qwen3")
-    with pytest.raises(RuntimeError) as e:
-        Server(OV_ONLY % (OV_PLUGIN, model), model=None)
-    assert "cannot run stage embed: it does not implement" in str(e.value)
-    assert "RMSNorm" in str(e.value)
+    g, rows = golden("qwen3")
+    s = Server(OV_ONLY % (OV_PLUGIN, model), model=None)
+    try:
+        status, h, body = s.post("/v1/embeddings", {"input": g["sentences"][4]})
+        assert status == 200, body
+        assert h["x-engine"] == "ov"
+        assert cosine(body["data"][0]["embedding"], rows[4]) >= 0.99999
+    finally:
+        s.stop()
