@@ -133,8 +133,8 @@ static void check_other_engines(const struct family *fam)
         hs_status s = hs_verify_engine(m, e, dt, g, NULL, NULL, &rep, &err);
         if ((fam->features & ~caps.features) == 0) {
             if (s) fail_msg("%s on %s: %s", m->name, kind->name, err.msg);
-            printf("# %s %s %s: min cosine %.8f, mean %.8f\n", m->name, kind->name,
-                   hs_compute_dtype_name(dt), rep.cos_min, rep.cos_mean);
+            printf("# %s %s %s: min cosine %.8f (1 - min %.1e), mean %.8f\n", m->name, kind->name,
+                   hs_compute_dtype_name(dt), rep.cos_min, 1.0 - rep.cos_min, rep.cos_mean);
             assert_true(rep.pass);
         } else {
             assert_int_equal(s, HS_STATUS_UNSUPPORTED);
