@@ -1,17 +1,18 @@
 /* hetserve — the encoder's stages, as engines see them.
  *
- * A BERT-family encoder is an ordered list of stages:
- *   embed -> layer0.attn -> layer0.ffn -> ... -> layerN-1.ffn -> pool -> normalize
+ * An encoder is an ordered list of stages:
+ *   embed -> layer0.attn -> layer0.ffn -> ... -> layerN-1.ffn [-> final_norm] -> pool -> normalize
+ * (final_norm: pre-norm families only)
  * A stage names its kind, its layer, the model's dimensions, and its weights by role. Weight
  * tensors point into host memory that the model keeps alive (a read-only file mapping); an
  * engine copies or converts them once, in hs_engine_stage_prepare, and never at run time.
  *
  * Activations between stages (the interchange format at engine boundaries):
  *   hidden: packed fp32 [n_tokens, hidden], sequence after sequence (no padding)
- * (pre-norm families add a final_norm stage between the last ffn and pool)
  *   pooled: fp32 [n_seqs, hidden]
- * embed reads token ids and writes hidden; attn and ffn read and write hidden (post-LN BERT:
- * x = LN(x + f(x))); pool reads hidden and writes pooled; normalize L2-normalizes pooled.
+ * embed reads token ids and writes hidden; attn, ffn and final_norm read and write hidden
+ * (post-LN BERT: x = LN(x + f(x)); pre-norm: x + f(N(x))); pool reads hidden and writes pooled;
+ * normalize L2-normalizes pooled.
  *
  * MPNet is the same stage list with three differences, all carried by dims and weights:
  *   positions start at pos_offset (MPNet: padding_idx + 1 = 2) instead of 0;
