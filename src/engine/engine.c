@@ -177,15 +177,17 @@ static hs_status prepare_checked(hs_engine_t e, const struct hs_stage *st, enum 
     if (!hs_engine_supports(e, st->kind, dtype, 1, 1))
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "engine %s cannot run stage %s in %s",
                             e->name, st->name, hs_compute_dtype_name(dtype));
-    if (st->dims->rel_buckets > 0 || st->dims->pos_offset != 0 ||
-        (st->kind == HS_STAGE_EMBED && !st->w[HS_W_TYPE_EMB].data)) {
+    const uint32_t need = hs_stage_features(st);
+    if (need) {
         struct hs_engine_caps c;
         hs_engine_caps(e, &c);
-        if (!(c.features & HS_ENGINE_FEAT_MPNET))
+        const uint32_t missing = need & ~c.features;
+        if (missing) {
+            char names[512];
             return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                                "engine %s cannot run stage %s: MPNet (position offset, "
-                                "relative-position attention bias) is not implemented there",
-                                e->name, st->name);
+                                "engine %s cannot run stage %s: it does not implement %s", e->name,
+                                st->name, hs_stage_features_str(missing, names, sizeof names));
+        }
     }
     *prep = NULL;
     if (!e->iface->stage_prepare) return no_method(e, "stage_prepare", err);

@@ -53,18 +53,18 @@ struct hs_engine_caps {
     uint32_t features; /* HS_ENGINE_FEAT_* bits */
 };
 
-/* Model features beyond BERT an engine computes. Stages that need one an engine lacks are
- * refused by hs_engine_stage_prepare (HS_STATUS_UNSUPPORTED), never run wrongly. */
+/* caps.features: the block features (stage.h HS_FEAT_*, the table HS_STAGE_FEATURES) the
+ * engine computes, plus HS_ENGINE_FEAT_SHAPE_COMPILE. A stage that needs a block feature the
+ * engine lacks (hs_stage_features) is refused by hs_engine_stage_prepare (HS_STATUS_UNSUPPORTED,
+ * the missing features named), never run wrongly. */
 enum hs_engine_feature {
-    /* MPNet (stage.h): dims.pos_offset, no token-type table, w[HS_W_REL_BIAS] in attention */
-    HS_ENGINE_FEAT_MPNET = 1u << 0,
     /* not a model feature: the engine compiles per input shape on first use (OpenVINO), so the
      * server warms each of a lane's bucket shapes at load rather than on the first request */
     HS_ENGINE_FEAT_SHAPE_COMPILE = 1u << 1,
     /* runs a whole ONNX graph as one stage (graph_load / graph_run below: a pipeline's model
      * stage, e.g. an OCR detector); engines without it refuse such a stage at load, by this
      * capability (hs_engine_graph_load) */
-    HS_ENGINE_FEAT_GRAPH_ONNX = 1u << 2,
+    HS_ENGINE_FEAT_GRAPH_ONNX = 1u << 30, /* above the block features of stage.h */
 };
 
 /* A tensor in or out of a graph stage: f32, row-major, rank <= 8. For an output, data has room

@@ -57,8 +57,12 @@
  *    built for 2 would read past the end of a version-1 host's structs), and
  *    HS_ENGINE_FEAT_SHAPE_COMPILE.
  * 3: struct hs_engine_iface gained graph_load, graph_release, graph_run (whole ONNX graphs as
- *    stages) and HS_ENGINE_FEAT_GRAPH_ONNX: a version-2 plugin's interface ends before them. */
-#define HS_PLUGIN_ABI_VERSION 3
+ *    stages) and HS_ENGINE_FEAT_GRAPH_ONNX: a version-2 plugin's interface ends before them;
+ * 4: the architecture table's block parameters: struct hs_encoder_dims gained them (stage.h),
+ *    enum hs_weight_role gained FFN_GATE, Q_NORM, K_NORM, FINAL_LN_G / _B before HS_W_SMOOTH
+ *    (struct hs_stage grew), enum hs_stage_kind gained HS_STAGE_FINAL_NORM, and
+ *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features). */
+#define HS_PLUGIN_ABI_VERSION 4
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */

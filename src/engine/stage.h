@@ -1,7 +1,8 @@
 /* hetserve — the encoder's stages, as engines see them.
  *
- * A BERT-family encoder is an ordered list of stages:
- *   embed -> layer0.attn -> layer0.ffn -> ... -> layerN-1.ffn -> pool -> normalize
+ * An encoder is an ordered list of stages:
+ *   embed -> layer0.attn -> layer0.ffn -> ... -> layerN-1.ffn [-> final_norm] -> pool -> normalize
+ * (final_norm: pre-norm families only)
  * A stage names its kind, its layer, the model's dimensions, and its weights by role. Weight
  * tensors point into host memory that the model keeps alive (a read-only file mapping); an
  * engine copies or converts them once, in hs_engine_stage_prepare, and never at run time.
@@ -9,8 +10,9 @@
  * Activations between stages (the interchange format at engine boundaries):
  *   hidden: packed fp32 [n_tokens, hidden], sequence after sequence (no padding)
  *   pooled: fp32 [n_seqs, hidden]
- * embed reads token ids and writes hidden; attn and ffn read and write hidden (post-LN BERT:
- * x = LN(x + f(x))); pool reads hidden and writes pooled; normalize L2-normalizes pooled.
+ * embed reads token ids and writes hidden; attn, ffn and final_norm read and write hidden
+ * (post-LN BERT: x = LN(x + f(x)); pre-norm: x + f(N(x))); pool reads hidden and writes pooled;
+ * normalize L2-normalizes pooled.
  *
  * MPNet is the same stage list with three differences, all carried by dims and weights:
  *   positions start at pos_offset (MPNet: padding_idx + 1 = 2) instead of 0;
@@ -18,13 +20,17 @@
  *   every attention stage adds a learned bias per (head, relative-position bucket) to its
  *   scores before the softmax: w[HS_W_REL_BIAS] is [rel_buckets, heads] (one table shared by all
  *   layers) and the bucket of key j seen from query i is hs_rel_pos_bucket(j - i, ...).
- * An engine that cannot add the bias must not declare HS_ENGINE_FEAT_REL_POS_BIAS (engine.h).
+ * Other families (model/arch.c) differ by the block parameters of hs_encoder_dims (positions,
+ * norms, gated FFN, attention kind) and by optional weights. hs_stage_features says which of
+ * those a stage needs; an engine declares what it runs (engine.h) and is refused a stage that
+ * needs more, with the missing features named.
  */
 #ifndef HS_ENGINE_STAGE_H
 #define HS_ENGINE_STAGE_H
 
 #include <stdbool.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/tensor.h"
@@ -35,12 +41,25 @@ enum hs_stage_kind {
     HS_STAGE_FFN,
     HS_STAGE_POOL,
     HS_STAGE_NORMALIZE,
+    HS_STAGE_FINAL_NORM, /* pre-norm families: a norm of hidden after the last layer */
     HS_STAGE_COUNT
 };
 
-enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS };
+enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS, HS_POOL_LAST };
 
-enum hs_act_fn { HS_ACT_GELU_ERF, HS_ACT_GELU_TANH, HS_ACT_RELU };
+enum hs_act_fn { HS_ACT_GELU_ERF, HS_ACT_GELU_TANH, HS_ACT_RELU, HS_ACT_SILU };
+
+/* Where a token's position enters: a learned table added at embed (BERT); that table plus a
+ * learned attention bias per relative-position bucket (MPNet); or rotary (NeoX style: the first
+ * rotary_dim dims of every q and k head rotated in two halves) with no table. */
+enum hs_pos_kind { HS_POS_ABSOLUTE, HS_POS_REL_BUCKET, HS_POS_ROTARY };
+
+/* LayerNorm ((x - mean) / std * g + b; b optional) or RMSNorm (x / rms * g). */
+enum hs_norm_kind { HS_NORM_LAYER, HS_NORM_RMS };
+
+/* Plain: down(act(in(x))). Gated: down(act(gate(x)) * up(x)), up in w[HS_W_FFN_IN] and the gate
+ * in w[HS_W_FFN_GATE]. */
+enum hs_ffn_kind { HS_FFN_PLAIN, HS_FFN_GATED };
 
 /* Dimensions and hyper-parameters of an encoder (from config.json and the pooling config). */
 struct hs_encoder_dims {
@@ -59,6 +78,26 @@ struct hs_encoder_dims {
     int pos_offset;       /* position id of a sequence's first token (BERT 0, MPNet 2) */
     int rel_buckets;      /* relative-position buckets of the attention bias; 0 = none */
     int rel_max_distance; /* distance at which the log-spaced buckets end (MPNet 128) */
+    /* Block parameters: what the family's row (model/arch.c) and config.json say the blocks are.
+     * All zero is BERT: absolute positions, post-LayerNorm, plain FFN, bidirectional attention,
+     * every head its own k/v. Optional weights (biases, a LayerNorm's beta, the token-type and
+     * position tables) are absent when their tensor's data is NULL. */
+    enum hs_pos_kind pos;
+    float rope_theta;    /* rotary: frequency base */
+    int rotary_dim;      /* rotary: leading dims of each head that rotate (even, <= head_dim) */
+    float rope_freq_div; /* rotary: every frequency divided by this (fixed NTK scaling); 0 or 1:
+                            none */
+    enum hs_norm_kind norm;
+    bool norm_pre; /* pre-norm: x + f(N(x)), N absent = identity; post-norm (false): N(x + f(x)) */
+    bool final_norm; /* a final_norm stage follows the last layer */
+    enum hs_ffn_kind ffn;
+    bool causal;            /* a query sees only keys at or before its position */
+    int kv_heads;           /* key / value heads (grouped-query when < heads); 0 = heads */
+    int window;             /* local attention: a query sees keys within this distance (inclusive);
+                               0 = every layer global */
+    int global_every;       /* with window: layer l is global (full attention) when l % global_every
+                               == 0 */
+    float rope_theta_local; /* rotary frequency base of the local layers; 0 = rope_theta */
 };
 
 /* MPNet's (and T5's bidirectional) relative-position bucket of rel = key - query position, in
@@ -110,7 +149,12 @@ enum hs_weight_role {
     HS_W_FFN_OUT_B,
     HS_W_FFN_LN_G,
     HS_W_FFN_LN_B,
-    HS_W_REL_BIAS, /* attn: [rel_buckets, heads], relative-position attention bias (MPNet) */
+    HS_W_REL_BIAS,   /* attn: [rel_buckets, heads], relative-position attention bias (MPNet) */
+    HS_W_FFN_GATE,   /* ffn, gated: [intermediate, hidden], the activated half */
+    HS_W_Q_NORM,     /* attn, optional: [head_dim] RMSNorm of every q head (qk-norm) */
+    HS_W_K_NORM,     /* attn, optional: [head_dim] RMSNorm of every k head */
+    HS_W_FINAL_LN_G, /* final_norm: [hidden] */
+    HS_W_FINAL_LN_B, /* final_norm, optional: [hidden] */
     /* attn / ffn, optional, F32 [hidden]: per-channel divisor of the stage's input before its
      * first linear layer is quantized (SmoothQuant: x / s times s * W is the same product, with
      * the input's outlier channels tamed). From a quantized model folder (model/quant.h); only
@@ -152,5 +196,37 @@ struct hs_batch {
 enum hs_act_buf { HS_ACT_BUF_HIDDEN, HS_ACT_BUF_POOLED };
 
 const char *hs_stage_kind_name(enum hs_stage_kind k);
+
+/* Block features beyond BERT's (post-LayerNorm with biases, absolute positions from 0, token
+ * types, plain FFN, bidirectional attention, CLS / mean pooling). One X-macro row each: name,
+ * bit, what it is (printed when an engine lacks it). */
+#define HS_STAGE_FEATURES(X)                                                                       \
+    X(REL_POS_BIAS, 0, "relative-position attention bias")                                         \
+    X(POS_OFFSET, 2, "position offset")                                                            \
+    X(NO_TOKEN_TYPES, 3, "no token-type table")                                                    \
+    X(NO_BIAS, 4, "linear layers or norms without bias")                                           \
+    X(ROTARY, 5, "rotary positions")                                                               \
+    X(GATED_FFN, 6, "gated FFN")                                                                   \
+    X(ACT_SILU, 7, "SiLU activation")                                                              \
+    X(RMS_NORM, 8, "RMSNorm")                                                                      \
+    X(PRE_NORM, 9, "pre-norm blocks")                                                              \
+    X(CAUSAL, 10, "causal attention")                                                              \
+    X(GQA, 11, "grouped-query attention")                                                          \
+    X(POOL_LAST, 12, "last-token pooling")                                                         \
+    X(QK_NORM, 13, "qk-norm")                                                                      \
+    X(LOCAL_ATTN, 14, "sliding-window attention")                                                  \
+    X(FINAL_NORM, 15, "final norm")
+
+enum hs_stage_feature {
+#define HS__FEAT_ENUM(name, bit, what) HS_FEAT_##name = 1u << (bit),
+    HS_STAGE_FEATURES(HS__FEAT_ENUM)
+#undef HS__FEAT_ENUM
+};
+
+/* The features (HS_FEAT_* bits) stage st needs of the engine that runs it. */
+uint32_t hs_stage_features(const struct hs_stage *st);
+/* Writes the descriptions of the features in `bits`, comma-separated, to buf (always
+ * NUL-terminated); returns buf. */
+char *hs_stage_features_str(uint32_t bits, char *buf, size_t cap);
 
 #endif

@@ -1,13 +1,8 @@
 /* hetserve — model folder configuration (see config.h for the contract).
  *
- * config.json keys that are required: model_type, hidden_size, num_hidden_layers,
- * num_attention_heads, intermediate_size, max_position_embeddings, vocab_size. Optional with
- * HuggingFace's BertConfig defaults: type_vocab_size (2), layer_norm_eps (1e-12), hidden_act
- * ("gelu"), pad_token_id (0), position_embedding_type ("absolute"; anything else unsupported).
- * model_type "mpnet" (HF MPNetModel) differs: type_vocab_size defaults to 1 and must be 1 (no
- * token-type table), pad_token_id defaults to 1, positions start at pad_token_id + 1,
- * relative_attention_num_buckets (32) sizes the attention's relative-position bias.
- * A JSON null counts as absent for optional keys.
+ * config.json: model/arch.c reads it through the family's row of the architecture table (key
+ * names, HF defaults, block parameters). The other files of the folder are read here. A JSON
+ * null counts as absent for optional keys.
  */
 #include "model/config.h"
 
@@ -19,15 +14,9 @@
 
 #include "core/alloc.h"
 #include "core/file.h"
+#include "model/config_impl.h"
 
-/* Upper bounds keep every shape product below 2^63 and reject nonsense early. */
-#define CFG_MAX_HIDDEN       (1 << 16)
-#define CFG_MAX_INTERMEDIATE (1 << 20)
-#define CFG_MAX_LAYERS       4096
-#define CFG_MAX_VOCAB        (1 << 24)
-#define CFG_MAX_POSITIONS    (1 << 20)
-#define CFG_MAX_TYPE_VOCAB   (1 << 16)
-#define CFG_MAX_FILE_BYTES   (64u * 1024u * 1024u)
+#define CFG_MAX_FILE_BYTES (64u * 1024u * 1024u)
 
 /* Loads a JSON file. *root is NULL and HS_STATUS_OK when the file is absent and optional. */
 static hs_status load_json(const char *dir, const char *rel, int required, json_t **root,
@@ -60,9 +49,8 @@ out:
     return s;
 }
 
-/* Integer key in [lo, hi]. Absent (or null) and def_ok: *out = def. */
-static hs_status get_int(const json_t *obj, const char *label, const char *key, int def_ok, int def,
-                         long long lo, long long hi, int *out, struct hs_error *err)
+hs_status hs__cfg_int(const json_t *obj, const char *label, const char *key, int def_ok, int def,
+                      long long lo, long long hi, int *out, struct hs_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
@@ -82,9 +70,8 @@ static hs_status get_int(const json_t *obj, const char *label, const char *key, 
     return HS_STATUS_OK;
 }
 
-/* Boolean key. Absent (or null): *out = def. */
-static hs_status get_bool(const json_t *obj, const char *label, const char *key, bool def,
-                          bool *out, struct hs_error *err)
+hs_status hs__cfg_bool(const json_t *obj, const char *label, const char *key, bool def, bool *out,
+                       struct hs_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
@@ -97,9 +84,8 @@ static hs_status get_bool(const json_t *obj, const char *label, const char *key,
     return HS_STATUS_OK;
 }
 
-/* String key; absent (or null) gives *out = def. */
-static hs_status get_str(const json_t *obj, const char *label, const char *key, const char *def,
-                         const char **out, struct hs_error *err)
+hs_status hs__cfg_str(const json_t *obj, const char *label, const char *key, const char *def,
+                      const char **out, struct hs_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
@@ -112,115 +98,29 @@ static hs_status get_str(const json_t *obj, const char *label, const char *key, 
     return HS_STATUS_OK;
 }
 
+hs_status hs__cfg_float(const json_t *obj, const char *label, const char *key, double def,
+                        double lo, double hi, float *out, struct hs_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        *out = (float)def;
+        return HS_STATUS_OK;
+    }
+    if (!json_is_number(v))
+        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: '%s' must be a number", label, key);
+    double e = json_number_value(v);
+    if (!(e > lo && e < hi) || (float)e == 0.0f)
+        return hs_error_set(err, HS_STATUS_CORRUPT,
+                            "%s: '%s' = %g is out of range (%g, %g) or rounds to 0 as a float",
+                            label, key, e, lo, hi);
+    *out = (float)e;
+    return HS_STATUS_OK;
+}
+
 static hs_status parse_hf_root(const json_t *root, const char *label, struct hs_model_config *out,
                                int *pad_token_id, struct hs_error *err)
 {
-    if (!json_is_object(root))
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
-    struct hs_encoder_dims d;
-    memset(&d, 0, sizeof d);
-    hs_status s;
-
-    const char *mt = NULL;
-    if ((s = get_str(root, label, "model_type", NULL, &mt, err))) return s;
-    if (!mt)
-        return hs_error_set(err, HS_STATUS_CORRUPT, "%s: missing required key 'model_type'", label);
-    const bool mpnet = strcmp(mt, "mpnet") == 0;
-    if (strcmp(mt, "bert") != 0 && !mpnet)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "%s: model_type '%.64s' is not supported (only 'bert' and 'mpnet')",
-                            label, mt);
-
-    if ((s = get_int(root, label, "hidden_size", 0, 0, 1, CFG_MAX_HIDDEN, &d.hidden, err)) ||
-        (s = get_int(root, label, "num_hidden_layers", 0, 0, 1, CFG_MAX_LAYERS, &d.layers, err)) ||
-        (s = get_int(root, label, "num_attention_heads", 0, 0, 1, CFG_MAX_HIDDEN, &d.heads, err)) ||
-        (s = get_int(root, label, "intermediate_size", 0, 0, 1, CFG_MAX_INTERMEDIATE,
-                     &d.intermediate, err)) ||
-        (s = get_int(root, label, "max_position_embeddings", 0, 0, 1, CFG_MAX_POSITIONS,
-                     &d.max_positions, err)) ||
-        (s = get_int(root, label, "vocab_size", 0, 0, 1, CFG_MAX_VOCAB, &d.vocab, err)) ||
-        (s = get_int(root, label, "type_vocab_size", 1, mpnet ? 1 : 2, 1, CFG_MAX_TYPE_VOCAB,
-                     &d.type_vocab, err)))
-        return s;
-    if (mpnet && d.type_vocab != 1)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "%s: an mpnet model has no token types (type_vocab_size %d)", label,
-                            d.type_vocab);
-    if (d.hidden % d.heads != 0)
-        return hs_error_set(err, HS_STATUS_CORRUPT,
-                            "%s: hidden_size %d is not divisible by num_attention_heads %d", label,
-                            d.hidden, d.heads);
-    d.head_dim = d.hidden / d.heads;
-
-    int pad = 0;
-    if ((s = get_int(root, label, "pad_token_id", 1, mpnet ? 1 : 0, 0, d.vocab - 1, &pad, err)))
-        return s;
-    if (mpnet) {
-        /* HF MPNetEmbeddings: position ids count from padding_idx + 1; attention adds a bias per
-         * relative-position bucket (max_distance is fixed at 128 in HF's code) */
-        d.pos_offset = pad + 1;
-        if (d.pos_offset + 2 > d.max_positions)
-            return hs_error_set(err, HS_STATUS_CORRUPT,
-                                "%s: max_position_embeddings %d leaves no positions after "
-                                "pad_token_id %d",
-                                label, d.max_positions, pad);
-        if ((s = get_int(root, label, "relative_attention_num_buckets", 1, 32, 2, 1024,
-                         &d.rel_buckets, err)))
-            return s;
-        if (d.rel_buckets % 4 != 0)
-            return hs_error_set(err, HS_STATUS_CORRUPT,
-                                "%s: relative_attention_num_buckets %d is not a multiple of 4",
-                                label, d.rel_buckets);
-        d.rel_max_distance = 128;
-    }
-
-    const json_t *eps = json_object_get(root, "layer_norm_eps");
-    if (!eps || json_is_null(eps)) {
-        d.ln_eps = 1e-12f;
-    } else {
-        if (!json_is_number(eps))
-            return hs_error_set(err, HS_STATUS_CORRUPT, "%s: 'layer_norm_eps' must be a number",
-                                label);
-        double e = json_number_value(eps);
-        /* (the encoder adds it in float: one that rounds to 0 would divide by a zero variance) */
-        if (!(e > 0.0 && e < 1.0) || (float)e == 0.0f)
-            return hs_error_set(err, HS_STATUS_CORRUPT,
-                                "%s: 'layer_norm_eps' = %g is out of range (0, 1) or rounds to 0 "
-                                "as a float",
-                                label, e);
-        d.ln_eps = (float)e;
-    }
-
-    const char *act = NULL;
-    if ((s = get_str(root, label, "hidden_act", "gelu", &act, err))) return s;
-    if (strcmp(act, "gelu") == 0)
-        d.act = HS_ACT_GELU_ERF;
-    else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0)
-        d.act = HS_ACT_GELU_TANH;
-    else if (strcmp(act, "relu") == 0)
-        d.act = HS_ACT_RELU;
-    else
-        return hs_error_set(err, HS_STATUS_CORRUPT,
-                            "%s: unknown hidden_act '%.64s' (gelu, gelu_new, gelu_pytorch_tanh, "
-                            "relu)",
-                            label, act);
-
-    const char *pet = NULL;
-    if ((s = get_str(root, label, "position_embedding_type", "absolute", &pet, err))) return s;
-    /* mpnet: absolute positions plus the relative bias above, whatever this key says */
-    if (mpnet) pet = "absolute";
-    if (strcmp(pet, "absolute") != 0)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "%s: position_embedding_type '%.64s' is not supported (only "
-                            "'absolute')",
-                            label, pet);
-
-    d.pool = HS_POOL_MEAN;
-    d.normalize = false;
-    out->dims = d;
-    snprintf(out->model_type, sizeof out->model_type, "%s", mt);
-    if (pad_token_id) *pad_token_id = pad;
-    return HS_STATUS_OK;
+    return hs__arch_parse(root, label, out, pad_token_id, err);
 }
 
 hs_status hs_model_config_parse_hf(const char *json_text, const char *label,
@@ -245,7 +145,7 @@ static hs_status parse_pooling(const json_t *root, const char *label, struct hs_
 {
     if (!json_is_object(root))
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
-    bool mean = false, cls = false;
+    bool mean = false, cls = false, last = false;
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)root, key, v)
@@ -259,20 +159,23 @@ static hs_status parse_pooling(const json_t *root, const char *label, struct hs_
             mean = true;
         else if (strcmp(key, "pooling_mode_cls_token") == 0)
             cls = true;
+        else if (strcmp(key, "pooling_mode_lasttoken") == 0)
+            last = true;
         else
             return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                                "%s: '%s' is not supported (only mean or CLS pooling)", label, key);
+                                "%s: '%s' is not supported (only mean, CLS or last-token pooling)",
+                                label, key);
     }
-    if (mean && cls)
+    if (mean + cls + last > 1)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "%s: mean and CLS pooling together are not supported", label);
-    if (!mean && !cls)
+                            "%s: more than one pooling mode together is not supported", label);
+    if (!mean && !cls && !last)
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: no pooling mode is enabled", label);
-    d->pool = mean ? HS_POOL_MEAN : HS_POOL_CLS;
+    d->pool = mean ? HS_POOL_MEAN : cls ? HS_POOL_CLS : HS_POOL_LAST;
 
     int dim = 0;
-    hs_status s = get_int(root, label, "word_embedding_dimension", 1, d->hidden, 1, CFG_MAX_HIDDEN,
-                          &dim, err);
+    hs_status s = hs__cfg_int(root, label, "word_embedding_dimension", 1, d->hidden, 1,
+                              CFG_MAX_HIDDEN, &dim, err);
     if (s) return s;
     if (dim != d->hidden)
         return hs_error_set(err, HS_STATUS_CORRUPT,
@@ -320,9 +223,9 @@ static hs_status parse_tokenizer_config(const json_t *root, const char *label,
     if (!json_is_object(root))
         return hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
     hs_status s;
-    if ((s = get_bool(root, label, "do_lower_case", true, &c->do_lower_case, err)) ||
-        (s = get_bool(root, label, "tokenize_chinese_chars", true, &c->tokenize_chinese_chars,
-                      err)))
+    if ((s = hs__cfg_bool(root, label, "do_lower_case", true, &c->do_lower_case, err)) ||
+        (s = hs__cfg_bool(root, label, "tokenize_chinese_chars", true, &c->tokenize_chinese_chars,
+                          err)))
         return s;
     /* Special tokens: a string, or an AddedToken object {"content": ...}. */
     static const char *const keys[] = {"cls_token", "sep_token", "unk_token", "pad_token",
@@ -399,8 +302,8 @@ hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, str
         if (!json_is_object(root))
             s = hs_error_set(err, HS_STATUS_CORRUPT, "%s: top level is not a JSON object", label);
         else
-            s = get_int(root, label, "max_seq_length", 1, positions, 2, INT32_MAX, &c.max_seq_len,
-                        err);
+            s = hs__cfg_int(root, label, "max_seq_length", 1, positions, 2, INT32_MAX,
+                            &c.max_seq_len, err);
         json_decref(root);
         if (s) return s;
         if (c.max_seq_len > positions) c.max_seq_len = positions;

@@ -1,7 +1,8 @@
 /* hetserve — model folder configuration.
  *
  * Reads the files of a HuggingFace / sentence-transformers model folder:
- *   config.json                      BERT hyper-parameters (required)
+ *   config.json                      model_type and hyper-parameters (required; model/arch.h
+ *                                    names the families and their keys)
  *   1_Pooling/config.json            pooling mode (optional; default mean)
  *   modules.json                     whether a Normalize module follows (optional)
  *   sentence_bert_config.json        max_seq_length (optional)
@@ -19,12 +20,15 @@
 #include "core/status.h"
 #include "engine/stage.h"
 
+struct hs_arch;
+
 struct hs_model_config {
     struct hs_encoder_dims dims;
     int max_seq_len; /* sentence_bert_config max_seq_length, capped by the positions a
                         sequence can use (max_positions - pos_offset) */
     int pad_token_id;
-    char model_type[32]; /* "bert" or "mpnet" */
+    char model_type[32];        /* config.json's model_type, e.g. "bert", "xlm-roberta" */
+    const struct hs_arch *arch; /* its family's row (model/arch.h) */
     /* tokenizer options */
     bool do_lower_case;          /* default true */
     int strip_accents;           /* -1 = follow do_lower_case (HF null), 0 = no, 1 = yes */

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "model/arch.h"
 #include "model/safetensors.h"
+#include "model/weights.h"
 
 #define MODEL_PATH_MAX 4096
 
@@ -31,22 +33,70 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* Finds `name` (HF name without the "bert." prefix; alt is an alternative last component such as
- * "gamma" for "weight", or NULL), checks dtype and shape [d0] or [d0, d1] (d1 < 0: 1-D). */
-static hs_status find_weight(struct loader *L, const char *stem, const char *leaf,
-                             const char *alt_leaf, int64_t d0, int64_t d1, struct hs_tensor *out)
+static int64_t dim_of(const struct hs_encoder_dims *d, enum hs_arch_dim a)
 {
-    static const char *const prefixes[] = {"", "bert.", "mpnet."};
-    const char *leaves[] = {leaf, alt_leaf};
-    char name[256];
-    for (int li = 0; li < 2; li++) {
-        if (!leaves[li]) continue;
-        for (int pi = 0; pi < 3; pi++) {
-            snprintf(name, sizeof name, "%s%s.%s", prefixes[pi], stem, leaves[li]);
-            if (hs_safetensors_get(L->m->weights, name, out, NULL) != HS_STATUS_OK) continue;
+    switch (a) {
+    case HS_AD_H:
+        return d->hidden;
+    case HS_AD_I:
+        return d->intermediate;
+    case HS_AD_V:
+        return d->vocab;
+    case HS_AD_P:
+        return d->max_positions;
+    case HS_AD_T:
+        return d->type_vocab;
+    case HS_AD_RB:
+        return d->rel_buckets;
+    case HS_AD_NH:
+        return d->heads;
+    case HS_AD_Q:
+        return (int64_t)d->heads * d->head_dim;
+    case HS_AD_KV:
+        return (int64_t)(d->kv_heads > 0 ? d->kv_heads : d->heads) * d->head_dim;
+    case HS_AD_HD:
+        return d->head_dim;
+    case HS_AD_NONE:
+        break;
+    }
+    return -1;
+}
 
-            int64_t want[2] = {d0, d1};
-            int want_ndim = d1 < 0 ? 1 : 2;
+/* TensorFlow-era LayerNorm names: ".weight" -> ".gamma", ".bias" -> ".beta". */
+static bool gamma_name(const char *stem, char *out, size_t cap)
+{
+    size_t n = strlen(stem);
+    const char *leaf = NULL;
+    size_t cut = 0;
+    if (n > 7 && strcmp(stem + n - 7, ".weight") == 0) leaf = ".gamma", cut = 7;
+    if (n > 5 && strcmp(stem + n - 5, ".bias") == 0) leaf = ".beta", cut = 5;
+    if (!leaf) return false;
+    snprintf(out, cap, "%.*s%s", (int)(n - cut), stem, leaf);
+    return true;
+}
+
+/* Finds the tensor of one row of the family's map for layer `layer`, tried under each of the
+ * family's prefixes (and the gamma / beta spelling where the row allows it); checks dtype,
+ * shape and alignment; a fused row becomes a view of its block of rows. An optional row that is
+ * absent leaves *out empty. */
+static hs_status find_tensor(struct loader *L, const struct hs_arch_tensor *t, int layer,
+                             struct hs_tensor *out)
+{
+    const struct hs_arch *a = L->m->config.arch;
+    const struct hs_encoder_dims *d = &L->m->config.dims;
+    char stems[2][160], name[224];
+    snprintf(stems[0], sizeof stems[0], t->name, layer);
+    const int n_stems =
+        (t->flags & HS_ARCH_GAMMA) && gamma_name(stems[0], stems[1], sizeof stems[1]) ? 2 : 1;
+    const int parts = t->parts > 1 ? t->parts : 1;
+    const int64_t rows = dim_of(d, t->rows), cols = t->cols == HS_AD_NONE ? -1 : dim_of(d, t->cols);
+    for (int si = 0; si < n_stems; si++) {
+        for (const char *const *pre = a->prefixes; *pre; pre++) {
+            snprintf(name, sizeof name, "%.32s%.180s", *pre, stems[si]);
+            if (hs_weights_get(L->m->weights, name, out, NULL) != HS_STATUS_OK) continue;
+
+            int64_t want[2] = {rows * parts, cols};
+            int want_ndim = cols < 0 ? 1 : 2;
             int ok = out->ndim == want_ndim;
             for (int i = 0; ok && i < want_ndim; i++) ok = out->shape[i] == want[i];
             if (!is_float_dtype(out->dtype))
@@ -68,121 +118,90 @@ static hs_status find_weight(struct loader *L, const char *stem, const char *lea
                                     "%s: tensor '%s' data is not aligned to its %zu-byte "
                                     "elements (unpadded header)",
                                     L->st_path, name, hs_dtype_size(out->dtype));
+            if (parts > 1) { /* rows [part * rows, (part + 1) * rows): contiguous */
+                const size_t block =
+                    (size_t)rows * (size_t)(cols < 0 ? 1 : cols) * hs_dtype_size(out->dtype);
+                out->data = (const char *)out->data + block * t->part;
+                out->shape[0] = rows;
+                out->bytes = block;
+            }
             return HS_STATUS_OK;
         }
     }
-    return hs_error_set(L->err, HS_STATUS_CORRUPT,
-                        "%s: missing tensor '%s.%s' (also looked for the 'bert.' and 'mpnet.' "
-                        "prefixes%s%s)",
-                        L->st_path, stem, leaf, alt_leaf ? " and ." : "", alt_leaf ? alt_leaf : "");
+    memset(out, 0, sizeof *out);
+    if (t->flags & HS_ARCH_OPTIONAL) return HS_STATUS_OK;
+    char tried[96];
+    size_t n = 0;
+    tried[0] = '\0';
+    for (const char *const *pre = a->prefixes; *pre; pre++)
+        if (**pre && n < sizeof tried)
+            n += (size_t)snprintf(tried + n, sizeof tried - n, "%s'%s'", n ? " and " : "", *pre);
+    return hs_error_set(
+        L->err, HS_STATUS_CORRUPT, "%s: missing tensor '%s' (also looked for the %s prefix%s%s%s)",
+        L->st_path, stems[0], tried, n_stems > 1 ? " and " : "", n_stems > 1 ? stems[1] : "", "");
 }
 
-/* A linear layer: weight [out, in] and bias [out]. */
-static hs_status find_linear(struct loader *L, const char *stem, int64_t n_out, int64_t n_in,
-                             struct hs_tensor *w, struct hs_tensor *b)
+/* Fills a stage's roles from the rows of the family's map that belong to its kind. */
+static hs_status fill_stage(struct loader *L, struct hs_stage *st)
 {
-    hs_status s = find_weight(L, stem, "weight", NULL, n_out, n_in, w);
-    if (!s) s = find_weight(L, stem, "bias", NULL, n_out, -1, b);
-    return s;
+    const struct hs_arch *a = L->m->config.arch;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const struct hs_arch_tensor *t = &a->tensors[i];
+        if (t->stage != st->kind) continue;
+        hs_status s = find_tensor(L, t, st->layer, &st->w[t->role]);
+        if (s) return s;
+    }
+    return HS_STATUS_OK;
 }
 
-static hs_status find_layernorm(struct loader *L, const char *stem, int64_t n, struct hs_tensor *g,
-                                struct hs_tensor *b)
-{
-    hs_status s = find_weight(L, stem, "weight", "gamma", n, -1, g);
-    if (!s) s = find_weight(L, stem, "bias", "beta", n, -1, b);
-    return s;
-}
-
+/* The stage list of any family: embed, then attn and ffn per layer, then final_norm (pre-norm
+ * families), pool and normalize; each stage's weights are the rows of the family's tensor map
+ * for its kind. */
 static hs_status build_stages(struct loader *L)
 {
     struct hs_model *m = L->m;
     const struct hs_encoder_dims *d = &m->config.dims;
-    const int64_t H = d->hidden, I = d->intermediate;
-    const bool mpnet = d->rel_buckets > 0;
-    hs_status s;
-
-    m->n_stages = 1 + 2 * d->layers + 2;
+    struct layout_row {
+        enum hs_stage_kind kind;
+        bool per_layer;
+        const char *name; /* printf pattern, %d = layer */
+    };
+    static const struct layout_row all[] = {
+        {HS_STAGE_EMBED, false, "embed"},
+        {HS_STAGE_ATTN, true, "layer%d.attn"},
+        {HS_STAGE_FFN, true, "layer%d.ffn"},
+        {HS_STAGE_FINAL_NORM, false, "final_norm"}, /* only where dims.final_norm */
+        {HS_STAGE_POOL, false, "pool"},
+        {HS_STAGE_NORMALIZE, false, "normalize"},
+    };
+    struct layout_row layout[sizeof all / sizeof all[0]];
+    int n_layout = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].kind != HS_STAGE_FINAL_NORM || d->final_norm) layout[n_layout++] = all[i];
+    int n = 0;
+    for (int i = 0; i < n_layout; i++) n += layout[i].per_layer ? d->layers : 1;
+    m->n_stages = n;
     m->stages = hs_calloc((size_t)m->n_stages, sizeof *m->stages);
     if (!m->stages)
         return hs_error_set(L->err, HS_STATUS_NO_MEMORY, "%s: out of memory for stages", m->dir);
-    for (int i = 0; i < m->n_stages; i++) {
-        m->stages[i].dims = d;
-        m->stages[i].layer = -1;
+    /* per-layer kinds interleave: layer0.attn, layer0.ffn, layer1.attn, ... */
+    int k = 0;
+    for (int i = 0; i < n_layout; i++) {
+        if (layout[i].per_layer && i > 0 && layout[i - 1].per_layer) continue;
+        int run = i; /* the per-layer kinds listed together from i */
+        while (run + 1 < n_layout && layout[i].per_layer && layout[run + 1].per_layer) run++;
+        const int reps = layout[i].per_layer ? d->layers : 1;
+        for (int l = 0; l < reps; l++)
+            for (int j = i; j <= run; j++) {
+                struct hs_stage *st = &m->stages[k++];
+                st->kind = layout[j].kind;
+                st->layer = layout[j].per_layer ? l : -1;
+                st->dims = d;
+                snprintf(st->name, sizeof st->name, layout[j].name, l);
+                hs_status s = fill_stage(L, st);
+                if (s) return s;
+            }
     }
-
-    struct hs_stage *st = &m->stages[0];
-    st->kind = HS_STAGE_EMBED;
-    snprintf(st->name, sizeof st->name, "embed");
-    if ((s = find_weight(L, "embeddings.word_embeddings", "weight", NULL, d->vocab, H,
-                         &st->w[HS_W_WORD_EMB])) ||
-        (s = find_weight(L, "embeddings.position_embeddings", "weight", NULL, d->max_positions, H,
-                         &st->w[HS_W_POS_EMB])) ||
-        (!mpnet && (s = find_weight(L, "embeddings.token_type_embeddings", "weight", NULL,
-                                    d->type_vocab, H, &st->w[HS_W_TYPE_EMB]))) ||
-        (s = find_layernorm(L, "embeddings.LayerNorm", H, &st->w[HS_W_EMB_LN_G],
-                            &st->w[HS_W_EMB_LN_B])))
-        return s;
-    /* MPNet: one relative-position bias table, shared by every layer's attention */
-    struct hs_tensor rel_bias = {0};
-    if (mpnet && (s = find_weight(L, "encoder.relative_attention_bias", "weight", NULL,
-                                  d->rel_buckets, d->heads, &rel_bias)))
-        return s;
-
-    char stem[128];
-    for (int l = 0; l < d->layers; l++) {
-        struct hs_stage *a = &m->stages[1 + 2 * l], *f = &m->stages[2 + 2 * l];
-        a->kind = HS_STAGE_ATTN;
-        a->layer = l;
-        snprintf(a->name, sizeof a->name, "layer%d.attn", l);
-        f->kind = HS_STAGE_FFN;
-        f->layer = l;
-        snprintf(f->name, sizeof f->name, "layer%d.ffn", l);
-
-#define LAYER_STEM(suffix) (snprintf(stem, sizeof stem, "encoder.layer.%d.%s", l, suffix), stem)
-        if (mpnet) {
-            /* HF MPNetLayer: attention.attn.{q,k,v,o}, attention.LayerNorm; the FFN is BERT's */
-            a->w[HS_W_REL_BIAS] = rel_bias;
-            if ((s = find_linear(L, LAYER_STEM("attention.attn.q"), H, H, &a->w[HS_W_Q],
-                                 &a->w[HS_W_Q_B])) ||
-                (s = find_linear(L, LAYER_STEM("attention.attn.k"), H, H, &a->w[HS_W_K],
-                                 &a->w[HS_W_K_B])) ||
-                (s = find_linear(L, LAYER_STEM("attention.attn.v"), H, H, &a->w[HS_W_V],
-                                 &a->w[HS_W_V_B])) ||
-                (s = find_linear(L, LAYER_STEM("attention.attn.o"), H, H, &a->w[HS_W_ATTN_OUT],
-                                 &a->w[HS_W_ATTN_OUT_B])) ||
-                (s = find_layernorm(L, LAYER_STEM("attention.LayerNorm"), H, &a->w[HS_W_ATTN_LN_G],
-                                    &a->w[HS_W_ATTN_LN_B])))
-                return s;
-        } else if ((s = find_linear(L, LAYER_STEM("attention.self.query"), H, H, &a->w[HS_W_Q],
-                                    &a->w[HS_W_Q_B])) ||
-                   (s = find_linear(L, LAYER_STEM("attention.self.key"), H, H, &a->w[HS_W_K],
-                                    &a->w[HS_W_K_B])) ||
-                   (s = find_linear(L, LAYER_STEM("attention.self.value"), H, H, &a->w[HS_W_V],
-                                    &a->w[HS_W_V_B])) ||
-                   (s = find_linear(L, LAYER_STEM("attention.output.dense"), H, H,
-                                    &a->w[HS_W_ATTN_OUT], &a->w[HS_W_ATTN_OUT_B])) ||
-                   (s = find_layernorm(L, LAYER_STEM("attention.output.LayerNorm"), H,
-                                       &a->w[HS_W_ATTN_LN_G], &a->w[HS_W_ATTN_LN_B])))
-            return s;
-        if ((s = find_linear(L, LAYER_STEM("intermediate.dense"), I, H, &f->w[HS_W_FFN_IN],
-                             &f->w[HS_W_FFN_IN_B])) ||
-            (s = find_linear(L, LAYER_STEM("output.dense"), H, I, &f->w[HS_W_FFN_OUT],
-                             &f->w[HS_W_FFN_OUT_B])) ||
-            (s = find_layernorm(L, LAYER_STEM("output.LayerNorm"), H, &f->w[HS_W_FFN_LN_G],
-                                &f->w[HS_W_FFN_LN_B])))
-            return s;
-#undef LAYER_STEM
-    }
-
-    /* Pool and normalize have no weights; normalize is always listed and is a no-op when
-     * dims.normalize is false (the stage list has a fixed shape). */
-    st = &m->stages[m->n_stages - 2];
-    st->kind = HS_STAGE_POOL;
-    snprintf(st->name, sizeof st->name, "pool");
-    st = &m->stages[m->n_stages - 1];
-    st->kind = HS_STAGE_NORMALIZE;
-    snprintf(st->name, sizeof st->name, "normalize");
     return HS_STATUS_OK;
 }
 
@@ -246,7 +265,8 @@ static hs_status load(const char *dir, bool weights, struct hs_model **out, stru
     }
 
     if (!weights) goto done;
-    if ((s = hs_safetensors_open(L.st_path, &m->weights, err))) goto fail;
+    if ((s = hs_weights_open(dir, &m->weights, err))) goto fail;
+    snprintf(L.st_path, sizeof L.st_path, "%s", hs_weights_path(m->weights));
     if ((s = build_stages(&L))) goto fail;
     {
         struct hs_quant_plan plan;
@@ -288,7 +308,7 @@ void hs_model_free(struct hs_model *m)
     hs_free(m->stages);
     hs_free(m->quant);
     hs_safetensors_close(m->quant_weights);
-    hs_safetensors_close(m->weights);
+    hs_weights_close(m->weights);
     if (m->tokenizer) hs_tokenizer_free(m->tokenizer);
     hs_free(m->name);
     hs_free(m->dir);

@@ -1,10 +1,11 @@
 /* hetserve — a loaded encoder model.
  *
- * hs_model_load reads a model folder (config files, vocab.txt, model.safetensors), validates
+ * hs_model_load reads a model folder (config files, vocab.txt, model.safetensors or the shards
+ * of model.safetensors.index.json), validates
  * every tensor the encoder needs (name, dtype, shape) and builds the encoder as an ordered list
  * of stages (engine/stage.h) whose weights point into the read-only file mapping. Weights are
  * loaded once and shared; engines make their own resident copies in stage_prepare.
- * Tensor names are accepted with or without the "bert." prefix.
+ * Tensor names come from the family's row of the architecture table (model/arch.h).
  *
  * A model is read-only after load and safe to share between threads.
  */
@@ -17,13 +18,15 @@
 #include "model/quant.h"
 #include "model/tokenizer.h"
 
+struct hs_weights;
+
 struct hs_model {
     char *dir;
     char *name; /* folder's base name, e.g. "all-MiniLM-L6-v2" */
     struct hs_model_config config;
     struct hs_tokenizer *tokenizer;
-    struct hs_safetensors *weights;
-    int n_stages;                         /* 1 + 2 * layers + 2 */
+    struct hs_weights *weights;           /* model.safetensors or its shards (model/weights.h) */
+    int n_stages;                         /* 1 + 2 * layers + 2 (model/arch.h) */
     struct hs_stage *stages;              /* embed, layer0.attn, layer0.ffn, ..., pool, normalize */
     struct hs_quant_plan *quant;          /* the folder's quant.json (model/quant.h), or NULL */
     struct hs_safetensors *quant_weights; /* its quant.safetensors (smoothing), or NULL */

@@ -380,7 +380,8 @@ hs_status hs_profile_lane(const struct hs_model *m, hs_engine_t e, enum hs_dtype
     r.prep = hs_calloc((size_t)m->n_stages, sizeof(void *));
     r.dtype = hs_calloc((size_t)m->n_stages, sizeof(enum hs_dtype));
     bool host_ok = true;
-    for (int k = HS_STAGE_ATTN; k <= HS_STAGE_POOL; k++) {
+    for (int k = 0; k < HS_STAGE_COUNT; k++) { /* every kind that reads hidden */
+        if (k == HS_STAGE_EMBED || k == HS_STAGE_NORMALIZE) continue;
         r.in_hidden[k] = hs_malloc_aligned(sizeof(float) * (size_t)tokens_max * H, 64);
         host_ok &= r.in_hidden[k] != NULL;
     }

@@ -46,7 +46,10 @@ static hs_status read_model(const struct hs_model_cfg *mc, struct plan_model *pm
     hs_status st = hs_model_config_load(mc->path, &pm->config, err);
     if (st) return st;
     const int layers = pm->config.dims.layers;
-    pm->n_stages = 1 + 2 * layers + 2;
+    /* the stage list model.c builds: embed, attn / ffn per layer, final_norm (pre-norm families),
+     * pool, normalize */
+    const int fin = pm->config.dims.final_norm ? 1 : 0;
+    pm->n_stages = 1 + 2 * layers + fin + 2;
     if (pm->n_stages > HS_QUANT_MAX_STAGES)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "%s: %d layers", mc->path, layers);
     struct hs_stage *stages = hs_calloc((size_t)pm->n_stages, sizeof *stages);
@@ -63,8 +66,11 @@ static hs_status read_model(const struct hs_model_cfg *mc, struct plan_model *pm
             snprintf(s->name, sizeof s->name, "layer%d.%s", s->layer,
                      s->kind == HS_STAGE_FFN ? "ffn" : "attn");
         } else {
-            s->kind = i == 2 * layers + 1 ? HS_STAGE_POOL : HS_STAGE_NORMALIZE;
-            snprintf(s->name, sizeof s->name, "%s", i == 2 * layers + 1 ? "pool" : "normalize");
+            const int tail = i - 2 * layers - 1 + (1 - fin); /* 0 final_norm, 1 pool, 2 normalize */
+            s->kind = tail == 0   ? HS_STAGE_FINAL_NORM
+                      : tail == 1 ? HS_STAGE_POOL
+                                  : HS_STAGE_NORMALIZE;
+            snprintf(s->name, sizeof s->name, "%s", hs_stage_kind_name(s->kind));
         }
         pm->kinds[i] = s->kind;
     }

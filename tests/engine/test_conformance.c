@@ -11,7 +11,10 @@
  *   - bucket-padding invariance: the same batch shaped to a longer bucket gives the same result;
  *   - fault injection: an injected failure fails that batch with HS_STATUS_ENGINE, counts an
  *     error, and the next batch succeeds;
- *   - statistics: batches, sequences and tokens counted exactly, busy time > 0.
+ *   - statistics: batches, sequences and tokens counted exactly, busy time > 0;
+ *   - the architecture table's blocks (rotary, gated FFN, pre-norm, RMSNorm, causal and
+ *     grouped-query attention, local windows, qk-norm, final norm, last-token pooling): matched
+ *     where the engine declares them, refused at load, named, where it does not.
  * And the guards: an engine that runs no stage here (remote's shape: caps and nothing else) is
  * refused by the executor and by every per-batch wrapper with a clear error, never called
  * through a NULL method; an interface that claims stages without their methods is refused at
@@ -215,6 +218,7 @@ static void check_stages(const struct lane *l, struct rand_model *rm, const int 
         if (hs_engine_run_stage(e, ws, &rm->model.stages[s], prep[s], &err))
             fail_msg("%s: %s: %s", l->label, rm->model.stages[s].name, err.msg);
         assert_int_equal(hs_engine_act_read(e, ws, HS_ACT_BUF_HIDDEN, hidden, &err), 0);
+        if (rm->model.stages[s].kind == HS_STAGE_FINAL_NORM) continue; /* (the model check's) */
         for (int q = 0; q < n; q++) {
             for (int t = 0; t < lens[q]; t++) {
                 double c = cosine_fd(hidden + (size_t)(bt->offsets[q] + t) * H,
@@ -413,6 +417,106 @@ static void an_engine_without_stages_is_refused_not_called(void **state)
     rand_model_free(rm);
 }
 
+/* The block parameters of the architecture table (stage.h), at widths the tiny checkpoints of
+ * tests/model/test_arch.c do not reach: a lane whose engine declares every feature the model
+ * needs matches the reference stage by stage and as a whole; one that lacks some is refused at
+ * load with them named. */
+struct block_case {
+    const char *what;
+    struct hs_encoder_dims d;
+    unsigned flags;
+};
+
+static const struct block_case block_cases[] = {
+    {"rotary-half swiglu post-LN no-bias (NomicBERT)",
+     {.hidden = 128,
+      .heads = 2,
+      .head_dim = 64,
+      .intermediate = 192,
+      .layers = 2,
+      .pool = HS_POOL_MEAN,
+      .act = HS_ACT_SILU,
+      .ffn = HS_FFN_GATED,
+      .pos = HS_POS_ROTARY,
+      .rope_theta = 1000.0f,
+      .rotary_dim = 32},
+     RM_NO_BIAS},
+    {"pre-LN geglu local/global two bases final norm (ModernBERT)",
+     {.hidden = 128,
+      .heads = 2,
+      .head_dim = 64,
+      .intermediate = 160,
+      .layers = 3,
+      .pool = HS_POOL_CLS,
+      .ffn = HS_FFN_GATED,
+      .pos = HS_POS_ROTARY,
+      .rope_theta = 160000.0f,
+      .rope_theta_local = 10000.0f,
+      .rotary_dim = 64,
+      .norm_pre = true,
+      .final_norm = true,
+      .window = 8,
+      .global_every = 3,
+      .ln_eps = 1e-5f},
+     RM_NO_BIAS | RM_NO_TYPES | RM_NO_FIRST_NORM},
+    {"causal GQA RMSNorm qk-norm last-token (Qwen3)",
+     {.hidden = 96,
+      .heads = 4,
+      .kv_heads = 2,
+      .head_dim = 64,
+      .intermediate = 160,
+      .layers = 2,
+      .pool = HS_POOL_LAST,
+      .act = HS_ACT_SILU,
+      .ffn = HS_FFN_GATED,
+      .pos = HS_POS_ROTARY,
+      .rope_theta = 1000000.0f,
+      .rotary_dim = 64,
+      .norm = HS_NORM_RMS,
+      .norm_pre = true,
+      .final_norm = true,
+      .causal = true,
+      .ln_eps = 1e-6f},
+     RM_NO_BIAS | RM_NO_TYPES | RM_QK_NORM | RM_NO_EMB_NORM},
+};
+
+static void block_families_match_reference(void **state)
+{
+    (void)state;
+    find_lanes();
+    for (size_t c = 0; c < sizeof block_cases / sizeof block_cases[0]; c++)
+        for (int i = 0; i < n_lanes; i++) {
+            struct rand_model *rm =
+                rand_model_new_blocks(&block_cases[c].d, HS_DTYPE_F32, block_cases[c].flags);
+            uint32_t need = 0;
+            for (int s = 0; s < rm->model.n_stages; s++)
+                need |= hs_stage_features(&rm->model.stages[s]);
+            hs_engine_t e = make(&lanes[i]);
+            struct hs_engine_caps caps;
+            hs_engine_caps(e, &caps);
+            if (need & ~caps.features) {
+                struct hs_error err = {0};
+                struct hs_placement plan;
+                hs_placement_single(&rm->model, e, &plan);
+                struct hs_executor *x = NULL;
+                struct hs_executor_opts xo = {
+                    .batch_max = 4, .seq_max = 160, .dtype = lanes[i].dtype};
+                assert_int_equal(hs_executor_create(&rm->model, &plan, &xo, &x, &err),
+                                 HS_STATUS_UNSUPPORTED);
+                assert_non_null(strstr(err.msg, "does not implement"));
+                printf("conformance %s, %s: refused (%s)\n", lanes[i].label, block_cases[c].what,
+                       err.msg);
+            } else {
+                const int stage_lens[] = {1, 9, 40, 3}, model_lens[] = {1, 7, 16, 33, 128, 3};
+                check_stages(&lanes[i], rm, stage_lens, 4);
+                check_model(&lanes[i], rm, model_lens, 6);
+                printf("conformance %s, %s: ok\n", lanes[i].label, block_cases[c].what);
+            }
+            hs_engine_destroy(e);
+            rand_model_free(rm);
+        }
+}
+
 int main(void)
 {
     find_lanes();
@@ -423,6 +527,7 @@ int main(void)
         cmocka_unit_test(whole_model_mean_pooling),
         cmocka_unit_test(whole_model_cls_f16_weights_head64),
         cmocka_unit_test(an_engine_without_stages_is_refused_not_called),
+        cmocka_unit_test(block_families_match_reference),
     };
     return cmocka_run_group_tests_name("engine_conformance", tests, NULL, NULL);
 }

@@ -6,8 +6,9 @@
  * part is a file that is absent. The folder is a fresh temporary one per input.
  * Checks: a refused folder says why (status CORRUPT, UNSUPPORTED or NOT_FOUND for a missing
  * config.json, message naming the folder); an accepted one has sane dimensions (hidden a
- * multiple of heads, head_dim * heads = hidden, a max sequence length of at least 2 that fits
- * the positions after pos_offset, pad_token_id in the vocabulary, strip_accents -1/0/1,
+ * multiple of heads, head_dim * heads = hidden (but for qwen3's explicit head_dim), kv heads
+ * dividing heads, an even rotary dimension within the head, a max sequence length of at least 2
+ * that fits the positions after pos_offset, pad_token_id in the vocabulary, strip_accents -1/0/1,
  * terminated special tokens), and parsing its config.json alone gives the same dimensions;
  * nothing leaks Each input runs once more with allocations failing from the n-th on
  * (fuzz_fail_allocs): a clean refusal, nothing leaked.
@@ -18,6 +19,7 @@
 
 #include "core/alloc.h"
 #include "fuzz.h"
+#include "model/arch.h"
 #include "model/config.h"
 
 static const char *const files[5] = {"config.json", "1_Pooling/config.json", "modules.json",
@@ -92,7 +94,11 @@ static int check(const uint8_t *data, size_t size, size_t first_len)
     }
     const struct hs_encoder_dims *d = &c.dims;
     FUZZ_CHECK(d->hidden >= 1 && d->heads >= 1 && d->hidden % d->heads == 0);
-    FUZZ_CHECK(d->head_dim * d->heads == d->hidden);
+    /* heads of hidden / heads, or (qwen3) an explicit head_dim with grouped-query kv heads */
+    FUZZ_CHECK(d->head_dim >= 1 && d->kv_heads >= 1 && d->heads % d->kv_heads == 0);
+    FUZZ_CHECK(d->head_dim * d->heads == d->hidden || !strcmp(c.arch->model_type, "qwen3"));
+    FUZZ_CHECK(d->pos != HS_POS_ROTARY ||
+               (d->rotary_dim >= 2 && d->rotary_dim % 2 == 0 && d->rotary_dim <= d->head_dim));
     FUZZ_CHECK(d->layers >= 1 && d->intermediate >= 1 && d->vocab >= 1 && d->type_vocab >= 1);
     FUZZ_CHECK(d->pos_offset >= 0 && d->pos_offset < d->max_positions);
     FUZZ_CHECK(c.max_seq_len >= 2 && c.max_seq_len <= d->max_positions - d->pos_offset);
@@ -104,7 +110,7 @@ static int check(const uint8_t *data, size_t size, size_t first_len)
         FUZZ_CHECK(memchr(specials[i], '\0', sizeof c.cls_token) != NULL);
         FUZZ_CHECK(specials[i][0] != '\0');
     }
-    FUZZ_CHECK(!strcmp(c.model_type, "bert") || !strcmp(c.model_type, "mpnet"));
+    FUZZ_CHECK(c.arch && hs_arch_find(c.model_type) == c.arch);
 
     /* config.json alone, from memory: the same encoder */
     char *text = malloc(first_len + 1);

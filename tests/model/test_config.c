@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "model/arch.h"
 #include "model/config.h"
 
 static const char BASE_CONFIG[] =
@@ -193,7 +194,8 @@ static void hf_config_errors(void **state)
         {"layer_norm_eps", "-1e-12"},
         {"layer_norm_eps", "0"},
         {"layer_norm_eps", "1e-50"}, /* positive, but 0 as a float */
-        {"hidden_act", "\"swish\""},
+        {"hidden_act", "\"mish\""},
+        {"hidden_act", "\"swiglu\""}, /* gated: not BERT's FFN */
         {"hidden_act", "1"},
         {"pad_token_id", "100"},
         {"pad_token_id", "-1"},
@@ -208,8 +210,15 @@ static void hf_config_errors(void **state)
         if (!strstr(e.msg, bad[i].key) && !strstr(e.msg, "invalid JSON"))
             fail_msg("%s=%s: message '%s'", bad[i].key, bad[i].value, e.msg);
     }
-    assert_int_equal(parse(with("model_type", "\"roberta\""), &c, &e), HS_STATUS_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "roberta"));
+    /* an unknown family is refused with the supported list */
+    assert_int_equal(parse(with("model_type", "\"gpt2\""), &c, &e), HS_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "gpt2"));
+    assert_non_null(strstr(e.msg, "'bert', 'mpnet', 'roberta', 'xlm-roberta'"));
+    /* aliases find their family's row; the folder's spelling is kept */
+    assert_int_equal(parse(with("model_type", "\"xlm-roberta\""), &c, &e), HS_STATUS_OK);
+    assert_string_equal(c.model_type, "xlm-roberta");
+    assert_string_equal(c.arch->model_type, "roberta");
+    assert_int_equal(c.dims.pos_offset, 1); /* pad_token_id 0 in this config: 0 + 1 */
     assert_int_equal(
         parse(with("hidden_act", "\"gelu\",\"position_embedding_type\":\"relative_key\""), &c, &e),
         HS_STATUS_UNSUPPORTED);

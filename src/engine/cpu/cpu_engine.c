@@ -41,13 +41,14 @@ struct cpu_prep {
     enum hs_dtype dtype;               /* F32, I8 or BF16 */
     struct hs_ql_weights ql[QL_COUNT]; /* dtype I8 / BF16 attention and FFN stages */
     float *w[HS_W_COUNT];
-    float *qkv_w; /* [3H, H]: q, k, v stacked so one GEMM computes all three */
-    float *qkv_b; /* [3H] */
+    float *qkv_w; /* [qkv_cols, H]: q, k, v stacked so one GEMM computes all three */
+    float *qkv_b; /* [qkv_cols] (zeros where the model has no bias) */
+    float *ffn_w; /* gated FFN: [2I, H], up then gate stacked so one GEMM computes both */
     /* the same weights packed for the small-M GEMM (NULL when it is not used) */
     float *packed_qkv, *packed_out, *packed_in, *packed_ffn_out;
     float *rel;   /* MPNet: [heads, 2 * rel_span - 1] score bias by relative position, or NULL */
     int rel_span; /* longest sequence the table covers */
-    void *owned[HS_W_COUNT + 7];
+    void *owned[HS_W_COUNT + 8];
     int n_owned;
 };
 
@@ -56,11 +57,14 @@ struct cpu_ws {
     struct hs_encoder_dims dims;
     int n_seqs, n_tokens, seq_max;
     int32_t *ids, *type_ids, *pos_ids, *offsets;
-    float *hidden; /* [tokens_max, H] */
-    float *qkv;    /* [tokens_max, 3H] */
-    float *tmp;    /* [tokens_max, max(H, I)] : attention context, FFN intermediate */
-    float *tmp2;   /* [tokens_max, H] */
-    float *pooled; /* [batch_max, H] */
+    float *hidden;     /* [tokens_max, H] */
+    float *qkv;        /* [tokens_max, qkv_cols] */
+    float *tmp;        /* [tokens_max, max(H, I)] : attention context, FFN intermediate */
+    float *tmp2;       /* [tokens_max, H] */
+    float *pooled;     /* [batch_max, H] */
+    float *ug;         /* gated FFN: [tokens_max, 2I], up | gate; NULL otherwise */
+    float *rope;       /* rotary: [seq_max, rotary_dim] cos | sin (kernels.h); NULL otherwise */
+    float *rope_local; /* rotary with another base for local layers: the same for it */
     float *scratch;
     float *pad; /* threads * 8 * max(H, I): tail rows of the small-M GEMM */
     int scratch_threads;
@@ -71,6 +75,37 @@ struct cpu_ws {
     float *ql_sx;
     int32_t *ql_acc;
 };
+
+/* Attention widths: q columns (heads * head_dim), and k and v columns each (kv_heads *
+ * head_dim); the QKV buffer's rows are q | k | v. */
+static int q_cols(const struct hs_encoder_dims *d)
+{
+    return d->heads * d->head_dim;
+}
+static int kv_cols(const struct hs_encoder_dims *d)
+{
+    return (d->kv_heads > 0 ? d->kv_heads : d->heads) * d->head_dim;
+}
+static int qkv_cols(const struct hs_encoder_dims *d)
+{
+    return q_cols(d) + 2 * kv_cols(d);
+}
+/* Width of the tmp buffer (attention context, FFN intermediate) and of the inputs the small-M
+ * GEMM pads: the widest of hidden, intermediate and the q columns. */
+static int64_t act_wide(const struct hs_encoder_dims *d)
+{
+    int64_t w = d->hidden > d->intermediate ? d->hidden : d->intermediate;
+    return q_cols(d) > w ? q_cols(d) : w;
+}
+
+/* Output width of the widest reduced-precision linear layer: q | k | v, or the FFN's first
+ * (up | gate when gated). */
+static int64_t ql_widest(const struct hs_encoder_dims *d)
+{
+    const int64_t qkv = qkv_cols(d);
+    const int64_t in = (d->ffn == HS_FFN_GATED ? 2 : 1) * (int64_t)d->intermediate;
+    return qkv > in ? qkv : in;
+}
 
 static void cpu_destroy(void *ctx)
 {
@@ -112,7 +147,10 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
     out->stages = (1u << HS_STAGE_COUNT) - 1;
     const dnnl_version_t *v = dnnl_version();
     snprintf(out->gemm, sizeof out->gemm, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
-    out->features = HS_ENGINE_FEAT_MPNET;
+    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
+                    HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU |
+                    HS_FEAT_RMS_NORM | HS_FEAT_PRE_NORM | HS_FEAT_CAUSAL | HS_FEAT_GQA |
+                    HS_FEAT_POOL_LAST | HS_FEAT_QK_NORM | HS_FEAT_LOCAL_ATTN | HS_FEAT_FINAL_NORM;
 }
 
 static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)
@@ -152,6 +190,9 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
             (r == HS_W_Q || r == HS_W_K || r == HS_W_V || r == HS_W_Q_B || r == HS_W_K_B ||
              r == HS_W_V_B || r == HS_W_REL_BIAS))
             continue; /* stacked / expanded below */
+        if (st->kind == HS_STAGE_FFN && st->dims->ffn == HS_FFN_GATED &&
+            (r == HS_W_FFN_IN || r == HS_W_FFN_GATE))
+            continue; /* stacked below */
         p->w[r] = as_f32(p, &st->w[r], err);
         if (!p->w[r]) {
             cpu_stage_release(ctx, p);
@@ -159,9 +200,10 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         }
     }
     if (st->kind == HS_STAGE_ATTN) {
-        const int h = st->dims->hidden;
-        p->qkv_w = hs_malloc_aligned(sizeof(float) * 3 * (size_t)h * h, 64);
-        p->qkv_b = hs_malloc_aligned(sizeof(float) * 3 * (size_t)h, 64);
+        const int h = st->dims->hidden, nq = q_cols(st->dims), nkv = kv_cols(st->dims);
+        const int nqkv = nq + 2 * nkv;
+        p->qkv_w = hs_malloc_aligned(sizeof(float) * (size_t)nqkv * h, 64);
+        p->qkv_b = hs_malloc_aligned(sizeof(float) * (size_t)nqkv, 64);
         if (p->qkv_w) p->owned[p->n_owned++] = p->qkv_w;
         if (p->qkv_b) p->owned[p->n_owned++] = p->qkv_b;
         if (!p->qkv_w || !p->qkv_b) {
@@ -202,12 +244,41 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         }
         const int roles[3] = {HS_W_Q, HS_W_K, HS_W_V};
         const int biases[3] = {HS_W_Q_B, HS_W_K_B, HS_W_V_B};
+        const int rows[3] = {nq, nkv, nkv}, first[3] = {0, nq, nq + nkv};
         for (int i = 0; i < 3; i++) {
-            hs_to_fp32(st->w[roles[i]].dtype, st->w[roles[i]].data, p->qkv_w + (size_t)i * h * h,
-                       (size_t)h * h);
-            hs_to_fp32(st->w[biases[i]].dtype, st->w[biases[i]].data, p->qkv_b + (size_t)i * h,
-                       (size_t)h);
+            if (!st->w[roles[i]].data ||
+                hs_tensor_numel(&st->w[roles[i]]) != (int64_t)rows[i] * h) {
+                cpu_stage_release(ctx, p);
+                return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                    "cpu: stage %s: q / k / v weights missing or of the wrong size",
+                                    st->name);
+            }
+            hs_to_fp32(st->w[roles[i]].dtype, st->w[roles[i]].data, p->qkv_w + (size_t)first[i] * h,
+                       (size_t)rows[i] * h);
+            if (st->w[biases[i]].data)
+                hs_to_fp32(st->w[biases[i]].dtype, st->w[biases[i]].data, p->qkv_b + first[i],
+                           (size_t)rows[i]);
+            else
+                memset(p->qkv_b + first[i], 0, sizeof(float) * (size_t)rows[i]);
         }
+    }
+    if (st->kind == HS_STAGE_FFN && st->dims->ffn == HS_FFN_GATED) {
+        const size_t hi = (size_t)st->dims->hidden * (size_t)st->dims->intermediate;
+        if (st->w[HS_W_FFN_IN_B].data || !st->w[HS_W_FFN_IN].data || !st->w[HS_W_FFN_GATE].data) {
+            cpu_stage_release(ctx, p);
+            return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                "cpu: stage %s: a gated FFN needs up and gate weights, without "
+                                "biases",
+                                st->name);
+        }
+        p->ffn_w = hs_malloc_aligned(sizeof(float) * 2 * hi, 64);
+        if (!p->ffn_w) {
+            cpu_stage_release(ctx, p);
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory");
+        }
+        p->owned[p->n_owned++] = p->ffn_w;
+        hs_to_fp32(st->w[HS_W_FFN_IN].dtype, st->w[HS_W_FFN_IN].data, p->ffn_w, hi);
+        hs_to_fp32(st->w[HS_W_FFN_GATE].dtype, st->w[HS_W_FFN_GATE].data, p->ffn_w + hi, hi);
     }
     struct cpu_ctx *c = ctx;
     const bool linear_stage = st->kind == HS_STAGE_ATTN || st->kind == HS_STAGE_FFN;
@@ -217,11 +288,12 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         int n[2], k[2], first;
         if (st->kind == HS_STAGE_ATTN) {
             first = QL_QKV;
-            src[0] = p->qkv_w, n[0] = 3 * h, k[0] = h;
-            src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
+            src[0] = p->qkv_w, n[0] = qkv_cols(st->dims), k[0] = h;
+            src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = q_cols(st->dims);
         } else {
             first = QL_FFN_IN;
-            src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            src[0] = p->ffn_w ? p->ffn_w : p->w[HS_W_FFN_IN], n[0] = p->ffn_w ? 2 * inter : inter;
+            k[0] = h;
             src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
         }
         for (int i = 0; i < 2; i++) {
@@ -267,10 +339,12 @@ static hs_status cpu_stage_prepare(void *ctx, const struct hs_stage *st, enum hs
         const float *src[2];
         int n[2], k[2];
         if (st->kind == HS_STAGE_ATTN) {
-            dst[0] = &p->packed_qkv, src[0] = p->qkv_w, n[0] = 3 * h, k[0] = h;
-            dst[1] = &p->packed_out, src[1] = p->w[HS_W_ATTN_OUT], n[1] = h, k[1] = h;
+            dst[0] = &p->packed_qkv, src[0] = p->qkv_w, n[0] = qkv_cols(st->dims), k[0] = h;
+            dst[1] = &p->packed_out, src[1] = p->w[HS_W_ATTN_OUT], n[1] = h;
+            k[1] = q_cols(st->dims);
         } else {
-            dst[0] = &p->packed_in, src[0] = p->w[HS_W_FFN_IN], n[0] = inter, k[0] = h;
+            dst[0] = &p->packed_in, src[0] = p->ffn_w ? p->ffn_w : p->w[HS_W_FFN_IN];
+            n[0] = p->ffn_w ? 2 * inter : inter, k[0] = h;
             dst[1] = &p->packed_ffn_out, src[1] = p->w[HS_W_FFN_OUT], n[1] = h, k[1] = inter;
         }
         for (int i = 0; i < 2; i++) {
@@ -299,6 +373,9 @@ static void cpu_ws_destroy(void *ctx, void *vws)
     hs_free_aligned(w->tmp);
     hs_free_aligned(w->tmp2);
     hs_free_aligned(w->pooled);
+    hs_free_aligned(w->ug);
+    hs_free_aligned(w->rope);
+    hs_free_aligned(w->rope_local);
     hs_free_aligned(w->scratch);
     hs_free_aligned(w->pad);
     hs__ql_cache_free(w->ql);
@@ -319,17 +396,42 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     w->spec.dims = &w->dims;
     const size_t T = (size_t)spec->tokens_max, B = (size_t)spec->batch_max;
     const size_t H = (size_t)w->dims.hidden, I = (size_t)w->dims.intermediate;
-    const size_t wide = I > H ? I : H;
+    const size_t wide = (size_t)act_wide(&w->dims);
     w->scratch_threads = c->threads;
     w->ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->type_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->pos_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->offsets = hs_malloc_aligned((B + 1) * sizeof(int32_t), 64);
     w->hidden = hs_malloc_aligned(T * H * sizeof(float), 64);
-    w->qkv = hs_malloc_aligned(T * 3 * H * sizeof(float), 64);
+    w->qkv = hs_malloc_aligned(T * (size_t)qkv_cols(&w->dims) * sizeof(float), 64);
     w->tmp = hs_malloc_aligned(T * wide * sizeof(float), 64);
     w->tmp2 = hs_malloc_aligned(T * H * sizeof(float), 64);
     w->pooled = hs_malloc_aligned(B * H * sizeof(float), 64);
+    bool extra_ok = true;
+    if (w->dims.ffn == HS_FFN_GATED) {
+        w->ug = hs_malloc_aligned(T * 2 * I * sizeof(float), 64);
+        extra_ok = extra_ok && w->ug;
+    }
+    if (w->dims.pos == HS_POS_ROTARY) {
+        const int rd = w->dims.rotary_dim;
+        if (rd < 2 || rd % 2 || rd > w->dims.head_dim) {
+            cpu_ws_destroy(vctx, w);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: rotary dimension %d", rd);
+        }
+        w->rope = hs_malloc_aligned((size_t)spec->seq_max * (size_t)rd * sizeof(float), 64);
+        if (w->rope)
+            hs__cpu_rope_table(w->rope, spec->seq_max, rd, w->dims.rope_theta,
+                               w->dims.rope_freq_div);
+        extra_ok = extra_ok && w->rope;
+        if (w->dims.rope_theta_local > 0.0f && w->dims.rope_theta_local != w->dims.rope_theta) {
+            w->rope_local =
+                hs_malloc_aligned((size_t)spec->seq_max * (size_t)rd * sizeof(float), 64);
+            if (w->rope_local)
+                hs__cpu_rope_table(w->rope_local, spec->seq_max, rd, w->dims.rope_theta_local,
+                                   w->dims.rope_freq_div);
+            extra_ok = extra_ok && w->rope_local;
+        }
+    }
     w->scratch = hs_malloc_aligned(
         (size_t)c->threads * (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) *
             sizeof(float),
@@ -341,7 +443,7 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     const bool want_ql = spec->dtypes == 0 || (spec->dtypes & reduced);
     if (want_ql) {
         const int rows = spec->tokens_max + c->threads * HS_QL_ROW_PAD;
-        const size_t widest = 3 * H > I ? 3 * H : I;
+        const size_t widest = (size_t)ql_widest(&w->dims);
         hs_status qs = hs__ql_cache_create(c->threads, &w->ql, err);
         if (qs) {
             cpu_ws_destroy(vctx, w);
@@ -353,7 +455,7 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     }
     if ((want_ql && (!w->ql_src || !w->ql_sx || !w->ql_acc)) || !w->ids || !w->type_ids ||
         !w->pos_ids || !w->offsets || !w->hidden || !w->qkv || !w->tmp || !w->tmp2 || !w->pooled ||
-        !w->scratch || !w->pad) {
+        !w->scratch || !w->pad || !extra_ok) {
         cpu_ws_destroy(vctx, w);
         return hs_error_set(err, HS_STATUS_NO_MEMORY,
                             "cpu: out of memory for a workspace of %d sequences, %d tokens",
@@ -391,12 +493,14 @@ int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_enco
     const int h = d->hidden, inter = d->intermediate;
     int64_t b = 0;
     if (stage == HS_STAGE_ATTN) {
-        b += (int64_t)sizeof(float) * 3 * ((int64_t)h * h + h); /* q, k, v stacked */
+        b += (int64_t)sizeof(float) * qkv_cols(d) * ((int64_t)h + 1); /* q, k, v stacked */
         if (d->rel_buckets > 0)
             b += (int64_t)sizeof(float) * d->heads * (2 * (d->max_positions - d->pos_offset) - 1);
     }
-    const int n0 = stage == HS_STAGE_ATTN ? 3 * h : inter, k0 = h;
-    const int n1 = h, k1 = stage == HS_STAGE_ATTN ? h : inter;
+    const bool gated = stage == HS_STAGE_FFN && d->ffn == HS_FFN_GATED;
+    if (gated) b += (int64_t)sizeof(float) * 2 * inter * h; /* up and gate stacked */
+    const int n0 = stage == HS_STAGE_ATTN ? qkv_cols(d) : (gated ? 2 : 1) * inter, k0 = h;
+    const int n1 = h, k1 = stage == HS_STAGE_ATTN ? q_cols(d) : inter;
     if (dtype == HS_DTYPE_I8 || dtype == HS_DTYPE_BF16)
         return b + ql_layer_bytes(dtype, n0, k0) + ql_layer_bytes(dtype, n1, k1);
     if (hs__cpu_small_gemm_available())
@@ -408,17 +512,25 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
                             int64_t *scratch)
 {
     const int64_t T = spec->tokens_max, B = spec->batch_max, H = spec->dims->hidden;
-    const int64_t I = spec->dims->intermediate, wide = I > H ? I : H;
+    const int64_t I = spec->dims->intermediate, wide = act_wide(spec->dims);
     const int64_t f = sizeof(float);
     /* ids, type ids, positions, offsets; hidden, q/k/v, the intermediate, the second hidden
      * buffer, pooled */
-    *activations = 3 * T * 4 + (B + 1) * 4 + f * (T * H + T * 3 * H + T * wide + T * H + B * H);
+    *activations =
+        3 * T * 4 + (B + 1) * 4 + f * (T * H + T * qkv_cols(spec->dims) + T * wide + T * H + B * H);
+    if (spec->dims->ffn == HS_FFN_GATED) *activations += f * T * 2 * I; /* up | gate */
+    if (spec->dims->pos == HS_POS_ROTARY)
+        *activations += f * spec->seq_max * spec->dims->rotary_dim *
+                        (spec->dims->rope_theta_local > 0.0f &&
+                                 spec->dims->rope_theta_local != spec->dims->rope_theta
+                             ? 2
+                             : 1); /* cos | sin, per base */
     int64_t s = f * threads * hs__cpu_attn_scratch_floats(spec->dims->head_dim, spec->seq_max) +
                 f * threads * 8 * wide;
     const uint32_t reduced = (1u << HS_DTYPE_I8) | (1u << HS_DTYPE_BF16);
     if (spec->dtypes == 0 || (spec->dtypes & reduced)) {
         const int64_t rows = T + (int64_t)threads * HS_QL_ROW_PAD;
-        const int64_t widest = 3 * H > I ? 3 * H : I;
+        const int64_t widest = ql_widest(spec->dims);
         s += hs__ql_src_bytes((int)rows, (int)wide) + f * rows + 4 * rows * widest;
     }
     *scratch = s;
@@ -579,11 +691,8 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
             return -1;
         }
         const struct hs_ql_weights *q = &sc->p->ql[which];
-        const size_t widest =
-            (size_t)(3 * w->dims.hidden > w->dims.intermediate ? 3 * w->dims.hidden
-                                                               : w->dims.intermediate);
-        const size_t wide =
-            (size_t)(w->dims.intermediate > w->dims.hidden ? w->dims.intermediate : w->dims.hidden);
+        const size_t widest = (size_t)ql_widest(&w->dims);
+        const size_t wide = (size_t)act_wide(&w->dims);
         const size_t r0 = (size_t)sc->row_base;
         return hs__ql_run(w->ql, sc->slot, q, x, bias, y, rows, act, nt,
                           (char *)w->ql_src + r0 * wide * 2, w->ql_sx + r0, w->ql_acc + r0 * widest,
@@ -617,32 +726,88 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
                       p->w[HS_W_EMB_LN_G], p->w[HS_W_EMB_LN_B], H, d->ln_eps, nt);
         return 0;
     case HS_STAGE_ATTN: {
-        float *qkv = w->qkv + (size_t)t0 * 3 * H, *ctx = w->tmp + ro;
-        if (linear(c, &sc, QL_QKV, pad, hidden, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, 3 * H, H,
-                   -1, nt))
+        const int nq = q_cols(d), nkv = kv_cols(d), nqkv = nq + 2 * nkv;
+        float *qkv = w->qkv + (size_t)t0 * nqkv, *ctx = w->tmp + (size_t)t0 * nq;
+        /* layer l is local when the family has a window and l is not a global layer */
+        const bool local = d->window > 0 && d->global_every > 0 && st->layer % d->global_every;
+        const float *in = hidden;
+        if (d->norm_pre && p->w[HS_W_ATTN_LN_G]) { /* (absent: an identity norm) */
+            hs__cpu_norm(tmp2, hidden, p->w[HS_W_ATTN_LN_G], p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps,
+                         d->norm, nt);
+            in = tmp2;
+        }
+        if (linear(c, &sc, QL_QKV, pad, in, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, nqkv, H, -1,
+                   nt))
             return -1;
+        if (p->w[HS_W_Q_NORM])
+            hs__cpu_head_rms(w->qkv, t0, t0 + T, nqkv, d->heads, d->head_dim, p->w[HS_W_Q_NORM],
+                             d->ln_eps, nt);
+        if (p->w[HS_W_K_NORM])
+            hs__cpu_head_rms(w->qkv + nq, t0, t0 + T, nqkv, nkv / d->head_dim, d->head_dim,
+                             p->w[HS_W_K_NORM], d->ln_eps, nt);
+        if (d->pos == HS_POS_ROTARY) { /* q heads, then k heads */
+            const float *cs = local && w->rope_local ? w->rope_local : w->rope;
+            hs__cpu_rope(w->qkv, w->offsets + sb, se - sb, nqkv, d->heads, d->head_dim,
+                         d->rotary_dim, cs, nt);
+            hs__cpu_rope(w->qkv + nq, w->offsets + sb, se - sb, nqkv, nkv / d->head_dim,
+                         d->head_dim, d->rotary_dim, cs, nt);
+        }
+        const struct hs_attn_shape shape = {
+            .heads = d->heads,
+            .kv_heads = nkv / d->head_dim,
+            .head_dim = d->head_dim,
+            .stride = nqkv,
+            .k_off = nq,
+            .v_off = nq + nkv,
+            .ctx_stride = nq,
+            .causal = d->causal,
+            .window = local ? d->window : 0,
+        };
         /* attention indexes tokens by the batch's absolute offsets */
-        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, d->heads, d->head_dim, scratch,
+        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, &shape, scratch,
                           w->spec.seq_max, nt, p->rel, p->rel_span);
         if (linear(c, &sc, QL_ATTN_OUT, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T,
-                   H, H, -1, nt))
+                   H, nq, -1, nt))
             return -1;
-        hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
-                            p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
+        if (d->norm_pre)
+            hs__cpu_residual_add(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], T, H, nt);
+        else
+            hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
+                                p->w[HS_W_ATTN_LN_B], T, H, d->ln_eps, nt);
         return 0;
     }
     case HS_STAGE_FFN: {
         float *inter = w->tmp + (size_t)t0 * I;
-        if (linear(c, &sc, QL_FFN_IN, pad, hidden, p->w[HS_W_FFN_IN], p->packed_in,
-                   p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt))
+        const float *in = hidden;
+        if (d->norm_pre && p->w[HS_W_FFN_LN_G]) {
+            hs__cpu_norm(tmp2, hidden, p->w[HS_W_FFN_LN_G], p->w[HS_W_FFN_LN_B], T, H, d->ln_eps,
+                         d->norm, nt);
+            in = tmp2;
+        }
+        if (p->ffn_w) {
+            float *ug = w->ug + (size_t)t0 * 2 * I;
+            if (linear(c, &sc, QL_FFN_IN, pad, in, p->ffn_w, p->packed_in, NULL, ug, T, 2 * I, H,
+                       -1, nt))
+                return -1;
+            hs__cpu_glu(ug, inter, T, I, d->act, nt);
+        } else if (linear(c, &sc, QL_FFN_IN, pad, in, p->w[HS_W_FFN_IN], p->packed_in,
+                          p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt)) {
             return -1;
+        }
         if (linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL,
                    tmp2, T, H, I, -1, nt))
             return -1;
-        hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
-                            p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
+        if (d->norm_pre)
+            hs__cpu_residual_add(hidden, tmp2, p->w[HS_W_FFN_OUT_B], T, H, nt);
+        else
+            hs__cpu_residual_ln(hidden, tmp2, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
+                                p->w[HS_W_FFN_LN_B], T, H, d->ln_eps, nt);
         return 0;
     }
+    case HS_STAGE_FINAL_NORM:
+        hs__cpu_norm(hidden, hidden, p->w[HS_W_FINAL_LN_G], p->w[HS_W_FINAL_LN_B], T, H, d->ln_eps,
+                     d->norm, nt);
+        return 0;
     case HS_STAGE_POOL:
         hs__cpu_pool(w->hidden, w->pooled + (size_t)sb * H, w->offsets + sb, se - sb, H, d->pool,
                      nt);

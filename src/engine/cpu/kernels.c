@@ -72,6 +72,9 @@ static void act_rows(float *x, int64_t n, enum hs_act_fn act)
     case HS_ACT_RELU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
+    case HS_ACT_SILU:
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + fast_exp(-x[i]));
+        break;
     }
 }
 
@@ -126,7 +129,10 @@ static void ln_row(float *x, const float *y, const float *bias, const float *g, 
     }
     var /= (float)n;
     float rstd = 1.0f / sqrtf(var + eps);
-    for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j] + beta[j];
+    if (beta)
+        for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j] + beta[j];
+    else
+        for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j];
 }
 
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
@@ -157,13 +163,17 @@ void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const 
     for (int t = 0; t < n_tokens; t++) {
         float *row = x + (int64_t)t * hidden;
         int tt = type_ids ? type_ids[t] : 0;
-        if (type)
-            embed_row(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
-                      type + (int64_t)tt * hidden, hidden);
-        else
-            embed_row2(row, word + (int64_t)ids[t] * hidden, pos + (int64_t)pos_ids[t] * hidden,
+        const float *wr = word + (int64_t)ids[t] * hidden;
+        if (type && pos)
+            embed_row(row, wr, pos + (int64_t)pos_ids[t] * hidden, type + (int64_t)tt * hidden,
+                      hidden);
+        else if (pos || type)
+            embed_row2(row, wr,
+                       pos ? pos + (int64_t)pos_ids[t] * hidden : type + (int64_t)tt * hidden,
                        hidden);
-        ln_row(row, NULL, NULL, g, beta, hidden, eps);
+        else
+            memcpy(row, wr, sizeof(float) * (size_t)hidden);
+        if (g) ln_row(row, NULL, NULL, g, beta, hidden, eps);
     }
 }
 
@@ -177,19 +187,29 @@ int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max)
     return (n + 15) & ~(int64_t)15;
 }
 
-/* One (sequence, head): softmax(q k^T / sqrt(d)) v for every query row of the sequence. */
+/* One (sequence, head): softmax(q k^T / sqrt(d)) v for every query row of the sequence, over the
+ * keys a query may see: [lo, hi) = every key, or those at or before it (causal), or those within
+ * `window` of it. */
 HS_CLONES
-static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
-                      float *kt, float *s, const float *rel)
+static void attn_head(const float *qkv, float *ctx, int t0, int len, const struct hs_attn_shape *a,
+                      int h, float *kt, float *s, const float *rel)
 {
-    const int stride = 3 * hidden;
+    const int stride = a->stride, d = a->head_dim;
+    const int kvh = h / (a->heads / a->kv_heads);
+    const int q_off = h * d, k_off = a->k_off + kvh * d, v_off = a->v_off + kvh * d;
     const float scale = 1.0f / sqrtf((float)d);
     for (int j = 0; j < len; j++) {
-        const float *k = qkv + (int64_t)(t0 + j) * stride + hidden + h * d;
+        const float *k = qkv + (int64_t)(t0 + j) * stride + k_off;
         for (int c = 0; c < d; c++) kt[(int64_t)c * len + j] = k[c];
     }
     for (int i = 0; i < len; i++) {
-        const float *q = qkv + (int64_t)(t0 + i) * stride + h * d;
+        int lo = 0, hi = len;
+        if (a->causal) hi = i + 1;
+        if (a->window > 0) {
+            lo = i - a->window > 0 ? i - a->window : 0;
+            if (i + a->window + 1 < hi) hi = i + a->window + 1;
+        }
+        const float *q = qkv + (int64_t)(t0 + i) * stride + q_off;
         for (int j = 0; j < len; j++) s[j] = 0.0f;
         for (int c = 0; c < d; c++) {
             const float qc = q[c] * scale;
@@ -200,36 +220,41 @@ static void attn_head(const float *qkv, float *ctx, int t0, int len, int h, int 
             const float *ri = rel - i;
             for (int j = 0; j < len; j++) s[j] += ri[j];
         }
-        float mx = s[0];
+        float mx = s[lo];
 #pragma omp simd reduction(max : mx)
-        for (int j = 1; j < len; j++) mx = s[j] > mx ? s[j] : mx;
+        for (int j = lo + 1; j < hi; j++) mx = s[j] > mx ? s[j] : mx;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < len; j++) {
+        for (int j = lo; j < hi; j++) {
             s[j] = fast_exp(s[j] - mx);
             sum += s[j];
         }
         const float inv = 1.0f / sum;
-        float *o = ctx + (int64_t)(t0 + i) * hidden + h * d;
+        float *o = ctx + (int64_t)(t0 + i) * a->ctx_stride + h * d;
         for (int c = 0; c < d; c++) o[c] = 0.0f;
-        for (int j = 0; j < len; j++) {
+        for (int j = lo; j < hi; j++) {
             const float pj = s[j] * inv;
-            const float *v = qkv + (int64_t)(t0 + j) * stride + 2 * hidden + h * d;
+            const float *v = qkv + (int64_t)(t0 + j) * stride + v_off;
             for (int c = 0; c < d; c++) o[c] += pj * v[c];
         }
     }
 }
 
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs, int heads,
-                       int head_dim, float *scratch, int seq_max, int threads,
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                       const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
                        const float *rel_bias, int rel_span)
 {
     const int64_t rel_row = 2 * (int64_t)rel_span - 1;
-    const int hidden = heads * head_dim;
+    const int heads = a->heads, head_dim = a->head_dim, hidden = heads * head_dim;
     const int64_t per_thread = hs__cpu_attn_scratch_floats(head_dim, seq_max);
     const int pairs = n_seqs * heads;
     __builtin_cpu_init();
-    const int fast = __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
+    /* the AVX-512 kernel: full bidirectional attention over BERT's q | k | v rows only */
+    const int plain = !a->causal && a->window == 0 && a->kv_heads == heads &&
+                      a->stride == 3 * hidden && a->k_off == hidden && a->v_off == 2 * hidden &&
+                      a->ctx_stride == hidden;
+    const int fast =
+        plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
 #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num();
@@ -243,7 +268,7 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
             const float *rel = rel_bias ? rel_bias + h * rel_row + rel_span - 1 : NULL;
             if (rel || !fast ||
                 hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt) != 0)
-                attn_head(qkv, ctx, t0, len, h, hidden, head_dim, kt, s, rel);
+                attn_head(qkv, ctx, t0, len, a, h, kt, s, rel);
         }
     }
 }
@@ -269,6 +294,9 @@ void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs
         float *o = out + (int64_t)s * hidden;
         if (mode == HS_POOL_CLS)
             memcpy(o, base, sizeof(float) * (size_t)hidden);
+        else if (mode == HS_POOL_LAST)
+            memcpy(o, base + (int64_t)(offsets[s + 1] - offsets[s] - 1) * hidden,
+                   sizeof(float) * (size_t)hidden);
         else
             pool_mean_seq(base, o, offsets[s + 1] - offsets[s], hidden);
     }
@@ -289,4 +317,113 @@ void hs__cpu_l2_normalize(float *x, int rows, int n, int threads)
 {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int r = 0; r < rows; r++) l2_row(x + (int64_t)r * n, n);
+}
+
+void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta, float div)
+{
+    const int half = rot_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* float32 throughout, as HF computes inv_freq and position * inv_freq */
+        float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rot_dim);
+        if (div > 0.0f && div != 1.0f) inv /= div;
+        for (int p = 0; p < positions; p++) {
+            const float f = (float)p * inv;
+            cs[(int64_t)p * rot_dim + i] = cosf(f);
+            cs[(int64_t)p * rot_dim + half + i] = sinf(f);
+        }
+    }
+}
+
+HS_CLONES
+static void rope_head(float *x, const float *cs, int half)
+{
+    const float *c = cs, *sn = cs + half;
+    for (int i = 0; i < half; i++) {
+        const float a = x[i], b = x[i + half];
+        x[i] = a * c[i] - b * sn[i];
+        x[i + half] = b * c[i] + a * sn[i];
+    }
+}
+
+void hs__cpu_rope(float *qkv, const int32_t *offsets, int n_seqs, int stride, int n_heads,
+                  int head_dim, int rot_dim, const float *cs, int threads)
+{
+    const int t_begin = offsets[0], t_end = offsets[n_seqs];
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = t_begin; t < t_end; t++) {
+        int s = 0; /* the token's sequence: offsets are few, a scan is cheap */
+        while (offsets[s + 1] <= t) s++;
+        const float *row_cs = cs + (int64_t)(t - offsets[s]) * rot_dim;
+        float *row = qkv + (int64_t)t * stride;
+        for (int h = 0; h < n_heads; h++)
+            rope_head(row + (int64_t)h * head_dim, row_cs, rot_dim / 2);
+    }
+}
+
+HS_CLONES
+static void glu_row(float *ug, float *out, int n, enum hs_act_fn act)
+{
+    act_rows(ug + n, n, act);
+    for (int j = 0; j < n; j++) out[j] = ug[n + j] * ug[j];
+}
+
+void hs__cpu_glu(float *ug, float *out, int rows, int n, enum hs_act_fn act, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++) glu_row(ug + (int64_t)r * 2 * n, out + (int64_t)r * n, n, act);
+}
+
+/* RMSNorm of one row, in float32 as HF's (x * rsqrt(mean(x^2) + eps), then * g). */
+HS_CLONES
+static void rms_row(float *dst, const float *x, const float *g, int n, float eps)
+{
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int j = 0; j < n; j++) dst[j] = g[j] * (x[j] * r);
+}
+
+void hs__cpu_norm(float *dst, const float *src, const float *g, const float *beta, int rows, int n,
+                  float eps, enum hs_norm_kind kind, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *d = dst + (int64_t)r * n;
+        const float *x = src + (int64_t)r * n;
+        if (!g) {
+            if (d != x) memcpy(d, x, sizeof(float) * (size_t)n);
+        } else if (kind == HS_NORM_RMS) {
+            rms_row(d, x, g, n, eps);
+        } else {
+            if (d != x) memcpy(d, x, sizeof(float) * (size_t)n);
+            ln_row(d, NULL, NULL, g, beta, n, eps);
+        }
+    }
+}
+
+HS_CLONES
+static void add_row(float *x, const float *y, const float *bias, int n)
+{
+    if (bias)
+        for (int j = 0; j < n; j++) x[j] += y[j] + bias[j];
+    else
+        for (int j = 0; j < n; j++) x[j] += y[j];
+}
+
+void hs__cpu_residual_add(float *x, const float *y, const float *bias, int rows, int n, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int r = 0; r < rows; r++) add_row(x + (int64_t)r * n, y + (int64_t)r * n, bias, n);
+}
+
+void hs__cpu_head_rms(float *x, int t_begin, int t_end, int stride, int n_heads, int head_dim,
+                      const float *g, float eps, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = t_begin; t < t_end; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (int64_t)t * stride + (int64_t)h * head_dim;
+            rms_row(v, v, g, head_dim, eps);
+        }
 }

@@ -18,26 +18,37 @@ int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, 
 /* y[j] += bias[j] (bias may be NULL), then the activation when act >= 0, over one row. */
 void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
 
-/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias may be NULL. */
+/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias and beta may be NULL. */
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);
 
 /* Embedding: x[t] = LN(word[ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]); type NULL: no
- * token-type term (MPNet). */
+ * token-type term (MPNet); pos NULL: no position term (rotary families); beta may be NULL. */
 void hs__cpu_embed(float *x, const int32_t *ids, const int32_t *type_ids, const int32_t *pos_ids,
                    int n_tokens, const float *word, const float *pos, const float *type,
                    const float *g, const float *beta, int hidden, float eps, int threads);
 
-/* Self-attention over packed sequences. qkv: [n_tokens, 3*hidden] (q | k | v, heads contiguous
- * inside each); ctx: [n_tokens, hidden]. scratch: threads * hs__cpu_attn_scratch_floats().
- * rel_bias (NULL: none): [heads, 2 * rel_span - 1], the score bias of key j seen from query i
- * at rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs, int heads,
-                       int head_dim, float *scratch, int seq_max, int threads,
+/* Where q, k and v sit in a row of the QKV buffer and which keys a query sees. */
+struct hs_attn_shape {
+    int heads, kv_heads, head_dim; /* query head h reads key / value head h / (heads / kv_heads) */
+    int stride;                    /* floats per token row of the QKV buffer */
+    int k_off, v_off;              /* first k and v column (q starts at 0) */
+    int ctx_stride;                /* floats per token row of ctx (>= heads * head_dim) */
+    int causal;                    /* a query sees only keys at or before it */
+    int window;                    /* > 0: only keys within this distance (inclusive) */
+};
+
+/* Self-attention over packed sequences. qkv: [n_tokens, stride] (q heads, then k heads at k_off,
+ * v heads at v_off, heads contiguous inside each); ctx: [n_tokens, ctx_stride], heads * head_dim
+ * written. scratch: threads * hs__cpu_attn_scratch_floats(). rel_bias (NULL: none): [heads,
+ * 2 * rel_span - 1], the score bias of key j seen from query i at
+ * rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
+void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                       const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
                        const float *rel_bias, int rel_span);
 int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
 
-/* Pooling: mean over each sequence's tokens, or its first token (CLS). */
+/* Pooling: mean over each sequence's tokens, its first token (CLS) or its last. */
 void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
                   enum hs_pool_mode mode, int threads);
 
@@ -52,6 +63,32 @@ void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act);
 int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                         float *scratch);
 int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
+
+/* Rotary positions (NeoX halves). cs: [positions, rot_dim], cos of position p and frequency i
+ * at cs[p * rot_dim + i], its sin at cs[p * rot_dim + rot_dim / 2 + i] (i < rot_dim / 2), made
+ * by hs__cpu_rope_table with HF's float32 arithmetic (frequencies divided by div when it is
+ * positive and not 1). hs__cpu_rope rotates the first rot_dim
+ * dims of each of the n_heads heads at the start of every row (stride floats apart) of the
+ * tokens [offsets[0], offsets[n_seqs]), each at its position in its sequence. */
+void hs__cpu_rope_table(float *cs, int positions, int rot_dim, float theta, float div);
+void hs__cpu_rope(float *qkv, const int32_t *offsets, int n_seqs, int stride, int n_heads,
+                  int head_dim, int rot_dim, const float *cs, int threads);
+
+/* dst = N(src) per row of width n: LayerNorm (beta may be NULL) or RMSNorm; g NULL: a copy
+ * (an identity norm). dst may be src. */
+void hs__cpu_norm(float *dst, const float *src, const float *g, const float *beta, int rows, int n,
+                  float eps, enum hs_norm_kind kind, int threads);
+/* x += y (+ bias; bias may be NULL), per row of width n. */
+void hs__cpu_residual_add(float *x, const float *y, const float *bias, int rows, int n,
+                          int threads);
+/* RMSNorm with weight g [head_dim] of each of n_heads heads at the start of rows t_begin .. t_end
+ * (stride floats apart), in place (qk-norm). */
+void hs__cpu_head_rms(float *x, int t_begin, int t_end, int stride, int n_heads, int head_dim,
+                      const float *g, float eps, int threads);
+
+/* Gated FFN: ug [rows, 2n] is up | gate; out[r, j] = act(gate[r, j]) * up[r, j]. Overwrites the
+ * gate half. */
+void hs__cpu_glu(float *ug, float *out, int rows, int n, enum hs_act_fn act, int threads);
 
 /* Small-M GEMM with weights packed once (gemm_small.c; AVX-512 only). */
 int hs__cpu_small_gemm_available(void);

@@ -177,13 +177,18 @@ static void ov_caps(void *p, struct hs_engine_caps *out)
     out->threads = c->threads;
     out->dtypes = c->dtypes;
     out->stages = 1u << HS_STAGE_EMBED | 1u << HS_STAGE_ATTN | 1u << HS_STAGE_FFN |
-                  1u << HS_STAGE_POOL | 1u << HS_STAGE_NORMALIZE;
+                  1u << HS_STAGE_POOL | 1u << HS_STAGE_NORMALIZE | 1u << HS_STAGE_FINAL_NORM;
     ov_version_t v = {0};
     if (ov_get_openvino_version(&v) == OK) {
         snprintf(out->gemm, sizeof out->gemm, "OpenVINO %s", v.buildNumber);
         ov_version_free(&v);
     }
-    out->features = HS_ENGINE_FEAT_MPNET | HS_ENGINE_FEAT_SHAPE_COMPILE | HS_ENGINE_FEAT_GRAPH_ONNX;
+    /* what the graph writer (ov_graph.c) builds; the rest is refused at prepare */
+    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
+                    HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU |
+                    HS_FEAT_RMS_NORM | HS_FEAT_PRE_NORM | HS_FEAT_CAUSAL | HS_FEAT_GQA |
+                    HS_FEAT_POOL_LAST | HS_FEAT_QK_NORM | HS_FEAT_LOCAL_ATTN | HS_FEAT_FINAL_NORM |
+                    HS_ENGINE_FEAT_SHAPE_COMPILE | HS_ENGINE_FEAT_GRAPH_ONNX;
 }
 
 static hs_status ov_prepare(void *p, const struct hs_stage *st, enum hs_dtype dtype, void **out,

@@ -65,6 +65,7 @@ struct gb {
     struct val v[MAX_LAYERS];
     int n_in[MAX_LAYERS];
     int params[OV_IN_COUNT]; /* layer id of each input, -1 = not yet */
+    int pos_mask[2];         /* causal / windowed score bias of global [0] and local [1] layers */
     struct ov_ir *ir;
     int batch, seq, hidden, heads;
     int oom;
@@ -312,7 +313,29 @@ static int layer_norm(struct gb *g, int x, const struct hs_tensor *gamma,
              "eps=\"%.9g\" normalize_variance=\"true\" eps_mode=\"inside_sqrt\"", (double)eps);
     int y = layer(g, "MVN", "opset6", attrs, 2, ins, s);
     y = binop(g, "Multiply", y, weight(g, gamma), s);
-    return binop(g, "Add", y, weight(g, beta), s);
+    return beta && beta->data ? binop(g, "Add", y, weight(g, beta), s) : y; /* beta optional */
+}
+
+/* RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * gamma. */
+static int rms_norm(struct gb *g, int x, const struct hs_tensor *gamma, float eps)
+{
+    struct val s = g->v[x], r = s;
+    r.dim[r.rank - 1] = 1;
+    int64_t axis = -1;
+    int ins[2] = {binop(g, "Multiply", x, x, s), const_i64(g, 1, &axis)};
+    int ms = layer(g, "ReduceMean", "opset1", "keep_dims=\"true\"", 2, ins, r);
+    ms = binop(g, "Add", ms, const_scalar(g, eps), r);
+    ms = layer(g, "Sqrt", "opset1", NULL, 1, &ms, r);
+    return binop(g, "Multiply", binop(g, "Divide", x, ms, s), weight(g, gamma), s);
+}
+
+/* The model's norm (LayerNorm or RMSNorm) with gamma and optional beta; gamma absent: x. */
+static int norm(struct gb *g, int x, const struct hs_encoder_dims *d, const struct hs_tensor *gamma,
+                const struct hs_tensor *beta)
+{
+    if (!gamma->data) return x;
+    return d->norm == HS_NORM_RMS ? rms_norm(g, x, gamma, d->ln_eps)
+                                  : layer_norm(g, x, gamma, beta, d->ln_eps);
 }
 
 /* x [B, S, in] times W^T ([out, in]) plus b. int8: W as compressed int8 weights (weight_i8),
@@ -353,10 +376,50 @@ static int embed(struct gb *g, const struct hs_stage *st)
     const struct hs_encoder_dims *d = st->dims;
     int x = gather_rows(g, &st->w[HS_W_WORD_EMB], param(g, OV_IN_IDS));
     struct val s = g->v[x];
-    x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_POS_EMB], param(g, OV_IN_POS_IDS)), s);
+    if (st->w[HS_W_POS_EMB].data) /* (rotary families have no position table) */
+        x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_POS_EMB], param(g, OV_IN_POS_IDS)), s);
     if (st->w[HS_W_TYPE_EMB].data)
         x = binop(g, "Add", x, gather_rows(g, &st->w[HS_W_TYPE_EMB], param(g, OV_IN_TYPE_IDS)), s);
-    return layer_norm(g, x, &st->w[HS_W_EMB_LN_G], &st->w[HS_W_EMB_LN_B], d->ln_eps);
+    return norm(g, x, d, &st->w[HS_W_EMB_LN_G], &st->w[HS_W_EMB_LN_B]);
+}
+
+/* [B, 1, S, S] additive bias hiding from query i the keys j after it (causal) or farther than
+ * window from it, from the batch's position ids. */
+static int pos_mask(struct gb *g, bool causal, int window)
+{
+    const int64_t B = g->batch, S = g->seq;
+    static const int64_t rows[4] = {0, 1, -1, 1}, cols[4] = {0, 1, 1, -1};
+    int pos = param(g, OV_IN_POS_IDS);
+    pos = layer(g, "Convert", "opset1", "destination_type=\"f32\"", 1, &pos,
+                V("FP32", 2, B, S, 0, 0));
+    const struct val sq = V("FP32", 4, B, 1, S, S), bq = V("BOOL", 4, B, 1, S, S);
+    int i = reshape(g, pos, 4, rows, V("FP32", 4, B, 1, S, 1));
+    int j = reshape(g, pos, 4, cols, V("FP32", 4, B, 1, 1, S));
+    int diff = binop(g, "Subtract", j, i, sq); /* key - query */
+    int hide = -1;
+    if (causal) hide = binop(g, "Greater", diff, const_scalar(g, 0.0f), bq);
+    if (window > 0) {
+        int a = layer(g, "Abs", "opset1", NULL, 1, &diff, sq);
+        int far = binop(g, "Greater", a, const_scalar(g, (float)window), bq);
+        hide = hide < 0 ? far : binop(g, "LogicalOr", hide, far, bq);
+    }
+    int ins[3] = {hide, const_scalar(g, -30000.0f), const_scalar(g, 0.0f)};
+    return layer(g, "Select", "opset1", "auto_broadcast=\"numpy\"", 3, ins, sq);
+}
+
+/* k or v heads [B, KV, S, HD] repeated to the query heads [B, NH, S, HD] (head h reads kv head
+ * h / (NH / KV)). */
+static int repeat_kv(struct gb *g, int x, int64_t kv, int64_t nh, int64_t hd)
+{
+    int64_t idx[1024], axis = 1;
+    if (nh > 1024) {
+        g->oom = 1;
+        return x;
+    }
+    for (int64_t h = 0; h < nh; h++) idx[h] = h / (nh / kv);
+    int ins[3] = {x, const_i64(g, (int)nh, idx), const_i64(g, 1, &axis)};
+    return layer(g, "Gather", "opset8", "batch_dims=\"0\"", 3, ins,
+                 V("FP32", 4, g->batch, nh, g->seq, hd));
 }
 
 /* [B, 1, 1, S] additive mask: 0 on tokens, -30000 on padding (finite in f16 too). */
@@ -392,21 +455,86 @@ static int smoothed(struct gb *g, int x, const struct hs_stage *st, bool int8, c
     return binop(g, "Multiply", x, c, g->v[x]);
 }
 
+/* x[..., from:to] along the last axis. */
+static int slice_last(struct gb *g, int x, int64_t from, int64_t to, struct val out)
+{
+    const int64_t axis = -1, step = 1;
+    int ins[5] = {x, const_i64(g, 1, &from), const_i64(g, 1, &to), const_i64(g, 1, &step),
+                  const_i64(g, 1, &axis)};
+    return layer(g, "Slice", "opset8", NULL, 5, ins, out);
+}
+
+/* Rotary positions on x [B, NH, S, HD] (NeoX halves over the first rotary_dim dims, base
+ * theta), with the cos and sin of every position computed here in float32 as the CPU engine does
+ * (engine/cpu/kernels.c) and gathered by the batch's position ids. */
+static int rope(struct gb *g, int x, const struct hs_encoder_dims *d, float theta)
+{
+    const int64_t B = g->batch, S = g->seq, NH = g->v[x].dim[1], HD = d->head_dim;
+    const int64_t rd = d->rotary_dim, half = rd / 2, P = d->max_positions;
+    float *tab = malloc(sizeof(float) * (size_t)(2 * P * half));
+    if (!tab) {
+        g->oom = 1;
+        return x;
+    }
+    for (int64_t i = 0; i < half; i++) {
+        float inv = 1.0f / powf(theta, (float)(2 * i) / (float)rd);
+        if (d->rope_freq_div > 0.0f && d->rope_freq_div != 1.0f) inv /= d->rope_freq_div;
+        for (int64_t p = 0; p < P; p++) {
+            tab[p * half + i] = cosf((float)p * inv);
+            tab[P * half + p * half + i] = sinf((float)p * inv);
+        }
+    }
+    const int64_t to4[4] = {0, 1, -1, half};
+    int cs[2];
+    for (int k = 0; k < 2; k++) {
+        struct hs_tensor t = {.dtype = HS_DTYPE_F32,
+                              .ndim = 2,
+                              .shape = {P, half},
+                              .data = tab + k * P * half,
+                              .bytes = sizeof(float) * (size_t)(P * half)};
+        int rows = gather_rows(g, &t, param(g, OV_IN_POS_IDS)); /* [B, S, half] */
+        cs[k] = reshape(g, rows, 4, to4, V("FP32", 4, B, 1, S, half));
+    }
+    free(tab);
+    const struct val hv = V("FP32", 4, B, NH, S, half);
+    const int x1 = slice_last(g, x, 0, half, hv), x2 = slice_last(g, x, half, rd, hv);
+    int y1 = binop(g, "Subtract", binop(g, "Multiply", x1, cs[0], hv),
+                   binop(g, "Multiply", x2, cs[1], hv), hv);
+    int y2 = binop(g, "Add", binop(g, "Multiply", x2, cs[0], hv),
+                   binop(g, "Multiply", x1, cs[1], hv), hv);
+    int parts[3] = {y1, y2, 0};
+    int n = 2;
+    if (rd < HD) parts[n++] = slice_last(g, x, rd, HD, V("FP32", 4, B, NH, S, HD - rd));
+    return layer(g, "Concat", "opset1", "axis=\"3\"", n, parts, g->v[x]);
+}
+
 static int attention(struct gb *g, int x, const struct hs_stage *st, bool int8, int *bias)
 {
     const struct hs_encoder_dims *d = st->dims;
-    const int64_t B = g->batch, S = g->seq, NH = d->heads, HD = d->head_dim, H = d->hidden;
-    const int64_t split[4] = {0, 0, NH, HD}, perm[4] = {0, 2, 1, 3}, merge[3] = {0, 0, H};
-    struct val s4 = V("FP32", 4, B, S, NH, HD), h4 = V("FP32", 4, B, NH, S, HD);
+    const int64_t B = g->batch, S = g->seq, NH = d->heads, HD = d->head_dim;
+    const int64_t KV = d->kv_heads > 0 ? d->kv_heads : NH, NQ = NH * HD;
+    const int64_t perm[4] = {0, 2, 1, 3}, merge[3] = {0, 0, NQ};
+    struct val h4 = V("FP32", 4, B, NH, S, HD);
     int qkv[3];
     const enum hs_weight_role roles[3][2] = {
         {HS_W_Q, HS_W_Q_B}, {HS_W_K, HS_W_K_B}, {HS_W_V, HS_W_V_B}};
+    const enum hs_weight_role qk_norm[2] = {HS_W_Q_NORM, HS_W_K_NORM};
+    /* pre-norm: the block reads N(x) and adds to x; the norm may be absent (ModernBERT's first) */
+    const int in = d->norm_pre ? norm(g, x, d, &st->w[HS_W_ATTN_LN_G], &st->w[HS_W_ATTN_LN_B]) : x;
     const float *smooth;
-    const int xs = smoothed(g, x, st, int8, &smooth);
+    const int xs = smoothed(g, in, st, int8, &smooth);
+    /* a local layer: ModernBERT's window, and its own rotary base */
+    const bool local = d->window > 0 && d->global_every > 0 && st->layer % d->global_every;
     for (int i = 0; i < 3; i++) {
+        const int64_t nh = i == 0 ? NH : KV, split[4] = {0, 0, nh, HD};
         int y = linear(g, xs, &st->w[roles[i][0]], &st->w[roles[i][1]], int8, smooth);
-        y = reshape(g, y, 4, split, s4);
-        qkv[i] = transpose(g, y, 4, perm, h4);
+        y = reshape(g, y, 4, split, V("FP32", 4, B, S, nh, HD));
+        if (i < 2 && st->w[qk_norm[i]].data) y = rms_norm(g, y, &st->w[qk_norm[i]], d->ln_eps);
+        y = transpose(g, y, 4, perm, V("FP32", 4, B, nh, S, HD));
+        if (i < 2 && d->pos == HS_POS_ROTARY)
+            y = rope(g, y, d,
+                     local && d->rope_theta_local > 0.0f ? d->rope_theta_local : d->rope_theta);
+        qkv[i] = nh == NH ? y : repeat_kv(g, y, KV, NH, HD);
     }
     struct val sc = V("FP32", 4, B, NH, S, S);
     int ins[2] = {qkv[0], qkv[1]};
@@ -418,34 +546,56 @@ static int attention(struct gb *g, int x, const struct hs_stage *st, bool int8, 
     if (st->w[HS_W_REL_BIAS].data) {
         scores = binop(g, "Add", scores, param(g, OV_IN_REL_BIAS), sc);
     }
+    if (d->causal || local) {
+        if (g->pos_mask[local] < 0)
+            g->pos_mask[local] = pos_mask(g, d->causal, local ? d->window : 0);
+        scores = binop(g, "Add", scores, g->pos_mask[local], sc);
+    }
     int p = layer(g, "Softmax", "opset8", "axis=\"-1\"", 1, &scores, sc);
     int ins2[2] = {p, qkv[2]};
     int ctx =
         layer(g, "MatMul", "opset1", "transpose_a=\"false\" transpose_b=\"false\"", 2, ins2, h4);
-    ctx = transpose(g, ctx, 4, perm, s4);
-    ctx = reshape(g, ctx, 3, merge, V("FP32", 3, B, S, H, 0));
+    ctx = transpose(g, ctx, 4, perm, V("FP32", 4, B, S, NH, HD));
+    ctx = reshape(g, ctx, 3, merge, V("FP32", 3, B, S, NQ, 0));
     int y = linear(g, ctx, &st->w[HS_W_ATTN_OUT], &st->w[HS_W_ATTN_OUT_B], int8, NULL);
     y = binop(g, "Add", y, x, g->v[x]);
-    return layer_norm(g, y, &st->w[HS_W_ATTN_LN_G], &st->w[HS_W_ATTN_LN_B], d->ln_eps);
+    if (d->norm_pre) return y;
+    return norm(g, y, d, &st->w[HS_W_ATTN_LN_G], &st->w[HS_W_ATTN_LN_B]);
+}
+
+static int activation(struct gb *g, int h, enum hs_act_fn act)
+{
+    struct val s = g->v[h];
+    switch (act) {
+    case HS_ACT_RELU:
+        return layer(g, "Relu", "opset1", NULL, 1, &h, s);
+    case HS_ACT_SILU: /* x * sigmoid(x) */
+        return layer(g, "Swish", "opset4", NULL, 1, &h, s);
+    case HS_ACT_GELU_TANH:
+        return layer(g, "Gelu", "opset7", "approximation_mode=\"TANH\"", 1, &h, s);
+    case HS_ACT_GELU_ERF:
+        break;
+    }
+    return layer(g, "Gelu", "opset7", "approximation_mode=\"ERF\"", 1, &h, s);
 }
 
 static int ffn(struct gb *g, int x, const struct hs_stage *st, bool int8)
 {
     const struct hs_encoder_dims *d = st->dims;
     const float *smooth;
-    const int xs = smoothed(g, x, st, int8, &smooth);
+    const int in = d->norm_pre ? norm(g, x, d, &st->w[HS_W_FFN_LN_G], &st->w[HS_W_FFN_LN_B]) : x;
+    const int xs = smoothed(g, in, st, int8, &smooth);
     int h = linear(g, xs, &st->w[HS_W_FFN_IN], &st->w[HS_W_FFN_IN_B], int8, smooth);
-    struct val s = g->v[h];
-    if (d->act == HS_ACT_RELU)
-        h = layer(g, "Relu", "opset1", NULL, 1, &h, s);
-    else
-        h = layer(g, "Gelu", "opset7",
-                  d->act == HS_ACT_GELU_TANH ? "approximation_mode=\"TANH\""
-                                             : "approximation_mode=\"ERF\"",
-                  1, &h, s);
+    if (d->ffn == HS_FFN_GATED) { /* act(gate(x)) * up(x); the gate has no bias */
+        int gate = linear(g, xs, &st->w[HS_W_FFN_GATE], NULL, int8, smooth);
+        h = binop(g, "Multiply", h, activation(g, gate, d->act), g->v[h]);
+    } else {
+        h = activation(g, h, d->act);
+    }
     int y = linear(g, h, &st->w[HS_W_FFN_OUT], &st->w[HS_W_FFN_OUT_B], int8, NULL);
     y = binop(g, "Add", y, x, g->v[x]);
-    return layer_norm(g, y, &st->w[HS_W_FFN_LN_G], &st->w[HS_W_FFN_LN_B], d->ln_eps);
+    if (d->norm_pre) return y;
+    return norm(g, y, d, &st->w[HS_W_FFN_LN_G], &st->w[HS_W_FFN_LN_B]);
 }
 
 static int reduce(struct gb *g, const char *type, int x, int64_t axis, struct val out)
@@ -458,6 +608,17 @@ static int pool(struct gb *g, int x, const struct hs_stage *st)
 {
     const int64_t B = g->batch, S = g->seq, H = g->hidden;
     struct val out = V("FP32", 2, B, H, 0, 0);
+    if (st->dims->pool == HS_POOL_LAST) { /* the token at length - 1 of each sequence */
+        int64_t axis = 1;
+        int cnt_ins[2] = {param(g, OV_IN_MASK), const_i64(g, 1, &axis)};
+        int len = layer(g, "ReduceSum", "opset1", "keep_dims=\"false\"", 2, cnt_ins,
+                        V("FP32", 1, B, 0, 0, 0));
+        len = binop(g, "Subtract", len, const_scalar(g, 1.0f), V("FP32", 1, B, 0, 0, 0));
+        len = layer(g, "Convert", "opset1", "destination_type=\"i64\"", 1, &len,
+                    V("I64", 1, B, 0, 0, 0));
+        int ins[3] = {x, len, const_i64(g, 1, &axis)};
+        return layer(g, "Gather", "opset8", "batch_dims=\"1\"", 3, ins, out);
+    }
     if (st->dims->pool == HS_POOL_CLS) {
         int64_t zero = 0, one = 1;
         int ins[3] = {x, constant(g, "i64", "I64", 8, &zero, V("I64", 0, 0, 0, 0, 0)),
@@ -511,6 +672,7 @@ hs_status ov_ir_build(const struct hs_stage *const *stages, const enum hs_dtype 
     g->hidden = stages[0]->dims->hidden;
     g->heads = stages[0]->dims->heads;
     for (int i = 0; i < OV_IN_COUNT; i++) g->params[i] = -1;
+    g->pos_mask[0] = g->pos_mask[1] = -1;
 
     int x = -1, bias = -1;
     switch (stages[0]->kind) {
@@ -533,6 +695,9 @@ hs_status ov_ir_build(const struct hs_stage *const *stages, const enum hs_dtype 
             break;
         case HS_STAGE_FFN:
             x = ffn(g, x, st, dtypes[i] == HS_DTYPE_I8);
+            break;
+        case HS_STAGE_FINAL_NORM:
+            x = norm(g, x, st->dims, &st->w[HS_W_FINAL_LN_G], &st->w[HS_W_FINAL_LN_B]);
             break;
         case HS_STAGE_POOL:
             x = pool(g, x, st);
