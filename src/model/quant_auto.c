@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "model/model.h"
 #include "model/quant.h"
+#include "model/weights.h"
 #include "model/safetensors.h"
 
 #define CALIB_BYTES_MAX (64u << 20)
@@ -95,13 +96,15 @@ static uint64_t plan_key(const struct hs_model *m, char **texts, int n, enum hs_
     uint64_t h = 0xcbf29ce484222325ull;
     const char *dn = hs_compute_dtype_name(dtype);
     h = mix(h, dn, strlen(dn));
-    for (int i = 0; i < hs_safetensors_count(m->weights); i++) {
-        const char *name = hs_safetensors_name(m->weights, i);
-        struct hs_tensor t;
-        struct hs_error e2;
-        h = mix(h, name, strlen(name) + 1);
-        if (hs_safetensors_get(m->weights, name, &t, &e2) == HS_STATUS_OK)
-            h = mix(h, t.data, t.bytes);
+    for (int k = 0; k < hs_weights_shards(m->weights); k++) {
+        const struct hs_safetensors *st = hs_weights_shard(m->weights, k);
+        for (int i = 0; i < hs_safetensors_count(st); i++) {
+            const char *name = hs_safetensors_name(st, i);
+            struct hs_tensor t;
+            struct hs_error e2;
+            h = mix(h, name, strlen(name) + 1);
+            if (hs_safetensors_get(st, name, &t, &e2) == HS_STATUS_OK) h = mix(h, t.data, t.bytes);
+        }
     }
     for (int i = 0; i < n; i++) h = mix(h, texts[i], strlen(texts[i]) + 1);
     return h;

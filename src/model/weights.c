@@ -210,3 +210,8 @@ int hs_weights_shards(const struct hs_weights *w)
 {
     return w->n;
 }
+
+const struct hs_safetensors *hs_weights_shard(const struct hs_weights *w, int i)
+{
+    return w && i >= 0 && i < w->n ? w->shards[i] : NULL;
+}

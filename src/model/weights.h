@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 
 struct hs_weights;
+struct hs_safetensors;
 
 /* Opens dir/model.safetensors, or, when it is absent, dir/model.safetensors.index.json and its
  * shards. HS_STATUS_IO when neither can be read; HS_STATUS_CORRUPT (the file and the fault
@@ -29,6 +30,8 @@ hs_status hs_weights_get(const struct hs_weights *w, const char *name, struct hs
 /* What was opened, for messages: ".../model.safetensors" or ".../model.safetensors.index.json". */
 const char *hs_weights_path(const struct hs_weights *w);
 int hs_weights_shards(const struct hs_weights *w);
+/* Shard i (0 <= i < hs_weights_shards) as a safetensors file, owned by w; NULL out of range. */
+const struct hs_safetensors *hs_weights_shard(const struct hs_weights *w, int i);
 
 /* Parses an index's text (label names it in messages): the distinct shard file names of its
  * weight map in order of first appearance, into a NULL-terminated array of *n_files strings

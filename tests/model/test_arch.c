@@ -300,11 +300,53 @@ static hs_status bare_prepare(void *ctx, const struct hs_stage *st, enum hs_dtyp
     *prep = NULL;
     return HS_STATUS_OK;
 }
+/* An engine that claims stages has every per-batch method (hs__engine_wrap); this one is only
+ * ever asked to prepare, so the others refuse. */
+static hs_status bare_ws_create(void *ctx, const struct hs_ws_spec *spec, void **ws,
+                                struct hs_error *err)
+{
+    (void)ctx, (void)spec, (void)ws;
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "bare: prepares only");
+}
+static void bare_ws_destroy(void *ctx, void *ws)
+{
+    (void)ctx, (void)ws;
+}
+static hs_status bare_batch_begin(void *ctx, void *ws, const struct hs_batch *b,
+                                  struct hs_error *err)
+{
+    (void)ctx, (void)ws, (void)b;
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "bare: prepares only");
+}
+static hs_status bare_run_stage(void *ctx, void *ws, const struct hs_stage *st, void *prep,
+                                struct hs_error *err)
+{
+    (void)ctx, (void)ws, (void)st, (void)prep;
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "bare: prepares only");
+}
+static hs_status bare_act_read(void *ctx, void *ws, enum hs_act_buf buf, float *dst,
+                               struct hs_error *err)
+{
+    (void)ctx, (void)ws, (void)buf, (void)dst;
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "bare: prepares only");
+}
+static hs_status bare_act_write(void *ctx, void *ws, enum hs_act_buf buf, const float *src,
+                                struct hs_error *err)
+{
+    (void)ctx, (void)ws, (void)buf, (void)src;
+    return hs_error_set(err, HS_STATUS_UNSUPPORTED, "bare: prepares only");
+}
 static const struct hs_engine_iface bare_iface = {
     .api_version = HS_ENGINE_API_VERSION,
     .kind = "bare",
     .caps = bare_caps,
     .stage_prepare = bare_prepare,
+    .ws_create = bare_ws_create,
+    .ws_destroy = bare_ws_destroy,
+    .batch_begin = bare_batch_begin,
+    .run_stage = bare_run_stage,
+    .act_read = bare_act_read,
+    .act_write = bare_act_write,
 };
 
 static void missing_features_are_named(void **state)
