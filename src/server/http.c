@@ -78,6 +78,8 @@ struct conn {
     atomic_int refs; /* the owner's, plus one per scheduler request of its jobs */
     bool base64;
     bool post_normalize; /* L2-normalize in post-processing (model does not) */
+    int dimensions;      /* rows cut to this many (0: the model's) */
+    bool renormalize;    /* the cut is L2-normalized again */
     int prompt_tokens;
     pthread_mutex_t mu;
     bool mu_init, submitted, done, suspended;
@@ -421,6 +423,45 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                    const struct hs_served_model *sm, json_t *s, size_t idx, bool truncate,
                    struct hs_seq *seq, char *msg, size_t cap)
 {
+    struct hs__text_opts o = {.truncate = truncate};
+    return hs__text_input_opts(srv, a, sm, s, idx, &o, seq, msg, cap);
+}
+
+/* The last tokens of text, the template's first and last special kept: ids[seq_max]. */
+static int left_truncate(const struct hs_model *m, const char *text, size_t len, int nfull,
+                         int32_t *ids, int seq_max, int *nt, size_t idx, char *msg, size_t cap)
+{
+    int32_t *full = hs_malloc(sizeof(int32_t) * (size_t)nfull);
+    if (!full) {
+        snprintf(msg, cap, "out of memory");
+        return 500;
+    }
+    int n = 0;
+    struct hs_error err;
+    hs_error_clear(&err);
+    hs_status st = hs_tokenizer_encode(m->tokenizer, text, len, full, nfull, &n, NULL, &err);
+    if (st != HS_STATUS_OK) {
+        hs_free(full);
+        snprintf(msg, cap, "input[%zu]: %s", idx, err.msg[0] ? err.msg : hs_status_str(st));
+        return status_to_http(st);
+    }
+    const struct hs_tokenizer *tok = m->tokenizer;
+    int lead = n > 0 && full[0] == hs_tokenizer_cls_id(tok);
+    int trail = n > 1 && full[n - 1] == hs_tokenizer_sep_id(tok);
+    int keep = seq_max - lead - trail; /* pieces kept: the last ones */
+    int o = 0;
+    if (lead) ids[o++] = full[0];
+    for (int i = n - trail - keep; i < n - trail; i++) ids[o++] = full[i];
+    if (trail) ids[o++] = full[n - 1];
+    *nt = o;
+    hs_free(full);
+    return 0;
+}
+
+int hs__text_input_opts(const struct hs_server *srv, struct hs_arena *a,
+                        const struct hs_served_model *sm, json_t *s, size_t idx,
+                        const struct hs__text_opts *op, struct hs_seq *seq, char *msg, size_t cap)
+{
     const struct hs_model *m = sm->model;
     if (!json_is_string(s)) {
         snprintf(msg, cap, "input[%zu]: expected a string", idx);
@@ -437,6 +478,18 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
         snprintf(msg, cap, "input[%zu] has %zu characters; the limit is %d", idx, chars,
                  srv->cfg.limits.chars_max);
         return 413;
+    }
+    if (op->prompt && op->prompt->text_len) { /* the prompt's text, then the input's */
+        char *t = hs_arena_alloc(a, op->prompt->text_len + len + 1);
+        if (!t) {
+            snprintf(msg, cap, "out of memory");
+            return 500;
+        }
+        memcpy(t, op->prompt->text, op->prompt->text_len);
+        memcpy(t + op->prompt->text_len, text, len);
+        len += op->prompt->text_len;
+        t[len] = 0;
+        text = t;
     }
     int seq_max = m->config.max_seq_len;
     int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)seq_max);
@@ -456,16 +509,44 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                      err.msg[0] ? err.msg : hs_status_str(st));
         return status_to_http(st);
     }
-    if (nfull > nt && !truncate) {
+    if (nfull > nt && !op->truncate) {
         snprintf(msg, cap,
                  "input[%zu] has %d tokens; model %s takes at most %d (set \"truncate\": true "
                  "to cut it)",
                  idx, nfull, sm->name, seq_max);
         return 413;
     }
+    if (nfull > nt && op->left) {
+        int status = left_truncate(m, text, len, nfull, ids, nt, &nt, idx, msg, cap);
+        if (status) return status;
+    }
     seq->ids = ids;
     seq->n_tokens = nt;
     return 0;
+}
+
+int hs__text_opts_decode(const struct hs_served_model *sm, json_t *root, struct hs__text_opts *o,
+                         char *msg, size_t cap)
+{
+    memset(o, 0, sizeof *o);
+    json_t *jt = json_object_get(root, "truncate");
+    if (jt && !json_is_boolean(jt) && !json_is_null(jt))
+        return body_error(msg, cap, 400, "'truncate' must be a boolean");
+    o->truncate = jt && json_is_true(jt);
+    json_t *jd = json_object_get(root, "truncation_direction");
+    if (jd && !json_is_null(jd)) {
+        const char *d = json_is_string(jd) ? json_string_value(jd) : "";
+        if (!strcasecmp(d, "left"))
+            o->left = true;
+        else if (strcasecmp(d, "right"))
+            return body_error(msg, cap, 400,
+                              "'truncation_direction' must be \"left\" or \"right\"");
+    }
+    json_t *jp = json_object_get(root, "prompt_name");
+    if (jp && !json_is_null(jp) && !json_is_string(jp))
+        return body_error(msg, cap, 400, "'prompt_name' must be a string");
+    return hs__tasks_prompt(sm->tasks, jp && json_is_string(jp) ? json_string_value(jp) : NULL,
+                            &o->prompt, msg, cap);
 }
 
 int hs__request_qos(const struct hs_server *s, json_t *root, const char *x_priority,
@@ -526,13 +607,24 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     }
 
     /* options */
-    json_t *jt = json_object_get(root, "truncate");
-    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
-        status = body_error(msg, cap, 400, "'truncate' must be a boolean");
-        goto out;
-    }
-    out->truncate = jt && json_is_true(jt);
+    struct hs__text_opts topts;
+    if ((status = hs__text_opts_decode(out->sm, root, &topts, msg, cap))) goto out;
+    out->truncate = topts.truncate;
     const struct hs_model *m = out->sm->model;
+    const int full_dim = m->config.dims.hidden;
+    json_t *jd = json_object_get(root, "dimensions");
+    if (jd && !json_is_null(jd)) {
+        if (!json_is_integer(jd) || json_integer_value(jd) < 1 ||
+            json_integer_value(jd) > full_dim) {
+            status = body_error(msg, cap, 400,
+                                "'dimensions' must be an integer in [1, %d]: model %s outputs %d "
+                                "dimensions (a smaller one keeps the first ones, renormalized)",
+                                full_dim, out->sm->name, full_dim);
+            goto out;
+        }
+        out->dimensions = (int)json_integer_value(jd);
+        if (out->dimensions == full_dim) out->dimensions = 0;
+    }
     if (openai) {
         json_t *jf = json_object_get(root, "encoding_format");
         if (jf && !json_is_null(jf)) {
@@ -542,20 +634,6 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
             else if (strcmp(f, "float") != 0) {
                 status =
                     body_error(msg, cap, 400, "'encoding_format' must be \"float\" or \"base64\"");
-                goto out;
-            }
-        }
-        json_t *jd = json_object_get(root, "dimensions");
-        if (jd && !json_is_null(jd)) {
-            if (!json_is_integer(jd)) {
-                status = body_error(msg, cap, 400, "'dimensions' must be an integer");
-                goto out;
-            }
-            if (json_integer_value(jd) != m->config.dims.hidden) {
-                status = body_error(msg, cap, 400,
-                                    "'dimensions' = %" JSON_INTEGER_FORMAT
-                                    " is not supported: model %s outputs %d dimensions",
-                                    json_integer_value(jd), out->sm->name, m->config.dims.hidden);
                 goto out;
             }
         }
@@ -575,6 +653,8 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
         }
         out->post_normalize = normalize && !m->config.dims.normalize;
     }
+    /* a cut of a normalized row is normalized again (Matryoshka) */
+    out->renormalize = out->dimensions && (m->config.dims.normalize || out->post_normalize);
 
     status =
         hs__request_qos(s, root, x_priority, x_timeout_ms, &out->prio, &out->timeout_ms, msg, cap);
@@ -600,9 +680,9 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     size_t icap = cap < 512 ? cap : 512;
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(items, i);
-        status =
-            tokens ? token_input(a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap)
-                   : hs__text_input(s, a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap);
+        status = tokens
+                     ? token_input(a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap)
+                     : hs__text_input_opts(s, a, out->sm, it, i, &topts, &out->seqs[i], msg, icap);
         if (status) goto out;
         out->prompt_tokens += out->seqs[i].n_tokens;
     }
@@ -705,6 +785,8 @@ static enum MHD_Result embed_begin(struct conn *k)
     k->sm = in.sm;
     k->base64 = in.base64;
     k->post_normalize = in.post_normalize;
+    k->dimensions = in.dimensions;
+    k->renormalize = in.renormalize;
     k->prompt_tokens = in.prompt_tokens;
     k->ts[HS_TS_TOKENIZED] = hs_now_ns();
     struct hs_job *j =
@@ -719,11 +801,12 @@ static enum MHD_Result embed_begin(struct conn *k)
     return answered ? embed_finish(k) : MHD_YES;
 }
 
-/* One row, L2-normalized into tmp when the model does not normalize itself (the answer's rows
- * are read-only: a shadow comparison may be reading them). */
+/* One row: its first `k->dimensions` values (all without), L2-normalized into tmp when the model
+ * does not normalize itself or the cut needs it again (the answer's rows are read-only: a shadow
+ * comparison may be reading them). */
 static const float *embed_row(const struct conn *k, const float *row, int dim, float *tmp)
 {
-    if (!k->post_normalize) return row;
+    if (!k->post_normalize && !k->renormalize) return row;
     double ss = 0;
     for (int j = 0; j < dim; j++) ss += (double)row[j] * row[j];
     float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
@@ -737,10 +820,12 @@ static enum MHD_Result embed_finish(struct conn *k)
     const struct hs_job *j = k->job;
     if (j->status != HS_STATUS_OK)
         return send_error(k, status_to_http(j->status), j->retry_after_s, "%s", j->msg);
-    const int dim = j->dim;
+    const int stride = j->dim;
+    const int dim = k->dimensions && k->dimensions < stride ? k->dimensions : stride;
     const size_t n = (size_t)j->n_seqs;
-    float *tmp = k->post_normalize ? hs_arena_alloc(k->arena, sizeof(float) * (size_t)dim) : NULL;
-    if (k->post_normalize && !tmp) return send_error(k, 500, 0, "out of memory");
+    bool need_tmp = k->post_normalize || k->renormalize;
+    float *tmp = need_tmp ? hs_arena_alloc(k->arena, sizeof(float) * (size_t)dim) : NULL;
+    if (need_tmp && !tmp) return send_error(k, 500, 0, "out of memory");
     struct hs_buf b;
     /* Sized once for the worst case so serialization never re-grows. */
     size_t per =
@@ -749,7 +834,7 @@ static enum MHD_Result embed_finish(struct conn *k)
     if (k->ep->flags & EP_OPENAI) {
         hs_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         for (size_t i = 0; i < n; i++) {
-            const float *row = embed_row(k, j->out + i * (size_t)dim, dim, tmp);
+            const float *row = embed_row(k, j->out + i * (size_t)stride, dim, tmp);
             hs_buf_printf(
                 &b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
             if (k->base64) {
@@ -769,7 +854,8 @@ static enum MHD_Result embed_finish(struct conn *k)
         hs_buf_putc(&b, '[');
         for (size_t i = 0; i < n; i++) {
             if (i) hs_buf_putc(&b, ',');
-            hs_buf_json_floats(&b, embed_row(k, j->out + i * (size_t)dim, dim, tmp), (size_t)dim);
+            hs_buf_json_floats(&b, embed_row(k, j->out + i * (size_t)stride, dim, tmp),
+                               (size_t)dim);
         }
         hs_buf_putc(&b, ']');
     }

@@ -21,14 +21,16 @@
 #include "server/server.h"
 #include "server/trace.h"
 #include "server/capture.h"
+#include "server/tasks.h"
 
 struct conn; /* one HTTP request (http.c) */
 
 struct hs_served_model {
     char name[128];
     struct hs_model *model;
-    hs_engine_t engine; /* the first engine it is resident on */
-    int lane;           /* the first lane serving it */
+    hs_engine_t engine;      /* the first engine it is resident on */
+    int lane;                /* the first lane serving it */
+    struct hs__tasks *tasks; /* prompts, classifier head (tasks.h); NULL: none */
 };
 
 /* Renders the lane checks as Prometheus series (hetserve_lane_check_*). */
@@ -191,6 +193,8 @@ struct hs__embed_req {
     size_t n;            /* inputs, >= 1 */
     struct hs_seq *seqs; /* [n]: [CLS] .. [SEP] ids */
     int prompt_tokens;   /* sum of the sequences' tokens */
+    int dimensions;      /* "dimensions": the first this many of each row (0: all) */
+    bool renormalize;    /* dimensions cut a normalized row: L2-normalize the cut */
 };
 /* A request's priority and deadline, the same for every endpoint: the body's "priority" and
  * "timeout_ms" win over the X-Priority and X-Timeout-Ms headers; default interactive and
@@ -221,6 +225,20 @@ int hs__decode_body(struct hs_server *s, struct hs_arena *a, const char *body, s
 int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                    const struct hs_served_model *sm, json_t *text, size_t idx, bool truncate,
                    struct hs_seq *seq, char *msg, size_t cap);
+/* How a text becomes tokens: truncate (else 413 when too long), from the left (keeping the end
+ * of the text; the template's first and last special tokens stay), a prompt put before it. */
+struct hs__text_opts {
+    bool truncate;
+    bool left;
+    const struct hs__prompt *prompt; /* NULL: none */
+};
+int hs__text_input_opts(const struct hs_server *srv, struct hs_arena *a,
+                        const struct hs_served_model *sm, json_t *text, size_t idx,
+                        const struct hs__text_opts *o, struct hs_seq *seq, char *msg, size_t cap);
+/* The options every TEI-shaped endpoint shares: truncate (boolean), truncation_direction
+ * ("left" / "right", any case), prompt_name (tasks.h). 0 or 400 with msg. */
+int hs__text_opts_decode(const struct hs_served_model *sm, json_t *root, struct hs__text_opts *o,
+                         char *msg, size_t cap);
 
 /* POST /predict: the inputs (one string or an array of them), truncate, priority and deadline
  * (hs__request_qos), the texts tokenized for sm, the model that classifies first. */
