@@ -105,6 +105,7 @@ struct slot {
     pthread_t thread;
     bool started;
     int32_t *ids, *lengths, *offsets;
+    int32_t *type_ids; /* the batch's token types (a pair's second segment is 1) */
     float *out;
     struct hs_seq **taken;
     struct hs_request **done; /* the taken sequences' requests, while their batch completes */
@@ -554,14 +555,21 @@ static void batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct
     memset(batch, 0, sizeof *batch);
     if (!s->stepped) {
         int32_t off = 0;
+        bool typed = false; /* some sequence has token types (a pair): the batch carries them */
+        for (int i = 0; i < n; i++) typed |= sl->taken[i]->type_ids != NULL;
         for (int i = 0; i < shape_b; i++) {
             sl->offsets[i] = off;
             if (i < n) {
                 struct hs_seq *q = sl->taken[i];
                 memcpy(sl->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
+                if (q->type_ids)
+                    memcpy(sl->type_ids + off, q->type_ids, (size_t)q->n_tokens * sizeof(int32_t));
+                else if (typed)
+                    memset(sl->type_ids + off, 0, (size_t)q->n_tokens * sizeof(int32_t));
                 sl->lengths[i] = q->n_tokens;
             } else {
                 sl->ids[off] = L->o.pad_id;
+                sl->type_ids[off] = 0;
                 sl->lengths[i] = 1;
             }
             off += sl->lengths[i];
@@ -572,7 +580,7 @@ static void batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct
             .seq_max = shape_s,
             .n_tokens = off,
             .ids = sl->ids,
-            .type_ids = NULL,
+            .type_ids = typed ? sl->type_ids : NULL,
             .lengths = sl->lengths,
             .offsets = sl->offsets,
         };
@@ -1008,12 +1016,14 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
         sl->L = L;
         sl->idx = i;
         sl->ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
+        sl->type_ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
         sl->lengths = hs_malloc((size_t)L->cap_batch * sizeof(int32_t));
         sl->offsets = hs_malloc(((size_t)L->cap_batch + 1) * sizeof(int32_t));
         sl->out = hs_malloc((size_t)L->cap_batch * (size_t)o->dim * sizeof(float));
         sl->taken = hs_malloc((size_t)L->cap_batch * sizeof(*sl->taken));
         sl->done = hs_malloc((size_t)L->cap_batch * sizeof(*sl->done));
-        if (!sl->ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken || !sl->done)
+        if (!sl->ids || !sl->type_ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken ||
+            !sl->done)
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
     }
     L->throughput = o->throughput_init_tokens_per_s;
@@ -1028,6 +1038,7 @@ static void lane_free(struct lane *L)
     for (int i = 0; L->slots && i < L->n_slots; i++) {
         struct slot *sl = &L->slots[i];
         hs_free(sl->ids);
+        hs_free(sl->type_ids);
         hs_free(sl->lengths);
         hs_free(sl->offsets);
         hs_free(sl->out);

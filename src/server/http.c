@@ -1068,11 +1068,19 @@ static enum MHD_Result admin_fault(struct conn *k)
  * the endpoint table
  */
 
+static enum MHD_Result predict_begin(struct conn *k);
+static enum MHD_Result root_begin(struct conn *k);
+
 static const struct endpoint endpoints[] = {
     {"/v1/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
     {"/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
-    {"/predict", "POST", EP_TIMED | EP_MODEL, hs__predict_begin, hs__predict_resume},
+    {"/predict", "POST", EP_TIMED | EP_MODEL, predict_begin, hs__predict_resume},
+    {"/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_begin, hs__task_finish},
+    {"/v1/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_v1_begin, hs__task_finish},
+    {"/similarity", "POST", EP_TIMED | EP_MODEL, hs__similarity_begin, hs__task_finish},
+    {"/", "POST", EP_TIMED | EP_MODEL, root_begin, NULL},
+    {"/info", "GET", 0, hs__info, NULL},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
     {"/decode", "POST", EP_TIMED, decode, NULL},
     /* what a router sends its workers (internal.c) */
@@ -1086,6 +1094,33 @@ static const struct endpoint endpoints[] = {
     {"/dashboard", "GET", 0, dashboard, NULL},
     {"/admin/fault", "POST", 0, admin_fault, NULL},
 };
+
+/* /predict on a model with its own classifier head when no cascade is configured */
+static const struct endpoint checkpoint_predict = {"/predict", "POST", EP_TIMED | EP_MODEL,
+                                                   hs__cls_predict_begin, hs__task_finish};
+static const struct endpoint root_predict = {"/predict", "POST", EP_TIMED | EP_MODEL,
+                                             hs__root_predict_begin, hs__task_finish};
+
+static const struct endpoint *endpoint_of(const char *url);
+
+static enum MHD_Result predict_begin(struct conn *k)
+{
+    bool heads = false; /* a model with its own classifier head */
+    for (int i = 0; i < k->srv->n_models; i++)
+        heads |= k->srv->models[i].tasks && k->srv->models[i].tasks->cls;
+    if (k->srv->predict || !heads) return hs__predict_begin(k); /* (404 when neither) */
+    k->ep = &checkpoint_predict;
+    return k->ep->begin(k);
+}
+
+/* TEI's (and SageMaker's) root route: the model's task (hs__root_task) answers. */
+static enum MHD_Result root_begin(struct conn *k)
+{
+    static const char *const paths[] = {"/embed", "/similarity", "/rerank", "/predict"};
+    int t = hs__root_task(k->srv, k->body, k->body_len);
+    k->ep = t == 3 ? &root_predict : endpoint_of(paths[t]);
+    return k->ep->begin(k);
+}
 
 static const struct endpoint *endpoint_of(const char *url)
 {

@@ -256,4 +256,25 @@ int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct h
                        const char *x_timeout_ms, int64_t *ts, struct hs__predict_req *out,
                        char *msg, size_t cap);
 
+/* --- the task endpoints (task_api.c): /rerank, /v1/rerank, /similarity, /predict with a
+ * checkpoint head, GET /info. Each begin decodes, tokenizes and dispatches one job; finish
+ * scores the answer. */
+enum MHD_Result hs__rerank_begin(struct conn *k);
+enum MHD_Result hs__rerank_v1_begin(struct conn *k);
+enum MHD_Result hs__similarity_begin(struct conn *k);
+enum MHD_Result hs__cls_predict_begin(struct conn *k);
+enum MHD_Result hs__root_predict_begin(struct conn *k); /* one text answered as [[...]] */
+enum MHD_Result hs__task_finish(struct conn *k);
+enum MHD_Result hs__info(struct conn *k);
+/* Decodes a task body (kind: 0 /rerank, 1 /v1/rerank, 2 /similarity, 3 /predict with the
+ * checkpoint head, 4 the root route's /predict) into *out (arena a); 0 or an HTTP status with msg.
+ */
+int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const char *body, size_t len,
+                    const char *x_priority, const char *x_timeout_ms, int64_t *ts, void **out,
+                    char *msg, size_t cap);
+/* TEI's root route POST /: the task the body's (or the first) model serves: 0 embed,
+ * 1 similarity (an embedding model, "inputs" an object), 2 rerank (a classifier, a "query"),
+ * 3 predict (a classifier). */
+int hs__root_task(struct hs_server *s, const char *body, size_t len);
+
 #endif

@@ -290,6 +290,11 @@ static hs_status rl_run(void *ctx, int slot, const struct hs_batch *b, float *ou
     if (!addr[0])
         return hs_error_set(err, HS_STATUS_ENGINE, "remote %s: worker slot %d has no worker now",
                             p->name, L->worker);
+    /* the wire format carries no token types: a pair batch (rerank) would be scored wrong */
+    if (b->type_ids)
+        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                            "remote %s: text pairs (token types) are not carried to workers",
+                            p->name);
     const int64_t t0 = hs_now_ns();
     int64_t left_ms = b->deadline_ns ? (b->deadline_ns - t0) / 1000000 : 86400000;
     if (left_ms < 1)
