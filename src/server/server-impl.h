@@ -272,6 +272,8 @@ enum MHD_Result hs__info(struct conn *k);
 int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const char *body, size_t len,
                     const char *x_priority, const char *x_timeout_ms, int64_t *ts, void **out,
                     char *msg, size_t cap);
+/* A decoded task's sequences (ids, token types for pairs), [*n]. */
+const struct hs_seq *hs__task_seqs(const void *task, size_t *n);
 /* TEI's root route POST /: the task the body's (or the first) model serves: 0 embed,
  * 1 similarity (an embedding model, "inputs" an object), 2 rerank (a classifier, a "query"),
  * 3 predict (a classifier). */

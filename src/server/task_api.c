@@ -324,6 +324,13 @@ int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const cha
     return status;
 }
 
+const struct hs_seq *hs__task_seqs(const void *task, size_t *n)
+{
+    const struct task *t = task;
+    *n = t->n;
+    return t->seqs;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * the handlers
  */
