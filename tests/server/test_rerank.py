@@ -166,3 +166,43 @@ def test_huggingface_hub_client(server, clf):
     c = hub.InferenceClient(base_url="http://127.0.0.1:%d" % clf.port)
     out = c.text_classification(GOLD["singles"][0], top_k=3)
     assert sorted(o.label for o in out) == sorted(GOLD["labels"])
+
+
+ROUTED = """
+engines:
+  - name: small
+    kind: cpu
+    threads: 1
+  - name: big
+    kind: cpu
+    threads: 1
+models:
+  - path: "%s"
+    engines: [small, big]
+limits:
+  timeout_ms: 300000
+routes:
+  - name: short
+    engines: [small]
+  - name: long
+    engines: [big]
+router:
+  rules:
+    - {task: rerank, tokens_min: 64, route: long}
+  default_route: short
+""" % CE
+
+
+def test_long_pairs_are_routed():
+    """A rerank job's longest pair picks its route, like any request's longest sequence."""
+    s = Server(ROUTED, model=None)
+    try:
+        st, h, r = s.post("/rerank", {"query": Q[0], "texts": DOCS[:4], "raw_scores": True})
+        assert st == 200 and h["x-engine"] == "small", h  # pairs of 27..45 tokens
+        long_doc = " ".join(DOCS[:3])  # 81 tokens with the query
+        st, h, r = s.post("/rerank", {"query": Q[0], "texts": [DOCS[1], long_doc]})
+        assert st == 200 and h["x-engine"] == "big", h
+        st, h, r = s.post("/embed", {"inputs": long_doc})
+        assert st == 200 and h["x-engine"] == "small"  # the rule is the reranker's
+    finally:
+        s.stop()
