@@ -665,6 +665,10 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     status = get_inputs(json_object_get(root, openai ? "input" : "inputs"),
                         openai ? "input" : "inputs", &items, &tokens, msg, cap);
     if (status) goto out;
+    if (tokens && topts.prompt && json_object_get(root, "prompt_name")) {
+        status = body_error(msg, cap, 400, "'prompt_name' applies to texts, not to token ids");
+        goto out;
+    }
     size_t n = json_array_size(items);
     if (n > (size_t)s->cfg.limits.items_max) {
         status = body_error(msg, cap, 413, "%zu inputs; the limit is %d per request", n,

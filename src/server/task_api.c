@@ -210,6 +210,11 @@ static int similarity_decode(struct hs_server *s, struct hs_arena *a, json_t *ro
     int status = 0;
     t->sm = model_of(s, root, &status, msg, cap);
     if (!t->sm) return status;
+    if (t->sm->tasks && t->sm->tasks->cls)
+        return fail(msg, cap, 400,
+                    "model %s is a sequence classifier, not an embedding model: POST /rerank or "
+                    "/predict",
+                    t->sm->name);
     struct hs__text_opts o;
     if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
     json_t *in = json_object_get(root, "inputs");

@@ -89,9 +89,11 @@ def test_rerank_truncates_longest_first(ce):
     assert st == 200 and len(r) == 1
 
 
-def test_rerank_refused_on_embedding_model(server):
+def test_rerank_refused_on_embedding_model(server, ce):
     st, _, r = server.post("/rerank", {"query": "a", "texts": ["b"]})
     assert st == 400 and "not a reranker" in r["error"]["message"]
+    st, _, r = ce.post("/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b"]}})
+    assert st == 400 and "sequence classifier" in r["error"]["message"]
 
 
 def test_predict_checkpoint_head(clf):

@@ -119,3 +119,5 @@ def test_prompt_name(prompted, server):
     assert st == 400 and "no config_sentence_transformers.json prompts" in r["error"]["message"]
     st, _, r = prompted.post("/embed", {"inputs": "x", "prompt_name": 3})
     assert st == 400
+    st, _, r = prompted.post("/embed", {"inputs": [101, 7592, 102], "prompt_name": "query"})
+    assert st == 400 and "token ids" in r["error"]["message"]
