@@ -121,3 +121,14 @@ def test_prompt_name(prompted, server):
     assert st == 400
     st, _, r = prompted.post("/embed", {"inputs": [101, 7592, 102], "prompt_name": "query"})
     assert st == 400 and "token ids" in r["error"]["message"]
+
+
+def test_openai_sdk_dimensions(server):
+    openai = pytest.importorskip("openai", reason="the openai package is not installed")
+    c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % server.port, api_key="unused")
+    r = c.embeddings.create(model="all-MiniLM-L6-v2", input=TEXTS, dimensions=128)
+    assert [len(d.embedding) for d in r.data] == [128, 128]
+    full = c.embeddings.create(model="all-MiniLM-L6-v2", input=TEXTS)
+    assert close(r.data[0].embedding, cut(full.data[0].embedding, 128))
+    with pytest.raises(openai.BadRequestError):
+        c.embeddings.create(model="all-MiniLM-L6-v2", input=TEXTS, dimensions=1000)
