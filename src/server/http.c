@@ -1109,10 +1109,8 @@ static const struct endpoint *endpoint_of(const char *url);
 
 static enum MHD_Result predict_begin(struct conn *k)
 {
-    bool heads = false; /* a model with its own classifier head */
-    for (int i = 0; i < k->srv->n_models; i++)
-        heads |= k->srv->models[i].tasks && k->srv->models[i].tasks->cls;
-    if (k->srv->predict || !heads) return hs__predict_begin(k); /* (404 when neither) */
+    if (!hs__predict_head(k->srv, k->body, k->body_len))
+        return hs__predict_begin(k); /* the cascade (404 when it is not configured) */
     k->ep = &checkpoint_predict;
     return k->ep->begin(k);
 }

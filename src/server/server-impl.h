@@ -272,6 +272,9 @@ enum MHD_Result hs__info(struct conn *k);
 int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const char *body, size_t len,
                     const char *x_priority, const char *x_timeout_ms, int64_t *ts, void **out,
                     char *msg, size_t cap);
+/* Whether POST /predict goes to a checkpoint head rather than the cascade: the body's "model"
+ * has one, or no cascade is configured and some served model has one. */
+bool hs__predict_head(struct hs_server *s, const char *body, size_t len);
 /* A decoded task's sequences (ids, token types for pairs), [*n]. */
 const struct hs_seq *hs__task_seqs(const void *task, size_t *n);
 /* TEI's root route POST /: the task the body's (or the first) model serves: 0 embed,

@@ -568,6 +568,23 @@ enum MHD_Result hs__info(struct conn *k)
     return hs__conn_send(k, 200, &b, "application/json");
 }
 
+bool hs__predict_head(struct hs_server *s, const char *body, size_t len)
+{
+    json_t *root = NULL;
+    char msg[64];
+    const struct hs_served_model *named = NULL;
+    if (!hs__body_parse(body, len, NULL, &root, msg, sizeof msg)) {
+        json_t *jm = json_object_get(root, "model");
+        if (json_is_string(jm)) named = hs__server_model(s, json_string_value(jm));
+        json_decref(root);
+    }
+    if (named) return named->tasks && named->tasks->cls;
+    if (s->predict) return false;
+    for (int i = 0; i < s->n_models; i++)
+        if (s->models[i].tasks && s->models[i].tasks->cls) return true;
+    return false;
+}
+
 int hs__root_task(struct hs_server *s, const char *body, size_t len)
 {
     json_t *root = NULL;

@@ -224,3 +224,35 @@ def test_rerank_on_a_bf16_lane():
             assert max(abs(x["score"] - want[x["index"]]) for x in r) < 0.1
     finally:
         s.stop()
+
+
+def test_predict_beside_a_cascade():
+    """With a cascade configured, /predict naming a model with its own head uses that head;
+    without a model it is the cascade's."""
+    from hetserve_fixture import MODEL
+    head = os.path.join(ROOT, "heads", "all-MiniLM-L6-v2-sentiment.json")
+    s = Server("""
+engines:
+  - {name: cpu0, kind: cpu, threads: 1}
+models:
+  - {name: minilm, path: "%s"}
+  - {name: clf, path: "%s"}
+limits:
+  timeout_ms: 300000
+cascade:
+  small: minilm
+  small_head: %s
+  big: minilm
+  big_head: %s
+  threshold: 0.5
+""" % (MODEL, CLS, head, head), model=None)
+    try:
+        st, _, r = s.post("/predict", {"model": "clf", "inputs": GOLD["singles"][0],
+                                       "raw_scores": True})
+        assert st == 200, r
+        assert abs(r[0]["score"] - max(GOLD["classify"][0])) < 1e-4
+        st, h, r = s.post("/predict", {"inputs": "a wonderful film"})
+        assert st == 200, r
+        assert {x["label"] for x in r} != set(GOLD["labels"])  # the sentiment head's labels
+    finally:
+        s.stop()
