@@ -32,6 +32,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "model/seqcls.h"
 #include "server/dashboard.h"
 #include "server/server-impl.h"
 
@@ -906,9 +907,12 @@ static enum MHD_Result models(struct conn *k)
         hs_buf_json_str(&b, sm->name, strlen(sm->name));
         hs_buf_printf(&b,
                       ",\"object\":\"model\",\"created\":0,\"owned_by\":\"hetserve\","
-                      "\"engine\":\"%s\",\"dimensions\":%d,\"max_tokens\":%d}",
+                      "\"engine\":\"%s\",\"dimensions\":%d,\"max_tokens\":%d,\"task\":\"%s\"}",
                       hs_engine_name(sm->engine), sm->model->config.dims.hidden,
-                      sm->model->config.max_seq_len);
+                      sm->model->config.max_seq_len,
+                      !sm->tasks || !sm->tasks->cls   ? "embedding"
+                      : sm->tasks->cls->n_labels == 1 ? "rerank"
+                                                      : "classify");
     }
     hs_buf_puts(&b, "]}");
     return send_buf(k, 200, &b, "application/json", 0);

@@ -142,6 +142,8 @@ def test_info(server, ce, clf):
         assert k in i
     i = json.loads(ce.get("/info")[2])
     assert list(i["model_type"]) == ["reranker"]
+    tasks = [json.loads(x.get("/v1/models")[2])["data"][0]["task"] for x in (server, ce, clf)]
+    assert tasks == ["embedding", "rerank", "classify"]
     i = json.loads(clf.get("/info")[2])
     assert i["model_type"]["classifier"]["id2label"] == {"0": "joy", "1": "anger", "2": "other"}
 
