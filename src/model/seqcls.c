@@ -110,6 +110,12 @@ hs_status hs_seqcls_load(const char *dir, int hidden, struct hs_seqcls **out, st
         goto out;
     }
     h->hidden = hidden;
+    if (hidden > HS_SEQCLS_MAX_HIDDEN) {
+        s = hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                         "%s: a classifier head on %d hidden units; at most %d are served", dir,
+                         hidden, HS_SEQCLS_MAX_HIDDEN);
+        goto out;
+    }
     if ((s = hs_safetensors_open(path, &st, err))) goto out;
     const struct scheme *sc = NULL;
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0] && !sc; i++) {
@@ -175,14 +181,8 @@ void hs_seqcls_free(struct hs_seqcls *h)
 
 void hs_seqcls_logits(const struct hs_seqcls *h, const float *x, float *logits)
 {
-    const int d = h->hidden;
-    double mid[4096];
-    double *m = d <= 4096 ? mid : NULL;
-    for (int i = 0; i < h->n_labels; i++) logits[i] = (float)h->b2[i];
-    if (!m) { /* (wider than any encoder served) */
-        for (int i = 0; i < h->n_labels; i++) logits[i] = NAN;
-        return;
-    }
+    const int d = h->hidden; /* <= HS_SEQCLS_MAX_HIDDEN (load) */
+    double m[HS_SEQCLS_MAX_HIDDEN];
     for (int o = 0; o < d; o++) {
         double acc = h->b1[o];
         const float *w = h->w1 + (size_t)o * (size_t)d;

@@ -24,6 +24,7 @@
 
 #define HS_SEQCLS_MAX_LABELS 256
 #define HS_SEQCLS_LABEL_MAX  64
+#define HS_SEQCLS_MAX_HIDDEN 8192
 
 struct hs_seqcls {
     int hidden;
@@ -40,9 +41,10 @@ struct hs_seqcls {
 bool hs_seqcls_config(const json_t *config_root);
 
 /* Loads the head of the model folder dir (config.json, model.safetensors) for an encoder of
- * `hidden` units. HS_STATUS_NOT_FOUND when config.json does not describe a sequence classifier
- * (no error message then); HS_STATUS_CORRUPT (missing tensors, wrong shapes, bad id2label),
- * HS_STATUS_IO, HS_STATUS_NO_MEMORY with a message naming the file. */
+ * `hidden` units (at most HS_SEQCLS_MAX_HIDDEN). HS_STATUS_NOT_FOUND when config.json does not
+ * describe a sequence classifier (no error message then); HS_STATUS_CORRUPT (missing tensors, wrong
+ * shapes, bad id2label), HS_STATUS_UNSUPPORTED (wider than HS_SEQCLS_MAX_HIDDEN), HS_STATUS_IO,
+ * HS_STATUS_NO_MEMORY with a message naming the file. */
 hs_status hs_seqcls_load(const char *dir, int hidden, struct hs_seqcls **out, struct hs_error *err);
 void hs_seqcls_free(struct hs_seqcls *h);
 

@@ -51,6 +51,10 @@ static void embedding_model_is_not_found(void **state)
     assert_int_equal(hs_seqcls_load(hs_test_path("tests/data/tiny-bert-cls"), 32, &h, &err),
                      HS_STATUS_NOT_FOUND);
     assert_null(h);
+    assert_int_equal(hs_seqcls_load(hs_test_path("tests/data/tiny-cross-encoder"),
+                                    HS_SEQCLS_MAX_HIDDEN + 1, &h, &err),
+                     HS_STATUS_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "at most"));
 }
 
 /* A folder: config.json from text, model.safetensors linked from a committed checkpoint. */
