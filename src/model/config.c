@@ -5,6 +5,7 @@
  * null counts as absent for optional keys.
  */
 #include "model/config.h"
+#include "model/seqcls.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -275,6 +276,8 @@ hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, str
     snprintf(label, sizeof label, "%s/config.json", dir);
     if ((s = load_json(dir, "config.json", 1, &root, err))) return s;
     s = parse_hf_root(root, label, &c, &c.pad_token_id, err);
+    /* a sequence classifier's head (model/seqcls.h) reads the first token, unnormalized */
+    if (!s && hs_seqcls_config(root)) c.dims.pool = HS_POOL_CLS;
     json_decref(root);
     if (s) return s;
 

@@ -111,14 +111,21 @@ void hs__batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct hs
     memset(batch, 0, sizeof *batch);
     if (!s->stepped) {
         int32_t off = 0;
+        bool typed = false; /* some sequence has token types (a pair): the batch carries them */
+        for (int i = 0; i < n; i++) typed |= sl->taken[i]->type_ids != NULL;
         for (int i = 0; i < shape_b; i++) {
             sl->offsets[i] = off;
             if (i < n) {
                 struct hs_seq *q = sl->taken[i];
                 memcpy(sl->ids + off, q->ids, (size_t)q->n_tokens * sizeof(int32_t));
+                if (q->type_ids)
+                    memcpy(sl->type_ids + off, q->type_ids, (size_t)q->n_tokens * sizeof(int32_t));
+                else if (typed)
+                    memset(sl->type_ids + off, 0, (size_t)q->n_tokens * sizeof(int32_t));
                 sl->lengths[i] = q->n_tokens;
             } else {
                 sl->ids[off] = L->o.pad_id;
+                sl->type_ids[off] = 0;
                 sl->lengths[i] = 1;
             }
             off += sl->lengths[i];
@@ -129,7 +136,7 @@ void hs__batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct hs
             .seq_max = shape_s,
             .n_tokens = off,
             .ids = sl->ids,
-            .type_ids = NULL,
+            .type_ids = typed ? sl->type_ids : NULL,
             .lengths = sl->lengths,
             .offsets = sl->offsets,
         };

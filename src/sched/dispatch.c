@@ -61,6 +61,7 @@ static struct hs_request *request_new(struct hs_job *j, enum hs_priority prio, i
     if (!seqs || (dim > 0 && !out)) return NULL;
     for (size_t i = 0; i < n; i++) {
         seqs[i].ids = j->seqs[i].ids;
+        seqs[i].type_ids = j->seqs[i].type_ids;
         seqs[i].n_tokens = j->seqs[i].n_tokens;
     }
     r->id = j->id;

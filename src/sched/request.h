@@ -62,6 +62,7 @@ struct hs_seq {
     struct hs_request *req;
     struct hs_seq *next, *prev; /* queue links (scheduler-owned) */
     const int32_t *ids;         /* [n_tokens], [CLS] .. [SEP] */
+    const int32_t *type_ids;    /* [n_tokens] token types (a pair's), or NULL for all zeros */
     int32_t n_tokens;
     int32_t index;  /* row of req->out */
     int32_t bucket; /* scheduler-owned */

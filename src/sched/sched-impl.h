@@ -48,6 +48,7 @@ struct slot {
     pthread_t thread;
     bool started;
     int32_t *ids, *lengths, *offsets;
+    int32_t *type_ids; /* the batch's token types (a pair's second segment is 1) */
     float *out;
     struct hs_seq **taken;
     struct hs_request **done; /* the taken sequences' requests, while their batch completes */

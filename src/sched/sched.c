@@ -152,12 +152,14 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
         sl->L = L;
         sl->idx = i;
         sl->ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
+        sl->type_ids = hs_malloc((size_t)L->cap_tokens * sizeof(int32_t));
         sl->lengths = hs_malloc((size_t)L->cap_batch * sizeof(int32_t));
         sl->offsets = hs_malloc(((size_t)L->cap_batch + 1) * sizeof(int32_t));
         sl->out = hs_malloc((size_t)L->cap_batch * (size_t)o->dim * sizeof(float));
         sl->taken = hs_malloc((size_t)L->cap_batch * sizeof(*sl->taken));
         sl->done = hs_malloc((size_t)L->cap_batch * sizeof(*sl->done));
-        if (!sl->ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken || !sl->done)
+        if (!sl->ids || !sl->type_ids || !sl->lengths || !sl->offsets || !sl->out || !sl->taken ||
+            !sl->done)
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: batch buffers", L->engine);
     }
     L->throughput = o->throughput_init_tokens_per_s;
@@ -172,6 +174,7 @@ static void lane_free(struct lane *L)
     for (int i = 0; L->slots && i < L->n_slots; i++) {
         struct slot *sl = &L->slots[i];
         hs_free(sl->ids);
+        hs_free(sl->type_ids);
         hs_free(sl->lengths);
         hs_free(sl->offsets);
         hs_free(sl->out);

@@ -149,7 +149,7 @@ struct hs_route_cfg {
 struct hs_rule_cfg {
     char route[32];
     int tokens_min, tokens_max; /* longest sequence; 0 = unbounded */
-    char task[32];              /* "" any | embeddings | embed | predict */
+    char task[32];              /* "" any | embeddings | embed | predict | rerank | similarity */
     char priority[16];          /* "" any | interactive | batch */
     char header[64];
     char value[128];

@@ -33,6 +33,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "server/auth.h"
+#include "model/seqcls.h"
 #include "server/dashboard.h"
 #include "server/kserve.h"
 #include "server/server-impl.h"
@@ -89,6 +90,8 @@ struct conn {
     atomic_int refs; /* the owner's, plus one per scheduler request of its jobs */
     bool base64;
     bool post_normalize; /* L2-normalize in post-processing (model does not) */
+    int dimensions;      /* rows cut to this many (0: the model's) */
+    bool renormalize;    /* the cut is L2-normalized again */
     int prompt_tokens;
     struct hs_auth *auth;          /* the key set it was admitted by (a reference), or NULL */
     const struct hs_auth_key *key; /* its key; NULL: auth off or an open endpoint */
@@ -442,6 +445,45 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                    const struct hs_served_model *sm, json_t *s, size_t idx, bool truncate,
                    struct hs_seq *seq, char *msg, size_t cap)
 {
+    struct hs__text_opts o = {.truncate = truncate};
+    return hs__text_input_opts(srv, a, sm, s, idx, &o, seq, msg, cap);
+}
+
+/* The last tokens of text, the template's first and last special kept: ids[seq_max]. */
+static int left_truncate(const struct hs_model *m, const char *text, size_t len, int nfull,
+                         int32_t *ids, int seq_max, int *nt, size_t idx, char *msg, size_t cap)
+{
+    int32_t *full = hs_malloc(sizeof(int32_t) * (size_t)nfull);
+    if (!full) {
+        snprintf(msg, cap, "out of memory");
+        return 500;
+    }
+    int n = 0;
+    struct hs_error err;
+    hs_error_clear(&err);
+    hs_status st = hs_tokenizer_encode(m->tokenizer, text, len, full, nfull, &n, NULL, &err);
+    if (st != HS_STATUS_OK) {
+        hs_free(full);
+        snprintf(msg, cap, "input[%zu]: %s", idx, err.msg[0] ? err.msg : hs_status_str(st));
+        return status_to_http(st);
+    }
+    const struct hs_tokenizer *tok = m->tokenizer;
+    int lead = n > 0 && full[0] == hs_tokenizer_cls_id(tok);
+    int trail = n > 1 && full[n - 1] == hs_tokenizer_sep_id(tok);
+    int keep = seq_max - lead - trail; /* pieces kept: the last ones */
+    int o = 0;
+    if (lead) ids[o++] = full[0];
+    for (int i = n - trail - keep; i < n - trail; i++) ids[o++] = full[i];
+    if (trail) ids[o++] = full[n - 1];
+    *nt = o;
+    hs_free(full);
+    return 0;
+}
+
+int hs__text_input_opts(const struct hs_server *srv, struct hs_arena *a,
+                        const struct hs_served_model *sm, json_t *s, size_t idx,
+                        const struct hs__text_opts *op, struct hs_seq *seq, char *msg, size_t cap)
+{
     const struct hs_model *m = sm->model;
     if (!json_is_string(s)) {
         snprintf(msg, cap, "input[%zu]: expected a string", idx);
@@ -458,6 +500,18 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
         snprintf(msg, cap, "input[%zu] has %zu characters; the limit is %d", idx, chars,
                  srv->cfg.limits.chars_max);
         return 413;
+    }
+    if (op->prompt && op->prompt->text_len) { /* the prompt's text, then the input's */
+        char *t = hs_arena_alloc(a, op->prompt->text_len + len + 1);
+        if (!t) {
+            snprintf(msg, cap, "out of memory");
+            return 500;
+        }
+        memcpy(t, op->prompt->text, op->prompt->text_len);
+        memcpy(t + op->prompt->text_len, text, len);
+        len += op->prompt->text_len;
+        t[len] = 0;
+        text = t;
     }
     int seq_max = m->config.max_seq_len;
     int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)seq_max);
@@ -477,16 +531,44 @@ int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                      err.msg[0] ? err.msg : hs_status_str(st));
         return status_to_http(st);
     }
-    if (nfull > nt && !truncate) {
+    if (nfull > nt && !op->truncate) {
         snprintf(msg, cap,
                  "input[%zu] has %d tokens; model %s takes at most %d (set \"truncate\": true "
                  "to cut it)",
                  idx, nfull, sm->name, seq_max);
         return 413;
     }
+    if (nfull > nt && op->left) {
+        int status = left_truncate(m, text, len, nfull, ids, nt, &nt, idx, msg, cap);
+        if (status) return status;
+    }
     seq->ids = ids;
     seq->n_tokens = nt;
     return 0;
+}
+
+int hs__text_opts_decode(const struct hs_served_model *sm, json_t *root, struct hs__text_opts *o,
+                         char *msg, size_t cap)
+{
+    memset(o, 0, sizeof *o);
+    json_t *jt = json_object_get(root, "truncate");
+    if (jt && !json_is_boolean(jt) && !json_is_null(jt))
+        return body_error(msg, cap, 400, "'truncate' must be a boolean");
+    o->truncate = jt && json_is_true(jt);
+    json_t *jd = json_object_get(root, "truncation_direction");
+    if (jd && !json_is_null(jd)) {
+        const char *d = json_is_string(jd) ? json_string_value(jd) : "";
+        if (!strcasecmp(d, "left"))
+            o->left = true;
+        else if (strcasecmp(d, "right"))
+            return body_error(msg, cap, 400,
+                              "'truncation_direction' must be \"left\" or \"right\"");
+    }
+    json_t *jp = json_object_get(root, "prompt_name");
+    if (jp && !json_is_null(jp) && !json_is_string(jp))
+        return body_error(msg, cap, 400, "'prompt_name' must be a string");
+    return hs__tasks_prompt(sm->tasks, jp && json_is_string(jp) ? json_string_value(jp) : NULL,
+                            &o->prompt, msg, cap);
 }
 
 int hs__request_qos(const struct hs_server *s, json_t *root, const char *x_priority,
@@ -547,13 +629,24 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     }
 
     /* options */
-    json_t *jt = json_object_get(root, "truncate");
-    if (jt && !json_is_boolean(jt) && !json_is_null(jt)) {
-        status = body_error(msg, cap, 400, "'truncate' must be a boolean");
-        goto out;
-    }
-    out->truncate = jt && json_is_true(jt);
+    struct hs__text_opts topts;
+    if ((status = hs__text_opts_decode(out->sm, root, &topts, msg, cap))) goto out;
+    out->truncate = topts.truncate;
     const struct hs_model *m = out->sm->model;
+    const int full_dim = m->config.dims.hidden;
+    json_t *jd = json_object_get(root, "dimensions");
+    if (jd && !json_is_null(jd)) {
+        if (!json_is_integer(jd) || json_integer_value(jd) < 1 ||
+            json_integer_value(jd) > full_dim) {
+            status = body_error(msg, cap, 400,
+                                "'dimensions' must be an integer in [1, %d]: model %s outputs %d "
+                                "dimensions (a smaller one keeps the first ones, renormalized)",
+                                full_dim, out->sm->name, full_dim);
+            goto out;
+        }
+        out->dimensions = (int)json_integer_value(jd);
+        if (out->dimensions == full_dim) out->dimensions = 0;
+    }
     if (openai) {
         json_t *jf = json_object_get(root, "encoding_format");
         if (jf && !json_is_null(jf)) {
@@ -563,20 +656,6 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
             else if (strcmp(f, "float") != 0) {
                 status =
                     body_error(msg, cap, 400, "'encoding_format' must be \"float\" or \"base64\"");
-                goto out;
-            }
-        }
-        json_t *jd = json_object_get(root, "dimensions");
-        if (jd && !json_is_null(jd)) {
-            if (!json_is_integer(jd)) {
-                status = body_error(msg, cap, 400, "'dimensions' must be an integer");
-                goto out;
-            }
-            if (json_integer_value(jd) != m->config.dims.hidden) {
-                status = body_error(msg, cap, 400,
-                                    "'dimensions' = %" JSON_INTEGER_FORMAT
-                                    " is not supported: model %s outputs %d dimensions",
-                                    json_integer_value(jd), out->sm->name, m->config.dims.hidden);
                 goto out;
             }
         }
@@ -596,6 +675,8 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
         }
         out->post_normalize = normalize && !m->config.dims.normalize;
     }
+    /* a cut of a normalized row is normalized again (Matryoshka) */
+    out->renormalize = out->dimensions && (m->config.dims.normalize || out->post_normalize);
 
     status =
         hs__request_qos(s, root, x_priority, x_timeout_ms, &out->prio, &out->timeout_ms, msg, cap);
@@ -606,6 +687,10 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     status = get_inputs(json_object_get(root, openai ? "input" : "inputs"),
                         openai ? "input" : "inputs", &items, &tokens, msg, cap);
     if (status) goto out;
+    if (tokens && topts.prompt && json_object_get(root, "prompt_name")) {
+        status = body_error(msg, cap, 400, "'prompt_name' applies to texts, not to token ids");
+        goto out;
+    }
     size_t n = json_array_size(items);
     if (n > (size_t)s->cfg.limits.items_max) {
         status = body_error(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
@@ -621,9 +706,9 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     size_t icap = cap < 512 ? cap : 512;
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(items, i);
-        status =
-            tokens ? token_input(a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap)
-                   : hs__text_input(s, a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap);
+        status = tokens
+                     ? token_input(a, out->sm, it, i, out->truncate, &out->seqs[i], msg, icap)
+                     : hs__text_input_opts(s, a, out->sm, it, i, &topts, &out->seqs[i], msg, icap);
         if (status) goto out;
         out->prompt_tokens += out->seqs[i].n_tokens;
     }
@@ -726,6 +811,8 @@ static enum MHD_Result embed_begin(struct conn *k)
     k->sm = in.sm;
     k->base64 = in.base64;
     k->post_normalize = in.post_normalize;
+    k->dimensions = in.dimensions;
+    k->renormalize = in.renormalize;
     k->prompt_tokens = in.prompt_tokens;
     k->ts[HS_TS_TOKENIZED] = hs_now_ns();
     struct hs_job *j =
@@ -740,11 +827,12 @@ static enum MHD_Result embed_begin(struct conn *k)
     return answered ? embed_finish(k) : MHD_YES;
 }
 
-/* One row, L2-normalized into tmp when the model does not normalize itself (the answer's rows
- * are read-only: a shadow comparison may be reading them). */
+/* One row: its first `k->dimensions` values (all without), L2-normalized into tmp when the model
+ * does not normalize itself or the cut needs it again (the answer's rows are read-only: a shadow
+ * comparison may be reading them). */
 static const float *embed_row(const struct conn *k, const float *row, int dim, float *tmp)
 {
-    if (!k->post_normalize) return row;
+    if (!k->post_normalize && !k->renormalize) return row;
     double ss = 0;
     for (int j = 0; j < dim; j++) ss += (double)row[j] * row[j];
     float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
@@ -758,10 +846,12 @@ static enum MHD_Result embed_finish(struct conn *k)
     const struct hs_job *j = k->job;
     if (j->status != HS_STATUS_OK)
         return send_error(k, status_to_http(j->status), j->retry_after_s, "%s", j->msg);
-    const int dim = j->dim;
+    const int stride = j->dim;
+    const int dim = k->dimensions && k->dimensions < stride ? k->dimensions : stride;
     const size_t n = (size_t)j->n_seqs;
-    float *tmp = k->post_normalize ? hs_arena_alloc(k->arena, sizeof(float) * (size_t)dim) : NULL;
-    if (k->post_normalize && !tmp) return send_error(k, 500, 0, "out of memory");
+    bool need_tmp = k->post_normalize || k->renormalize;
+    float *tmp = need_tmp ? hs_arena_alloc(k->arena, sizeof(float) * (size_t)dim) : NULL;
+    if (need_tmp && !tmp) return send_error(k, 500, 0, "out of memory");
     struct hs_buf b;
     /* Sized once for the worst case so serialization never re-grows. */
     size_t per =
@@ -770,7 +860,7 @@ static enum MHD_Result embed_finish(struct conn *k)
     if (k->ep->flags & EP_OPENAI) {
         hs_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
         for (size_t i = 0; i < n; i++) {
-            const float *row = embed_row(k, j->out + i * (size_t)dim, dim, tmp);
+            const float *row = embed_row(k, j->out + i * (size_t)stride, dim, tmp);
             hs_buf_printf(
                 &b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
             if (k->base64) {
@@ -790,7 +880,8 @@ static enum MHD_Result embed_finish(struct conn *k)
         hs_buf_putc(&b, '[');
         for (size_t i = 0; i < n; i++) {
             if (i) hs_buf_putc(&b, ',');
-            hs_buf_json_floats(&b, embed_row(k, j->out + i * (size_t)dim, dim, tmp), (size_t)dim);
+            hs_buf_json_floats(&b, embed_row(k, j->out + i * (size_t)stride, dim, tmp),
+                               (size_t)dim);
         }
         hs_buf_putc(&b, ']');
     }
@@ -837,9 +928,12 @@ static enum MHD_Result models(struct conn *k)
         hs_buf_json_str(&b, sm->name, strlen(sm->name));
         hs_buf_printf(&b,
                       ",\"object\":\"model\",\"created\":0,\"owned_by\":\"hetserve\","
-                      "\"engine\":\"%s\",\"dimensions\":%d,\"max_tokens\":%d}",
+                      "\"engine\":\"%s\",\"dimensions\":%d,\"max_tokens\":%d,\"task\":\"%s\"}",
                       hs_engine_name(sm->engine), sm->model->config.dims.hidden,
-                      sm->model->config.max_seq_len);
+                      sm->model->config.max_seq_len,
+                      !sm->tasks || !sm->tasks->cls   ? "embedding"
+                      : sm->tasks->cls->n_labels == 1 ? "rerank"
+                                                      : "classify");
     }
     hs_buf_puts(&b, "]}");
     return send_buf(k, 200, &b, "application/json", 0);
@@ -1007,12 +1101,20 @@ static enum MHD_Result admin_fault(struct conn *k)
  * the endpoint table
  */
 
+static enum MHD_Result predict_begin(struct conn *k);
+static enum MHD_Result root_begin(struct conn *k);
+
 static const struct endpoint endpoints[] = {
     {"/v1/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
     {"/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
-    {"/predict", "POST", EP_TIMED | EP_MODEL, hs__predict_begin, hs__predict_resume},
+    {"/predict", "POST", EP_TIMED | EP_MODEL, predict_begin, hs__predict_resume},
     {"/v1/ocr", "POST", 0, hs__ocr_begin, hs__ocr_resume},
+    {"/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_begin, hs__task_finish},
+    {"/v1/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_v1_begin, hs__task_finish},
+    {"/similarity", "POST", EP_TIMED | EP_MODEL, hs__similarity_begin, hs__task_finish},
+    {"/", "POST", EP_TIMED | EP_MODEL, root_begin, NULL},
+    {"/info", "GET", 0, hs__info, NULL},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
     {"/decode", "POST", EP_TIMED, decode, NULL},
     /* what a router sends its workers (internal.c) */
@@ -1033,6 +1135,31 @@ static const struct endpoint endpoints[] = {
     {"/v2/models/", "POST", EP_TIMED | EP_MODEL | EP_KSERVE | EP_PREFIX, hs__kserve_infer_begin,
      hs__kserve_infer_finish},
 };
+
+/* /predict on a model with its own classifier head when no cascade is configured */
+static const struct endpoint checkpoint_predict = {"/predict", "POST", EP_TIMED | EP_MODEL,
+                                                   hs__cls_predict_begin, hs__task_finish};
+static const struct endpoint root_predict = {"/predict", "POST", EP_TIMED | EP_MODEL,
+                                             hs__root_predict_begin, hs__task_finish};
+
+static const struct endpoint *endpoint_of(const char *url, const char *method);
+
+static enum MHD_Result predict_begin(struct conn *k)
+{
+    if (!hs__predict_uses_checkpoint(k->srv, k->body, k->body_len))
+        return hs__predict_begin(k); /* the cascade (404 when it is not configured) */
+    k->ep = &checkpoint_predict;
+    return k->ep->begin(k);
+}
+
+/* TEI's (and SageMaker's) root route: the model's task (hs__root_task) answers. */
+static enum MHD_Result root_begin(struct conn *k)
+{
+    static const char *const paths[] = {"/embed", "/similarity", "/rerank", "/predict"};
+    int t = hs__root_task(k->srv, k->body, k->body_len);
+    k->ep = t == 3 ? &root_predict : endpoint_of(paths[t], "POST");
+    return k->ep->begin(k);
+}
 
 /* The row for url and method; else one for url alone (answered 405); NULL when none. */
 static const struct endpoint *endpoint_of(const char *url, const char *method)

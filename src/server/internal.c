@@ -49,7 +49,15 @@ enum MHD_Result hs__internal_batch_begin(struct conn *k)
     struct batch_state *bs = hs_arena_calloc(a, 1, sizeof *bs);
     struct hs_seq *seqs = hs_arena_calloc(a, (size_t)wr.n_seqs, sizeof *seqs);
     int32_t *ids = hs_arena_alloc(a, sizeof(int32_t) * (size_t)wr.n_tokens);
-    if (!bs || !seqs || !ids) return hs__conn_error(k, 500, 0, "out of memory");
+    int32_t *types = wr.types ? hs_arena_alloc(a, sizeof(int32_t) * (size_t)wr.n_tokens) : NULL;
+    if (!bs || !seqs || !ids || (wr.types && !types))
+        return hs__conn_error(k, 500, 0, "out of memory");
+    const int type_vocab = sm->model->config.dims.type_vocab;
+    for (int i = 0; types && i < wr.n_tokens; i++) {
+        types[i] = hs_wire_req_type(&wr, i);
+        if (types[i] >= type_vocab)
+            return hs__conn_error(k, 400, 0, "batch: a token type past the model's type table");
+    }
     for (int i = 0; i < wr.n_tokens; i++) {
         ids[i] = hs_wire_req_id(&wr, i);
         if (ids[i] >= vocab)
@@ -57,6 +65,7 @@ enum MHD_Result hs__internal_batch_begin(struct conn *k)
     }
     for (int i = 0, off = 0; i < wr.n_seqs; i++) {
         seqs[i].ids = ids + off;
+        seqs[i].type_ids = types ? types + off : NULL;
         seqs[i].n_tokens = hs_wire_req_length(&wr, i);
         if (seqs[i].n_tokens > seq_max)
             return hs__conn_error(k, 413, 0, "batch: a sequence longer than the model takes");

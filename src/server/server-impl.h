@@ -21,14 +21,16 @@
 #include "server/server.h"
 #include "server/trace.h"
 #include "server/capture.h"
+#include "server/tasks.h"
 
 struct conn; /* one HTTP request (http.c) */
 
 struct hs_served_model {
     char name[128];
     struct hs_model *model;
-    hs_engine_t engine; /* the first engine it is resident on */
-    int lane;           /* the first lane serving it */
+    hs_engine_t engine;      /* the first engine it is resident on */
+    int lane;                /* the first lane serving it */
+    struct hs__tasks *tasks; /* prompts, classifier head (tasks.h); NULL: none */
 };
 
 /* Renders the lane checks as Prometheus series (hetserve_lane_check_*). */
@@ -237,6 +239,8 @@ struct hs__embed_req {
     size_t n;            /* inputs, >= 1 */
     struct hs_seq *seqs; /* [n]: [CLS] .. [SEP] ids */
     int prompt_tokens;   /* sum of the sequences' tokens */
+    int dimensions;      /* "dimensions": the first this many of each row (0: all) */
+    bool renormalize;    /* dimensions cut a normalized row: L2-normalize the cut */
 };
 /* A request's priority and deadline, the same for every endpoint: the body's "priority" and
  * "timeout_ms" win over the X-Priority and X-Timeout-Ms headers; default interactive and
@@ -267,6 +271,20 @@ int hs__decode_body(struct hs_server *s, struct hs_arena *a, const char *body, s
 int hs__text_input(const struct hs_server *srv, struct hs_arena *a,
                    const struct hs_served_model *sm, json_t *text, size_t idx, bool truncate,
                    struct hs_seq *seq, char *msg, size_t cap);
+/* How a text becomes tokens: truncate (else 413 when too long), from the left (keeping the end
+ * of the text; the template's first and last special tokens stay), a prompt put before it. */
+struct hs__text_opts {
+    bool truncate;
+    bool left;
+    const struct hs__prompt *prompt; /* NULL: none */
+};
+int hs__text_input_opts(const struct hs_server *srv, struct hs_arena *a,
+                        const struct hs_served_model *sm, json_t *text, size_t idx,
+                        const struct hs__text_opts *o, struct hs_seq *seq, char *msg, size_t cap);
+/* The options every TEI-shaped endpoint shares: truncate (boolean), truncation_direction
+ * ("left" / "right", any case), prompt_name (tasks.h). 0 or 400 with msg. */
+int hs__text_opts_decode(const struct hs_served_model *sm, json_t *root, struct hs__text_opts *o,
+                         char *msg, size_t cap);
 
 /* POST /predict: the inputs (one string or an array of them), truncate, priority and deadline
  * (hs__request_qos), the texts tokenized for sm, the model that classifies first. */
@@ -283,5 +301,31 @@ int hs__predict_decode(struct hs_server *s, struct hs_served_model *sm, struct h
                        const char *body, size_t len, const char *x_priority,
                        const char *x_timeout_ms, int64_t *ts, struct hs__predict_req *out,
                        char *msg, size_t cap);
+
+/* --- the task endpoints (task_api.c): /rerank, /v1/rerank, /similarity, /predict with a
+ * checkpoint head, GET /info. Each begin decodes, tokenizes and dispatches one job; finish
+ * scores the answer. */
+enum MHD_Result hs__rerank_begin(struct conn *k);
+enum MHD_Result hs__rerank_v1_begin(struct conn *k);
+enum MHD_Result hs__similarity_begin(struct conn *k);
+enum MHD_Result hs__cls_predict_begin(struct conn *k);
+enum MHD_Result hs__root_predict_begin(struct conn *k); /* one text answered as [[...]] */
+enum MHD_Result hs__task_finish(struct conn *k);
+enum MHD_Result hs__info(struct conn *k);
+/* Decodes a task body (kind: 0 /rerank, 1 /v1/rerank, 2 /similarity, 3 /predict with the
+ * checkpoint head, 4 the root route's /predict) into *out (arena a); 0 or an HTTP status with msg.
+ */
+int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const char *body, size_t len,
+                    const char *x_priority, const char *x_timeout_ms, int64_t *ts, void **out,
+                    char *msg, size_t cap);
+/* Whether POST /predict goes to a checkpoint head rather than the cascade: the body's "model"
+ * has one, or no cascade is configured and some served model has one. */
+bool hs__predict_uses_checkpoint(struct hs_server *s, const char *body, size_t len);
+/* A decoded task's sequences (ids, token types for pairs), [*n]. */
+const struct hs_seq *hs__task_seqs(const void *task, size_t *n);
+/* TEI's root route POST /: the task the body's (or the first) model serves: 0 embed,
+ * 1 similarity (an embedding model, "inputs" an object), 2 rerank (a classifier, a "query"),
+ * 3 predict (a classifier). */
+int hs__root_task(struct hs_server *s, const char *body, size_t len);
 
 #endif

@@ -647,6 +647,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                        : hs_model_load(mc->path, &sm->model, err);
         if (st) goto fail;
         s->n_models++;
+        if ((st = hs__tasks_load(sm->model, &sm->tasks, err))) goto fail;
         snprintf(sm->name, sizeof sm->name, "%s", mc->name[0] ? mc->name : sm->model->name);
         for (int k = 0; k < i; k++)
             if (!strcmp(s->models[k].name, sm->name)) {
@@ -988,7 +989,10 @@ void hs_server_destroy(struct hs_server *s)
     hs_trace_close(s->trace);
     hs_capture_close(s->capture);
     for (int i = 0; i < s->n_lanes; i++) hs_executor_free(s->lanes[i].exec);
-    for (int i = 0; i < s->n_models; i++) hs_model_free(s->models[i].model);
+    for (int i = 0; i < s->n_models; i++) {
+        hs__tasks_free(s->models[i].tasks);
+        hs_model_free(s->models[i].model);
+    }
     for (int i = 0; i < s->n_engines; i++) hs_engine_destroy(s->engines[i]);
     pthread_mutex_destroy(&s->inflight_mu);
     hs_auth_unref(s->auth);

@@ -264,3 +264,25 @@ def test_dns_name_resolves_to_the_worker():
     finally:
         r.stop()
         w.stop()
+
+
+def test_rerank_pairs_reach_the_worker_with_their_token_types():
+    """A cross-encoder behind a router: the batch carries the pairs' token types (wire flag),
+    so the router's scores are transformers' (tests/golden/rerank_tiny.json)."""
+    from cluster import ROUTER_YAML, WORKER_YAML, Node
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    ce = os.path.join(root, "tests", "data", "tiny-cross-encoder")
+    gold = json.load(open(os.path.join(root, "tests", "golden", "rerank_tiny.json")))
+    w = Node(WORKER_YAML.format(threads=1), model=ce)
+    r = Node(ROUTER_YAML.format(workers='endpoints: ["127.0.0.1:%d"]' % w.port, timeout_ms=5000,
+                                open_ms=1000, workers_max=0, model=ce), model=None)
+    try:
+        q = gold["queries"][0]
+        s, h, got = r.post("/rerank", {"query": q, "texts": gold["docs"], "raw_scores": True})
+        assert s == 200, got
+        assert h["x-engine"] == "pool/0"
+        for x in got:
+            assert abs(x["score"] - gold["rerank"][q][x["index"]]) < 1e-4
+    finally:
+        r.stop()
+        w.stop()

@@ -2,15 +2,18 @@
  * through the functions the handlers call once a body is in: hs__embed_decode (POST
  * /v1/embeddings and /embed: strings, arrays, token-id arrays, encoding_format, dimensions,
  * normalize, priority, timeout_ms), hs__tokenize_body (POST /tokenize, response body included)
- * and hs__predict_decode (POST /predict). The served models are the tiny ones of tests/data
- * (tiny-bert-cls first, tiny-mpnet second); only the model is needed, no engine or scheduler.
+ * hs__predict_decode (POST /predict), hs__task_decode (POST /rerank, /v1/rerank, /similarity and
+ * the checkpoint head's /predict, path "/predict-head") and hs__root_task (POST /). The served
+ * models are the tiny ones of tests/data (tiny-bert-cls first, tiny-mpnet second,
+ * tiny-cross-encoder third, with their tasks); only the model is needed, no engine or scheduler.
  *
  * Why not a real server on a loopback port: the decoders are the code that reads client bytes,
  * and called directly they run ~100x faster, deterministically (no threads, batch windows or
  * deadlines), with nothing between the input and the coverage.
  *
  * Input: a request in miniature.
- *   line 1        the path: /v1/embeddings, /embeddings, /embed, /tokenize or /predict
+ *   line 1        the path: /v1/embeddings, /embeddings, /embed, /tokenize, /predict, /rerank,
+ *                 /v1/rerank, /similarity, /predict-head or /
  *   header lines  "X-Priority: v", "X-Timeout-Ms: v" (others ignored), up to an empty line
  *   the rest      the body
  * Checks: an error is 400, 404 or 413 with a message, and the JSON error body the handler would
@@ -53,11 +56,13 @@ static void setup(void)
     fuzz_json_alloc();
     srv = calloc(1, sizeof *srv);
     hs_config_defaults(&srv->cfg, NULL);
-    static const char *const dirs[] = {"tests/data/tiny-bert-cls", "tests/data/tiny-mpnet"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const dirs[] = {"tests/data/tiny-bert-cls", "tests/data/tiny-mpnet",
+                                       "tests/data/tiny-cross-encoder"};
+    for (int i = 0; i < 3; i++) {
         struct hs_served_model *sm = &srv->models[i];
         struct hs_error err = {0};
-        if (hs_model_load(fuzz_path(dirs[i]), &sm->model, &err) != HS_STATUS_OK) {
+        if (hs_model_load(fuzz_path(dirs[i]), &sm->model, &err) != HS_STATUS_OK ||
+            hs__tasks_load(sm->model, &sm->tasks, &err) != HS_STATUS_OK) {
             fprintf(stderr, "fuzz_http: %s\n", err.msg);
             abort();
         }
@@ -226,6 +231,39 @@ static void predict(const char *body, size_t len, const char *prio, const char *
     json_decref(q.texts);
 }
 
+/* A task body: its sequences are whole [CLS] .. [SEP] (pairs: token types 0 then 1). */
+static void task(int kind, const char *body, size_t len, const char *prio, const char *timeout_hdr,
+                 struct hs_arena *a)
+{
+    char msg[HS__MSG_MAX];
+    void *t = NULL;
+    fail_allocs();
+    int st = hs__task_decode(srv, a, kind, body, len, prio, timeout_hdr, NULL, &t, msg, sizeof msg);
+    if (oom_answer(st)) return;
+    if (st) {
+        check_error(st, msg);
+        return;
+    }
+    size_t n = 0;
+    const struct hs_seq *q = hs__task_seqs(t, &n);
+    FUZZ_CHECK(n >= 1 && n <= (size_t)srv->cfg.limits.items_max + 1);
+    json_t *root = json_loadb(body, len, 0, NULL);
+    json_t *jm = json_object_get(root, "model");
+    const struct hs_served_model *sm = served(json_is_string(jm) ? json_string_value(jm) : NULL);
+    FUZZ_CHECK(sm != NULL);
+    for (size_t i = 0; i < n; i++) {
+        check_seq(sm, &q[i]);
+        if (!q[i].type_ids) continue;
+        int seg = 0;
+        for (int k = 0; k < q[i].n_tokens; k++) {
+            FUZZ_CHECK(q[i].type_ids[k] == seg || q[i].type_ids[k] == seg + 1);
+            seg = q[i].type_ids[k];
+            FUZZ_CHECK(seg <= 1);
+        }
+    }
+    json_decref(root);
+}
+
 /* The value of header line "Name: value" when it names name. */
 static const char *header(char *line, const char *name, char *buf, size_t cap)
 {
@@ -286,6 +324,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             tokenize(body, len, a);
         else if (!strcmp(path, "/predict"))
             predict(body, len, prio, timeout, a);
+        else if (!strcmp(path, "/rerank"))
+            task(0, body, len, prio, timeout, a);
+        else if (!strcmp(path, "/v1/rerank"))
+            task(1, body, len, prio, timeout, a);
+        else if (!strcmp(path, "/similarity"))
+            task(2, body, len, prio, timeout, a);
+        else if (!strcmp(path, "/predict-head"))
+            task(3, body, len, prio, timeout, a);
+        else if (!strcmp(path, "/")) {
+            int t = hs__root_task(srv, body, len);
+            FUZZ_CHECK(t >= 0 && t <= 3);
+        }
         hs_arena_destroy(a);
         FUZZ_CHECK(hs_alloc_live() == live);
     }

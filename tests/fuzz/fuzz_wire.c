@@ -39,11 +39,17 @@ static void check_request(const uint8_t *data, size_t size)
         ids[i] = hs_wire_req_id(&r, i);
         FUZZ_CHECK(ids[i] >= 0);
     }
-    size_t n = hs_wire_req_size(r.n_seqs, r.n_tokens, ml);
+    int32_t *types = r.types ? malloc(sizeof(int32_t) * (size_t)r.n_tokens) : NULL;
+    for (int i = 0; types && i < r.n_tokens; i++) {
+        types[i] = hs_wire_req_type(&r, i);
+        FUZZ_CHECK(types[i] >= 0 && types[i] <= HS_WIRE_MAX_TYPE);
+    }
+    size_t n = hs_wire_req_size_typed(r.n_seqs, r.n_tokens, ml, types != NULL);
     FUZZ_CHECK(n == size);
     uint8_t *again = malloc(n);
-    FUZZ_CHECK(hs_wire_req_encode(again, r.model, r.dtype, r.priority, r.deadline_ms, r.n_seqs,
-                                  lengths, r.n_tokens, ids) == n);
+    FUZZ_CHECK(hs_wire_req_encode_typed(again, r.model, r.dtype, r.priority, r.deadline_ms,
+                                        r.n_seqs, lengths, r.n_tokens, ids, types) == n);
+    free(types);
     FUZZ_CHECK(memcmp(again, data, n) == 0);
     free(again);
     free(ids);

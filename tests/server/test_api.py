@@ -172,7 +172,7 @@ def test_bad_inputs(server):
     for body, frag in (({"input": 5}, "input"), ({"input": [1.5]}, "input[0]"),
                        ({"input": ["a", 3]}, "input[1]"), ({"input": "x", "model": 7}, "model"),
                        ({"input": "x", "encoding_format": "hex"}, "encoding_format"),
-                       ({"input": "x", "dimensions": 128}, "dimensions"), ({"input": ""}, "empty"),
+                       ({"input": "x", "dimensions": 385}, "dimensions"), ({"input": ""}, "empty"),
                        ({"input": []}, "empty"), ({}, "input"), ({"input": [[]]}, "empty"),
                        ({"input": [[101, 999999, 102]]}, "token id"),
                        ({"input": "x", "timeout_ms": -5}, "timeout_ms"),

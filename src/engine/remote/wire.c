@@ -33,9 +33,15 @@ static uint64_t get64(const uint8_t *p)
     return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
+size_t hs_wire_req_size_typed(int n_seqs, int n_tokens, size_t model_len, bool types)
+{
+    return HS_WIRE_REQ_HEADER + model_len +
+           4 * ((size_t)n_seqs + (size_t)n_tokens * (types ? 2 : 1));
+}
+
 size_t hs_wire_req_size(int n_seqs, int n_tokens, size_t model_len)
 {
-    return HS_WIRE_REQ_HEADER + model_len + 4 * ((size_t)n_seqs + (size_t)n_tokens);
+    return hs_wire_req_size_typed(n_seqs, n_tokens, model_len, false);
 }
 
 size_t hs_wire_resp_size(int n_seqs, int dim, enum hs_wire_dtype dtype)
@@ -47,6 +53,14 @@ size_t hs_wire_req_encode(uint8_t *out, const char *model, enum hs_wire_dtype dt
                           int deadline_ms, int n_seqs, const int32_t *lengths, int n_tokens,
                           const int32_t *ids)
 {
+    return hs_wire_req_encode_typed(out, model, dtype, priority, deadline_ms, n_seqs, lengths,
+                                    n_tokens, ids, NULL);
+}
+
+size_t hs_wire_req_encode_typed(uint8_t *out, const char *model, enum hs_wire_dtype dtype,
+                                int priority, int deadline_ms, int n_seqs, const int32_t *lengths,
+                                int n_tokens, const int32_t *ids, const int32_t *type_ids)
+{
     size_t ml = strnlen(model, HS_WIRE_MODEL_MAX - 1);
     memcpy(out, req_magic, 4);
     put16(out + 4, HS_WIRE_VERSION);
@@ -56,12 +70,13 @@ size_t hs_wire_req_encode(uint8_t *out, const char *model, enum hs_wire_dtype dt
     put32(out + 12, (uint32_t)n_tokens);
     put32(out + 16, (uint32_t)deadline_ms);
     put16(out + 20, (uint32_t)ml);
-    put16(out + 22, 0);
+    put16(out + 22, type_ids ? HS_WIRE_FLAG_TYPES : 0);
     uint8_t *p = out + HS_WIRE_REQ_HEADER;
     memcpy(p, model, ml);
     p += ml;
     for (int i = 0; i < n_seqs; i++, p += 4) put32(p, (uint32_t)lengths[i]);
     for (int i = 0; i < n_tokens; i++, p += 4) put32(p, (uint32_t)ids[i]);
+    for (int i = 0; type_ids && i < n_tokens; i++, p += 4) put32(p, (uint32_t)type_ids[i]);
     return (size_t)(p - out);
 }
 
@@ -85,8 +100,10 @@ hs_status hs_wire_req_decode(const uint8_t *p, size_t len, struct hs_wire_req *o
     if (dl < 1 || dl > 86400000) return BAD("deadline %u ms out of [1, 86400000]", dl);
     if (ml < 1 || ml >= HS_WIRE_MODEL_MAX)
         return BAD("model name of %u bytes out of [1, %d]", ml, HS_WIRE_MODEL_MAX - 1);
-    if (get16(p + 22) != 0) return BAD("reserved bytes are not 0");
-    size_t want = hs_wire_req_size((int)ns, (int)nt, ml);
+    uint32_t flags = get16(p + 22);
+    if (flags & ~(uint32_t)HS_WIRE_FLAG_TYPES) return BAD("unknown flags 0x%x", flags);
+    bool types = flags & HS_WIRE_FLAG_TYPES;
+    size_t want = hs_wire_req_size_typed((int)ns, (int)nt, ml, types);
     if (len != want) return BAD("%zu bytes, the header says %zu", len, want);
     const uint8_t *name = p + HS_WIRE_REQ_HEADER;
     if (memchr(name, 0, ml)) return BAD("NUL byte in the model name");
@@ -103,6 +120,12 @@ hs_status hs_wire_req_decode(const uint8_t *p, size_t len, struct hs_wire_req *o
     if (sum != nt) return BAD("lengths sum to %llu, n_tokens is %u", (unsigned long long)sum, nt);
     for (uint32_t i = 0; i < nt; i++)
         if (get32(out->ids + 4 * (size_t)i) > INT32_MAX) return BAD("ids[%u] is negative", i);
+    if (types) {
+        out->types = out->ids + 4 * (size_t)nt;
+        for (uint32_t i = 0; i < nt; i++)
+            if (get32(out->types + 4 * (size_t)i) > HS_WIRE_MAX_TYPE)
+                return BAD("types[%u] out of [0, %d]", i, HS_WIRE_MAX_TYPE);
+    }
     out->dtype = (enum hs_wire_dtype)p[6];
     out->priority = p[7];
     out->n_seqs = (int)ns;
@@ -119,6 +142,11 @@ int32_t hs_wire_req_length(const struct hs_wire_req *r, int i)
 int32_t hs_wire_req_id(const struct hs_wire_req *r, int i)
 {
     return (int32_t)get32(r->ids + 4 * (size_t)i);
+}
+
+int32_t hs_wire_req_type(const struct hs_wire_req *r, int i)
+{
+    return r->types ? (int32_t)get32(r->types + 4 * (size_t)i) : 0;
 }
 
 size_t hs_wire_resp_encode(uint8_t *out, enum hs_wire_dtype dtype, int n_seqs, int dim,

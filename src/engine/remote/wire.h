@@ -14,9 +14,10 @@
  *    12    4  n_tokens: the sum of the lengths, <= HS_WIRE_MAX_TOKENS
  *    16    4  deadline: milliseconds left when sent, >= 1
  *    20    2  model name length, 1 .. HS_WIRE_MODEL_MAX - 1 (no NUL byte in it)
- *    22    2  0 (reserved)
+ *    22    2  flags: bit 0 (HS_WIRE_FLAG_TYPES) token types follow the ids; other bits 0
  *    24       model name, then n_seqs int32 lengths (each >= 1), then n_tokens int32 ids
- *             (each >= 0); nothing after them.
+ *             (each >= 0), then with HS_WIRE_FLAG_TYPES n_tokens int32 token types (each in
+ *             [0, HS_WIRE_MAX_TYPE]: a cross-encoder's pairs); nothing after them.
  *
  * Response (200, Content-Type: application/x-hetserve-embeddings):
  *     0    4  magic "HSBR"
@@ -33,6 +34,7 @@
 #ifndef HS_ENGINE_REMOTE_WIRE_H
 #define HS_ENGINE_REMOTE_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +47,8 @@
 #define HS_WIRE_MODEL_MAX   128
 #define HS_WIRE_REQ_HEADER  24
 #define HS_WIRE_RESP_HEADER 56
+#define HS_WIRE_FLAG_TYPES  1
+#define HS_WIRE_MAX_TYPE    15
 
 enum hs_wire_dtype { HS_WIRE_F32 = 0, HS_WIRE_F16 = 1 };
 
@@ -59,6 +63,7 @@ struct hs_wire_req {
     char model[HS_WIRE_MODEL_MAX];
     const uint8_t *lengths; /* [n_seqs] int32 LE */
     const uint8_t *ids;     /* [n_tokens] int32 LE */
+    const uint8_t *types;   /* [n_tokens] int32 LE token types, NULL when absent */
 };
 
 struct hs_wire_times {
@@ -88,6 +93,12 @@ hs_status hs_wire_req_decode(const uint8_t *p, size_t len, struct hs_wire_req *o
                              struct hs_error *err);
 int32_t hs_wire_req_length(const struct hs_wire_req *r, int i);
 int32_t hs_wire_req_id(const struct hs_wire_req *r, int i);
+/* With token types: the size and the encoding (type_ids [n_tokens], NULL: none, as above). */
+size_t hs_wire_req_size_typed(int n_seqs, int n_tokens, size_t model_len, bool types);
+size_t hs_wire_req_encode_typed(uint8_t *out, const char *model, enum hs_wire_dtype dtype,
+                                int priority, int deadline_ms, int n_seqs, const int32_t *lengths,
+                                int n_tokens, const int32_t *ids, const int32_t *type_ids);
+int32_t hs_wire_req_type(const struct hs_wire_req *r, int i); /* 0 when absent */
 
 /* Writes a response (hs_wire_resp_size bytes) from [n_seqs, dim] floats. Returns the size. */
 size_t hs_wire_resp_encode(uint8_t *out, enum hs_wire_dtype dtype, int n_seqs, int dim,
