@@ -272,6 +272,21 @@ def every_endpoint(srv, has_cascade, admin=False, ocr=False):
     assert s == 200 and b"hetserve_requests_total" in d, d[:300]
     s, h, d = srv.request("GET", "/dashboard")
     assert s == 200 and h["content-type"].startswith("text/html") and b"<!DOCTYPE html>" in d
+    # TEI's tasks: similarity, the root route, info; rerank needs a cross-encoder (none of the
+    # configs serves one: a clear 400 naming what it needs)
+    s, _, d = srv.request("POST", "/similarity", {"inputs": {"source_sentence": TEXTS[0],
+                                                             "sentences": TEXTS}})
+    sim = json_ok(s, d)
+    assert len(sim) == 2 and abs(sim[0] - 1.0) < 1e-4, sim
+    s, _, d = srv.request("POST", "/", {"inputs": TEXTS[0]})
+    b = json_ok(s, d)
+    assert len(b) == 1 and len(b[0]) == dim, str(b)[:300]
+    s, _, d = srv.request("GET", "/info")
+    assert {"model_id", "max_input_length", "version"} <= set(json_ok(s, d)), d[:300]
+    for path, body in (("/rerank", {"query": TEXTS[0], "texts": TEXTS}),
+                       ("/v1/rerank", {"query": TEXTS[0], "documents": TEXTS})):
+        s, _, d = srv.request("POST", path, body)
+        assert "not a reranker" in json_ok(s, d, 400)["error"]["message"], (path, d[:300])
     # KServe v2 / Open Inference Protocol
     s, _, d = srv.request("GET", "/v2")
     assert {"name", "version", "extensions"} <= set(json_ok(s, d)), d[:300]
