@@ -27,6 +27,9 @@ struct ocr_pipe {
     const struct hs_pipeline_cfg *cfg;
     hs_engine_t det_e, rec_e, cls_e;
     struct hs_ocr_models m;
+    /* the model stages' fallbacks: m with det (rec) on another engine; its graph is theirs */
+    hs_engine_t det_fb_e, rec_fb_e;
+    struct hs_ocr_models det_fb, rec_fb;
     struct hs_pipeline *p;
     atomic_llong requests, ok, failed;
 };
@@ -49,6 +52,43 @@ struct ocr_req {
 static hs_engine_t engine_or_first(struct hs_server *s, const char *name)
 {
     return name && name[0] ? hs__server_engine(s, name) : s->engines[0];
+}
+
+/* The stages' fallbacks: a copy of the models with det (rec) loaded on fallback.engines[0]. */
+static hs_status load_fallbacks(struct hs_server *s, struct ocr_pipe *p, int i,
+                                struct hs_error *err)
+{
+    const struct hs_pipeline_cfg *pc = p->cfg;
+    for (int j = 0; j < 2; j++) {
+        const struct hs_pipeline_stage_cfg *sc = j ? &pc->rec_stage : &pc->det_stage;
+        if (!sc->n_fallback) continue;
+        hs_engine_t e = hs__server_engine(s, sc->fallback[0]);
+        if (!e)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: pipelines[%d].stages.%s.fallback.engines[0]: engine '%s' "
+                                "is not running",
+                                i, j ? "rec" : "det", sc->fallback[0]);
+        struct hs_ocr_models *fb = j ? &p->rec_fb : &p->det_fb;
+        memcpy(fb, &p->m, sizeof *fb);
+        for (int k = 0; k <= HS_PIPELINE_MAX_BATCH; k++) atomic_init(&fb->rec_runs[k], 0);
+        void **graph = j ? &fb->rec : &fb->det;
+        *graph = NULL;
+        hs_status st = hs_engine_graph_load(e, j ? pc->rec : pc->det, graph, err);
+        if (st) {
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            return hs_error_set(err, st, "pipelines[%d].stages.%s.fallback: %s", i,
+                                j ? "rec" : "det", m);
+        }
+        if (j) {
+            fb->rec_engine = e;
+            p->rec_fb_e = e;
+        } else {
+            fb->det_engine = e;
+            p->det_fb_e = e;
+        }
+    }
+    return HS_STATUS_OK;
 }
 
 hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struct hs_error *err)
@@ -81,9 +121,29 @@ hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struc
         p->m.params.drop_score = pc->drop_score;
         p->m.params.limits =
             (struct hs_image_limits){pc->image_max_bytes, pc->image_max_pixels, pc->image_max_side};
-        const struct hs_ocr_pipeline_opts po = {pc->cpu_workers, pc->queue_max, pc->rec_images,
-                                                pc->rec_window_us};
+        p->m.rec_batch_fixed = pc->rec_stage.batch_fixed;
+        p->m.n_rec_widths = pc->rec_stage.n_shapes;
+        for (int k = 0; k < pc->rec_stage.n_shapes; k++)
+            p->m.rec_widths[k] = pc->rec_stage.shapes[k];
+        if ((st = load_fallbacks(s, p, i, err))) return st;
+        const struct hs_ocr_pipeline_opts po = {
+            .cpu_workers = pc->cpu_workers,
+            .queue_max = pc->queue_max,
+            .rec_images = pc->rec_images,
+            .rec_window_us = pc->rec_window_us,
+            .det_timeout_us = (int64_t)pc->det_stage.timeout_ms * 1000,
+            .rec_timeout_us = (int64_t)pc->rec_stage.timeout_ms * 1000,
+            .det_fb = p->det_fb_e ? &p->det_fb : NULL,
+            .rec_fb = p->rec_fb_e ? &p->rec_fb : NULL,
+            .det_ratio_max = pc->det_stage.ratio_max,
+            .rec_ratio_max = pc->rec_stage.ratio_max,
+        };
         if ((st = hs_ocr_pipeline_create(&p->m, &po, hs__ocr_done, p, &p->p, err))) return st;
+        if (p->det_fb_e || p->rec_fb_e)
+            hs_log_info("pipeline %s: fallbacks det %s (ratio_max %.2f), rec %s (ratio_max %.2f)",
+                        pc->name, p->det_fb_e ? hs_engine_name(p->det_fb_e) : "-",
+                        pc->det_stage.ratio_max, p->rec_fb_e ? hs_engine_name(p->rec_fb_e) : "-",
+                        pc->rec_stage.ratio_max);
         hs_log_info("pipeline %s (ocr): det on %s, rec on %s%s%s, %d CPU worker(s) a stage",
                     pc->name, hs_engine_name(p->det_e), hs_engine_name(p->rec_e),
                     pc->cls[0] ? ", cls on " : "", pc->cls[0] ? hs_engine_name(p->cls_e) : "",
@@ -105,7 +165,12 @@ void hs__ocr_free(struct hs_ocr_service *o)
 {
     if (!o) return;
     hs__ocr_drain(o);
-    for (int i = 0; i < o->n; i++) hs_ocr_models_free(&o->pl[i].m);
+    for (int i = 0; i < o->n; i++) {
+        struct ocr_pipe *p = &o->pl[i];
+        if (p->det_fb_e) hs_engine_graph_release(p->det_fb_e, p->det_fb.det);
+        if (p->rec_fb_e) hs_engine_graph_release(p->rec_fb_e, p->rec_fb.rec);
+        hs_ocr_models_free(&p->m);
+    }
     hs_free(o);
 }
 
@@ -315,7 +380,18 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
             tl += (size_t)snprintf(timing + tl, 512 - tl, "%s%s;dur=%.3f", i ? ", " : "",
                                    st[i].name, st[i].ns / 1e6);
     }
-    hs_buf_printf(&b, "},\"rec_batch_images\":%d}", r->job.rec_batch_images);
+    hs_buf_printf(&b, "},\"rec_batch_images\":%d,\"engines\":{\"det\":\"%s\",\"rec\":\"%s\"}}",
+                  r->job.rec_batch_images, r->job.det_engine ? r->job.det_engine : "",
+                  r->job.rec_engine ? r->job.rec_engine : "");
+    /* X-Engine: the engines of the model stages, det's then rec's when they differ */
+    char *xe = hs_arena_alloc(hs__conn_arena(k), 80);
+    if (xe && r->job.det_engine && r->job.rec_engine) {
+        if (strcmp(r->job.det_engine, r->job.rec_engine))
+            snprintf(xe, 80, "%s, %s", r->job.det_engine, r->job.rec_engine);
+        else
+            snprintf(xe, 80, "%s", r->job.rec_engine);
+        hs__conn_set_engine(k, xe);
+    }
     hs_op_data_free(&r->job.d);
     hs_free(r->bytes);
     hs_free(r);
@@ -349,7 +425,27 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                 "# HELP hetserve_pipeline_stage_batches_total batches the stage formed\n"
                 "# TYPE hetserve_pipeline_stage_batches_total counter\n"
                 "# HELP hetserve_pipeline_stage_queued items waiting now\n"
-                "# TYPE hetserve_pipeline_stage_queued gauge\n");
+                "# TYPE hetserve_pipeline_stage_queued gauge\n"
+                "# HELP hetserve_pipeline_stage_batch_items_total items over the batches formed\n"
+                "# TYPE hetserve_pipeline_stage_batch_items_total counter\n"
+                "# HELP hetserve_pipeline_stage_batch_size_max largest batch formed\n"
+                "# TYPE hetserve_pipeline_stage_batch_size_max gauge\n"
+                "# HELP hetserve_pipeline_stage_failovers_total items sent to the fallback\n"
+                "# TYPE hetserve_pipeline_stage_failovers_total counter\n"
+                "# HELP hetserve_pipeline_stage_refused_total overloaded items refused at the "
+                "fallback cap (429)\n"
+                "# TYPE hetserve_pipeline_stage_refused_total counter\n"
+                "# HELP hetserve_pipeline_stage_timeouts_total items ended by the stage's "
+                "timeout or the deadline (504)\n"
+                "# TYPE hetserve_pipeline_stage_timeouts_total counter\n"
+                "# HELP hetserve_pipeline_stage_fallback_queued items waiting for the fallback\n"
+                "# TYPE hetserve_pipeline_stage_fallback_queued gauge\n"
+                "# HELP hetserve_pipeline_stage_fallback_share the fallback's share of the last "
+                "100 items\n"
+                "# TYPE hetserve_pipeline_stage_fallback_share gauge\n"
+                "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage by "
+                "rows (batch_fixed: only N)\n"
+                "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n");
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
         if (!p->p) continue;
@@ -368,6 +464,34 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                 p->cfg->name, sn, (long long)x.items_in, p->cfg->name, sn,
                 (long long)x.items_failed, p->cfg->name, sn, x.queue_ns / 1e9, p->cfg->name, sn,
                 x.run_ns / 1e9, p->cfg->name, sn, (long long)x.batches, p->cfg->name, sn, x.queued);
+            const char *pn = p->cfg->name;
+            hs_buf_printf(
+                out,
+                "hetserve_pipeline_stage_batch_items_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_batch_size_max{pipeline=\"%s\",stage=\"%s\"} %d\n"
+                "hetserve_pipeline_stage_failovers_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_refused_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_timeouts_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                "hetserve_pipeline_stage_fallback_queued{pipeline=\"%s\",stage=\"%s\"} %d\n"
+                "hetserve_pipeline_stage_fallback_share{pipeline=\"%s\",stage=\"%s\"} %.4f\n",
+                pn, sn, (long long)x.batch_items, pn, sn, x.batch_size_max, pn, sn,
+                (long long)x.failovers, pn, sn, (long long)x.refused, pn, sn, (long long)x.timeouts,
+                pn, sn, x.queued_fallback, pn, sn, x.fallback_share);
+            if (strcmp(sn, "rec")) continue;
+            for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
+                const long long a = atomic_load(&p->m.rec_runs[r]);
+                const long long b = p->rec_fb_e ? atomic_load(&p->rec_fb.rec_runs[r]) : 0;
+                if (a)
+                    hs_buf_printf(out,
+                                  "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                                  "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                                  pn, hs_engine_name(p->m.rec_engine), r, a);
+                if (b)
+                    hs_buf_printf(out,
+                                  "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                                  "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                                  pn, hs_engine_name(p->rec_fb_e), r, b);
+            }
         }
     }
 }
