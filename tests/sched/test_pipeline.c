@@ -307,6 +307,13 @@ static void cap_arithmetic(void **state)
     assert_int_equal(c.window, HS_PIPELINE_CAP_WINDOW);
 }
 
+static void slow150(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)items, (void)n, (void)st, (void)errs;
+    struct timespec ts = {0, 150000000};
+    nanosleep(&ts, NULL);
+}
+
 static void mark9(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
 {
     (void)ctx, (void)st, (void)errs;
@@ -431,12 +438,13 @@ static void stage_timeouts(void **state)
     }
     /* a batch that runs past the timeout */
     struct sink k = {0};
-    const struct hs_pipeline_stage st = {.name = "slow",
-                                         .run = slow,
-                                         .workers = 1,
-                                         .queue_max = 4,
-                                         .batch_max = 1,
-                                         .timeout_us = 2000};
+    const struct hs_pipeline_stage st = {
+        .name = "slow",
+        .run = slow150,
+        .workers = 1,
+        .queue_max = 4,
+        .batch_max = 1,
+        .timeout_us = 40000}; /* not the few ms a wake-up takes on a loaded machine */
     struct hs_pipeline *p;
     struct hs_error err = {0};
     assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
