@@ -66,6 +66,7 @@ struct lane {
     int n_threads;
     int stop;        /* set by destroy: exit when empty */
     int64_t ewma_ns; /* recent batch run time */
+    int64_t run_t0;  /* when the batch running now began (0: none) */
 };
 
 struct stage {
@@ -140,9 +141,13 @@ static int overloaded(const struct stage *s)
 {
     const struct lane *l = &s->lane[0];
     if (q_full(l)) return 1;
-    if (!s->spec.timeout_us || !l->ewma_ns) return 0;
+    if (!s->spec.timeout_us) return 0;
+    /* a batch running longer than the recent ones is the better guess (an engine slowing) */
+    int64_t per = l->ewma_ns;
+    if (l->run_t0 && hs_now_ns() - l->run_t0 > per) per = hs_now_ns() - l->run_t0;
+    if (!per) return 0;
     const int64_t batches = (l->count / s->spec.batch_max + 1 + l->workers - 1) / l->workers;
-    return batches * l->ewma_ns > s->spec.timeout_us * 1000;
+    return batches * per > s->spec.timeout_us * 1000;
 }
 
 /* Sends an item to the fallback when the cap admits it and its queue has room (under p->mu). */
@@ -244,6 +249,7 @@ static void *worker(void *arg)
         }
         if (!n) continue;
         s->stats.items_in += n;
+        l->run_t0 = hs_now_ns();
         if (s->n_lanes > 1 && !l->fb)
             for (int i = 0; i < n; i++) hs_pipeline_cap_record(&s->cap, false);
         pthread_mutex_unlock(&p->mu);
@@ -260,6 +266,7 @@ static void *worker(void *arg)
         const int64_t dt = hs_now_ns() - t0;
         pthread_mutex_lock(&p->mu);
         l->ewma_ns = l->ewma_ns ? (7 * l->ewma_ns + dt) / 8 : dt;
+        l->run_t0 = 0;
         s->stats.batches++;
         s->stats.batch_items += n;
         if (n > s->stats.batch_size_max) s->stats.batch_size_max = n;
