@@ -168,13 +168,15 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
         for (int i = 0; i < nb; i++) maxr = fmax(maxr, cr[b0 + i].ratio);
         int W = hs_ocr_rec_width(maxr, H, m->params.rec_width);
         if (m->n_rec_widths) { /* the smallest listed width that fits, else the largest */
-            int best = 0, widest = 0;
+            int best = -1, widest = 0;
             for (int k = 0; k < m->n_rec_widths; k++) {
                 const int lw = m->rec_widths[k];
-                if (lw > widest) widest = lw;
-                if (lw >= W && (!best || lw < best)) best = lw;
+                if (lw > m->rec_widths[widest]) widest = k;
+                if (lw >= W && (best < 0 || lw < m->rec_widths[best])) best = k;
             }
-            W = best ? best : widest;
+            if (best < 0) best = widest;
+            W = m->rec_widths[best];
+            atomic_fetch_add((atomic_llong *)&m->rec_width_runs[best], 1);
         }
         const int rows = m->rec_batch_fixed > 0 ? m->rec_batch_fixed : nb; /* padded */
         const size_t need = (size_t)rows * 3 * H * W;

@@ -36,6 +36,7 @@ struct hs_ocr_models {
     int n_rec_widths;
     int rec_widths[16];
     atomic_llong rec_runs[HS_PIPELINE_MAX_BATCH + 1]; /* rec graph runs by rows */
+    atomic_llong rec_width_runs[16];                  /* by rec_widths[i] */
 };
 
 /* Loads the graphs (cls_path may be NULL) on their engines and the dictionary. Errors name the

@@ -455,6 +455,22 @@ void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipelin
     pthread_mutex_unlock(&p->mu);
 }
 
+double hs_pipeline_retry_after_s(struct hs_pipeline *p)
+{
+    double worst = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n; i++) {
+        const struct stage *s = &p->st[i];
+        const struct lane *l = &s->lane[0];
+        if (!l->count) continue;
+        const int64_t batches = (l->count / s->spec.batch_max + 1 + l->workers - 1) / l->workers;
+        const double t = (double)batches * (double)l->ewma_ns / 1e9;
+        if (t > worst) worst = t;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return worst;
+}
+
 int hs_pipeline_stage_count(const struct hs_pipeline *p)
 {
     return p->n;

@@ -110,6 +110,9 @@ struct hs_pipeline_stage_stats {
 };
 void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);
 int hs_pipeline_stage_count(const struct hs_pipeline *p);
+/* A capacity hint for a refusal (Retry-After): seconds until the busiest stage's primary has run
+ * what waits for it, by its recent batch time; 0 when nothing waits. */
+double hs_pipeline_retry_after_s(struct hs_pipeline *p);
 const char *hs_pipeline_stage_name(const struct hs_pipeline *p, int stage);
 
 #endif

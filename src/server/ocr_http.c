@@ -71,6 +71,7 @@ static hs_status load_fallbacks(struct hs_server *s, struct ocr_pipe *p, int i,
         struct hs_ocr_models *fb = j ? &p->rec_fb : &p->det_fb;
         memcpy(fb, &p->m, sizeof *fb);
         for (int k = 0; k <= HS_PIPELINE_MAX_BATCH; k++) atomic_init(&fb->rec_runs[k], 0);
+        for (int k = 0; k < 16; k++) atomic_init(&fb->rec_width_runs[k], 0);
         void **graph = j ? &fb->rec : &fb->det;
         *graph = NULL;
         hs_status st = hs_engine_graph_load(e, j ? pc->rec : pc->det, graph, err);
@@ -286,11 +287,19 @@ static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    double hint = 0;
+    if (status == 429) { /* a capacity hint: how long the busiest stage needs for its queue */
+        hint = 1;
+        if (r && r->pipe && r->pipe->p) {
+            const double t = hs_pipeline_retry_after_s(r->pipe->p);
+            if (t > hint) hint = t < 60 ? t : 60;
+        }
+    }
     if (r) {
         hs_free(r->bytes);
         hs_free(r);
     }
-    return hs__conn_error(k, status, status == 429 ? 1 : 0, msg);
+    return hs__conn_error(k, status, hint, msg);
 }
 
 enum MHD_Result hs__ocr_begin(struct conn *k)
@@ -445,7 +454,10 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                 "# TYPE hetserve_pipeline_stage_fallback_share gauge\n"
                 "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage by "
                 "rows (batch_fixed: only N)\n"
-                "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n");
+                "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n"
+                "# HELP hetserve_pipeline_stage_graph_width_runs_total rec graph runs by the "
+                "width of stages.rec.shapes they were padded to\n"
+                "# TYPE hetserve_pipeline_stage_graph_width_runs_total counter\n");
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
         if (!p->p) continue;
@@ -478,6 +490,14 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                 (long long)x.failovers, pn, sn, (long long)x.refused, pn, sn, (long long)x.timeouts,
                 pn, sn, x.queued_fallback, pn, sn, x.fallback_share);
             if (strcmp(sn, "rec")) continue;
+            for (int w = 0; w < p->m.n_rec_widths; w++) {
+                const long long a = atomic_load(&p->m.rec_width_runs[w]) +
+                                    (p->rec_fb_e ? atomic_load(&p->rec_fb.rec_width_runs[w]) : 0);
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
+                              "stage=\"rec\",width=\"%d\"} %lld\n",
+                              pn, p->m.rec_widths[w], a);
+            }
             for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
                 const long long a = atomic_load(&p->m.rec_runs[r]);
                 const long long b = p->rec_fb_e ? atomic_load(&p->rec_fb.rec_runs[r]) : 0;

@@ -56,7 +56,7 @@ pipelines:
     det_engine: ov_det
     rec_engine: ov_rec
     stages:
-      rec: {batch_fixed: 4}
+      rec: {batch_fixed: 4, shapes: [320, 480, 800, 1280, 2560]}
 """ % (ENGINE % ("ov_det", PLUGIN), ENGINE % ("ov_rec", PLUGIN), ENGINE % ("ov_fb", PLUGIN), RATIO)
 CONFIG = CONFIG % {"m": MODELS}
 
@@ -156,3 +156,8 @@ def test_batch_fixed_runs_only_n_rows(srv):
     rows = re.findall(r'hetserve_pipeline_stage_graph_runs_total\{pipeline="fixed",stage="rec",'
                       r'engine="ov_rec",rows="(\d+)"\} (\S+)', m.decode())
     assert rows and {r for r, _ in rows} == {"4"}, rows
+    # and every run at a listed width
+    widths = dict(re.findall(r'hetserve_pipeline_stage_graph_width_runs_total\{pipeline="fixed",'
+                             r'stage="rec",width="(\d+)"\} (\S+)', m.decode()))
+    assert set(widths) == {"320", "480", "800", "1280", "2560"}
+    assert sum(float(v) for v in widths.values()) == sum(float(v) for _, v in rows)
