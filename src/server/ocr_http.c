@@ -7,9 +7,12 @@
  *             "det_score"}], "timings_ms": {per stage}, "rec_batch_images"}; Server-Timing has
  *             the stages too.
  * Errors: 400 an image that cannot be decoded (corrupt, truncated, not JPEG / PNG, over the pixel
- * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After when the pipeline's first
- * queue is full, 504 when the deadline passes in a queue, 503 while shutting down. Every accepted
- * request gets exactly one answer (the pipeline's contract).
+ * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After (the busiest stage's
+ * predicted drain time) when the pipeline's first queue is full or a model stage is overloaded
+ * with its fallback at its cap (stages.<stage>.fallback), 504 when the deadline passes in a queue
+ * or a stage's timeout_ms passes (naming the stage), 503 while shutting down. X-Engine names the
+ * engines that ran det and rec. Every accepted request gets exactly one answer (the pipeline's
+ * contract).
  */
 #include <stdarg.h>
 #include <stdatomic.h>

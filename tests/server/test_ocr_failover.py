@@ -161,3 +161,16 @@ def test_batch_fixed_runs_only_n_rows(srv):
                              r'stage="rec",width="(\d+)"\} (\S+)', m.decode()))
     assert set(widths) == {"320", "480", "800", "1280", "2560"}
     assert sum(float(v) for v in widths.values()) == sum(float(v) for _, v in rows)
+
+
+def test_shipped_config_checks():
+    import os
+    import subprocess
+
+    from hetserve_fixture import BINARY
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([BINARY, "config", "--check",
+                        os.path.join(root, "configs", "ocr-failover.yaml")],
+                       capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "fallback: {engines: [ov_fb], ratio_max: 0.3}" in r.stdout
