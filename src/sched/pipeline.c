@@ -64,9 +64,11 @@ struct lane {
     pthread_cond_t not_empty, not_full;
     pthread_t *threads;
     int n_threads;
-    int stop;        /* set by destroy: exit when empty */
-    int64_t ewma_ns; /* recent batch run time */
-    int64_t run_t0;  /* when the batch running now began (0: none) */
+    int stop;              /* set by destroy: exit when empty */
+    int64_t ewma_ns;       /* recent batch run time */
+    int64_t run_t0;        /* when the batch running now began (0: none) */
+    int fail_streak;       /* batches in a row that failed every item */
+    int64_t open_until_ns; /* the breaker: open until then */
 };
 
 struct stage {
@@ -141,6 +143,7 @@ static int overloaded(const struct stage *s)
 {
     const struct lane *l = &s->lane[0];
     if (q_full(l)) return 1;
+    if (l->open_until_ns && hs_now_ns() < l->open_until_ns) return 1; /* breaker open */
     if (!s->spec.timeout_us) return 0;
     /* a batch running longer than the recent ones is the better guess (an engine slowing) */
     int64_t per = l->ewma_ns;
@@ -266,6 +269,12 @@ static void *worker(void *arg)
         const int64_t dt = hs_now_ns() - t0;
         pthread_mutex_lock(&p->mu);
         l->ewma_ns = l->ewma_ns ? (7 * l->ewma_ns + dt) / 8 : dt;
+        int failed = 0;
+        for (int i = 0; i < n; i++) failed += st[i] != HS_STATUS_OK;
+        l->fail_streak = failed == n ? l->fail_streak + 1 : 0;
+        if (s->n_lanes > 1 && !l->fb && l->fail_streak >= HS_PIPELINE_BREAKER_FAILS)
+            l->open_until_ns = hs_now_ns() + HS_PIPELINE_BREAKER_OPEN_MS * 1000000LL;
+        if (!l->fail_streak) l->open_until_ns = 0;
         l->run_t0 = 0;
         s->stats.batches++;
         s->stats.batch_items += n;
@@ -452,6 +461,7 @@ void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipelin
     out->queued = s->lane[0].count;
     out->queued_fallback = s->n_lanes > 1 ? s->lane[1].count : 0;
     out->fallback_share = hs_pipeline_cap_share(&s->cap);
+    out->breaker_open = s->lane[0].open_until_ns && hs_now_ns() < s->lane[0].open_until_ns;
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -18,12 +18,12 @@
  * stage may have a fallback: a second function (the same step on another engine) with its own
  * queue and workers. An item entering the stage goes to the fallback instead when the primary is
  * overloaded (its queue full, or its predicted wait — queued batches x the recent batch time —
- * over the timeout), and an item the primary failed or timed out is retried there, but only
- * while the fallback's share of the stage's recent items (a sliding count of the last
- * HS_PIPELINE_CAP_WINDOW, hs_pipeline_cap) stays within ratio_max; beyond it an overloaded item
- * is refused with HS_STATUS_OVERLOADED (a capacity refusal, 429), a timed-out one ends with
- * HS_STATUS_TIMEOUT, a failed one with its own error. A stage without a fallback waits for
- * room instead (backpressure).
+ * over the timeout) or its breaker is open (its last batches all failed), and an item the primary
+ * failed or timed out is retried there, but only while the fallback's share of the stage's recent
+ * items (a sliding count of the last HS_PIPELINE_CAP_WINDOW, hs_pipeline_cap) stays within
+ * ratio_max; beyond it an overloaded item is refused with HS_STATUS_OVERLOADED (a capacity refusal,
+ * 429), a timed-out one ends with HS_STATUS_TIMEOUT, a failed one with its own error. A stage
+ * without a fallback waits for room instead (backpressure).
  *
  * Per stage the pipeline counts items in, out and failed, batches and their sizes, the time items
  * waited in its queue and the time its function ran, failovers, refusals and timeouts
@@ -41,6 +41,10 @@
 #define HS_PIPELINE_MAX_STAGES 16
 #define HS_PIPELINE_MAX_BATCH  64
 #define HS_PIPELINE_CAP_WINDOW 100 /* recent items the fallback share is counted over */
+/* A primary with a fallback whose last HS_PIPELINE_BREAKER_FAILS batches all failed is open for
+ * HS_PIPELINE_BREAKER_OPEN_MS: items go to the fallback (under the cap) without trying it. */
+#define HS_PIPELINE_BREAKER_FAILS   3
+#define HS_PIPELINE_BREAKER_OPEN_MS 1000
 
 /* The fallback cap: a sliding count of the stage's last `window` items run (by the primary when
  * its batch forms, by the fallback when sent there) and which of them went to the fallback. admits:
@@ -107,6 +111,7 @@ struct hs_pipeline_stage_stats {
     int64_t refused;       /* overloaded items refused at the cap (HS_STATUS_OVERLOADED) */
     int64_t timeouts;      /* items ended HS_STATUS_TIMEOUT by the stage's timeout or deadline */
     double fallback_share; /* of the last HS_PIPELINE_CAP_WINDOW items */
+    int breaker_open;      /* now: the primary's last batches all failed */
 };
 void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);
 int hs_pipeline_stage_count(const struct hs_pipeline *p);

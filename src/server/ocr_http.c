@@ -455,6 +455,9 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                 "# HELP hetserve_pipeline_stage_fallback_share the fallback's share of the last "
                 "100 items\n"
                 "# TYPE hetserve_pipeline_stage_fallback_share gauge\n"
+                "# HELP hetserve_pipeline_stage_breaker_open 1 while the primary's last batches "
+                "all failed (items go to the fallback)\n"
+                "# TYPE hetserve_pipeline_stage_breaker_open gauge\n"
                 "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage by "
                 "rows (batch_fixed: only N)\n"
                 "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n"
@@ -488,10 +491,11 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                 "hetserve_pipeline_stage_refused_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
                 "hetserve_pipeline_stage_timeouts_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
                 "hetserve_pipeline_stage_fallback_queued{pipeline=\"%s\",stage=\"%s\"} %d\n"
-                "hetserve_pipeline_stage_fallback_share{pipeline=\"%s\",stage=\"%s\"} %.4f\n",
+                "hetserve_pipeline_stage_fallback_share{pipeline=\"%s\",stage=\"%s\"} %.4f\n"
+                "hetserve_pipeline_stage_breaker_open{pipeline=\"%s\",stage=\"%s\"} %d\n",
                 pn, sn, (long long)x.batch_items, pn, sn, x.batch_size_max, pn, sn,
                 (long long)x.failovers, pn, sn, (long long)x.refused, pn, sn, (long long)x.timeouts,
-                pn, sn, x.queued_fallback, pn, sn, x.fallback_share);
+                pn, sn, x.queued_fallback, pn, sn, x.fallback_share, pn, sn, x.breaker_open);
             if (strcmp(sn, "rec")) continue;
             for (int w = 0; w < p->m.n_rec_widths; w++) {
                 const long long a = atomic_load(&p->m.rec_width_runs[w]) +

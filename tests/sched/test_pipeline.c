@@ -484,6 +484,50 @@ static void stage_timeouts(void **state)
     assert_int_equal(atomic_load(&k2.twice), 0);
 }
 
+static atomic_int g_broken_runs;
+static void broken(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)items;
+    atomic_fetch_add(&g_broken_runs, 1);
+    for (int i = 0; i < n; i++) {
+        st[i] = HS_STATUS_ENGINE;
+        hs_error_set(&errs[i], st[i], "engine broke");
+    }
+}
+
+/* a primary whose last batches all failed opens its breaker: items go to the fallback without
+ * trying it (under the cap) */
+static void breaker_opens(void **state)
+{
+    (void)state;
+    struct sink k = {0};
+    const struct hs_pipeline_stage st = {.name = "model",
+                                         .run = broken,
+                                         .workers = 1,
+                                         .queue_max = 8,
+                                         .batch_max = 1,
+                                         .fallback = mark9,
+                                         .ratio_max = 1.0};
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item it[10];
+    for (int i = 0; i < 10; i++) {
+        it[i] = (struct item){.v = i};
+        assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+        wait_for(&k, i + 1); /* one at a time */
+        assert_int_equal(it[i].status, HS_STATUS_OK);
+        assert_int_equal(it[i].path, 9); /* each failed over, or sent over at once */
+    }
+    assert_int_equal(atomic_load(&g_broken_runs), HS_PIPELINE_BREAKER_FAILS);
+    struct hs_pipeline_stage_stats x;
+    hs_pipeline_stage_stats(p, 0, &x);
+    assert_int_equal(x.breaker_open, 1);
+    assert_int_equal(x.failovers, 10);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k.twice), 0);
+}
+
 static void bad_specs(void **state)
 {
     (void)state;
@@ -508,6 +552,7 @@ int main(void)
         cmocka_unit_test(cap_arithmetic),
         cmocka_unit_test(failover_capped),
         cmocka_unit_test(stage_timeouts),
+        cmocka_unit_test(breaker_opens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

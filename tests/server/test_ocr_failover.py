@@ -38,6 +38,8 @@ pipelines:
     rec_engine: ov_rec
     rec_images: 1
     stages:
+      det:
+        fallback: {engines: [ov_fb], ratio_max: 0.5}
       rec:
         timeout_ms: 1500
         fallback: {engines: [ov_fb], ratio_max: %s}
@@ -136,6 +138,18 @@ def test_slow_primary_fails_over_capped_rest_refused(srv):
     # the fault cleared: the primary serves again
     s, h, _ = ocr(srv, body, "fo")
     assert s == 200 and h["x-engine"] in ("ov_det, ov_rec", "ov_det, ov_fb")
+
+
+def test_failed_det_retried_on_the_fallback(srv):
+    s, _, _ = srv.post("/admin/fault", {"engine": "ov_det", "fail_next": 1})
+    assert s == 200
+    s, h, out = ocr(srv, image("render_05.jpg"), "fo")
+    assert s == 200 and out["lines"], out  # not the 500 of a pipeline without a fallback
+    assert h["x-engine"] == "ov_fb, ov_rec" and out["engines"]["det"] == "ov_fb"
+    assert metric(srv, "failovers_total", pipeline="fo", stage="det") == 1
+    assert metric(srv, "breaker_open", pipeline="fo", stage="det") == 0  # one failure: closed
+    s, h, _ = ocr(srv, image("render_05.jpg"), "fo")
+    assert s == 200 and h["x-engine"] == "ov_det, ov_rec"
 
 
 def test_stage_timeout_is_504_naming_the_stage(srv):
