@@ -140,6 +140,41 @@ def test_slow_primary_fails_over_capped_rest_refused(srv):
     assert s == 200 and h["x-engine"] in ("ov_det, ov_rec", "ov_det, ov_fb")
 
 
+def test_hung_primary_fails_over_nothing_lost(srv):
+    body = image("render_05.jpg")
+    before = metric(srv, "failovers_total", pipeline="fo", stage="rec")
+    s, _, _ = srv.post("/admin/fault", {"engine": "ov_rec", "hang_ms": 3000})
+    assert s == 200
+    n = 16
+    answers = [[] for _ in range(n)]
+
+    def one(i):
+        try:
+            answers[i].append(ocr(srv, body, "fo"))
+        except Exception as e:
+            answers[i].append((repr(e), {}, None))
+
+    try:
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        srv.post("/admin/fault", {"engine": "ov_rec"})
+    assert all(len(a) == 1 for a in answers)
+    got = [a[0] for a in answers]
+    codes = [c for c, _, _ in got]
+    print("hang: %d requests: %s" % (n, {c: codes.count(c) for c in set(codes)}))
+    assert set(codes) <= {200, 429, 504}, codes
+    # the hung batch ends past the stage's timeout: 504 naming the stage
+    late = [o["error"]["message"] for c, _, o in got if c == 504]
+    assert late and all("stage rec" in m for m in late), late
+    fb = [h for c, h, _ in got if c == 200 and h.get("x-engine") == "ov_det, ov_fb"]
+    assert len(fb) == metric(srv, "failovers_total", pipeline="fo", stage="rec") - before
+    assert metric(srv, "fallback_share", pipeline="fo", stage="rec") <= RATIO
+
+
 def test_failed_det_retried_on_the_fallback(srv):
     s, _, _ = srv.post("/admin/fault", {"engine": "ov_det", "fail_next": 1})
     assert s == 200
