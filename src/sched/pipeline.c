@@ -8,6 +8,9 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 
+const double hs_pipeline_lat_bounds[HS_PIPELINE_LAT_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+
 /* ---- the fallback cap ---- */
 
 void hs_pipeline_cap_init(struct hs_pipeline_cap *c, double ratio_max, int window)
@@ -278,6 +281,15 @@ static void *worker(void *arg)
         l->run_t0 = 0;
         s->stats.batches++;
         s->stats.batch_items += n;
+        s->stats.batch_hist[n]++;
+        const int64_t end = hs_now_ns();
+        for (int i = 0; i < n; i++) {
+            const int64_t lat = end - batch[i].enq_ns;
+            int b = 0;
+            while (b < HS_PIPELINE_LAT_BUCKETS && lat > hs_pipeline_lat_bounds[b] * 1e9) b++;
+            s->stats.lat[b]++;
+            s->stats.lat_ns += lat;
+        }
         if (n > s->stats.batch_size_max) s->stats.batch_size_max = n;
         s->stats.run_ns += dt;
         struct stage *next = s->index + 1 < p->n ? &p->st[s->index + 1] : NULL;

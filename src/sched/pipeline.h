@@ -96,6 +96,10 @@ hs_status hs_pipeline_submit(struct hs_pipeline *p, void *item, int64_t deadline
 /* Finishes the batches in flight, answers what is queued HS_STATUS_SHUTDOWN, stops the workers. */
 void hs_pipeline_destroy(struct hs_pipeline *p);
 
+/* the upper bounds of the per-item stage latency histogram, seconds (and +Inf after them) */
+#define HS_PIPELINE_LAT_BUCKETS 12
+extern const double hs_pipeline_lat_bounds[HS_PIPELINE_LAT_BUCKETS];
+
 struct hs_pipeline_stage_stats {
     int queued;           /* now */
     int64_t items_in;     /* taken from the queue to run */
@@ -112,6 +116,11 @@ struct hs_pipeline_stage_stats {
     int64_t timeouts;      /* items ended HS_STATUS_TIMEOUT by the stage's timeout or deadline */
     double fallback_share; /* of the last HS_PIPELINE_CAP_WINDOW items */
     int breaker_open;      /* now: the primary's last batches all failed */
+    /* items the stage ran, by the time from entering its queue to the end of their batch's run
+     * (lat[i]: at most hs_pipeline_lat_bounds[i] and over the one before; the last: over all) */
+    int64_t lat[HS_PIPELINE_LAT_BUCKETS + 1];
+    int64_t lat_ns;                                /* their sum */
+    int64_t batch_hist[HS_PIPELINE_MAX_BATCH + 1]; /* batches by size */
 };
 void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);
 int hs_pipeline_stage_count(const struct hs_pipeline *p);

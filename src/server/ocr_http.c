@@ -410,6 +410,58 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
     return hs__conn_reply(k, &b, timing ? "Server-Timing" : NULL, timing);
 }
 
+/* one stage's series for the metrics: its stats and where it is */
+struct stage_row {
+    const struct ocr_pipe *p;
+    const char *stage;
+    struct hs_pipeline_stage_stats x;
+};
+
+/* a per-stage series: its name, type, help and value */
+struct stage_series {
+    const char *name, *type, *help;
+    double (*get)(const struct hs_pipeline_stage_stats *x);
+};
+
+#define GET(nm, expr)                                                                              \
+    static double nm(const struct hs_pipeline_stage_stats *x)                                      \
+    {                                                                                              \
+        return (double)(expr);                                                                     \
+    }
+GET(g_items, x->items_in)
+GET(g_failed, x->items_failed)
+GET(g_queue_s, x->queue_ns / 1e9)
+GET(g_run_s, x->run_ns / 1e9)
+GET(g_batches, x->batches)
+GET(g_queued, x->queued)
+GET(g_batch_items, x->batch_items)
+GET(g_batch_max, x->batch_size_max)
+GET(g_failovers, x->failovers)
+GET(g_refused, x->refused)
+GET(g_timeouts, x->timeouts)
+GET(g_fb_queued, x->queued_fallback)
+GET(g_fb_share, x->fallback_share)
+GET(g_breaker, x->breaker_open)
+#undef GET
+
+static const struct stage_series series[] = {
+    {"items_total", "counter", "items a stage ran", g_items},
+    {"failed_total", "counter", "items a stage failed or timed out", g_failed},
+    {"queue_seconds_total", "counter", "time items waited", g_queue_s},
+    {"run_seconds_total", "counter", "time the stage ran", g_run_s},
+    {"batches_total", "counter", "batches the stage formed", g_batches},
+    {"queued", "gauge", "items waiting now", g_queued},
+    {"batch_items_total", "counter", "items over the batches formed", g_batch_items},
+    {"batch_size_max", "gauge", "largest batch formed", g_batch_max},
+    {"failovers_total", "counter", "items sent to the fallback", g_failovers},
+    {"refused_total", "counter", "overloaded items refused at the fallback cap (429)", g_refused},
+    {"timeouts_total", "counter", "items ended by the stage's timeout or the deadline (504)",
+     g_timeouts},
+    {"fallback_queued", "gauge", "items waiting for the fallback", g_fb_queued},
+    {"fallback_share", "gauge", "the fallback's share of the last 100 items", g_fb_share},
+    {"breaker_open", "gauge", "1 while the primary's last batches all failed", g_breaker},
+};
+
 void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
 {
     struct hs_ocr_service *o = s->ocr;
@@ -425,100 +477,106 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                       p->cfg->name, (long long)atomic_load(&p->ok), p->cfg->name,
                       (long long)atomic_load(&p->failed));
     }
-    hs_buf_puts(out,
-                "# HELP hetserve_pipeline_stage_items_total items a stage ran\n"
-                "# TYPE hetserve_pipeline_stage_items_total counter\n"
-                "# HELP hetserve_pipeline_stage_failed_total items a stage failed or timed out\n"
-                "# TYPE hetserve_pipeline_stage_failed_total counter\n"
-                "# HELP hetserve_pipeline_stage_queue_seconds_total time items waited\n"
-                "# TYPE hetserve_pipeline_stage_queue_seconds_total counter\n"
-                "# HELP hetserve_pipeline_stage_run_seconds_total time the stage ran\n"
-                "# TYPE hetserve_pipeline_stage_run_seconds_total counter\n"
-                "# HELP hetserve_pipeline_stage_batches_total batches the stage formed\n"
-                "# TYPE hetserve_pipeline_stage_batches_total counter\n"
-                "# HELP hetserve_pipeline_stage_queued items waiting now\n"
-                "# TYPE hetserve_pipeline_stage_queued gauge\n"
-                "# HELP hetserve_pipeline_stage_batch_items_total items over the batches formed\n"
-                "# TYPE hetserve_pipeline_stage_batch_items_total counter\n"
-                "# HELP hetserve_pipeline_stage_batch_size_max largest batch formed\n"
-                "# TYPE hetserve_pipeline_stage_batch_size_max gauge\n"
-                "# HELP hetserve_pipeline_stage_failovers_total items sent to the fallback\n"
-                "# TYPE hetserve_pipeline_stage_failovers_total counter\n"
-                "# HELP hetserve_pipeline_stage_refused_total overloaded items refused at the "
-                "fallback cap (429)\n"
-                "# TYPE hetserve_pipeline_stage_refused_total counter\n"
-                "# HELP hetserve_pipeline_stage_timeouts_total items ended by the stage's "
-                "timeout or the deadline (504)\n"
-                "# TYPE hetserve_pipeline_stage_timeouts_total counter\n"
-                "# HELP hetserve_pipeline_stage_fallback_queued items waiting for the fallback\n"
-                "# TYPE hetserve_pipeline_stage_fallback_queued gauge\n"
-                "# HELP hetserve_pipeline_stage_fallback_share the fallback's share of the last "
-                "100 items\n"
-                "# TYPE hetserve_pipeline_stage_fallback_share gauge\n"
-                "# HELP hetserve_pipeline_stage_breaker_open 1 while the primary's last batches "
-                "all failed (items go to the fallback)\n"
-                "# TYPE hetserve_pipeline_stage_breaker_open gauge\n"
-                "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage by "
-                "rows (batch_fixed: only N)\n"
-                "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n"
-                "# HELP hetserve_pipeline_stage_graph_width_runs_total rec graph runs by the "
-                "width of stages.rec.shapes they were padded to\n"
-                "# TYPE hetserve_pipeline_stage_graph_width_runs_total counter\n");
+    struct stage_row rows[HS_CONFIG_MAX_PIPELINES * HS_PIPELINE_MAX_STAGES];
+    int nr = 0;
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
         if (!p->p) continue;
         for (int k = 0; k < hs_pipeline_stage_count(p->p); k++) {
-            struct hs_pipeline_stage_stats x;
-            hs_pipeline_stage_stats(p->p, k, &x);
-            const char *sn = hs_pipeline_stage_name(p->p, k);
-            hs_buf_printf(
-                out,
-                "hetserve_pipeline_stage_items_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_failed_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_queue_seconds_total{pipeline=\"%s\",stage=\"%s\"} %.6f\n"
-                "hetserve_pipeline_stage_run_seconds_total{pipeline=\"%s\",stage=\"%s\"} %.6f\n"
-                "hetserve_pipeline_stage_batches_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_queued{pipeline=\"%s\",stage=\"%s\"} %d\n",
-                p->cfg->name, sn, (long long)x.items_in, p->cfg->name, sn,
-                (long long)x.items_failed, p->cfg->name, sn, x.queue_ns / 1e9, p->cfg->name, sn,
-                x.run_ns / 1e9, p->cfg->name, sn, (long long)x.batches, p->cfg->name, sn, x.queued);
-            const char *pn = p->cfg->name;
-            hs_buf_printf(
-                out,
-                "hetserve_pipeline_stage_batch_items_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_batch_size_max{pipeline=\"%s\",stage=\"%s\"} %d\n"
-                "hetserve_pipeline_stage_failovers_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_refused_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_timeouts_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_fallback_queued{pipeline=\"%s\",stage=\"%s\"} %d\n"
-                "hetserve_pipeline_stage_fallback_share{pipeline=\"%s\",stage=\"%s\"} %.4f\n"
-                "hetserve_pipeline_stage_breaker_open{pipeline=\"%s\",stage=\"%s\"} %d\n",
-                pn, sn, (long long)x.batch_items, pn, sn, x.batch_size_max, pn, sn,
-                (long long)x.failovers, pn, sn, (long long)x.refused, pn, sn, (long long)x.timeouts,
-                pn, sn, x.queued_fallback, pn, sn, x.fallback_share, pn, sn, x.breaker_open);
-            if (strcmp(sn, "rec")) continue;
-            for (int w = 0; w < p->m.n_rec_widths; w++) {
-                const long long a = atomic_load(&p->m.rec_width_runs[w]) +
-                                    (p->rec_fb_e ? atomic_load(&p->rec_fb.rec_width_runs[w]) : 0);
+            rows[nr].p = p;
+            rows[nr].stage = hs_pipeline_stage_name(p->p, k);
+            hs_pipeline_stage_stats(p->p, k, &rows[nr].x);
+            nr++;
+        }
+    }
+    /* each family whole (the text format wants a family's lines together) */
+    for (size_t f = 0; f < sizeof series / sizeof series[0]; f++) {
+        hs_buf_printf(
+            out, "# HELP hetserve_pipeline_stage_%s %s\n# TYPE hetserve_pipeline_stage_%s %s\n",
+            series[f].name, series[f].help, series[f].name, series[f].type);
+        for (int r = 0; r < nr; r++)
+            hs_buf_printf(out, "hetserve_pipeline_stage_%s{pipeline=\"%s\",stage=\"%s\"} %.9g\n",
+                          series[f].name, rows[r].p->cfg->name, rows[r].stage,
+                          series[f].get(&rows[r].x));
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_latency_seconds an item's time in the stage, "
+                     "its queue to the end of its batch's run\n"
+                     "# TYPE hetserve_pipeline_stage_latency_seconds histogram\n");
+    for (int r = 0; r < nr; r++) {
+        const char *pn = rows[r].p->cfg->name, *sn = rows[r].stage;
+        const struct hs_pipeline_stage_stats *x = &rows[r].x;
+        long long cum = 0;
+        for (int b = 0; b < HS_PIPELINE_LAT_BUCKETS; b++) {
+            cum += x->lat[b];
+            hs_buf_printf(out,
+                          "hetserve_pipeline_stage_latency_seconds_bucket{pipeline=\"%s\","
+                          "stage=\"%s\",le=\"%g\"} %lld\n",
+                          pn, sn, hs_pipeline_lat_bounds[b], cum);
+        }
+        cum += x->lat[HS_PIPELINE_LAT_BUCKETS];
+        hs_buf_printf(out,
+                      "hetserve_pipeline_stage_latency_seconds_bucket{pipeline=\"%s\",stage=\"%s\","
+                      "le=\"+Inf\"} %lld\n"
+                      "hetserve_pipeline_stage_latency_seconds_sum{pipeline=\"%s\",stage=\"%s\"} "
+                      "%.6f\n"
+                      "hetserve_pipeline_stage_latency_seconds_count{pipeline=\"%s\",stage=\"%s\"} "
+                      "%lld\n",
+                      pn, sn, cum, pn, sn, x->lat_ns / 1e9, pn, sn, cum);
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_batch_size items per batch the stage formed\n"
+                     "# TYPE hetserve_pipeline_stage_batch_size histogram\n");
+    for (int r = 0; r < nr; r++) {
+        const char *pn = rows[r].p->cfg->name, *sn = rows[r].stage;
+        const struct hs_pipeline_stage_stats *x = &rows[r].x;
+        long long cum = 0;
+        for (int b = 1; b <= HS_PIPELINE_MAX_BATCH; b++) {
+            cum += x->batch_hist[b];
+            if ((b & (b - 1)) == 0) /* le 1, 2, 4, ... 64 */
                 hs_buf_printf(out,
-                              "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
-                              "stage=\"rec\",width=\"%d\"} %lld\n",
-                              pn, p->m.rec_widths[w], a);
-            }
-            for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
-                const long long a = atomic_load(&p->m.rec_runs[r]);
-                const long long b = p->rec_fb_e ? atomic_load(&p->rec_fb.rec_runs[r]) : 0;
-                if (a)
-                    hs_buf_printf(out,
-                                  "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
-                                  "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
-                                  pn, hs_engine_name(p->m.rec_engine), r, a);
-                if (b)
-                    hs_buf_printf(out,
-                                  "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
-                                  "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
-                                  pn, hs_engine_name(p->rec_fb_e), r, b);
-            }
+                              "hetserve_pipeline_stage_batch_size_bucket{pipeline=\"%s\","
+                              "stage=\"%s\",le=\"%d\"} %lld\n",
+                              pn, sn, b, cum);
+        }
+        hs_buf_printf(out,
+                      "hetserve_pipeline_stage_batch_size_bucket{pipeline=\"%s\",stage=\"%s\","
+                      "le=\"+Inf\"} %lld\n"
+                      "hetserve_pipeline_stage_batch_size_sum{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                      "hetserve_pipeline_stage_batch_size_count{pipeline=\"%s\",stage=\"%s\"} "
+                      "%lld\n",
+                      pn, sn, cum, pn, sn, (long long)x->batch_items, pn, sn, cum);
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage "
+                     "by rows (batch_fixed: only N)\n"
+                     "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
+            const long long a = atomic_load(&p->m.rec_runs[r]);
+            const long long b = p->rec_fb_e ? atomic_load(&p->rec_fb.rec_runs[r]) : 0;
+            if (a)
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                              "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                              p->cfg->name, hs_engine_name(p->m.rec_engine), r, a);
+            if (b)
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                              "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                              p->cfg->name, hs_engine_name(p->rec_fb_e), r, b);
+        }
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_width_runs_total rec graph runs by the "
+                     "width of stages.rec.shapes they were padded to\n"
+                     "# TYPE hetserve_pipeline_stage_graph_width_runs_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        for (int w = 0; w < p->m.n_rec_widths; w++) {
+            const long long a = atomic_load(&p->m.rec_width_runs[w]) +
+                                (p->rec_fb_e ? atomic_load(&p->rec_fb.rec_width_runs[w]) : 0);
+            hs_buf_printf(out,
+                          "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
+                          "stage=\"rec\",width=\"%d\"} %lld\n",
+                          p->cfg->name, p->m.rec_widths[w], a);
         }
     }
 }
