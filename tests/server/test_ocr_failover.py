@@ -210,6 +210,10 @@ def test_batch_fixed_runs_only_n_rows(srv):
                              r'stage="rec",width="(\d+)"\} (\S+)', m.decode()))
     assert set(widths) == {"320", "480", "800", "1280", "2560"}
     assert sum(float(v) for v in widths.values()) == sum(float(v) for _, v in rows)
+    # the stage's latency histogram counts each item it ran once
+    count = re.findall(r'hetserve_pipeline_stage_latency_seconds_count\{pipeline="fixed",'
+                       r'stage="rec"\} (\S+)', m.decode())
+    assert count and float(count[0]) == metric(srv, "items_total", pipeline="fixed", stage="rec")
 
 
 def test_shipped_config_checks():
