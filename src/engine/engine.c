@@ -289,6 +289,18 @@ static void spin_until(int64_t t_end)
     }
 }
 
+/* A hung device (e->lock held): blocks (without spinning) until the hang elapses or the fault is
+ * replaced, whichever comes first. */
+static void fault_hang(struct hs_engine *e)
+{
+    if (e->fault.hang_ms <= 0) return;
+    uint64_t gen = e->fault_gen;
+    int64_t until = hs_now_ns() + (int64_t)e->fault.hang_ms * 1000000;
+    struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
+    while (e->fault_gen == gen && hs_now_ns() < until)
+        pthread_cond_timedwait(&e->fault_cv, &e->lock, &ts);
+}
+
 hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st, void *prep,
                               struct hs_error *err)
 {
@@ -304,15 +316,7 @@ hs_status hs_engine_run_stage(hs_engine_t e, void *ws, const struct hs_stage *st
                             st->name);
     }
     if (e->fault.slow_factor > 1.0) slow = e->fault.slow_factor;
-    if (e->fault.hang_ms > 0) {
-        /* A hung device: blocks (without spinning) until the hang elapses or the fault is
-         * replaced, whichever comes first. */
-        uint64_t gen = e->fault_gen;
-        int64_t until = hs_now_ns() + (int64_t)e->fault.hang_ms * 1000000;
-        struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
-        while (e->fault_gen == gen && hs_now_ns() < until)
-            pthread_cond_timedwait(&e->fault_cv, &e->lock, &ts);
-    }
+    fault_hang(e);
     pthread_mutex_unlock(&e->lock);
 
     int64_t t0 = hs_now_ns();
@@ -428,6 +432,7 @@ hs_status hs_engine_graph_run(hs_engine_t e, void *graph, const struct hs_graph_
         return hs_error_set(err, HS_STATUS_ENGINE, "engine %s: injected fault in a graph", e->name);
     }
     if (e->fault.slow_factor > 1.0) slow = e->fault.slow_factor;
+    fault_hang(e);
     pthread_mutex_unlock(&e->lock);
     int64_t t0 = hs_now_ns();
     hs_status s = e->iface->graph_run(e->ctx, graph, in, n_in, out, n_out, err);

@@ -135,7 +135,8 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
         total += ds[k]->n_boxes;
     }
     if (!total) return HS_STATUS_OK;
-    const int H = m->params.rec_height, B = m->rec_batch;
+    const int H = m->params.rec_height;
+    const int B = m->rec_batch_fixed > 0 ? m->rec_batch_fixed : m->rec_batch;
     struct crop_ref *cr = hs_malloc(sizeof *cr * (size_t)total);
     float **res = hs_calloc((size_t)total, sizeof *res);
     int *res_t = hs_calloc((size_t)total, sizeof *res_t);
@@ -165,8 +166,20 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
         const int nb = total - b0 < B ? total - b0 : B;
         double maxr = 0;
         for (int i = 0; i < nb; i++) maxr = fmax(maxr, cr[b0 + i].ratio);
-        const int W = hs_ocr_rec_width(maxr, H, m->params.rec_width);
-        const size_t need = (size_t)nb * 3 * H * W;
+        int W = hs_ocr_rec_width(maxr, H, m->params.rec_width);
+        if (m->n_rec_widths) { /* the smallest listed width that fits, else the largest */
+            int best = -1, widest = 0;
+            for (int k = 0; k < m->n_rec_widths; k++) {
+                const int lw = m->rec_widths[k];
+                if (lw > m->rec_widths[widest]) widest = k;
+                if (lw >= W && (best < 0 || lw < m->rec_widths[best])) best = k;
+            }
+            if (best < 0) best = widest;
+            W = m->rec_widths[best];
+            atomic_fetch_add((atomic_llong *)&m->rec_width_runs[best], 1);
+        }
+        const int rows = m->rec_batch_fixed > 0 ? m->rec_batch_fixed : nb; /* padded */
+        const size_t need = (size_t)rows * 3 * H * W;
         if (need > in_cap) {
             hs_free(in);
             if (!(in = hs_malloc(sizeof(float) * need))) {
@@ -180,9 +193,11 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
             s = hs_ocr_rec_prep(&ds[cr[b0 + i].d]->crops[cr[b0 + i].i], H, W,
                                 in + (size_t)i * 3 * H * W, err);
         if (s) break;
-        struct hs_graph_tensor ti = {in, 4, {nb, 3, H, W}, need};
+        if (rows > nb) /* the padding rows: zero crops, their outputs dropped */
+            memset(in + (size_t)nb * 3 * H * W, 0, sizeof(float) * (size_t)(rows - nb) * 3 * H * W);
+        struct hs_graph_tensor ti = {in, 4, {rows, 3, H, W}, need};
         /* SVTR gives a step per 8 columns; room for twice that, and more if it asks */
-        size_t cap = (size_t)nb * (size_t)(W / 4 + 8) * (size_t)classes;
+        size_t cap = (size_t)rows * (size_t)(W / 4 + 8) * (size_t)classes;
         for (int attempt = 0; attempt < 2; attempt++) {
             if (cap > out_cap) {
                 hs_free(out);
@@ -199,13 +214,15 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
                 continue;
             }
             if (s) break;
-            if (to.rank != 3 || to.shape[0] != nb || to.shape[2] != classes) {
+            if (to.rank != 3 || to.shape[0] != rows || to.shape[2] != classes) {
                 s = hs_error_set(err, HS_STATUS_ENGINE,
                                  "recognizer output is not [%d, T, %d] (dictionary and model "
                                  "disagree?)",
-                                 nb, classes);
+                                 rows, classes);
                 break;
             }
+            atomic_fetch_add((atomic_llong *)&m->rec_runs[rows <= HS_PIPELINE_MAX_BATCH ? rows : 0],
+                             1);
             const int T = (int)to.shape[1];
             for (int i = 0; i < nb && !s; i++) {
                 const size_t per = (size_t)T * classes;

@@ -13,6 +13,7 @@
 #ifndef HS_MODEL_OCR_H
 #define HS_MODEL_OCR_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -27,6 +28,15 @@ struct hs_ocr_models {
     struct hs_ocr_params params;
     int rec_batch; /* crops per recognizer run (6) */
     int cls_batch; /* crops per classifier run (6) */
+    /* static-shape engines: every rec run has exactly rec_batch_fixed rows (0 = as many as it
+     * has crops, up to rec_batch), the missing ones zero crops whose outputs are dropped; its
+     * width one of rec_widths (the smallest that fits, else the largest: wider crops are
+     * squeezed), n_rec_widths 0 = the batch's own width */
+    int rec_batch_fixed;
+    int n_rec_widths;
+    int rec_widths[16];
+    atomic_llong rec_runs[HS_PIPELINE_MAX_BATCH + 1]; /* rec graph runs by rows */
+    atomic_llong rec_width_runs[16];                  /* by rec_widths[i] */
 };
 
 /* Loads the graphs (cls_path may be NULL) on their engines and the dictionary. Errors name the
@@ -69,12 +79,19 @@ struct hs_ocr_pipeline_opts {
     int queue_max;         /* per stage (64) */
     int rec_images;        /* requests whose crops one rec run batches together (1) */
     int64_t rec_window_us; /* how long rec waits for more requests (2000) */
+    /* the model stages' timeouts (0 = none) and fallbacks: the same models with det (rec)
+     * loaded on another engine, NULL = none; the fallback's share capped at *_ratio_max
+     * (sched/pipeline.h) */
+    int64_t det_timeout_us, rec_timeout_us;
+    const struct hs_ocr_models *det_fb, *rec_fb;
+    double det_ratio_max, rec_ratio_max;
 };
 
 struct hs_ocr_job {
-    struct hs_op_data d;     /* d.bytes in; d.lines out */
-    struct hs_ocr_timings t; /* per stage */
-    int rec_batch_images;    /* requests in the rec run that read it */
+    struct hs_op_data d;                 /* d.bytes in; d.lines out */
+    struct hs_ocr_timings t;             /* per stage */
+    int rec_batch_images;                /* requests in the rec run that read it */
+    const char *det_engine, *rec_engine; /* the engines that ran det and rec */
     void *user;
 };
 

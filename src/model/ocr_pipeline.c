@@ -40,8 +40,10 @@ static void stage_det(void *ctx, void **items, int n, hs_status *st, struct hs_e
     for (int i = 0; i < n; i++) {
         struct hs_ocr_job *j = items[i];
         const int64_t t0 = hs_now_ns();
-        st[i] = hs_ocr_det(ctx, &j->d, &errs[i]);
+        const struct hs_ocr_models *m = ctx;
+        st[i] = hs_ocr_det(m, &j->d, &errs[i]);
         j->t.det += hs_now_ns() - t0;
+        j->det_engine = hs_engine_name(m->det_engine);
     }
 }
 
@@ -70,12 +72,14 @@ static void stage_rec(void *ctx, void **items, int n, hs_status *st, struct hs_e
     for (int i = 0; i < n; i++) ds[i] = &((struct hs_ocr_job *)items[i])->d;
     const int64_t t0 = hs_now_ns();
     struct hs_error e = {0};
-    hs_status s = hs_ocr_rec_many(ctx, ds, n, &e);
+    const struct hs_ocr_models *m = ctx;
+    hs_status s = hs_ocr_rec_many(m, ds, n, &e);
     const int64_t dt = hs_now_ns() - t0;
     for (int i = 0; i < n; i++) {
         struct hs_ocr_job *j = items[i];
         j->t.rec += dt; /* the batch's time: each request waited for all of it */
         j->rec_batch_images = n;
+        j->rec_engine = hs_engine_name(m->rec_engine);
         st[i] = s;
         if (s) errs[i] = e;
     }
@@ -97,12 +101,35 @@ hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
     const int ri = o->rec_images > 0 ? o->rec_images : 1;
     struct hs_pipeline_stage st[6];
     int n = 0;
-    st[n++] = (struct hs_pipeline_stage){"decode", stage_decode, c, w, q, 1, 0};
-    st[n++] = (struct hs_pipeline_stage){"det", stage_det, c, 1, q, 1, 0};
-    st[n++] = (struct hs_pipeline_stage){"db_post", stage_post, c, w, q, 1, 0};
-    if (m->cls) st[n++] = (struct hs_pipeline_stage){"cls", stage_cls, c, 1, q, 1, 0};
-    st[n++] =
-        (struct hs_pipeline_stage){"rec", stage_rec, c, 1, q, ri, ri > 1 ? o->rec_window_us : 0};
-    st[n++] = (struct hs_pipeline_stage){"ctc", stage_ctc, c, w, q, 1, 0};
+#define CPU(nm, fn)                                                                                \
+    (struct hs_pipeline_stage){                                                                    \
+        .name = nm, .run = fn, .ctx = c, .workers = w, .queue_max = q, .batch_max = 1}
+    st[n++] = CPU("decode", stage_decode);
+    st[n++] = (struct hs_pipeline_stage){.name = "det",
+                                         .run = stage_det,
+                                         .ctx = c,
+                                         .workers = 1,
+                                         .queue_max = q,
+                                         .batch_max = 1,
+                                         .timeout_us = o->det_timeout_us,
+                                         .fallback = o->det_fb ? stage_det : NULL,
+                                         .fallback_ctx = (void *)o->det_fb,
+                                         .ratio_max = o->det_ratio_max};
+    st[n++] = CPU("db_post", stage_post);
+    if (m->cls)
+        st[n++] = (struct hs_pipeline_stage){"cls", stage_cls, c, 1, q, 1, 0, 0, 0, 0, 0, 0};
+    st[n++] = (struct hs_pipeline_stage){.name = "rec",
+                                         .run = stage_rec,
+                                         .ctx = c,
+                                         .workers = 1,
+                                         .queue_max = q,
+                                         .batch_max = ri,
+                                         .window_us = ri > 1 ? o->rec_window_us : 0,
+                                         .timeout_us = o->rec_timeout_us,
+                                         .fallback = o->rec_fb ? stage_rec : NULL,
+                                         .fallback_ctx = (void *)o->rec_fb,
+                                         .ratio_max = o->rec_ratio_max};
+    st[n++] = CPU("ctc", stage_ctc);
+#undef CPU
     return hs_pipeline_create(st, n, done, done_ctx, out, err);
 }

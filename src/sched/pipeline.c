@@ -8,22 +8,79 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 
+const double hs_pipeline_lat_bounds[HS_PIPELINE_LAT_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+
+/* ---- the fallback cap ---- */
+
+void hs_pipeline_cap_init(struct hs_pipeline_cap *c, double ratio_max, int window)
+{
+    memset(c, 0, sizeof *c);
+    c->ratio_max = ratio_max;
+    c->window = window < 1 ? 1 : window > HS_PIPELINE_CAP_WINDOW ? HS_PIPELINE_CAP_WINDOW : window;
+}
+
+bool hs_pipeline_cap_admits(const struct hs_pipeline_cap *c)
+{
+    const int full = c->n == c->window;
+    const int n_after = full ? c->n : c->n + 1;
+    const int fb_after = c->fb + 1 - (full ? c->hist[c->head] : 0);
+    return fb_after <= c->ratio_max * n_after + 1e-9;
+}
+
+void hs_pipeline_cap_record(struct hs_pipeline_cap *c, bool fallback)
+{
+    if (c->n == c->window) { /* drop the oldest */
+        c->fb -= c->hist[c->head];
+        c->head = (c->head + 1) % c->window;
+        c->n--;
+    }
+    c->hist[(c->head + c->n) % c->window] = fallback ? 1 : 0;
+    c->n++;
+    c->fb += fallback ? 1 : 0;
+}
+
+double hs_pipeline_cap_share(const struct hs_pipeline_cap *c)
+{
+    return c->n ? (double)c->fb / c->n : 0;
+}
+
+/* ---- stages ---- */
+
 struct slot {
     void *item;
     int64_t deadline_ns;
     int64_t enq_ns;
 };
 
-struct stage {
-    struct hs_pipeline_stage spec;
-    struct hs_pipeline *p;
-    int index;
+struct stage;
+
+/* a stage's queue and workers: lane 0 runs the stage's function, lane 1 its fallback */
+struct lane {
+    struct stage *s;
+    int fb;
+    hs_pipeline_stage_fn run;
+    void *ctx;
+    int workers;
     struct slot *ring; /* queue_max slots */
     int head, count;
     pthread_cond_t not_empty, not_full;
     pthread_t *threads;
     int n_threads;
-    int stop; /* set by destroy once the stages before have stopped: exit when empty */
+    int stop;              /* set by destroy: exit when empty */
+    int64_t ewma_ns;       /* recent batch run time */
+    int64_t run_t0;        /* when the batch running now began (0: none) */
+    int fail_streak;       /* batches in a row that failed every item */
+    int64_t open_until_ns; /* the breaker: open until then */
+};
+
+struct stage {
+    struct hs_pipeline_stage spec;
+    struct hs_pipeline *p;
+    int index;
+    struct lane lane[2];
+    int n_lanes;
+    struct hs_pipeline_cap cap;
     struct hs_pipeline_stage_stats stats;
 };
 
@@ -52,61 +109,145 @@ static void cond_init(pthread_cond_t *c)
 }
 
 /* queue operations, under p->mu */
-static void q_push(struct stage *s, void *item, int64_t deadline_ns)
+static void q_push(struct lane *l, void *item, int64_t deadline_ns)
 {
-    const int i = (s->head + s->count) % s->spec.queue_max;
-    s->ring[i] = (struct slot){item, deadline_ns, hs_now_ns()};
-    s->count++;
-    pthread_cond_signal(&s->not_empty);
+    const int i = (l->head + l->count) % l->s->spec.queue_max;
+    l->ring[i] = (struct slot){item, deadline_ns, hs_now_ns()};
+    l->count++;
+    pthread_cond_signal(&l->not_empty);
 }
 
-static struct slot q_pop(struct stage *s)
+static struct slot q_pop(struct lane *l)
 {
-    struct slot x = s->ring[s->head];
-    s->head = (s->head + 1) % s->spec.queue_max;
-    s->count--;
-    pthread_cond_signal(&s->not_full);
+    struct slot x = l->ring[l->head];
+    l->head = (l->head + 1) % l->s->spec.queue_max;
+    l->count--;
+    pthread_cond_signal(&l->not_full);
     return x;
 }
 
-static void finish(struct hs_pipeline *p, void *item, hs_status s, const struct hs_error *err)
+static int q_full(const struct lane *l)
 {
+    return l->count == l->s->spec.queue_max;
+}
+
+/* Calls done() with the lock let go (it must not block for long, but may take other locks). */
+static void finish_unlocked(struct hs_pipeline *p, void *item, hs_status s,
+                            const struct hs_error *err)
+{
+    pthread_mutex_unlock(&p->mu);
     p->done(p->done_ctx, item, s, err);
+    pthread_mutex_lock(&p->mu);
+}
+
+/* Is the primary overloaded: its queue full, or the wait it predicts (batches queued ahead, per
+ * worker, times its recent batch time) over the stage's timeout? */
+static int overloaded(const struct stage *s)
+{
+    const struct lane *l = &s->lane[0];
+    if (q_full(l)) return 1;
+    if (l->open_until_ns && hs_now_ns() < l->open_until_ns) return 1; /* breaker open */
+    if (!s->spec.timeout_us) return 0;
+    /* a batch running longer than the recent ones is the better guess (an engine slowing) */
+    int64_t per = l->ewma_ns;
+    if (l->run_t0 && hs_now_ns() - l->run_t0 > per) per = hs_now_ns() - l->run_t0;
+    if (!per) return 0;
+    const int64_t batches = (l->count / s->spec.batch_max + 1 + l->workers - 1) / l->workers;
+    return batches * per > s->spec.timeout_us * 1000;
+}
+
+/* Sends an item to the fallback when the cap admits it and its queue has room (under p->mu). */
+static int try_failover(struct stage *s, void *item, int64_t deadline_ns)
+{
+    if (s->n_lanes < 2 || q_full(&s->lane[1]) || !hs_pipeline_cap_admits(&s->cap)) return 0;
+    hs_pipeline_cap_record(&s->cap, true);
+    s->stats.failovers++;
+    q_push(&s->lane[1], item, deadline_ns);
+    return 1;
+}
+
+/* An item enters stage s (under p->mu). Without a fallback: waits for room when wait (else
+ * HS_STATUS_OVERLOADED when full). With one: the primary unless it is overloaded, then the
+ * fallback under the cap, else refused (HS_STATUS_OVERLOADED, err says why). */
+static hs_status enter(struct stage *s, void *item, int64_t deadline_ns, int wait,
+                       struct hs_error *err)
+{
+    struct lane *l = &s->lane[0];
+    if (s->n_lanes < 2) {
+        if (!wait && q_full(l))
+            return hs_error_set(err, HS_STATUS_OVERLOADED, "pipeline stage %s: queue full (%d)",
+                                s->spec.name, s->spec.queue_max);
+        /* backpressure: at shutdown this stage's workers still drain the queue */
+        while (q_full(l)) pthread_cond_wait(&l->not_full, &s->p->mu);
+        q_push(l, item, deadline_ns);
+        return HS_STATUS_OK;
+    }
+    if (!overloaded(s)) { /* counted in the cap when it runs */
+        q_push(l, item, deadline_ns);
+        return HS_STATUS_OK;
+    }
+    if (try_failover(s, item, deadline_ns)) return HS_STATUS_OK;
+    s->stats.refused++;
+    return hs_error_set(err, HS_STATUS_OVERLOADED,
+                        "pipeline stage %s: overloaded (%d queued) and its fallback is at its "
+                        "cap (%.0f%% of the last %d items, ratio_max %.2f) or full; retry later",
+                        s->spec.name, l->count, 100 * hs_pipeline_cap_share(&s->cap), s->cap.n,
+                        s->spec.ratio_max);
+}
+
+/* An item the primary timed out or failed: to the fallback under the cap, else ends with s/e. */
+static void fail_or_failover(struct stage *s, struct lane *l, void *item, int64_t deadline_ns,
+                             hs_status st, const struct hs_error *e)
+{
+    if (!l->fb && try_failover(s, item, deadline_ns)) return;
+    s->stats.items_failed++;
+    if (st == HS_STATUS_TIMEOUT) s->stats.timeouts++;
+    finish_unlocked(s->p, item, st, e);
 }
 
 static void *worker(void *arg)
 {
-    struct stage *s = arg;
+    struct lane *l = arg;
+    struct stage *s = l->s;
     struct hs_pipeline *p = s->p;
     struct slot batch[HS_PIPELINE_MAX_BATCH];
     void *items[HS_PIPELINE_MAX_BATCH];
     hs_status st[HS_PIPELINE_MAX_BATCH];
     struct hs_error *errs = hs_calloc(HS_PIPELINE_MAX_BATCH, sizeof *errs);
+    const int64_t timeout_ns = s->spec.timeout_us * 1000;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!s->count && !s->stop) pthread_cond_wait(&s->not_empty, &p->mu);
-        if (!s->count && s->stop) break;
+        while (!l->count && !l->stop) pthread_cond_wait(&l->not_empty, &p->mu);
+        if (!l->count && l->stop) break;
         /* one in hand: wait up to the window for a fuller batch */
-        if (s->spec.window_us > 0 && s->count < s->spec.batch_max && !s->stop) {
+        if (s->spec.window_us > 0 && l->count < s->spec.batch_max && !l->stop) {
             struct timespec ts;
             timespec_at(hs_now_ns() + s->spec.window_us * 1000, &ts);
-            while (s->count < s->spec.batch_max && !s->stop &&
-                   pthread_cond_timedwait(&s->not_empty, &p->mu, &ts) == 0) {
+            while (l->count < s->spec.batch_max && !l->stop &&
+                   pthread_cond_timedwait(&l->not_empty, &p->mu, &ts) == 0) {
             }
         }
         int n = 0;
         const int64_t now = hs_now_ns();
-        while (s->count && n < s->spec.batch_max) {
-            struct slot x = q_pop(s);
+        while (l->count && n < s->spec.batch_max) {
+            struct slot x = q_pop(l);
             s->stats.queue_ns += now - x.enq_ns;
             if (x.deadline_ns && now > x.deadline_ns) { /* late: ends here, named */
                 s->stats.items_failed++;
+                s->stats.timeouts++;
                 struct hs_error e;
                 hs_error_set(&e, HS_STATUS_TIMEOUT, "deadline passed waiting for stage %s",
                              s->spec.name);
-                pthread_mutex_unlock(&p->mu);
-                finish(p, x.item, HS_STATUS_TIMEOUT, &e);
-                pthread_mutex_lock(&p->mu);
+                finish_unlocked(p, x.item, HS_STATUS_TIMEOUT, &e);
+                continue;
+            }
+            if (timeout_ns && now - x.enq_ns > timeout_ns) { /* the stage's own timeout */
+                struct hs_error e;
+                hs_error_set(&e, HS_STATUS_TIMEOUT,
+                             "stage %s: waited %.1f ms in its %squeue, over its timeout_ms %.0f",
+                             s->spec.name, (now - x.enq_ns) / 1e6, l->fb ? "fallback's " : "",
+                             timeout_ns / 1e6);
+                fail_or_failover(s, l, x.item, x.deadline_ns, HS_STATUS_TIMEOUT, &e);
                 continue;
             }
             batch[n] = x;
@@ -114,6 +255,9 @@ static void *worker(void *arg)
         }
         if (!n) continue;
         s->stats.items_in += n;
+        l->run_t0 = hs_now_ns();
+        if (s->n_lanes > 1 && !l->fb)
+            for (int i = 0; i < n; i++) hs_pipeline_cap_record(&s->cap, false);
         pthread_mutex_unlock(&p->mu);
         for (int i = 0; i < n; i++) {
             st[i] = HS_STATUS_OK;
@@ -121,45 +265,88 @@ static void *worker(void *arg)
         }
         const int64_t t0 = hs_now_ns();
         if (errs) {
-            s->spec.run(s->spec.ctx, items, n, st, errs);
+            l->run(l->ctx, items, n, st, errs);
         } else {
             for (int i = 0; i < n; i++) st[i] = HS_STATUS_NO_MEMORY;
         }
         const int64_t dt = hs_now_ns() - t0;
         pthread_mutex_lock(&p->mu);
+        l->ewma_ns = l->ewma_ns ? (7 * l->ewma_ns + dt) / 8 : dt;
+        int failed = 0;
+        for (int i = 0; i < n; i++) failed += st[i] != HS_STATUS_OK;
+        l->fail_streak = failed == n ? l->fail_streak + 1 : 0;
+        if (s->n_lanes > 1 && !l->fb && l->fail_streak >= HS_PIPELINE_BREAKER_FAILS)
+            l->open_until_ns = hs_now_ns() + HS_PIPELINE_BREAKER_OPEN_MS * 1000000LL;
+        if (!l->fail_streak) l->open_until_ns = 0;
+        l->run_t0 = 0;
         s->stats.batches++;
         s->stats.batch_items += n;
+        s->stats.batch_hist[n]++;
+        const int64_t end = hs_now_ns();
+        for (int i = 0; i < n; i++) {
+            const int64_t lat = end - batch[i].enq_ns;
+            int b = 0;
+            while (b < HS_PIPELINE_LAT_BUCKETS && lat > hs_pipeline_lat_bounds[b] * 1e9) b++;
+            s->stats.lat[b]++;
+            s->stats.lat_ns += lat;
+        }
         if (n > s->stats.batch_size_max) s->stats.batch_size_max = n;
         s->stats.run_ns += dt;
         struct stage *next = s->index + 1 < p->n ? &p->st[s->index + 1] : NULL;
         for (int i = 0; i < n; i++) {
-            if (st[i] != HS_STATUS_OK || !next) {
-                if (st[i] != HS_STATUS_OK)
-                    s->stats.items_failed++;
-                else
-                    s->stats.items_out++;
-                pthread_mutex_unlock(&p->mu);
-                struct hs_error e;
+            struct hs_error e;
+            if (st[i] == HS_STATUS_OK && timeout_ns && dt > timeout_ns) { /* ran too long */
+                hs_error_set(&e, HS_STATUS_TIMEOUT,
+                             "stage %s: its batch ran %.1f ms, over its timeout_ms %.0f",
+                             s->spec.name, dt / 1e6, timeout_ns / 1e6);
+                s->stats.items_failed++;
+                s->stats.timeouts++;
+                finish_unlocked(p, items[i], HS_STATUS_TIMEOUT, &e);
+                continue;
+            }
+            if (st[i] != HS_STATUS_OK) {
                 if (errs)
                     e = errs[i];
                 else
                     hs_error_set(&e, HS_STATUS_NO_MEMORY, "stage %s: out of memory", s->spec.name);
-                if (st[i] != HS_STATUS_OK && !e.msg[0])
-                    hs_error_set(&e, st[i], "stage %s failed", s->spec.name);
-                finish(p, items[i], st[i], st[i] != HS_STATUS_OK ? &e : NULL);
-                pthread_mutex_lock(&p->mu);
+                if (!e.msg[0]) hs_error_set(&e, st[i], "stage %s failed", s->spec.name);
+                fail_or_failover(s, l, items[i], batch[i].deadline_ns, st[i], &e);
                 continue;
             }
-            /* backpressure: wait for room in the next queue; at shutdown the next stage's
-             * workers still drain it, so the wait ends */
-            while (next->count == next->spec.queue_max) pthread_cond_wait(&next->not_full, &p->mu);
             s->stats.items_out++;
-            q_push(next, items[i], batch[i].deadline_ns);
+            if (!next) {
+                finish_unlocked(p, items[i], HS_STATUS_OK, NULL);
+                continue;
+            }
+            if (enter(next, items[i], batch[i].deadline_ns, 1, &e)) {
+                next->stats.items_failed++;
+                finish_unlocked(p, items[i], HS_STATUS_OVERLOADED, &e);
+            }
         }
     }
     pthread_mutex_unlock(&p->mu);
     hs_free(errs);
     return NULL;
+}
+
+static hs_status lane_init(struct stage *st, int k, struct hs_error *err)
+{
+    struct lane *l = &st->lane[k];
+    l->s = st;
+    l->fb = k;
+    l->run = k ? st->spec.fallback : st->spec.run;
+    l->ctx = k ? st->spec.fallback_ctx : st->spec.ctx;
+    l->workers =
+        k ? (st->spec.fallback_workers > 0 ? st->spec.fallback_workers : 1) : st->spec.workers;
+    cond_init(&l->not_empty);
+    cond_init(&l->not_full);
+    st->n_lanes = k + 1;
+    l->ring = hs_calloc((size_t)st->spec.queue_max, sizeof *l->ring);
+    l->threads = hs_calloc((size_t)l->workers, sizeof *l->threads);
+    if (!l->ring || !l->threads)
+        return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for pipeline stage %s",
+                            st->spec.name);
+    return HS_STATUS_OK;
 }
 
 hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stages,
@@ -174,10 +361,12 @@ hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stage
         const struct hs_pipeline_stage *s = &stages[i];
         if (!s->run || s->workers < 1 || s->workers > 64 || s->queue_max < 1 ||
             s->queue_max > 1000000 || s->batch_max < 1 || s->batch_max > HS_PIPELINE_MAX_BATCH ||
-            s->window_us < 0)
+            s->window_us < 0 || s->timeout_us < 0 || s->fallback_workers < 0 ||
+            s->fallback_workers > 64 || (s->fallback && !(s->ratio_max > 0 && s->ratio_max <= 1)))
             return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                                 "pipeline stage %d (%s): needs a function, workers in [1, 64], "
-                                "queue_max >= 1, batch_max in [1, %d], window_us >= 0",
+                                "queue_max >= 1, batch_max in [1, %d], window_us >= 0, "
+                                "timeout_us >= 0, a fallback's ratio_max in (0, 1]",
                                 i, s->name ? s->name : "?", HS_PIPELINE_MAX_BATCH);
     }
     struct hs_pipeline *p = hs_calloc(1, sizeof *p);
@@ -191,24 +380,23 @@ hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stage
         st->spec = stages[i];
         st->p = p;
         st->index = i;
-        cond_init(&st->not_empty);
-        cond_init(&st->not_full);
-        st->ring = hs_calloc((size_t)stages[i].queue_max, sizeof *st->ring);
-        st->threads = hs_calloc((size_t)stages[i].workers, sizeof *st->threads);
+        hs_pipeline_cap_init(&st->cap, stages[i].ratio_max, HS_PIPELINE_CAP_WINDOW);
         p->n = i + 1;
-        if (!st->ring || !st->threads)
-            s = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for pipeline stage %s",
-                             stages[i].name);
+        s = lane_init(st, 0, err);
+        if (!s && stages[i].fallback) s = lane_init(st, 1, err);
     }
     for (int i = 0; i < p->n && !s; i++) {
         struct stage *st = &p->st[i];
-        for (int k = 0; k < st->spec.workers; k++) {
-            if (pthread_create(&st->threads[k], NULL, worker, st)) {
-                s = hs_error_set(err, HS_STATUS_INTERNAL, "cannot start pipeline stage %s",
-                                 st->spec.name);
-                break;
+        for (int j = 0; j < st->n_lanes && !s; j++) {
+            struct lane *l = &st->lane[j];
+            for (int k = 0; k < l->workers; k++) {
+                if (pthread_create(&l->threads[k], NULL, worker, l)) {
+                    s = hs_error_set(err, HS_STATUS_INTERNAL, "cannot start pipeline stage %s",
+                                     st->spec.name);
+                    break;
+                }
+                l->n_threads++;
             }
-            st->n_threads++;
         }
     }
     if (s) {
@@ -222,20 +410,11 @@ hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stage
 hs_status hs_pipeline_submit(struct hs_pipeline *p, void *item, int64_t deadline_ns,
                              struct hs_error *err)
 {
-    struct stage *s = &p->st[0];
     pthread_mutex_lock(&p->mu);
-    if (p->stopping) {
-        pthread_mutex_unlock(&p->mu);
-        return hs_error_set(err, HS_STATUS_SHUTDOWN, "pipeline is shutting down");
-    }
-    if (s->count == s->spec.queue_max) {
-        pthread_mutex_unlock(&p->mu);
-        return hs_error_set(err, HS_STATUS_OVERLOADED, "pipeline stage %s: queue full (%d)",
-                            s->spec.name, s->spec.queue_max);
-    }
-    q_push(s, item, deadline_ns);
+    hs_status s = p->stopping ? hs_error_set(err, HS_STATUS_SHUTDOWN, "pipeline is shutting down")
+                              : enter(&p->st[0], item, deadline_ns, 0, err);
     pthread_mutex_unlock(&p->mu);
-    return HS_STATUS_OK;
+    return s;
 }
 
 void hs_pipeline_destroy(struct hs_pipeline *p)
@@ -246,30 +425,39 @@ void hs_pipeline_destroy(struct hs_pipeline *p)
     pthread_mutex_lock(&p->mu);
     p->stopping = 1;
     struct stage *s0 = &p->st[0];
-    while (s0->count) {
-        struct slot x = q_pop(s0);
-        pthread_mutex_unlock(&p->mu);
-        struct hs_error e;
-        hs_error_set(&e, HS_STATUS_SHUTDOWN, "pipeline shut down before stage %s", s0->spec.name);
-        finish(p, x.item, HS_STATUS_SHUTDOWN, &e);
-        pthread_mutex_lock(&p->mu);
+    for (int j = 0; j < s0->n_lanes; j++) {
+        struct lane *l = &s0->lane[j];
+        while (l->ring && l->count) {
+            struct slot x = q_pop(l);
+            struct hs_error e;
+            hs_error_set(&e, HS_STATUS_SHUTDOWN, "pipeline shut down before stage %s",
+                         s0->spec.name);
+            finish_unlocked(p, x.item, HS_STATUS_SHUTDOWN, &e);
+        }
     }
     pthread_mutex_unlock(&p->mu);
-    /* stage by stage: when a stage's workers have exited, nothing more enters the next */
+    /* stage by stage, the primary before its fallback (it may fail items over to it): when a
+     * lane's workers have exited, nothing more enters what follows */
     for (int i = 0; i < p->n; i++) {
         struct stage *st = &p->st[i];
-        pthread_mutex_lock(&p->mu);
-        st->stop = 1;
-        pthread_cond_broadcast(&st->not_empty);
-        pthread_mutex_unlock(&p->mu);
-        for (int k = 0; k < st->n_threads; k++) pthread_join(st->threads[k], NULL);
+        for (int j = 0; j < st->n_lanes; j++) {
+            struct lane *l = &st->lane[j];
+            pthread_mutex_lock(&p->mu);
+            l->stop = 1;
+            pthread_cond_broadcast(&l->not_empty);
+            pthread_mutex_unlock(&p->mu);
+            for (int k = 0; k < l->n_threads; k++) pthread_join(l->threads[k], NULL);
+        }
     }
     for (int i = 0; i < p->n; i++) {
         struct stage *st = &p->st[i];
-        pthread_cond_destroy(&st->not_empty);
-        pthread_cond_destroy(&st->not_full);
-        hs_free(st->ring);
-        hs_free(st->threads);
+        for (int j = 0; j < st->n_lanes; j++) {
+            struct lane *l = &st->lane[j];
+            pthread_cond_destroy(&l->not_empty);
+            pthread_cond_destroy(&l->not_full);
+            hs_free(l->ring);
+            hs_free(l->threads);
+        }
     }
     pthread_mutex_destroy(&p->mu);
     hs_free(p);
@@ -280,9 +468,29 @@ void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipelin
     memset(out, 0, sizeof *out);
     if (stage < 0 || stage >= p->n) return;
     pthread_mutex_lock(&p->mu);
-    *out = p->st[stage].stats;
-    out->queued = p->st[stage].count;
+    const struct stage *s = &p->st[stage];
+    *out = s->stats;
+    out->queued = s->lane[0].count;
+    out->queued_fallback = s->n_lanes > 1 ? s->lane[1].count : 0;
+    out->fallback_share = hs_pipeline_cap_share(&s->cap);
+    out->breaker_open = s->lane[0].open_until_ns && hs_now_ns() < s->lane[0].open_until_ns;
     pthread_mutex_unlock(&p->mu);
+}
+
+double hs_pipeline_retry_after_s(struct hs_pipeline *p)
+{
+    double worst = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n; i++) {
+        const struct stage *s = &p->st[i];
+        const struct lane *l = &s->lane[0];
+        if (!l->count) continue;
+        const int64_t batches = (l->count / s->spec.batch_max + 1 + l->workers - 1) / l->workers;
+        const double t = (double)batches * (double)l->ewma_ns / 1e9;
+        if (t > worst) worst = t;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return worst;
 }
 
 int hs_pipeline_stage_count(const struct hs_pipeline *p)

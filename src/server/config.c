@@ -597,6 +597,62 @@ static const struct key keys[] = {
     {P("image_max_pixels", image_max_pixels), K_I64, 1, 1ll << 30, "40000000",
      "width x height at most (400 beyond)"},
     {P("image_max_side", image_max_side), K_INT, 1, 65535, "16384", "width, height at most"},
+    {.section = "pipelines[]",
+     .name = "stages",
+     .type = K_MAP,
+     .flags = F_OMIT,
+     .doc = "the model stages' own policy: {det: {...}, rec: {...}}"},
+    {.section = "pipelines[].stages",
+     .name = "det",
+     .type = K_MAP,
+     .doc = "the detector stage: timeout_ms, fallback"},
+    {.section = "pipelines[].stages",
+     .name = "rec",
+     .type = K_MAP,
+     .doc = "the recognizer stage: timeout_ms, batch_fixed, shapes, fallback"},
+#define PS(st, key, f)                                                                             \
+    .section = "pipelines[].stages." #st, .name = key, F(pipeline_cfg, st##_stage.f)
+#define PF(st, key, f)                                                                             \
+    .section = "pipelines[].stages." #st ".fallback", .name = key, F(pipeline_cfg, st##_stage.f)
+#define STAGE_KEYS(st)                                                                             \
+    {PS(st, "timeout_ms", timeout_ms),                                                             \
+     K_INT,                                                                                        \
+     0,                                                                                            \
+     3600000,                                                                                      \
+     "0",                                                                                          \
+     "an item's wait in the stage's queue, or its batch's run, at most: past it the item fails "   \
+     "over (under the cap) or ends 504 naming the stage; 0 = none"},                               \
+        {.section = "pipelines[].stages." #st,                                                     \
+         .name = "fallback",                                                                       \
+         .type = K_MAP,                                                                            \
+         .doc =                                                                                    \
+             "when the stage's engine is overloaded (queue full, or its predicted wait over "      \
+             "timeout_ms), fails or times out, the item runs on fallback.engines[0], while its "   \
+             "share of the stage's last 100 items stays within ratio_max; beyond, 429 with "       \
+             "Retry-After"},                                                                       \
+        {PF(st, "engines", fallback),                                                              \
+         K_NAMES,                                                                                  \
+         0,                                                                                        \
+         0,                                                                                        \
+         "",                                                                                       \
+         "engines[].name (graph_onnx); [] = no fallback",                                          \
+         N(pipeline_cfg, st##_stage.n_fallback)},                                                  \
+    {                                                                                              \
+        PF(st, "ratio_max", ratio_max), K_DOUBLE, 0.001, 1, "0.3",                                 \
+            "the fallback's share of the stage's recent items at most, (0, 1]"                     \
+    }
+    STAGE_KEYS(det),
+    STAGE_KEYS(rec),
+    {PS(rec, "batch_fixed", batch_fixed), K_INT, 0, 64, "0",
+     "every rec graph run exactly this many crops (static-shape engines), padded with blank "
+     "crops whose outputs are dropped; 0 = as many as it has (up to 6)"},
+    {PS(rec, "shapes", shapes), K_INTS, 8, 8192, "",
+     "the widths a rec run may have, e.g. [320, 640, 1280]: each run padded to the smallest that "
+     "fits (wider crops squeezed into the largest); [] = its widest crop's",
+     N(pipeline_cfg, rec_stage.n_shapes)},
+#undef STAGE_KEYS
+#undef PF
+#undef PS
 };
 #define KEYS_END (keys + sizeof keys / sizeof keys[0])
 
@@ -1246,6 +1302,28 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
         for (int k = 0; k < i; k++)
             if (!strcmp(p->name, c->pipelines[k].name))
                 return BAD("pipelines[%d].name: '%s' used twice", i, p->name);
+        const struct hs_pipeline_stage_cfg *sc[2] = {&p->det_stage, &p->rec_stage};
+        const char *sn[2] = {"det", "rec"};
+        for (int j = 0; j < 2; j++)
+            for (int f = 0; f < sc[j]->n_fallback; f++) {
+                const struct hs_engine_cfg *e = hs_config_engine(c, sc[j]->fallback[f]);
+                if (!e)
+                    return BAD("pipelines[%d].stages.%s.fallback.engines[%d]: no engine named "
+                               "'%s'",
+                               i, sn[j], f, sc[j]->fallback[f]);
+                /* it runs the stage's ONNX graph: refused when its device (where present here)
+                 * says it cannot */
+                const struct hs_engine_kind *kd = hs_engine_kind_find(e->kind);
+                struct hs_engine_caps dc = {0};
+                struct hs_error ignored = {0};
+                if (kd && (kd->remote ||
+                           (e->device < hs_engine_kind_devices(kd) &&
+                            !hs_engine_device_caps(kd, e->device, e->device_name, &dc, &ignored) &&
+                            !(dc.features & HS_ENGINE_FEAT_GRAPH_ONNX))))
+                    return BAD("pipelines[%d].stages.%s.fallback.engines[%d]: engine '%s' (kind "
+                               "%s) cannot run ONNX graphs (it lacks the graph_onnx capability)",
+                               i, sn[j], f, e->name, e->kind);
+            }
     }
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *e = &c->engines[i];

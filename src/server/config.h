@@ -78,6 +78,17 @@ struct hs_engine_cfg {
 /* pipelines[]: chains of stages with bounded queues between them (sched/pipeline.h). Kind ocr
  * (POST /v1/ocr): PP-OCR's detector, optional direction classifier and recognizer (ONNX graphs
  * on engines with the graph_onnx capability) with the CPU ops between them (model/ocr.h). */
+/* pipelines[].stages.<stage>: a model stage's own policy (sched/pipeline.h) */
+struct hs_pipeline_stage_cfg {
+    int timeout_ms;  /* an item's wait in the stage's queue, or its batch's run; 0 = none */
+    int batch_fixed; /* rec: every graph run exactly this many crops, padded; 0 = as it comes */
+    int n_shapes;    /* rec: the widths runs may have, e.g. [320, 640]; 0 = any */
+    int shapes[16];
+    int n_fallback; /* fallback.engines: the first runs the stage when the primary cannot */
+    char fallback[HS_CONFIG_MAX_ENGINES][32];
+    double ratio_max; /* fallback.ratio_max: its share of the stage's recent items at most */
+};
+
 struct hs_pipeline_cfg {
     char name[32];
     char kind[16];                                       /* ocr */
@@ -93,6 +104,7 @@ struct hs_pipeline_cfg {
     double box_thresh, drop_score;
     int64_t image_max_bytes, image_max_pixels;
     int image_max_side;
+    struct hs_pipeline_stage_cfg det_stage, rec_stage; /* stages.det, stages.rec */
 };
 
 /* models[].placement: which engine runs each stage of the model's one lane. Neither layers nor

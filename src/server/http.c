@@ -103,6 +103,7 @@ struct conn {
     /* POST /predict (predict.c): its state, one extra response header, an X-Route suffix */
     void *predict;
     const char *x_header, *x_value, *route_note;
+    const char *x_engine; /* X-Engine of a request not routed to a lane (pipelines) */
 };
 
 static void conn_answer(struct conn *k);
@@ -235,6 +236,7 @@ static enum MHD_Result send_buf(struct conn *k, int status, struct hs_buf *b, co
     snprintf(tmp, sizeof tmp, "%" PRIu64, k->id);
     MHD_add_response_header(r, "X-Request-Id", tmp);
     if (k->x_header && k->x_value) MHD_add_response_header(r, k->x_header, k->x_value);
+    if (k->x_engine) MHD_add_response_header(r, "X-Engine", k->x_engine);
     if (k->ep && (k->ep->flags & EP_TIMED)) {
         server_timing(k, tmp, sizeof tmp);
         MHD_add_response_header(r, "Server-Timing", tmp);
@@ -991,6 +993,11 @@ void hs__conn_set_header(struct conn *k, const char *name, const char *value)
 {
     k->x_header = name;
     k->x_value = value;
+}
+
+void hs__conn_set_engine(struct conn *k, const char *engine)
+{
+    k->x_engine = engine;
 }
 
 void hs__conn_route_note(struct conn *k, const char *note)

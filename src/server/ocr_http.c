@@ -7,9 +7,12 @@
  *             "det_score"}], "timings_ms": {per stage}, "rec_batch_images"}; Server-Timing has
  *             the stages too.
  * Errors: 400 an image that cannot be decoded (corrupt, truncated, not JPEG / PNG, over the pixel
- * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After when the pipeline's first
- * queue is full, 504 when the deadline passes in a queue, 503 while shutting down. Every accepted
- * request gets exactly one answer (the pipeline's contract).
+ * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After (the busiest stage's
+ * predicted drain time) when the pipeline's first queue is full or a model stage is overloaded
+ * with its fallback at its cap (stages.<stage>.fallback), 504 when the deadline passes in a queue
+ * or a stage's timeout_ms passes (naming the stage), 503 while shutting down. X-Engine names the
+ * engines that ran det and rec. Every accepted request gets exactly one answer (the pipeline's
+ * contract).
  */
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -27,6 +30,9 @@ struct ocr_pipe {
     const struct hs_pipeline_cfg *cfg;
     hs_engine_t det_e, rec_e, cls_e;
     struct hs_ocr_models m;
+    /* the model stages' fallbacks: m with det (rec) on another engine; its graph is theirs */
+    hs_engine_t det_fb_e, rec_fb_e;
+    struct hs_ocr_models det_fb, rec_fb;
     struct hs_pipeline *p;
     atomic_llong requests, ok, failed;
 };
@@ -49,6 +55,44 @@ struct ocr_req {
 static hs_engine_t engine_or_first(struct hs_server *s, const char *name)
 {
     return name && name[0] ? hs__server_engine(s, name) : s->engines[0];
+}
+
+/* The stages' fallbacks: a copy of the models with det (rec) loaded on fallback.engines[0]. */
+static hs_status load_fallbacks(struct hs_server *s, struct ocr_pipe *p, int i,
+                                struct hs_error *err)
+{
+    const struct hs_pipeline_cfg *pc = p->cfg;
+    for (int j = 0; j < 2; j++) {
+        const struct hs_pipeline_stage_cfg *sc = j ? &pc->rec_stage : &pc->det_stage;
+        if (!sc->n_fallback) continue;
+        hs_engine_t e = hs__server_engine(s, sc->fallback[0]);
+        if (!e)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "config: pipelines[%d].stages.%s.fallback.engines[0]: engine '%s' "
+                                "is not running",
+                                i, j ? "rec" : "det", sc->fallback[0]);
+        struct hs_ocr_models *fb = j ? &p->rec_fb : &p->det_fb;
+        memcpy(fb, &p->m, sizeof *fb);
+        for (int k = 0; k <= HS_PIPELINE_MAX_BATCH; k++) atomic_init(&fb->rec_runs[k], 0);
+        for (int k = 0; k < 16; k++) atomic_init(&fb->rec_width_runs[k], 0);
+        void **graph = j ? &fb->rec : &fb->det;
+        *graph = NULL;
+        hs_status st = hs_engine_graph_load(e, j ? pc->rec : pc->det, graph, err);
+        if (st) {
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            return hs_error_set(err, st, "pipelines[%d].stages.%s.fallback: %s", i,
+                                j ? "rec" : "det", m);
+        }
+        if (j) {
+            fb->rec_engine = e;
+            p->rec_fb_e = e;
+        } else {
+            fb->det_engine = e;
+            p->det_fb_e = e;
+        }
+    }
+    return HS_STATUS_OK;
 }
 
 hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struct hs_error *err)
@@ -81,9 +125,29 @@ hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struc
         p->m.params.drop_score = pc->drop_score;
         p->m.params.limits =
             (struct hs_image_limits){pc->image_max_bytes, pc->image_max_pixels, pc->image_max_side};
-        const struct hs_ocr_pipeline_opts po = {pc->cpu_workers, pc->queue_max, pc->rec_images,
-                                                pc->rec_window_us};
+        p->m.rec_batch_fixed = pc->rec_stage.batch_fixed;
+        p->m.n_rec_widths = pc->rec_stage.n_shapes;
+        for (int k = 0; k < pc->rec_stage.n_shapes; k++)
+            p->m.rec_widths[k] = pc->rec_stage.shapes[k];
+        if ((st = load_fallbacks(s, p, i, err))) return st;
+        const struct hs_ocr_pipeline_opts po = {
+            .cpu_workers = pc->cpu_workers,
+            .queue_max = pc->queue_max,
+            .rec_images = pc->rec_images,
+            .rec_window_us = pc->rec_window_us,
+            .det_timeout_us = (int64_t)pc->det_stage.timeout_ms * 1000,
+            .rec_timeout_us = (int64_t)pc->rec_stage.timeout_ms * 1000,
+            .det_fb = p->det_fb_e ? &p->det_fb : NULL,
+            .rec_fb = p->rec_fb_e ? &p->rec_fb : NULL,
+            .det_ratio_max = pc->det_stage.ratio_max,
+            .rec_ratio_max = pc->rec_stage.ratio_max,
+        };
         if ((st = hs_ocr_pipeline_create(&p->m, &po, hs__ocr_done, p, &p->p, err))) return st;
+        if (p->det_fb_e || p->rec_fb_e)
+            hs_log_info("pipeline %s: fallbacks det %s (ratio_max %.2f), rec %s (ratio_max %.2f)",
+                        pc->name, p->det_fb_e ? hs_engine_name(p->det_fb_e) : "-",
+                        pc->det_stage.ratio_max, p->rec_fb_e ? hs_engine_name(p->rec_fb_e) : "-",
+                        pc->rec_stage.ratio_max);
         hs_log_info("pipeline %s (ocr): det on %s, rec on %s%s%s, %d CPU worker(s) a stage",
                     pc->name, hs_engine_name(p->det_e), hs_engine_name(p->rec_e),
                     pc->cls[0] ? ", cls on " : "", pc->cls[0] ? hs_engine_name(p->cls_e) : "",
@@ -105,7 +169,12 @@ void hs__ocr_free(struct hs_ocr_service *o)
 {
     if (!o) return;
     hs__ocr_drain(o);
-    for (int i = 0; i < o->n; i++) hs_ocr_models_free(&o->pl[i].m);
+    for (int i = 0; i < o->n; i++) {
+        struct ocr_pipe *p = &o->pl[i];
+        if (p->det_fb_e) hs_engine_graph_release(p->det_fb_e, p->det_fb.det);
+        if (p->rec_fb_e) hs_engine_graph_release(p->rec_fb_e, p->rec_fb.rec);
+        hs_ocr_models_free(&p->m);
+    }
     hs_free(o);
 }
 
@@ -221,11 +290,19 @@ static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    double hint = 0;
+    if (status == 429) { /* a capacity hint: how long the busiest stage needs for its queue */
+        hint = 1;
+        if (r && r->pipe && r->pipe->p) {
+            const double t = hs_pipeline_retry_after_s(r->pipe->p);
+            if (t > hint) hint = t < 60 ? t : 60;
+        }
+    }
     if (r) {
         hs_free(r->bytes);
         hs_free(r);
     }
-    return hs__conn_error(k, status, status == 429 ? 1 : 0, msg);
+    return hs__conn_error(k, status, hint, msg);
 }
 
 enum MHD_Result hs__ocr_begin(struct conn *k)
@@ -315,12 +392,75 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
             tl += (size_t)snprintf(timing + tl, 512 - tl, "%s%s;dur=%.3f", i ? ", " : "",
                                    st[i].name, st[i].ns / 1e6);
     }
-    hs_buf_printf(&b, "},\"rec_batch_images\":%d}", r->job.rec_batch_images);
+    hs_buf_printf(&b, "},\"rec_batch_images\":%d,\"engines\":{\"det\":\"%s\",\"rec\":\"%s\"}}",
+                  r->job.rec_batch_images, r->job.det_engine ? r->job.det_engine : "",
+                  r->job.rec_engine ? r->job.rec_engine : "");
+    /* X-Engine: the engines of the model stages, det's then rec's when they differ */
+    char *xe = hs_arena_alloc(hs__conn_arena(k), 80);
+    if (xe && r->job.det_engine && r->job.rec_engine) {
+        if (strcmp(r->job.det_engine, r->job.rec_engine))
+            snprintf(xe, 80, "%s, %s", r->job.det_engine, r->job.rec_engine);
+        else
+            snprintf(xe, 80, "%s", r->job.rec_engine);
+        hs__conn_set_engine(k, xe);
+    }
     hs_op_data_free(&r->job.d);
     hs_free(r->bytes);
     hs_free(r);
     return hs__conn_reply(k, &b, timing ? "Server-Timing" : NULL, timing);
 }
+
+/* one stage's series for the metrics: its stats and where it is */
+struct stage_row {
+    const struct ocr_pipe *p;
+    const char *stage;
+    struct hs_pipeline_stage_stats x;
+};
+
+/* a per-stage series: its name, type, help and value */
+struct stage_series {
+    const char *name, *type, *help;
+    double (*get)(const struct hs_pipeline_stage_stats *x);
+};
+
+#define GET(nm, expr)                                                                              \
+    static double nm(const struct hs_pipeline_stage_stats *x)                                      \
+    {                                                                                              \
+        return (double)(expr);                                                                     \
+    }
+GET(g_items, x->items_in)
+GET(g_failed, x->items_failed)
+GET(g_queue_s, x->queue_ns / 1e9)
+GET(g_run_s, x->run_ns / 1e9)
+GET(g_batches, x->batches)
+GET(g_queued, x->queued)
+GET(g_batch_items, x->batch_items)
+GET(g_batch_max, x->batch_size_max)
+GET(g_failovers, x->failovers)
+GET(g_refused, x->refused)
+GET(g_timeouts, x->timeouts)
+GET(g_fb_queued, x->queued_fallback)
+GET(g_fb_share, x->fallback_share)
+GET(g_breaker, x->breaker_open)
+#undef GET
+
+static const struct stage_series series[] = {
+    {"items_total", "counter", "items a stage ran", g_items},
+    {"failed_total", "counter", "items a stage failed or timed out", g_failed},
+    {"queue_seconds_total", "counter", "time items waited", g_queue_s},
+    {"run_seconds_total", "counter", "time the stage ran", g_run_s},
+    {"batches_total", "counter", "batches the stage formed", g_batches},
+    {"queued", "gauge", "items waiting now", g_queued},
+    {"batch_items_total", "counter", "items over the batches formed", g_batch_items},
+    {"batch_size_max", "gauge", "largest batch formed", g_batch_max},
+    {"failovers_total", "counter", "items sent to the fallback", g_failovers},
+    {"refused_total", "counter", "overloaded items refused at the fallback cap (429)", g_refused},
+    {"timeouts_total", "counter", "items ended by the stage's timeout or the deadline (504)",
+     g_timeouts},
+    {"fallback_queued", "gauge", "items waiting for the fallback", g_fb_queued},
+    {"fallback_share", "gauge", "the fallback's share of the last 100 items", g_fb_share},
+    {"breaker_open", "gauge", "1 while the primary's last batches all failed", g_breaker},
+};
 
 void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
 {
@@ -337,37 +477,106 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                       p->cfg->name, (long long)atomic_load(&p->ok), p->cfg->name,
                       (long long)atomic_load(&p->failed));
     }
-    hs_buf_puts(out,
-                "# HELP hetserve_pipeline_stage_items_total items a stage ran\n"
-                "# TYPE hetserve_pipeline_stage_items_total counter\n"
-                "# HELP hetserve_pipeline_stage_failed_total items a stage failed or timed out\n"
-                "# TYPE hetserve_pipeline_stage_failed_total counter\n"
-                "# HELP hetserve_pipeline_stage_queue_seconds_total time items waited\n"
-                "# TYPE hetserve_pipeline_stage_queue_seconds_total counter\n"
-                "# HELP hetserve_pipeline_stage_run_seconds_total time the stage ran\n"
-                "# TYPE hetserve_pipeline_stage_run_seconds_total counter\n"
-                "# HELP hetserve_pipeline_stage_batches_total batches the stage formed\n"
-                "# TYPE hetserve_pipeline_stage_batches_total counter\n"
-                "# HELP hetserve_pipeline_stage_queued items waiting now\n"
-                "# TYPE hetserve_pipeline_stage_queued gauge\n");
+    struct stage_row rows[HS_CONFIG_MAX_PIPELINES * HS_PIPELINE_MAX_STAGES];
+    int nr = 0;
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
         if (!p->p) continue;
         for (int k = 0; k < hs_pipeline_stage_count(p->p); k++) {
-            struct hs_pipeline_stage_stats x;
-            hs_pipeline_stage_stats(p->p, k, &x);
-            const char *sn = hs_pipeline_stage_name(p->p, k);
-            hs_buf_printf(
-                out,
-                "hetserve_pipeline_stage_items_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_failed_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_queue_seconds_total{pipeline=\"%s\",stage=\"%s\"} %.6f\n"
-                "hetserve_pipeline_stage_run_seconds_total{pipeline=\"%s\",stage=\"%s\"} %.6f\n"
-                "hetserve_pipeline_stage_batches_total{pipeline=\"%s\",stage=\"%s\"} %lld\n"
-                "hetserve_pipeline_stage_queued{pipeline=\"%s\",stage=\"%s\"} %d\n",
-                p->cfg->name, sn, (long long)x.items_in, p->cfg->name, sn,
-                (long long)x.items_failed, p->cfg->name, sn, x.queue_ns / 1e9, p->cfg->name, sn,
-                x.run_ns / 1e9, p->cfg->name, sn, (long long)x.batches, p->cfg->name, sn, x.queued);
+            rows[nr].p = p;
+            rows[nr].stage = hs_pipeline_stage_name(p->p, k);
+            hs_pipeline_stage_stats(p->p, k, &rows[nr].x);
+            nr++;
+        }
+    }
+    /* each family whole (the text format wants a family's lines together) */
+    for (size_t f = 0; f < sizeof series / sizeof series[0]; f++) {
+        hs_buf_printf(
+            out, "# HELP hetserve_pipeline_stage_%s %s\n# TYPE hetserve_pipeline_stage_%s %s\n",
+            series[f].name, series[f].help, series[f].name, series[f].type);
+        for (int r = 0; r < nr; r++)
+            hs_buf_printf(out, "hetserve_pipeline_stage_%s{pipeline=\"%s\",stage=\"%s\"} %.9g\n",
+                          series[f].name, rows[r].p->cfg->name, rows[r].stage,
+                          series[f].get(&rows[r].x));
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_latency_seconds an item's time in the stage, "
+                     "its queue to the end of its batch's run\n"
+                     "# TYPE hetserve_pipeline_stage_latency_seconds histogram\n");
+    for (int r = 0; r < nr; r++) {
+        const char *pn = rows[r].p->cfg->name, *sn = rows[r].stage;
+        const struct hs_pipeline_stage_stats *x = &rows[r].x;
+        long long cum = 0;
+        for (int b = 0; b < HS_PIPELINE_LAT_BUCKETS; b++) {
+            cum += x->lat[b];
+            hs_buf_printf(out,
+                          "hetserve_pipeline_stage_latency_seconds_bucket{pipeline=\"%s\","
+                          "stage=\"%s\",le=\"%g\"} %lld\n",
+                          pn, sn, hs_pipeline_lat_bounds[b], cum);
+        }
+        cum += x->lat[HS_PIPELINE_LAT_BUCKETS];
+        hs_buf_printf(out,
+                      "hetserve_pipeline_stage_latency_seconds_bucket{pipeline=\"%s\",stage=\"%s\","
+                      "le=\"+Inf\"} %lld\n"
+                      "hetserve_pipeline_stage_latency_seconds_sum{pipeline=\"%s\",stage=\"%s\"} "
+                      "%.6f\n"
+                      "hetserve_pipeline_stage_latency_seconds_count{pipeline=\"%s\",stage=\"%s\"} "
+                      "%lld\n",
+                      pn, sn, cum, pn, sn, x->lat_ns / 1e9, pn, sn, cum);
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_batch_size items per batch the stage formed\n"
+                     "# TYPE hetserve_pipeline_stage_batch_size histogram\n");
+    for (int r = 0; r < nr; r++) {
+        const char *pn = rows[r].p->cfg->name, *sn = rows[r].stage;
+        const struct hs_pipeline_stage_stats *x = &rows[r].x;
+        long long cum = 0;
+        for (int b = 1; b <= HS_PIPELINE_MAX_BATCH; b++) {
+            cum += x->batch_hist[b];
+            if ((b & (b - 1)) == 0) /* le 1, 2, 4, ... 64 */
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_batch_size_bucket{pipeline=\"%s\","
+                              "stage=\"%s\",le=\"%d\"} %lld\n",
+                              pn, sn, b, cum);
+        }
+        hs_buf_printf(out,
+                      "hetserve_pipeline_stage_batch_size_bucket{pipeline=\"%s\",stage=\"%s\","
+                      "le=\"+Inf\"} %lld\n"
+                      "hetserve_pipeline_stage_batch_size_sum{pipeline=\"%s\",stage=\"%s\"} %lld\n"
+                      "hetserve_pipeline_stage_batch_size_count{pipeline=\"%s\",stage=\"%s\"} "
+                      "%lld\n",
+                      pn, sn, cum, pn, sn, (long long)x->batch_items, pn, sn, cum);
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage "
+                     "by rows (batch_fixed: only N)\n"
+                     "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
+            const long long a = atomic_load(&p->m.rec_runs[r]);
+            const long long b = p->rec_fb_e ? atomic_load(&p->rec_fb.rec_runs[r]) : 0;
+            if (a)
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                              "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                              p->cfg->name, hs_engine_name(p->m.rec_engine), r, a);
+            if (b)
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                              "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                              p->cfg->name, hs_engine_name(p->rec_fb_e), r, b);
+        }
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_width_runs_total rec graph runs by the "
+                     "width of stages.rec.shapes they were padded to\n"
+                     "# TYPE hetserve_pipeline_stage_graph_width_runs_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        for (int w = 0; w < p->m.n_rec_widths; w++) {
+            const long long a = atomic_load(&p->m.rec_width_runs[w]) +
+                                (p->rec_fb_e ? atomic_load(&p->rec_fb.rec_width_runs[w]) : 0);
+            hs_buf_printf(out,
+                          "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
+                          "stage=\"rec\",width=\"%d\"} %lld\n",
+                          p->cfg->name, p->m.rec_widths[w], a);
         }
     }
 }

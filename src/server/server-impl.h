@@ -212,6 +212,8 @@ hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_jo
 const char *hs__conn_url(struct conn *k);
 /* One extra response header (name and value kept, not copied; may be NULL). */
 void hs__conn_set_header(struct conn *k, const char *name, const char *value);
+/* X-Engine for a response not routed to a lane (value in the connection's arena) */
+void hs__conn_set_engine(struct conn *k, const char *engine);
 /* note (may be NULL; kept, not copied) is appended to X-Route as ";<note>". */
 void hs__conn_route_note(struct conn *k, const char *note);
 

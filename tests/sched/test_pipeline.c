@@ -4,6 +4,7 @@
  * with their status and message; shutdown answers what is queued and finishes what runs. */
 #include "testutil.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -74,9 +75,9 @@ static void in_order_once_each(void **state)
     (void)state;
     struct sink k = {0};
     const struct hs_pipeline_stage st[3] = {
-        {"add", add1, NULL, 2, 16, 4, 0},
-        {"mul", times3, NULL, 1, 4, 8, 200},
-        {"add2", add1, NULL, 3, 2, 1, 0},
+        {"add", add1, NULL, 2, 16, 4, 0, 0, NULL, NULL, 0, 0},
+        {"mul", times3, NULL, 1, 4, 8, 200, 0, NULL, NULL, 0, 0},
+        {"add2", add1, NULL, 3, 2, 1, 0, 0, NULL, NULL, 0, 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -155,8 +156,8 @@ static void backpressure_then_admission_refuses(void **state)
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     /* stage 0 queue 3 batch 1, stage 1 (gated) queue 2 batch 2 */
     const struct hs_pipeline_stage st[2] = {
-        {"first", add1, NULL, 1, 3, 1, 0},
-        {"slow", gated, &g, 1, 2, 2, 0},
+        {"first", add1, NULL, 1, 3, 1, 0, 0, NULL, NULL, 0, 0},
+        {"slow", gated, &g, 1, 2, 2, 0, 0, NULL, NULL, 0, 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -199,8 +200,8 @@ static void deadlines_and_shutdown(void **state)
     (void)state;
     struct sink k = {0};
     const struct hs_pipeline_stage st[2] = {
-        {"slow", slow, NULL, 1, 8, 1, 0},
-        {"next", add1, NULL, 1, 8, 1, 0},
+        {"slow", slow, NULL, 1, 8, 1, 0, 0, NULL, NULL, 0, 0},
+        {"next", add1, NULL, 1, 8, 1, 0, 0, NULL, NULL, 0, 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -249,13 +250,291 @@ static void deadlines_and_shutdown(void **state)
     assert_int_equal(atomic_load(&k.twice), 0);
 }
 
+/* the cap: one more fallback item only while the share after it stays within ratio_max, over a
+ * window that slides (the oldest dropped) */
+static void cap_arithmetic(void **state)
+{
+    (void)state;
+    struct hs_pipeline_cap c;
+    hs_pipeline_cap_init(&c, 0.3, 10);
+    assert_false(hs_pipeline_cap_admits(&c)); /* 1 of 1 > 0.3 */
+    for (int i = 0; i < 2; i++) hs_pipeline_cap_record(&c, false);
+    assert_false(hs_pipeline_cap_admits(&c)); /* 1 of 3 = 0.33 */
+    hs_pipeline_cap_record(&c, false);
+    assert_true(hs_pipeline_cap_admits(&c)); /* 1 of 4 */
+    hs_pipeline_cap_record(&c, true);
+    assert_false(hs_pipeline_cap_admits(&c)); /* 2 of 5 */
+    hs_pipeline_cap_record(&c, false);
+    hs_pipeline_cap_record(&c, false);
+    assert_true(hs_pipeline_cap_admits(&c)); /* 2 of 7 = 0.286 */
+    hs_pipeline_cap_record(&c, true);
+    for (int i = 0; i < 3; i++) hs_pipeline_cap_record(&c, false);
+    assert_int_equal(c.n, 10); /* full: f f f T f f T f f f */
+    assert_true(fabs(hs_pipeline_cap_share(&c) - 0.2) < 1e-12);
+    /* full window: the oldest (f) goes, so 3 of 10 */
+    assert_true(hs_pipeline_cap_admits(&c));
+    hs_pipeline_cap_record(&c, true); /* f f T f f T f f f T */
+    assert_int_equal(c.n, 10);
+    assert_int_equal(c.fb, 3);
+    assert_false(hs_pipeline_cap_admits(&c)); /* drops an f: 4 of 10 */
+    hs_pipeline_cap_record(&c, false);        /* f T f f T f f f T f */
+    hs_pipeline_cap_record(&c, false);        /* T f f T f f f T f f */
+    assert_true(hs_pipeline_cap_admits(&c));  /* drops the T: 3 of 10 */
+    /* any sequence that records a fallback only when admitted: every window within the cap */
+    const double ratios[] = {0.05, 0.3, 0.5, 1.0};
+    for (size_t r = 0; r < sizeof ratios / sizeof ratios[0]; r++) {
+        hs_pipeline_cap_init(&c, ratios[r], 20);
+        unsigned char seq[2000];
+        unsigned x = 12345;
+        for (int i = 0; i < 2000; i++) {
+            x = x * 1103515245u + 12345u;
+            const bool want = (x >> 16) % 3 != 0; /* overloaded two times in three */
+            seq[i] = want && hs_pipeline_cap_admits(&c);
+            hs_pipeline_cap_record(&c, seq[i]);
+        }
+        int fb = 0, total = 0;
+        for (int i = 0; i < 2000; i++) {
+            fb += seq[i];
+            total += seq[i];
+            if (i >= 20) fb -= seq[i - 20];
+            const int n = i + 1 < 20 ? i + 1 : 20;
+            assert_true(fb <= ratios[r] * n + 1e-9);
+        }
+        assert_true(total > 0); /* and it does fall back */
+        if (ratios[r] == 1.0) assert_true(total > 1000);
+    }
+    hs_pipeline_cap_init(&c, 1.0, 1000); /* clamped to the window's room */
+    assert_int_equal(c.window, HS_PIPELINE_CAP_WINDOW);
+}
+
+static void slow150(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)items, (void)n, (void)st, (void)errs;
+    struct timespec ts = {0, 150000000};
+    nanosleep(&ts, NULL);
+}
+
+static void mark9(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)st, (void)errs;
+    for (int i = 0; i < n; i++) {
+        struct item *x = items[i];
+        x->path = x->path * 10 + 9;
+    }
+}
+
+/* an overloaded primary (its queue full) sends to the fallback under the cap; beyond it,
+ * HS_STATUS_OVERLOADED naming the cap; nothing lost or answered twice */
+static void failover_capped(void **state)
+{
+    (void)state;
+    struct sink k = {0};
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    const struct hs_pipeline_stage st = {.name = "model",
+                                         .run = gated,
+                                         .ctx = &g,
+                                         .workers = 1,
+                                         .queue_max = 2,
+                                         .batch_max = 1,
+                                         .fallback = mark9,
+                                         .ratio_max = 0.5};
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item it[8];
+    for (int i = 0; i < 8; i++) it[i] = (struct item){.v = i};
+    assert_int_equal(hs_pipeline_submit(p, &it[0], 0, &err), HS_STATUS_OK);
+    for (int i = 0; i < 5000 && !atomic_load(&g.running); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&g.running), 1); /* item 0 runs (1 of 1 on the primary) */
+    assert_int_equal(hs_pipeline_submit(p, &it[1], 0, &err), HS_STATUS_OK);
+    assert_int_equal(hs_pipeline_submit(p, &it[2], 0, &err), HS_STATUS_OK); /* queue full */
+    assert_int_equal(hs_pipeline_submit(p, &it[3], 0, &err), HS_STATUS_OK); /* fallback: 1 of 2 */
+    for (int i = 0; i < 5000 && atomic_load(&k.n) < 1; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&k.n), 1);
+    assert_int_equal(it[3].path, 9);
+    /* 2 of 3 > 0.5: refused, with why */
+    assert_int_equal(hs_pipeline_submit(p, &it[4], 0, &err), HS_STATUS_OVERLOADED);
+    assert_non_null(strstr(err.msg, "stage model: overloaded"));
+    assert_non_null(strstr(err.msg, "ratio_max 0.50"));
+    struct hs_pipeline_stage_stats x;
+    hs_pipeline_stage_stats(p, 0, &x);
+    assert_int_equal(x.failovers, 1);
+    assert_int_equal(x.refused, 1);
+    assert_int_equal(x.queued, 2);
+    assert_true(fabs(x.fallback_share - 0.5) < 1e-12);
+    open_gate(&g);
+    wait_for(&k, 4);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k.n), 4);
+    for (int i = 0; i < 4; i++) assert_int_equal(it[i].status, HS_STATUS_OK);
+    assert_int_equal(atomic_load(&it[4].done), 0);
+    assert_int_equal(atomic_load(&k.twice), 0);
+}
+
+static struct item *g_fail_first; /* the item failfirst fails */
+static void failfirst(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx;
+    for (int i = 0; i < n; i++)
+        if (items[i] == g_fail_first) {
+            st[i] = HS_STATUS_ENGINE;
+            hs_error_set(&errs[i], st[i], "engine broke");
+        }
+}
+
+/* the stage's timeout: an item that waited past it ends HS_STATUS_TIMEOUT naming the stage, or,
+ * with a fallback, runs there; a batch that ran past it ends its items; a failed item is
+ * retried on the fallback under the cap */
+static void stage_timeouts(void **state)
+{
+    (void)state;
+    for (int with_fb = 0; with_fb < 2; with_fb++) {
+        struct sink k = {0};
+        const struct hs_pipeline_stage st = {.name = "slow",
+                                             .run = slow, /* 20 ms a batch */
+                                             .workers = 1,
+                                             .queue_max = 16,
+                                             .batch_max = 1,
+                                             .timeout_us = 70000,
+                                             .fallback = with_fb ? mark9 : NULL,
+                                             .ratio_max = 1.0};
+        struct hs_pipeline *p;
+        struct hs_error err = {0};
+        assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+        static struct item it[10];
+        for (int i = 0; i < 10; i++) {
+            it[i] = (struct item){.v = i};
+            assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+        }
+        wait_for(&k, 10);
+        assert_int_equal(atomic_load(&k.n), 10);
+        int timed_out = 0, fell = 0;
+        for (int i = 0; i < 10; i++) {
+            if (it[i].status == HS_STATUS_TIMEOUT) {
+                timed_out++;
+                assert_non_null(strstr(it[i].msg, "stage slow: "));
+                assert_non_null(strstr(it[i].msg, "timeout_ms 70"));
+            }
+            fell += it[i].path == 9;
+        }
+        struct hs_pipeline_stage_stats x;
+        hs_pipeline_stage_stats(p, 0, &x);
+        if (with_fb) { /* the late ones ran on the fallback, none ended */
+            assert_int_equal(timed_out, 0);
+            assert_true(fell >= 1);
+            assert_int_equal(x.failovers, fell);
+        } else {
+            assert_true(timed_out >= 1); /* 10 x 20 ms do not fit in 70 */
+            assert_int_equal(x.timeouts, timed_out);
+        }
+        hs_pipeline_destroy(p);
+        assert_int_equal(atomic_load(&k.twice), 0);
+    }
+    /* a batch that runs past the timeout */
+    struct sink k = {0};
+    const struct hs_pipeline_stage st = {
+        .name = "slow",
+        .run = slow150,
+        .workers = 1,
+        .queue_max = 4,
+        .batch_max = 1,
+        .timeout_us = 40000}; /* not the few ms a wake-up takes on a loaded machine */
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item one;
+    one = (struct item){.v = 1};
+    assert_int_equal(hs_pipeline_submit(p, &one, 0, &err), HS_STATUS_OK);
+    wait_for(&k, 1);
+    assert_int_equal(one.status, HS_STATUS_TIMEOUT);
+    assert_non_null(strstr(one.msg, "stage slow: its batch ran"));
+    hs_pipeline_destroy(p);
+    /* a failure on the primary is retried on the fallback */
+    struct sink k2 = {0};
+    const struct hs_pipeline_stage sf = {.name = "model",
+                                         .run = failfirst,
+                                         .workers = 1,
+                                         .queue_max = 4,
+                                         .batch_max = 1,
+                                         .fallback = mark9,
+                                         .ratio_max = 0.5};
+    assert_int_equal(hs_pipeline_create(&sf, 1, on_done, &k2, &p, &err), HS_STATUS_OK);
+    static struct item f[3];
+    for (int i = 0; i < 3; i++) f[i] = (struct item){.v = i};
+    g_fail_first = &f[0]; /* 1 of 2 run: admitted */
+    assert_int_equal(hs_pipeline_submit(p, &f[0], 0, &err), HS_STATUS_OK);
+    wait_for(&k2, 1);
+    assert_int_equal(f[0].status, HS_STATUS_OK);
+    assert_int_equal(f[0].path, 9);
+    g_fail_first = &f[1]; /* 2 of 4: admitted */
+    assert_int_equal(hs_pipeline_submit(p, &f[1], 0, &err), HS_STATUS_OK);
+    wait_for(&k2, 2);
+    assert_int_equal(f[1].path, 9);
+    g_fail_first = &f[2]; /* 3 of 6 = 0.5: admitted; the cap is the share, not a count */
+    assert_int_equal(hs_pipeline_submit(p, &f[2], 0, &err), HS_STATUS_OK);
+    wait_for(&k2, 3);
+    assert_int_equal(f[2].status, HS_STATUS_OK);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k2.twice), 0);
+}
+
+static atomic_int g_broken_runs;
+static void broken(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)items;
+    atomic_fetch_add(&g_broken_runs, 1);
+    for (int i = 0; i < n; i++) {
+        st[i] = HS_STATUS_ENGINE;
+        hs_error_set(&errs[i], st[i], "engine broke");
+    }
+}
+
+/* a primary whose last batches all failed opens its breaker: items go to the fallback without
+ * trying it (under the cap) */
+static void breaker_opens(void **state)
+{
+    (void)state;
+    struct sink k = {0};
+    const struct hs_pipeline_stage st = {.name = "model",
+                                         .run = broken,
+                                         .workers = 1,
+                                         .queue_max = 8,
+                                         .batch_max = 1,
+                                         .fallback = mark9,
+                                         .ratio_max = 1.0};
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item it[10];
+    for (int i = 0; i < 10; i++) {
+        it[i] = (struct item){.v = i};
+        assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+        wait_for(&k, i + 1); /* one at a time */
+        assert_int_equal(it[i].status, HS_STATUS_OK);
+        assert_int_equal(it[i].path, 9); /* each failed over, or sent over at once */
+    }
+    assert_int_equal(atomic_load(&g_broken_runs), HS_PIPELINE_BREAKER_FAILS);
+    struct hs_pipeline_stage_stats x;
+    hs_pipeline_stage_stats(p, 0, &x);
+    assert_int_equal(x.breaker_open, 1);
+    assert_int_equal(x.failovers, 10);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k.twice), 0);
+}
+
 static void bad_specs(void **state)
 {
     (void)state;
     struct sink k = {0};
     struct hs_pipeline *p;
     struct hs_error err = {0};
-    const struct hs_pipeline_stage bad = {"x", add1, NULL, 1, 4, 65, 0};
+    const struct hs_pipeline_stage bad = {"x", add1, NULL, 1, 4, 65, 0, 0, NULL, NULL, 0, 0};
     assert_int_equal(hs_pipeline_create(&bad, 1, on_done, &k, &p, &err),
                      HS_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "(x)"));
@@ -270,6 +549,10 @@ int main(void)
         cmocka_unit_test(backpressure_then_admission_refuses),
         cmocka_unit_test(deadlines_and_shutdown),
         cmocka_unit_test(bad_specs),
+        cmocka_unit_test(cap_arithmetic),
+        cmocka_unit_test(failover_capped),
+        cmocka_unit_test(stage_timeouts),
+        cmocka_unit_test(breaker_opens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
