@@ -299,6 +299,10 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
 hs_status hs_config_load(const char *path, struct hs_config *c, struct hs_error *err);
 /* Cross-checks: every model's engine exists, names unique, ranges sane. */
 hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
+/* (internal, config.c for config_check.c) The table's ranges and choices of section sec's keys
+ * of the struct at base, key paths under path in messages. */
+hs_status hs__config_check_keys(const char *sec, const char *base, const char *path,
+                                struct hs_error *err);
 
 /* Checks every lane (and every engine of a split placement) against what its engine's device
  * computes: caps[i] holds the claims of engines[i]'s device (hs_engine_device_caps); an entry
