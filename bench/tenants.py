@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Fair shares between tenants under a flood (auth.share_inflight), measured briefly.
+"""Fair shares between tenants under a flood, measured briefly.
 
 One `hetserve serve` on the default model with three tenants of equal weight. Tenants b and c
 send open-loop at --rate requests/s each; phase "unloaded": b and c alone; phase "flood": tenant
-a adds --flood concurrent closed-loop clients. Run once with share_inflight = --share and once
-with 0 (no fair shares) for comparison. Prints, per phase and tenant, goodput (answered 200 /
-sent) and P50 / P99 latency; exits 0 (a shared machine's timings are reported, not gated).
+a adds --flood concurrent closed-loop clients. Run for each variant of --variants: the lanes'
+fair order on or off (scheduler.fair) and admission's share_inflight (auth.share_inflight, 0 =
+off), "fair,share" items, e.g. the default "1,0 0,0 0,4": fair queues alone, neither, the
+admission-only share of before. Prints, per phase and tenant, goodput (answered 200 / sent) and
+P50 / P99 latency; exits 0 (a shared machine's timings are reported, not gated).
 
-usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--share K]
+usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S ..."]
 """
 import argparse
 import hashlib
@@ -100,20 +102,23 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--rate", type=float, default=8)
     ap.add_argument("--flood", type=int, default=16)
-    ap.add_argument("--share", type=int, default=4)
+    ap.add_argument("--variants", default="1,0 0,0 0,4")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
-    for share in (a.share, 0):
+    for v in a.variants.split():
+        fair, share = (int(x) for x in v.split(","))
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
-               "  timeout_ms: 10000\nauth:\n  share_inflight: %d\n  keys:\n" % share)
+               "  timeout_ms: 10000\nscheduler:\n  fair: %s\nauth:\n  share_inflight: %d\n"
+               "  keys:\n" % ("true" if fair else "false", share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:
             p, port = start(a.binary, cfg, tmp)
             try:
                 phase(port, keys, 1, a.rate, 0)  # warm-up
-                print("share_inflight %d:" % share)
+                print("scheduler.fair %s, auth.share_inflight %d:"
+                      % ("true" if fair else "false", share))
                 report("unloaded", phase(port, keys, a.seconds, a.rate, 0), a.seconds)
                 report("flood", phase(port, keys, a.seconds, a.rate, a.flood), a.seconds)
             finally:

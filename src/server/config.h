@@ -217,6 +217,7 @@ struct hs_config {
     } limits;
     struct {
         double shed_batch_ratio;
+        int fair; /* lanes order work between tenants by weight (hs_lane_opts.fair) */
         int wait_max_ms;
         char profile[1024]; /* hetserve profile JSON seeding the service-time model; "" = none */
         double throughput_init_tokens_per_s;

@@ -1464,6 +1464,10 @@ hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_jo
         k->tenant_tokens += tokens;
         k->tenant_inflight = true;
     }
+    if (k->key) { /* the lanes' fair shares */
+        j->tenant = hs_auth_tenant_index(k->key);
+        j->weight = hs_auth_tenant_weight(k->key);
+    }
     k->done = false;
     memcpy(j->ts, k->ts, sizeof j->ts);
     hs_status st =
