@@ -103,13 +103,20 @@ def main():
     ap.add_argument("--rate", type=float, default=8)
     ap.add_argument("--flood", type=int, default=16)
     ap.add_argument("--variants", default="1,0 0,0 0,4")
+    ap.add_argument("--batch-max", type=int, default=0, help="batching.batch_max (0: default)")
+    ap.add_argument("--queue-max", type=int, default=0, help="limits.queue_max (0: default)")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
     for v in a.variants.split():
         fair, share = (int(x) for x in v.split(","))
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
-               "  timeout_ms: 10000\nscheduler:\n  fair: %s\nauth:\n  share_inflight: %d\n"
+               "  timeout_ms: 10000\n")
+        if a.queue_max:
+            cfg += "  queue_max: %d\n" % a.queue_max
+        if a.batch_max:
+            cfg += "batching:\n  batch_max: %d\n" % a.batch_max
+        cfg += ("scheduler:\n  fair: %s\nauth:\n  share_inflight: %d\n"
                "  keys:\n" % ("true" if fair else "false", share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())

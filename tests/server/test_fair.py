@@ -1,0 +1,110 @@
+"""Fair shares between tenants in the lane queues (scheduler.fair), black-box: three tenants of
+equal weight, one flooding from many threads past the queue, two at a light rate. The light ones
+keep their goodput, wait less than the flooder, and are never refused; the flooder gets the rest
+of the engine and the 429s. The bounds are generous: the machine running it may be loaded."""
+import hashlib
+import http.client
+import json
+import secrets
+import threading
+import time
+
+from hetserve_fixture import Server
+
+KEYS = {n: "hs-" + secrets.token_hex(16) for n in ("flood", "light1", "light2")}
+BODY = json.dumps({"inputs": "a request of a few dozen tokens, the size of a search query or a "
+                             "short product description, to embed"})
+
+# A queue of two batches, so that the flood's backlog is longer than one batch (the order of the
+# queue matters only then) and the flooder overflows it (its 429s).
+CONFIG = """
+engines:
+  - name: cpu0
+    kind: cpu
+    threads: 2
+limits:
+  timeout_ms: 20000
+  queue_max: 16
+batching:
+  batch_max: 8
+scheduler:
+  fair: true
+  wait_max_ms: 0
+auth:
+  keys:
+""" + "".join("    - sha256: %s\n      tenant: %s\n" % (hashlib.sha256(k.encode()).hexdigest(), n)
+              for n, k in KEYS.items())
+
+SECONDS = 8
+FLOOD_THREADS = 24
+LIGHT_RATE = 6  # requests/s each
+
+
+def one(port, key, out):
+    t = time.monotonic()
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("POST", "/embed", BODY, {"Content-Type": "application/json",
+                                           "Authorization": "Bearer " + key})
+        r = c.getresponse()
+        r.read()
+        c.close()
+        out.append((r.status, time.monotonic() - t))
+    except OSError:
+        out.append((0, time.monotonic() - t))
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def test_light_tenants_keep_their_share_under_a_flood():
+    s = Server(CONFIG)
+    try:
+        res = {n: [] for n in KEYS}
+        warm = []
+        for _ in range(3):
+            one(s.port, KEYS["light1"], warm)
+        assert all(st == 200 for st, _ in warm), warm
+        stop = time.monotonic() + SECONDS
+        threads = []
+
+        def flooder():  # closed loop; 10 ms after a refusal (an impatient client)
+            while time.monotonic() < stop:
+                one(s.port, KEYS["flood"], res["flood"])
+                if res["flood"][-1][0] != 200:
+                    time.sleep(0.01)
+
+        for _ in range(FLOOD_THREADS):
+            threads.append(threading.Thread(target=flooder))
+            threads[-1].start()
+        time.sleep(0.5)  # the flood's backlog is there first
+        t0, k = time.monotonic(), 0
+        while time.monotonic() < stop:  # the light tenants: open loop, interleaved
+            for n in ("light1", "light2"):
+                th = threading.Thread(target=one, args=(s.port, KEYS[n], res[n]))
+                th.start()
+                threads.append(th)
+            k += 1
+            time.sleep(max(0, t0 + k / LIGHT_RATE - time.monotonic()))
+        for th in threads:
+            th.join()
+
+        ok = {n: [t for st, t in r if st == 200] for n, r in res.items()}
+        codes = {n: sorted(set(st for st, _ in r)) for n, r in res.items()}
+        summary = {n: (len(res[n]), len(ok[n]), codes[n],
+                       round(1000 * pct(ok[n], 0.5)) if ok[n] else None,
+                       round(1000 * pct(ok[n], 0.99)) if ok[n] else None) for n in KEYS}
+        # the flooder overflowed the queue: it alone was refused, and it got the most service
+        assert 429 in codes["flood"], summary
+        assert len(ok["flood"]) > len(ok["light1"]) + len(ok["light2"]), summary
+        for n in ("light1", "light2"):
+            assert len(res[n]) >= SECONDS * LIGHT_RATE * 0.5, summary
+            assert len(ok[n]) >= 0.9 * len(res[n]), summary
+            assert 429 not in codes[n], summary
+            # ahead of the flood's backlog: they wait for about a batch, the flooder for the queue
+            assert pct(ok[n], 0.5) < 0.8 * pct(ok["flood"], 0.5), summary
+            assert pct(ok[n], 0.99) < 1.5 * pct(ok["flood"], 0.99), summary
+    finally:
+        s.stop()
