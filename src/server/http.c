@@ -1249,7 +1249,8 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
                      hs_router_route_name(s->router, d->route), hs_route_policy_name(d->policy),
                      d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason);
-        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL);
+        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL,
+                         k->key ? hs_auth_tenant(k->key) : NULL);
         capture_request(s, k);
     }
     /* The owner's references: on each job's scheduler requests (the arena goes once the

@@ -108,3 +108,20 @@ def test_light_tenants_keep_their_share_under_a_flood():
             assert pct(ok[n], 0.99) < 1.5 * pct(ok["flood"], 0.99), summary
     finally:
         s.stop()
+
+
+def test_trace_names_the_tenant(tmp_path):
+    trace = str(tmp_path / "trace.json")
+    s = Server(CONFIG, extra_args=["--trace-file", trace])
+    try:
+        for n in ("light1", "light2"):
+            st, _, _ = s.post("/embed", {"inputs": "trace me"},
+                              headers={"Authorization": "Bearer " + KEYS[n]})
+            assert st == 200
+    finally:
+        s.stop()
+    with open(trace) as f:
+        ev = json.load(f)["traceEvents"]
+    tenants = [e["args"]["tenant"] for e in ev
+               if e.get("name", "").startswith("request ") and "tenant" in e.get("args", {})]
+    assert sorted(tenants) == ["light1", "light2"], tenants
