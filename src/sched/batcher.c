@@ -97,9 +97,9 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
             continue;
         }
         hs__lane_unqueue(L, q);
-        hs__lane_took(L, q);
         sl->taken[n++] = q;
     }
+    if (n) hs__lane_took(L, sl->taken[n - 1]->tag);
     return n;
 }
 

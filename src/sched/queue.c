@@ -2,6 +2,7 @@
  * reaper that answers requests whose deadline passed (sched.h). */
 #include "sched/sched-impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,6 +84,17 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         L->queued_tokens_by_prio[r->priority] += q->n_tokens;
     }
     if (L->o.fair) L->tenant_tag[t] = tag;
+}
+
+void hs__lane_took(struct lane *L, double last_tag)
+{
+    if (!L->o.fair) return;
+    double v = INFINITY;
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++)
+        for (int b = 0; b < L->n_buckets; b++)
+            if (L->q[p][b].head && L->q[p][b].head->tag < v) v = L->q[p][b].head->tag;
+    if (v == INFINITY) v = last_tag;
+    if (v > L->vtime) L->vtime = v;
 }
 
 static void list_remove(struct list *l, struct hs_seq *q)

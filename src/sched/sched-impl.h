@@ -153,11 +153,11 @@ void hs__list_push(struct list *l, struct hs_seq *q);
 double hs__lane_tag_of(const struct lane *L, const struct hs_request *r);
 /* Queues r's sequences (lock held): at the tail, or in fair order with their tags. */
 void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now);
-/* A sequence taken into a batch (lock held): the virtual time follows it. */
-static inline void hs__lane_took(struct lane *L, const struct hs_seq *q)
-{
-    if (L->o.fair && q->tag > L->vtime) L->vtime = q->tag;
-}
+/* A batch took its sequences, the last with tag last_tag (lock held): the virtual time moves
+ * on to the smallest tag still queued (every bucket's, so that a batch from a bucket whose
+ * sequences are sparse in the fair order does not move it past the others' work), or past the
+ * batch when nothing is. */
+void hs__lane_took(struct lane *L, double last_tag);
 /* Removes a queued sequence from its list and the lane's counters (lock held). */
 void hs__lane_unqueue(struct lane *L, struct hs_seq *q);
 /* Calls done and drops references of the chained requests (no lock held). */

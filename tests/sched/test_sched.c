@@ -1189,6 +1189,35 @@ static void fair_shares_between_tenants(void **state)
         treq_free(c2);
     }
 
+    /* two buckets, A's short sequences sparse (1 in 8): a batch of them spans much of A's
+     * backlog in the fair order, yet a newcomer D joins the next batch of the other bucket */
+    {
+        o.fair = true;
+        struct hs_sched *s;
+        int64_t now = t0;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[40], *d;
+        for (int i = 0; i < 40; i++) {
+            int len[1] = {i % 8 ? 20 : 10};
+            a[i] = treq_new(1, len, 1, HS_PRIORITY_INTERACTIVE, 0);
+            a[i]->r.tenant = 1;
+            a[i]->r.deadline_ns = far;
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        fair_run(s, 1, &now); /* bucket 16: the 4 short ones */
+        assert_int_equal(fair_done(a, 40), 4);
+        int len[1] = {20};
+        d = treq_new(1, len, 4, HS_PRIORITY_INTERACTIVE, 0);
+        d->r.tenant = 4;
+        d->r.deadline_ns = far;
+        assert_int_equal(hs_sched_submit(s, &d->r), HS_STATUS_OK);
+        fair_run(s, 1, &now);
+        assert_int_equal(treq_is_done(d), 1);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 40; i++) treq_free(a[i]);
+        treq_free(d);
+    }
+
     /* weights 2:1 under saturation: 2:1 service, 16 and 8 sequences of 24 */
     o.fair = true;
     struct hs_sched *s;
