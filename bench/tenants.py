@@ -9,7 +9,12 @@ off), "fair,share" items, e.g. the default "1,0 0,0 0,4": fair queues alone, nei
 admission-only share of before. Prints, per phase and tenant, goodput (answered 200 / sent) and
 P50 / P99 latency; exits 0 (a shared machine's timings are reported, not gated).
 
+With --hetbench RATE the load is hetbench's instead (open loop, Poisson arrivals at RATE req/s,
+as three tenants: a 10x the share of b and of c, `hetbench --tenant`), one phase per variant:
+hetbench's per-tenant rows are printed as they come.
+
 usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S ..."]
+                        [--hetbench RATE] [--batch-max N] [--queue-max N]
 """
 import argparse
 import hashlib
@@ -105,6 +110,8 @@ def main():
     ap.add_argument("--variants", default="1,0 0,0 0,4")
     ap.add_argument("--batch-max", type=int, default=0, help="batching.batch_max (0: default)")
     ap.add_argument("--queue-max", type=int, default=0, help="limits.queue_max (0: default)")
+    ap.add_argument("--hetbench", type=float, default=0,
+                    help="load from hetbench at this rate, a:10, b:1, c:1 (0: Python clients)")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
@@ -123,6 +130,19 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             p, port = start(a.binary, cfg, tmp)
             try:
+                if a.hetbench:
+                    print("scheduler.fair %s, auth.share_inflight %d, hetbench %g req/s:"
+                          % ("true" if fair else "false", share, a.hetbench))
+                    hb = [os.path.join(os.path.dirname(a.binary), "hetbench"), "--url",
+                          "http://127.0.0.1:%d" % port, "--endpoint", "tei", "--rate",
+                          str(a.hetbench), "--duration", str(a.seconds + 1), "--warmup", "1",
+                          "--quiet", "--tenant", "a:10=" + keys["a"], "--tenant",
+                          "b=" + keys["b"], "--tenant", "c=" + keys["c"]]
+                    out = subprocess.run(hb, capture_output=True, text=True).stdout
+                    for line in out.splitlines():
+                        if "tenant" in line or line.startswith(("throughput", "latency")):
+                            print("  " + line.strip())
+                    continue
                 phase(port, keys, 1, a.rate, 0)  # warm-up
                 print("scheduler.fair %s, auth.share_inflight %d:"
                       % ("true" if fair else "false", share))
