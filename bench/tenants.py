@@ -14,7 +14,7 @@ as three tenants: a 10x the share of b and of c, `hetbench --tenant`), one phase
 hetbench's per-tenant rows are printed as they come.
 
 usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S ..."]
-                        [--hetbench RATE] [--batch-max N] [--queue-max N]
+                        [--hetbench RATE] [--batch-max N] [--queue-max N] [--fair-batch-ms MS]
 """
 import argparse
 import hashlib
@@ -110,6 +110,7 @@ def main():
     ap.add_argument("--variants", default="1,0 0,0 0,4")
     ap.add_argument("--batch-max", type=int, default=0, help="batching.batch_max (0: default)")
     ap.add_argument("--queue-max", type=int, default=0, help="limits.queue_max (0: default)")
+    ap.add_argument("--fair-batch-ms", type=int, default=0, help="scheduler.fair_batch_ms")
     ap.add_argument("--hetbench", type=float, default=0,
                     help="load from hetbench at this rate, a:10, b:1, c:1 (0: Python clients)")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
@@ -123,8 +124,8 @@ def main():
             cfg += "  queue_max: %d\n" % a.queue_max
         if a.batch_max:
             cfg += "batching:\n  batch_max: %d\n" % a.batch_max
-        cfg += ("scheduler:\n  fair: %s\nauth:\n  share_inflight: %d\n"
-               "  keys:\n" % ("true" if fair else "false", share))
+        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\nauth:\n  share_inflight: %d\n"
+                "  keys:\n" % ("true" if fair else "false", a.fair_batch_ms, share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:

@@ -76,11 +76,17 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
     if (queued > L->cap_seqs[b]) tokens = tokens * L->cap_seqs[b] / queued;
     double batch_s = hs__lane_batch_s(L, b, (double)tokens);
     int64_t cutoff = now + (int64_t)(batch_s * 1e9);
+    /* fair shares, several tenants active: short batches (hs_lane_opts.fair_batch_us) */
+    const double slice_s = L->o.fair && L->o.fair_batch_us > 0 && hs__lane_shared(L, now)
+                               ? L->o.fair_batch_us * 1e-6
+                               : INFINITY;
+    int64_t taken_tokens = 0;
     int n = 0;
     while (n < L->cap_seqs[b]) {
         struct hs_seq *q = NULL;
         for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
         if (!q) break;
+        if (n && hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s) break;
         struct hs_request *r = q->req;
         if (r->deadline_ns <= now) {
             hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
@@ -97,6 +103,7 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
             continue;
         }
         hs__lane_unqueue(L, q);
+        taken_tokens += q->n_tokens;
         sl->taken[n++] = q;
     }
     if (n) hs__lane_took(L, sl->taken[n - 1]->tag);

@@ -83,7 +83,19 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         L->queued_tokens += q->n_tokens;
         L->queued_tokens_by_prio[r->priority] += q->n_tokens;
     }
-    if (L->o.fair) L->tenant_tag[t] = tag;
+    if (L->o.fair) {
+        L->tenant_tag[t] = tag;
+        L->tenant_seen_ns[t] = now;
+    }
+}
+
+bool hs__lane_shared(const struct lane *L, int64_t now)
+{
+    int n = 0;
+    for (int t = 0; t < HS_SCHED_MAX_TENANTS; t++)
+        if (L->tenant_seen_ns[t] && now - L->tenant_seen_ns[t] < 1000000000LL && ++n > 1)
+            return true;
+    return false;
 }
 
 void hs__lane_took(struct lane *L, double last_tag)

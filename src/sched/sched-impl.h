@@ -98,6 +98,7 @@ struct lane {
     /* fair shares (o.fair): the virtual time and each tenant's last finish tag */
     double vtime;
     double tenant_tag[HS_SCHED_MAX_TENANTS];
+    int64_t tenant_seen_ns[HS_SCHED_MAX_TENANTS]; /* its last request's arrival */
 
     double throughput; /* tokens/s estimate */
     bool measured;
@@ -158,6 +159,8 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now);
  * sequences are sparse in the fair order does not move it past the others' work), or past the
  * batch when nothing is. */
 void hs__lane_took(struct lane *L, double last_tag);
+/* Whether more than one tenant sent work to L within the last second (lock held). */
+bool hs__lane_shared(const struct lane *L, int64_t now);
 /* Removes a queued sequence from its list and the lane's counters (lock held). */
 void hs__lane_unqueue(struct lane *L, struct hs_seq *q);
 /* Calls done and drops references of the chained requests (no lock held). */

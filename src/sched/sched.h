@@ -108,6 +108,10 @@ struct hs_lane_opts {
     /* fair shares between tenants (hs_request.tenant, .weight): inside each priority class the
      * queue is in start-time fair order, not arrival order (see "Fair shares" above) */
     bool fair;
+    /* with fair: while more than one tenant sent work in the last second, a batch stops growing
+     * once its predicted time would pass this (one sequence at least), so that a light tenant's
+     * request waits for short batches, not for a flood's full ones; 0 = batch_max alone */
+    int fair_batch_us;
     struct hs_runner runner; /* runs the lane's batches (engine/runner.h) */
 };
 

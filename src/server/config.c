@@ -402,6 +402,11 @@ static const struct key keys[] = {
      "takes work from tenants in weighted start-time fair order instead of arrival order, "
      "predicts a tenant's wait from its own share, and a full queue sheds the tenant furthest "
      "past its share first; with one tenant (no keys) it is the same as false"},
+    {C(scheduler, fair_batch_ms), K_INT, 0, 60000, "0",
+     "with fair: while more than one tenant sent work in the last second, a batch stops growing "
+     "once its predicted time would pass this (one sequence at least): a light tenant waits for "
+     "short batches, not a flood's full ones (costs the engine the larger batches' efficiency); "
+     "0 = batch_max alone"},
     {C(scheduler, throughput_init_tokens_per_s), K_DOUBLE, 1e-3, 1e12, "20000",
      "engine speed assumed until the first batch is measured (predicts waits for 429)"},
     {C(scheduler, wait_max_ms), K_INT, 0, 86400000, "1000",

@@ -1218,6 +1218,36 @@ static void fair_shares_between_tenants(void **state)
         treq_free(d);
     }
 
+    /* fair_batch_us: short batches while two tenants are active (10 tokens = 1 ms here) */
+    {
+        o.fair = true;
+        o.fair_batch_us = 2500;
+        struct hs_sched *s;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[8], *d;
+        for (int i = 0; i < 8; i++) {
+            a[i] = fair_req(1, 1, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        struct hs_sched_step st;
+        int64_t wake, now = t0 + 4000000LL;
+        assert_true(hs_sched_step_begin(s, &st, &wake));
+        assert_int_equal(st.n_seqs, 4); /* A alone: a full batch; 40 tokens in 4 ms */
+        hs_sched_step_clock(s, now);
+        hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
+        d = fair_req(4, 1, far);
+        assert_int_equal(hs_sched_submit(s, &d->r), HS_STATUS_OK);
+        assert_true(hs_sched_step_begin(s, &st, &wake));
+        assert_int_equal(st.n_seqs, 2); /* D and one of A's: 2 ms of the 2.5 */
+        hs_sched_step_clock(s, now + 1000000LL);
+        hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
+        assert_int_equal(treq_is_done(d), 1);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 8; i++) treq_free(a[i]);
+        treq_free(d);
+        o.fair_batch_us = 0;
+    }
+
     /* weights 2:1 under saturation: 2:1 service, 16 and 8 sequences of 24 */
     o.fair = true;
     struct hs_sched *s;
