@@ -44,7 +44,7 @@ static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
         if (!count) continue;
         int64_t due = oldest + window_ns;
         if (count >= L->cap_seqs[b] || now >= due || at_once) {
-            bool first = L->o.fair ? tag < best_tag : oldest < best_oldest;
+            bool first = L->o.fair && tag != best_tag ? tag < best_tag : oldest < best_oldest;
             if (top < best_prio || (top == best_prio && first)) {
                 best = b;
                 best_prio = top;

@@ -65,7 +65,10 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
 {
     const int t = tenant_slot(r);
     const double w = tenant_weight(r);
-    double tag = L->o.fair ? hs__lane_tag_of(L, r) : 0;
+    /* the request's sequences share its start tag (one call of the client's: they go in its
+     * turn); its tenant's finish tag moves on by all its tokens */
+    const double tag = L->o.fair ? hs__lane_tag_of(L, r) : 0;
+    double finish = tag;
     for (int i = 0; i < r->n_seqs; i++) {
         struct hs_seq *q = &r->seqs[i];
         q->enqueued_ns = now;
@@ -74,7 +77,7 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         struct list *l = &L->q[r->priority][q->bucket];
         if (L->o.fair) {
             list_insert(l, q);
-            tag += q->n_tokens / w;
+            finish += q->n_tokens / w;
         } else {
             hs__list_push(l, q);
         }
@@ -84,7 +87,7 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         L->queued_tokens_by_prio[r->priority] += q->n_tokens;
     }
     if (L->o.fair) {
-        L->tenant_tag[t] = tag;
+        L->tenant_tag[t] = finish;
         L->tenant_seen_ns[t] = now;
     }
 }

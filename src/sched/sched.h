@@ -44,16 +44,18 @@
  * request that finds the queue full evicts queued batch-class requests (answered
  * HS_STATUS_OVERLOADED) to make room.
  *
- * Fair shares (hs_lane_opts.fair): every queued sequence gets a start tag, max(the lane's
- * virtual time, its tenant's last finish tag), and its tenant's finish tag moves on by its tokens
- * over the tenant's weight (start-time fair queuing); the virtual time is the tag of the last
- * sequence taken into a batch. Each priority list is kept in tag order, so a batch takes from
- * tenants in proportion to their weights whatever the order of arrival (a tenant idle until now
- * starts at the virtual time: no credit for idling); priorities still come first. Admission
- * predicts a request's wait from the work ahead of it in that order (its tenant's share), and a
- * full queue sheds the request last in the order when it is behind the newcomer (the tenant
- * most over its share) instead of refusing the newcomer. With one tenant the tags follow the
- * arrivals and nothing differs from FIFO.
+ * Fair shares (hs_lane_opts.fair): every queued request gets a start tag (its sequences share
+ * it), max(the lane's virtual time, its tenant's last finish tag), and its tenant's finish tag
+ * moves on by its tokens over the tenant's weight (start-time fair queuing); the virtual time is
+ * the smallest tag still queued (past the last batch's when nothing is). Each priority list is
+ * kept in tag order, so a batch takes from tenants in proportion to their weights whatever the
+ * order of arrival (a tenant idle until now starts at the virtual time: no credit for idling);
+ * priorities still come first, and the bucket batched first is the one whose head has the
+ * smallest tag. Admission predicts a request's wait from the work ahead of it in that order (its
+ * tenant's share), and a full queue sheds the request last in the order when it is behind the
+ * newcomer (the tenant most over its share) instead of refusing the newcomer. With
+ * fair_batch_us, batches stay short while several tenants are active. With one tenant the tags
+ * follow the arrivals and nothing differs from FIFO.
  *
  * Threads: hs_sched_submit and the stats calls are thread-safe. done / release callbacks run on
  * scheduler threads (or the submitting thread for an eviction), never while a scheduler lock

@@ -151,14 +151,8 @@ double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r,
         own_tokens[b] += len;
     }
     int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
-    /* on a fair lane, what its tenant's share puts ahead of it: the work up to its last
-     * sequence's tag */
-    double upto_tag = INFINITY;
-    if (L->o.fair) {
-        const double w = r->weight > 0 ? r->weight : 1.0;
-        upto_tag = hs__lane_tag_of(L, r);
-        for (int i = 0; i + 1 < r->n_seqs; i++) upto_tag += r->seqs[i].n_tokens / w;
-    }
+    /* on a fair lane, what its tenant's share puts ahead of it: the work up to its tag */
+    double upto_tag = L->o.fair ? hs__lane_tag_of(L, r) : INFINITY;
     return hs__lane_backlog_s(L, upto, upto_tag, own, own_tokens, now);
 }
 
