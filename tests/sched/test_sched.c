@@ -1218,6 +1218,30 @@ static void fair_shares_between_tenants(void **state)
         treq_free(d);
     }
 
+    /* a request's sequences go in one turn: E's three join A's first in the first batch */
+    {
+        o.fair = true;
+        struct hs_sched *s;
+        int64_t now = t0;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[10], *e;
+        for (int i = 0; i < 10; i++) {
+            a[i] = fair_req(1, 1, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        int lens[3] = {10, 10, 10};
+        e = treq_new(3, lens, 5, HS_PRIORITY_INTERACTIVE, 0);
+        e->r.tenant = 5;
+        e->r.deadline_ns = far;
+        assert_int_equal(hs_sched_submit(s, &e->r), HS_STATUS_OK);
+        fair_run(s, 1, &now);
+        assert_int_equal(treq_is_done(e), 1);
+        assert_int_equal(fair_done(a, 10), 1);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 10; i++) treq_free(a[i]);
+        treq_free(e);
+    }
+
     /* fair_batch_us: short batches while two tenants are active (10 tokens = 1 ms here) */
     {
         o.fair = true;
