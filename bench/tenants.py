@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""Fair shares between tenants under a flood (auth.share_inflight), measured briefly.
+"""Fair shares between tenants under a flood, measured briefly.
 
 One `hetserve serve` on the default model with three tenants of equal weight. Tenants b and c
 send open-loop at --rate requests/s each; phase "unloaded": b and c alone; phase "flood": tenant
-a adds --flood concurrent closed-loop clients. Run once with share_inflight = --share and once
-with 0 (no fair shares) for comparison. Prints, per phase and tenant, goodput (answered 200 /
-sent) and P50 / P99 latency; exits 0 (a shared machine's timings are reported, not gated).
+a adds --flood concurrent closed-loop clients. Run for each variant of --variants: the lanes'
+fair order on or off (scheduler.fair) and admission's share_inflight (auth.share_inflight, 0 =
+off), "fair,share" items, e.g. the default "1,0 0,0 0,4": fair queues alone, neither, the
+admission-only share of before. Prints, per phase and tenant, goodput (answered 200 / sent) and
+P50 / P99 latency; exits 0 (a shared machine's timings are reported, not gated).
 
-usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--share K]
+With --hetbench RATE the load is hetbench's instead (open loop, Poisson arrivals at RATE req/s,
+as three tenants: a 10x the share of b and of c, `hetbench --tenant`), one phase per variant:
+hetbench's per-tenant rows are printed as they come.
+
+usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S ..."]
+                        [--hetbench RATE] [--batch-max N] [--queue-max N] [--fair-batch-ms MS]
 """
 import argparse
 import hashlib
@@ -100,20 +107,46 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--rate", type=float, default=8)
     ap.add_argument("--flood", type=int, default=16)
-    ap.add_argument("--share", type=int, default=4)
+    ap.add_argument("--variants", default="1,0 0,0 0,4")
+    ap.add_argument("--batch-max", type=int, default=0, help="batching.batch_max (0: default)")
+    ap.add_argument("--queue-max", type=int, default=0, help="limits.queue_max (0: default)")
+    ap.add_argument("--fair-batch-ms", type=int, default=0, help="scheduler.fair_batch_ms")
+    ap.add_argument("--hetbench", type=float, default=0,
+                    help="load from hetbench at this rate, a:10, b:1, c:1 (0: Python clients)")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
-    for share in (a.share, 0):
+    for v in a.variants.split():
+        fair, share = (int(x) for x in v.split(","))
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
-               "  timeout_ms: 10000\nauth:\n  share_inflight: %d\n  keys:\n" % share)
+               "  timeout_ms: 10000\n")
+        if a.queue_max:
+            cfg += "  queue_max: %d\n" % a.queue_max
+        if a.batch_max:
+            cfg += "batching:\n  batch_max: %d\n" % a.batch_max
+        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\nauth:\n  share_inflight: %d\n"
+                "  keys:\n" % ("true" if fair else "false", a.fair_batch_ms, share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:
             p, port = start(a.binary, cfg, tmp)
             try:
+                if a.hetbench:
+                    print("scheduler.fair %s, auth.share_inflight %d, hetbench %g req/s:"
+                          % ("true" if fair else "false", share, a.hetbench))
+                    hb = [os.path.join(os.path.dirname(a.binary), "hetbench"), "--url",
+                          "http://127.0.0.1:%d" % port, "--endpoint", "tei", "--rate",
+                          str(a.hetbench), "--duration", str(a.seconds + 1), "--warmup", "1",
+                          "--quiet", "--tenant", "a:10=" + keys["a"], "--tenant",
+                          "b=" + keys["b"], "--tenant", "c=" + keys["c"]]
+                    out = subprocess.run(hb, capture_output=True, text=True).stdout
+                    for line in out.splitlines():
+                        if "tenant" in line or line.startswith(("throughput", "latency")):
+                            print("  " + line.strip())
+                    continue
                 phase(port, keys, 1, a.rate, 0)  # warm-up
-                print("share_inflight %d:" % share)
+                print("scheduler.fair %s, auth.share_inflight %d:"
+                      % ("true" if fair else "false", share))
                 report("unloaded", phase(port, keys, a.seconds, a.rate, 0), a.seconds)
                 report("flood", phase(port, keys, a.seconds, a.rate, a.flood), a.seconds)
             finally:

@@ -2,6 +2,8 @@
  * of batch-class work, and the predicted-wait refusal (sched.h). */
 #include "sched/sched-impl.h"
 
+#include <math.h>
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,18 +54,22 @@ static hs_status reject(struct hs_request *r, hs_status st, double retry_s, cons
     return st;
 }
 
-/* Evicts the newest batch-class request (lock held); false when there is none. */
-static bool lane_evict_one(struct lane *L, struct chain *c)
+/* Evicts the newest request of priority prio (lock held) or, on a fair lane, the one last in
+ * the fair order, when its tag is above above_tag; false when there is none. */
+static bool lane_evict_one(struct lane *L, enum hs_priority prio, double above_tag, struct chain *c,
+                           const char *why)
 {
     struct hs_seq *victim = NULL;
     for (int b = 0; b < L->n_buckets; b++) {
-        struct hs_seq *q = L->q[HS_PRIORITY_BATCH][b].tail;
-        if (q && (!victim || q->enqueued_ns > victim->enqueued_ns)) victim = q;
+        struct hs_seq *q = L->q[prio][b].tail;
+        if (!q || (L->o.fair && !(q->tag > above_tag))) continue;
+        if (!victim || (L->o.fair ? q->tag > victim->tag : q->enqueued_ns > victim->enqueued_ns))
+            victim = q;
     }
     if (!victim) return false;
-    double retry = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs__sched_now(L->s));
-    hs__lane_fail_locked(L, victim->req, HS_STATUS_OVERLOADED, retry, c,
-                         "shed under overload to make room for interactive requests");
+    double retry =
+        hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, INFINITY, NULL, NULL, hs__sched_now(L->s));
+    hs__lane_fail_locked(L, victim->req, HS_STATUS_OVERLOADED, retry, c, "%s", why);
     return true;
 }
 
@@ -117,12 +123,23 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
         limit = (int)(L->o.queue_max * L->o.shed_batch_ratio);
         if (limit < 1) limit = 1;
     } else {
-        while (L->queued_seqs + r->n_seqs > limit && lane_evict_one(L, &c)) {
+        while (L->queued_seqs + r->n_seqs > limit &&
+               lane_evict_one(L, HS_PRIORITY_BATCH, -INFINITY, &c,
+                              "shed under overload to make room for interactive requests")) {
+        }
+    }
+    /* fair shares: a full queue sheds the work last in the fair order (the tenant furthest past
+     * its share) when it would run after this request */
+    if (L->o.fair) {
+        double tag = hs__lane_tag_of(L, r);
+        while (L->queued_seqs + r->n_seqs > limit &&
+               lane_evict_one(L, r->priority, tag, &c,
+                              "shed under overload: its tenant is past its fair share")) {
         }
     }
     double wait_s = hs__lane_predict_locked(L, r, now);
     /* Retry-After: until everything queued, this request included, has run. */
-    double drain_s = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, now);
+    double drain_s = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, INFINITY, NULL, NULL, now);
     if (drain_s < wait_s) drain_s = wait_s;
     /* An idle lane takes any request that fits: it is the only way a prediction that went wrong
      * (a stalled batch, a changed machine) is corrected, by running a batch and measuring it. */
@@ -147,16 +164,7 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
         atomic_store(&r->answered, 0);
         hs_request_ref(r);
         r->ts[HS_TS_ENQUEUED] = hs__sched_now(s);
-        for (int i = 0; i < r->n_seqs; i++) {
-            struct hs_seq *q = &r->seqs[i];
-            q->enqueued_ns = now;
-            q->queued = 1;
-            hs__list_push(&L->q[r->priority][q->bucket], q);
-            L->queued_seqs++;
-            L->queued_by_prio[r->priority]++;
-            L->queued_tokens += q->n_tokens;
-            L->queued_tokens_by_prio[r->priority] += q->n_tokens;
-        }
+        hs__lane_enqueue(L, r, now);
         if (L->n_slots > 1)
             pthread_cond_broadcast(&L->cv);
         else

@@ -2,6 +2,7 @@
  * runner and answering its requests; one thread per slot (sched.h). */
 #include "sched/sched-impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -17,26 +18,38 @@ static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
 {
     int best = -1, best_prio = HS_PRIORITY_COUNT;
     int64_t best_oldest = INT64_MAX;
+    double best_tag = INFINITY;
     int64_t window_ns = (int64_t)L->o.batch_window_us * 1000;
     const bool at_once = draining || hs__lane_window_skipped(L);
     *wake = INT64_MAX;
     for (int b = 0; b < L->n_buckets; b++) {
         int count = 0, top = HS_PRIORITY_COUNT;
         int64_t oldest = INT64_MAX;
+        double tag = INFINITY; /* fair shares: its first sequence's tag */
         for (int p = 0; p < HS_PRIORITY_COUNT; p++) {
             struct list *l = &L->q[p][b];
             if (!l->n) continue;
             count += l->n;
-            if (top == HS_PRIORITY_COUNT) top = p;
+            if (top == HS_PRIORITY_COUNT) {
+                top = p;
+                tag = l->head->tag;
+            }
             if (l->head->enqueued_ns < oldest) oldest = l->head->enqueued_ns;
+            /* a fair list is in tag order, not arrival order: when the window may matter (less
+             * than a full batch), its oldest sequence is looked for */
+            if (L->o.fair && l->n < L->cap_seqs[b])
+                for (const struct hs_seq *q = l->head->next; q; q = q->next)
+                    if (q->enqueued_ns < oldest) oldest = q->enqueued_ns;
         }
         if (!count) continue;
         int64_t due = oldest + window_ns;
         if (count >= L->cap_seqs[b] || now >= due || at_once) {
-            if (top < best_prio || (top == best_prio && oldest < best_oldest)) {
+            bool first = L->o.fair && tag != best_tag ? tag < best_tag : oldest < best_oldest;
+            if (top < best_prio || (top == best_prio && first)) {
                 best = b;
                 best_prio = top;
                 best_oldest = oldest;
+                best_tag = tag;
             }
         } else if (due < *wake) {
             *wake = due;
@@ -63,11 +76,17 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
     if (queued > L->cap_seqs[b]) tokens = tokens * L->cap_seqs[b] / queued;
     double batch_s = hs__lane_batch_s(L, b, (double)tokens);
     int64_t cutoff = now + (int64_t)(batch_s * 1e9);
+    /* fair shares, several tenants active: short batches (hs_lane_opts.fair_batch_us) */
+    const double slice_s = L->o.fair && L->o.fair_batch_us > 0 && hs__lane_shared(L, now)
+                               ? L->o.fair_batch_us * 1e-6
+                               : INFINITY;
+    int64_t taken_tokens = 0;
     int n = 0;
     while (n < L->cap_seqs[b]) {
         struct hs_seq *q = NULL;
         for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
         if (!q) break;
+        if (n && hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s) break;
         struct hs_request *r = q->req;
         if (r->deadline_ns <= now) {
             hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
@@ -84,8 +103,10 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
             continue;
         }
         hs__lane_unqueue(L, q);
+        taken_tokens += q->n_tokens;
         sl->taken[n++] = q;
     }
+    if (n) hs__lane_took(L, sl->taken[n - 1]->tag);
     return n;
 }
 

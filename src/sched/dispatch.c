@@ -66,6 +66,8 @@ static struct hs_request *request_new(struct hs_job *j, enum hs_priority prio, i
     }
     r->id = j->id;
     r->priority = prio;
+    r->tenant = j->tenant;
+    r->weight = j->weight;
     r->deadline_ns = j->deadline_ns;
     r->n_seqs = j->n_seqs;
     r->seqs = seqs;

@@ -71,6 +71,8 @@ struct hs_job {
     const char *(*header)(void *ctx, const char *name); /* (optional) request headers */
     void *header_ctx;
     enum hs_priority priority;
+    int tenant; /* hs_request.tenant, .weight: 0, 0 = the default tenant */
+    double weight;
     int64_t deadline_ns;       /* absolute, the scheduler's clock (hs_sched_now) */
     int n_seqs;                /* >= 1 */
     const struct hs_seq *seqs; /* [n_seqs]: ids and n_tokens read (the ids must stay alive) */

@@ -2,6 +2,7 @@
  * reaper that answers requests whose deadline passed (sched.h). */
 #include "sched/sched-impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,96 @@ void hs__list_push(struct list *l, struct hs_seq *q)
     l->tail = q;
     l->n++;
     l->tokens += q->n_tokens;
+}
+
+/* q into l in tag order: after every sequence whose tag is not larger (a tenant's own tags only
+ * grow, so one tenant's sequences stay in arrival order; the walk from the tail is short unless
+ * q overtakes a flooding tenant's backlog). */
+static void list_insert(struct list *l, struct hs_seq *q)
+{
+    struct hs_seq *after = l->tail;
+    while (after && after->tag > q->tag) after = after->prev;
+    if (after == l->tail) {
+        hs__list_push(l, q);
+        return;
+    }
+    q->prev = after;
+    q->next = after ? after->next : l->head;
+    q->next->prev = q;
+    if (after)
+        after->next = q;
+    else
+        l->head = q;
+    l->n++;
+    l->tokens += q->n_tokens;
+}
+
+static int tenant_slot(const struct hs_request *r)
+{
+    int t = r->tenant % HS_SCHED_MAX_TENANTS;
+    return t < 0 ? -t : t;
+}
+
+static double tenant_weight(const struct hs_request *r)
+{
+    return r->weight > 0 ? r->weight : 1.0;
+}
+
+double hs__lane_tag_of(const struct lane *L, const struct hs_request *r)
+{
+    double last = L->tenant_tag[tenant_slot(r)];
+    return last > L->vtime ? last : L->vtime;
+}
+
+void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
+{
+    const int t = tenant_slot(r);
+    const double w = tenant_weight(r);
+    /* the request's sequences share its start tag (one call of the client's: they go in its
+     * turn); its tenant's finish tag moves on by all its tokens */
+    const double tag = L->o.fair ? hs__lane_tag_of(L, r) : 0;
+    double finish = tag;
+    for (int i = 0; i < r->n_seqs; i++) {
+        struct hs_seq *q = &r->seqs[i];
+        q->enqueued_ns = now;
+        q->queued = 1;
+        q->tag = tag;
+        struct list *l = &L->q[r->priority][q->bucket];
+        if (L->o.fair) {
+            list_insert(l, q);
+            finish += q->n_tokens / w;
+        } else {
+            hs__list_push(l, q);
+        }
+        L->queued_seqs++;
+        L->queued_by_prio[r->priority]++;
+        L->queued_tokens += q->n_tokens;
+        L->queued_tokens_by_prio[r->priority] += q->n_tokens;
+    }
+    if (L->o.fair) {
+        L->tenant_tag[t] = finish;
+        L->tenant_seen_ns[t] = now;
+    }
+}
+
+bool hs__lane_shared(const struct lane *L, int64_t now)
+{
+    int n = 0;
+    for (int t = 0; t < HS_SCHED_MAX_TENANTS; t++)
+        if (L->tenant_seen_ns[t] && now - L->tenant_seen_ns[t] < 1000000000LL && ++n > 1)
+            return true;
+    return false;
+}
+
+void hs__lane_took(struct lane *L, double last_tag)
+{
+    if (!L->o.fair) return;
+    double v = INFINITY;
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++)
+        for (int b = 0; b < L->n_buckets; b++)
+            if (L->q[p][b].head && L->q[p][b].head->tag < v) v = L->q[p][b].head->tag;
+    if (v == INFINITY) v = last_tag;
+    if (v > L->vtime) L->vtime = v;
 }
 
 static void list_remove(struct list *l, struct hs_seq *q)

@@ -67,6 +67,7 @@ struct hs_seq {
     int32_t index;  /* row of req->out */
     int32_t bucket; /* scheduler-owned */
     int32_t queued; /* scheduler-owned: 1 while in a queue */
+    double tag;     /* scheduler-owned: its start tag in the lane's fair order */
     int64_t enqueued_ns;
 };
 
@@ -81,7 +82,12 @@ struct hs_request {
     struct hs_seq *seqs; /* [n_seqs]: ids, n_tokens set; index set by hs_request_init */
     float *out;          /* [n_seqs, dim] written by the scheduler */
     const char *model;   /* model name the router matches; NULL = any */
-    hs_request_fn done;  /* answered: exactly once per successful submit, from a scheduler thread */
+    /* the caller's tenant (an API key's, server/auth.h) and its weight; 0 and 0 (weight 1) for
+     * the one default tenant. Lanes with fair shares (hs_lane_opts.fair) order queued work
+     * between tenants by their weights. */
+    int tenant;
+    double weight;
+    hs_request_fn done; /* answered: exactly once per successful submit, from a scheduler thread */
     hs_request_fn release; /* last reference dropped (may be NULL) */
     void *ctx;             /* passed to done and release */
     int64_t ts[HS_TS_COUNT];

@@ -96,6 +96,10 @@ struct lane {
     int64_t queued_tokens_by_prio[HS_PRIORITY_COUNT];
     int running_seqs, running_batches;
     bool stop;
+    /* fair shares (o.fair): the virtual time and each tenant's last finish tag */
+    double vtime;
+    double tenant_tag[HS_SCHED_MAX_TENANTS];
+    int64_t tenant_seen_ns[HS_SCHED_MAX_TENANTS]; /* its last request's arrival */
 
     double throughput; /* tokens/s estimate */
     bool measured;
@@ -147,6 +151,17 @@ void hs__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ns);
 /* --- queue.c --- */
 
 void hs__list_push(struct list *l, struct hs_seq *q);
+/* The start tag r's first sequence would get on L now (fair shares; lock held). */
+double hs__lane_tag_of(const struct lane *L, const struct hs_request *r);
+/* Queues r's sequences (lock held): at the tail, or in fair order with their tags. */
+void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now);
+/* A batch took its sequences, the last with tag last_tag (lock held): the virtual time moves
+ * on to the smallest tag still queued (every bucket's, so that a batch from a bucket whose
+ * sequences are sparse in the fair order does not move it past the others' work), or past the
+ * batch when nothing is. */
+void hs__lane_took(struct lane *L, double last_tag);
+/* Whether more than one tenant sent work to L within the last second (lock held). */
+bool hs__lane_shared(const struct lane *L, int64_t now);
 /* Removes a queued sequence from its list and the lane's counters (lock held). */
 void hs__lane_unqueue(struct lane *L, struct hs_seq *q);
 /* Calls done and drops references of the chained requests (no lock held). */
@@ -171,10 +186,11 @@ void *hs__reaper_main(void *arg);
 double hs__lane_batch_s(const struct lane *L, int b, double tokens);
 /* Learns from a batch of P real tokens that took t seconds (lock held). */
 void hs__lane_learn(struct lane *L, int b, double padded, double t);
-/* Predicted seconds until the work queued at priorities <= upto, plus own[b] more sequences per
- * bucket (own may be NULL), and the running batches are done (lock held). */
-double hs__lane_backlog_s(const struct lane *L, int upto, const int *own, const int64_t *own_tokens,
-                          int64_t now);
+/* Predicted seconds until the work queued at priorities < upto, and at upto with a tag up to
+ * upto_tag (INFINITY: all of it), plus own[b] more sequences per bucket (own may be NULL), and
+ * the running batches are done (lock held). */
+double hs__lane_backlog_s(const struct lane *L, int upto, double upto_tag, const int *own,
+                          const int64_t *own_tokens, int64_t now);
 /* Compares an answered request's time in the scheduler with what admission predicted. */
 void hs__lane_check_prediction(struct lane *L, const struct hs_request *r, int64_t now);
 /* Predicted seconds until r would be answered on L (lock held); -1 when it does not fit. */

@@ -44,6 +44,19 @@
  * request that finds the queue full evicts queued batch-class requests (answered
  * HS_STATUS_OVERLOADED) to make room.
  *
+ * Fair shares (hs_lane_opts.fair): every queued request gets a start tag (its sequences share
+ * it), max(the lane's virtual time, its tenant's last finish tag), and its tenant's finish tag
+ * moves on by its tokens over the tenant's weight (start-time fair queuing); the virtual time is
+ * the smallest tag still queued (past the last batch's when nothing is). Each priority list is
+ * kept in tag order, so a batch takes from tenants in proportion to their weights whatever the
+ * order of arrival (a tenant idle until now starts at the virtual time: no credit for idling);
+ * priorities still come first, and the bucket batched first is the one whose head has the
+ * smallest tag. Admission predicts a request's wait from the work ahead of it in that order (its
+ * tenant's share), and a full queue sheds the request last in the order when it is behind the
+ * newcomer (the tenant most over its share) instead of refusing the newcomer. With
+ * fair_batch_us, batches stay short while several tenants are active. With one tenant the tags
+ * follow the arrivals and nothing differs from FIFO.
+ *
  * Threads: hs_sched_submit and the stats calls are thread-safe. done / release callbacks run on
  * scheduler threads (or the submitting thread for an eviction), never while a scheduler lock
  * is held, so they may call back into the scheduler.
@@ -64,6 +77,7 @@
 #define HS_SCHED_MAX_SHAPES   64
 #define HS_SCHED_MAX_SLOTS    HS_RUNNER_MAX_SLOTS
 #define HS_SCHED_PRED_BUCKETS 6
+#define HS_SCHED_MAX_TENANTS  64 /* tenants a lane tells apart (others share modulo) */
 
 struct hs_shape {
     int batch;
@@ -93,7 +107,14 @@ struct hs_lane_opts {
     double throughput_init_tokens_per_s; /* prediction before the first batch is measured */
     double throughput_ewma_alpha;        /* weight of the newest batch in the estimates */
     int slots;                           /* batches in flight at once (quota); 0 = 1 */
-    struct hs_runner runner;             /* runs the lane's batches (engine/runner.h) */
+    /* fair shares between tenants (hs_request.tenant, .weight): inside each priority class the
+     * queue is in start-time fair order, not arrival order (see "Fair shares" above) */
+    bool fair;
+    /* with fair: while more than one tenant sent work in the last second, a batch stops growing
+     * once its predicted time would pass this (one sequence at least), so that a light tenant's
+     * request waits for short batches, not for a flood's full ones; 0 = batch_max alone */
+    int fair_batch_us;
+    struct hs_runner runner; /* runs the lane's batches (engine/runner.h) */
 };
 
 /* One formed batch, reported to the observer after it ran. */

@@ -81,8 +81,8 @@ static double lane_bucket_s(const struct lane *L, int b, int n, int64_t tokens)
  * will hold a full batch or the batch will not wait for it (lane_pick): a lane of one slot forms
  * it when the batch ahead ends (counted as running), an idle lane at once; only a free slot of
  * a busy lane gathers (always with batch_window_when_idle). */
-double hs__lane_backlog_s(const struct lane *L, int upto, const int *own, const int64_t *own_tokens,
-                          int64_t now)
+double hs__lane_backlog_s(const struct lane *L, int upto, double upto_tag, const int *own,
+                          const int64_t *own_tokens, int64_t now)
 {
     double queued = 0, running = 0, window = 0;
     const bool waits = L->o.batch_window_when_idle || (L->n_slots > 1 && L->running_batches);
@@ -93,6 +93,12 @@ double hs__lane_backlog_s(const struct lane *L, int upto, const int *own, const 
             n += L->q[p][b].n;
             tokens += L->q[p][b].tokens;
         }
+        /* fair order: what is queued at its own priority after upto_tag runs after it */
+        if (upto >= 0 && upto < HS_PRIORITY_COUNT)
+            for (const struct hs_seq *q = L->q[upto][b].tail; q && q->tag > upto_tag; q = q->prev) {
+                n--;
+                tokens -= q->n_tokens;
+            }
         queued += lane_bucket_s(L, b, n, tokens);
         if (waits && own && own[b] && n % L->cap_seqs[b]) window = L->o.batch_window_us * 1e-6;
     }
@@ -145,7 +151,9 @@ double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r,
         own_tokens[b] += len;
     }
     int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
-    return hs__lane_backlog_s(L, upto, own, own_tokens, now);
+    /* on a fair lane, what its tenant's share puts ahead of it: the work up to its tag */
+    double upto_tag = L->o.fair ? hs__lane_tag_of(L, r) : INFINITY;
+    return hs__lane_backlog_s(L, upto, upto_tag, own, own_tokens, now);
 }
 
 double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_request *r, bool *fits)
@@ -206,7 +214,7 @@ double hs_sched_lane_drain_s(struct hs_sched *s, int lane)
     if (lane < 0 || lane >= s->n) return 0;
     struct lane *L = s->lanes[lane];
     pthread_mutex_lock(&L->mu);
-    double w = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, NULL, NULL, hs__sched_now(s));
+    double w = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, INFINITY, NULL, NULL, hs__sched_now(s));
     pthread_mutex_unlock(&L->mu);
     return w;
 }

@@ -345,6 +345,16 @@ const char *hs_auth_tenant(const struct hs_auth_key *key)
     return key->tenant->name;
 }
 
+int hs_auth_tenant_index(const struct hs_auth_key *key)
+{
+    return (int)(key->tenant - key->tenant->set->tenants) + 1;
+}
+
+double hs_auth_tenant_weight(const struct hs_auth_key *key)
+{
+    return key->tenant->weight;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * requests
  */

@@ -86,6 +86,10 @@ hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const ch
 /* A job hs_auth_job admitted was answered. */
 void hs_auth_done(const struct hs_auth_key *key);
 const char *hs_auth_tenant(const struct hs_auth_key *key);
+/* The tenant's index in its key set, from 1 (0 is the scheduler's default tenant), and its
+ * weight: what the lanes' fair shares tell tenants apart by (hs_request.tenant, .weight). */
+int hs_auth_tenant_index(const struct hs_auth_key *key);
+double hs_auth_tenant_weight(const struct hs_auth_key *key);
 /* Counts a keyed request's answer (HTTP status) and its input tokens. */
 void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens);
 /* hetserve_tenant_* and hetserve_auth_* series (Prometheus text). */

@@ -397,6 +397,16 @@ static const struct key keys[] = {
     {SEC("scheduler"), .doc = "admission: overload and predicted waits"},
     {C(scheduler, shed_batch_ratio), K_DOUBLE, 0.01, 1, "0.75",
      "share of queue_max that priority batch may fill; interactive requests evict batch ones"},
+    {C(scheduler, fair), K_BOOL, 0, 0, "true",
+     "fair shares between tenants (API keys' tenants, auth.keys[].weight): each lane's queue "
+     "takes work from tenants in weighted start-time fair order instead of arrival order, "
+     "predicts a tenant's wait from its own share, and a full queue sheds the tenant furthest "
+     "past its share first; with one tenant (no keys) it is the same as false"},
+    {C(scheduler, fair_batch_ms), K_INT, 0, 60000, "0",
+     "with fair: while more than one tenant sent work in the last second, a batch stops growing "
+     "once its predicted time would pass this (one sequence at least): a light tenant waits for "
+     "short batches, not a flood's full ones (costs the engine the larger batches' efficiency); "
+     "0 = batch_max alone"},
     {C(scheduler, throughput_init_tokens_per_s), K_DOUBLE, 1e-3, 1e12, "20000",
      "engine speed assumed until the first batch is measured (predicts waits for 429)"},
     {C(scheduler, wait_max_ms), K_INT, 0, 86400000, "1000",
@@ -544,7 +554,9 @@ static const struct key keys[] = {
      "highest priority its requests get: batch runs every one as batch", F_OMIT,
      .choices = "interactive | batch"},
     {A("weight", weight), K_DOUBLE, 0.001, 1000, "1",
-     "the tenant's share relative to others' under auth.share_inflight", F_OMIT},
+     "the tenant's share relative to others' under auth.share_inflight and in the lanes' fair "
+     "order (scheduler.fair)",
+     F_OMIT},
 
     {SEC("cascade"),
      .doc =

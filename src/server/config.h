@@ -229,6 +229,8 @@ struct hs_config {
     } limits;
     struct {
         double shed_batch_ratio;
+        int fair;          /* lanes order work between tenants by weight (hs_lane_opts.fair) */
+        int fair_batch_ms; /* hs_lane_opts.fair_batch_us / 1000 */
         int wait_max_ms;
         char profile[1024]; /* hetserve profile JSON seeding the service-time model; "" = none */
         double throughput_init_tokens_per_s;

@@ -911,7 +911,8 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
                      hs_router_route_name(s->router, d->route), hs_route_policy_name(d->policy),
                      d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason);
-        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL);
+        hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL,
+                         k->key ? hs_auth_tenant(k->key) : NULL);
         capture_request(s, k);
     }
     /* The owner's references: on each job's scheduler requests (the arena goes once the
@@ -1130,6 +1131,10 @@ hs_status hs__conn_dispatch(struct conn *k, struct hs_job *j, const struct hs_jo
         if (j->status != HS_STATUS_OK) return j->status;
         k->tenant_tokens += tokens;
         k->tenant_inflight = true;
+    }
+    if (k->key) { /* the lanes' fair shares */
+        j->tenant = hs_auth_tenant_index(k->key);
+        j->weight = hs_auth_tenant_weight(k->key);
     }
     k->done = false;
     memcpy(j->ts, k->ts, sizeof j->ts);

@@ -25,6 +25,8 @@ void hs_topo_lane_opts(const struct hs_config *c, const struct hs_engine_cfg *ec
     memcpy(o->shapes, ec->shapes, sizeof ec->shapes);
     o->queue_max = ec->queue_max > 0 ? ec->queue_max : c->limits.queue_max;
     o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
+    o->fair = c->scheduler.fair != 0;
+    o->fair_batch_us = c->scheduler.fair_batch_ms * 1000;
     o->wait_max_ms = c->scheduler.wait_max_ms;
     o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
     o->throughput_ewma_alpha = c->scheduler.throughput_ewma_alpha;

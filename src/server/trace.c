@@ -129,8 +129,23 @@ static void async(struct hs_trace *t, int pid, uint64_t id, const char *ph, cons
             args ? "}" : "");
 }
 
+/* Appends ,"key":"value" to args[*n..cap), value escaped as a JSON string (names come from the
+ * config and the keys file); cut short rather than overflowing. */
+static void put_str(char *args, int *n, int cap, const char *key, const char *value)
+{
+    if (*n >= cap - 8) return;
+    *n += snprintf(args + *n, (size_t)(cap - *n), ",\"%s\":\"", key);
+    if (*n >= cap - 8) *n = cap - 8;
+    for (const char *p = value; *p && *n < cap - 8; p++) {
+        if (*p == '"' || *p == '\\') args[(*n)++] = '\\';
+        args[(*n)++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    }
+    args[(*n)++] = '"';
+    args[*n] = '\0';
+}
+
 void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status, const int64_t *ts,
-                      const char *decision)
+                      const char *decision, const char *tenant)
 {
     if (!t || !ts[HS_TS_RECEIVED]) return;
     int pid = lane >= 0 && lane < t->n_lanes ? lane + 1 : t->n_lanes + 1;
@@ -140,16 +155,8 @@ void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status
     char name[48], args[640];
     snprintf(name, sizeof name, "request %" PRIu64, id);
     int n = snprintf(args, sizeof args, "\"status\":%d", http_status);
-    if (decision) {
-        n += snprintf(args + n, sizeof args - (size_t)n, ",\"decision\":\"");
-        for (const char *p = decision; *p && n < (int)sizeof args - 8; p++) {
-            /* JSON string: the decision text is ours, but names come from the config */
-            if (*p == '"' || *p == '\\') args[n++] = '\\';
-            args[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-        }
-        args[n++] = '"';
-        args[n] = '\0';
-    }
+    if (tenant) put_str(args, &n, (int)sizeof args, "tenant", tenant);
+    if (decision) put_str(args, &n, (int)sizeof args, "decision", decision);
     pthread_mutex_lock(&t->mu);
     async(t, pid, id, "b", name, ts[0], args);
     int64_t prev = ts[0];

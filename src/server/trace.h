@@ -24,8 +24,9 @@ void hs_trace_close(struct hs_trace *t);
 
 void hs_trace_batch(struct hs_trace *t, const struct hs_batch_report *r);
 /* A finished request: lane (-1 = none), id, http status, stage timestamps (0 = not reached),
- * the router's decision in words (NULL = none; recorded as the request's "decision" arg). */
+ * the router's decision in words (NULL = none; recorded as the request's "decision" arg), its
+ * API key's tenant (NULL = none; the "tenant" arg). */
 void hs_trace_request(struct hs_trace *t, int lane, uint64_t id, int http_status, const int64_t *ts,
-                      const char *decision);
+                      const char *decision, const char *tenant);
 
 #endif

@@ -1103,12 +1103,228 @@ static void idle_lane_runs_a_lone_request_at_once(void **state)
     assert_int_equal(hs_alloc_live(), live);
 }
 
+/* Fair shares, stepped so that every batch is exact. A floods 10x (40 requests) before B and C
+ * send 4 each: in fair order B's and C's are batched with A's first ones, not after A's backlog
+ * (arrival order, fair off, runs them last). Admission predicts C's wait from its own share,
+ * and a full queue sheds A's newest for C. */
+static struct treq *fair_req(int tenant, double weight, int64_t deadline)
+{
+    int lens[1] = {10};
+    struct treq *t = treq_new(1, lens, tenant, HS_PRIORITY_INTERACTIVE, 0);
+    t->r.tenant = tenant;
+    t->r.weight = weight;
+    t->r.deadline_ns = deadline;
+    return t;
+}
+
+/* Runs n batches of 1 ms each on the stepped lane (*now: the clock). */
+static void fair_run(struct hs_sched *s, int n, int64_t *now)
+{
+    for (int i = 0; i < n; i++) {
+        struct hs_sched_step b;
+        int64_t wake;
+        assert_true(hs_sched_step_begin(s, &b, &wake));
+        *now += 1000000LL;
+        hs_sched_step_clock(s, *now);
+        hs_sched_step_end(s, b.lane, b.slot, HS_STATUS_OK, NULL);
+    }
+}
+
+static int fair_done(struct treq **r, int n)
+{
+    int d = 0;
+    for (int i = 0; i < n; i++) d += treq_is_done(r[i]);
+    return d;
+}
+
+static void fair_shares_between_tenants(void **state)
+{
+    (void)state;
+    struct runner_ctx rc = {0};
+    struct hs_lane_opts o = lane_opts(&rc);
+    o.runner = (struct hs_runner){0};
+    o.batch_max = 4;
+    o.throughput_init_tokens_per_s = 10000;
+    struct hs_error err;
+    const int64_t t0 = 1000000000LL, far = t0 + 1000000000000LL;
+    for (int fair = 0; fair < 2; fair++) {
+        o.fair = fair;
+        struct hs_sched *s;
+        int64_t now = t0;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[40], *b[4], *c[4], *a2, *c2;
+        for (int i = 0; i < 40; i++) {
+            a[i] = fair_req(1, 1, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        for (int i = 0; i < 4; i++) {
+            b[i] = fair_req(2, 1, far);
+            c[i] = fair_req(3, 1, far);
+            assert_int_equal(hs_sched_submit(s, &b[i]->r), HS_STATUS_OK);
+            assert_int_equal(hs_sched_submit(s, &c[i]->r), HS_STATUS_OK);
+        }
+        /* the wait admission predicts: a new tenant D's share against one more of A's */
+        a2 = fair_req(1, 1, far);
+        c2 = fair_req(4, 1, far);
+        bool fits;
+        double wa = hs_sched_lane_predict(s, 0, &a2->r, &fits);
+        double wc = hs_sched_lane_predict(s, 0, &c2->r, &fits);
+        if (fair)
+            assert_true(wc < 0.25 * wa);
+        else
+            assert_true(fabs(wc - wa) < 1e-12);
+        /* three batches of 4: all of B's and C's (fair), none of them (arrival order) */
+        fair_run(s, 3, &now);
+        assert_int_equal(fair_done(b, 4) + fair_done(c, 4), fair ? 8 : 0);
+        assert_int_equal(fair_done(a, 40), fair ? 4 : 12);
+        fair_run(s, 9, &now);
+        assert_int_equal(fair_done(a, 40) + fair_done(b, 4) + fair_done(c, 4), 48);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 40; i++) treq_free(a[i]);
+        for (int i = 0; i < 4; i++) {
+            treq_free(b[i]);
+            treq_free(c[i]);
+        }
+        treq_free(a2);
+        treq_free(c2);
+    }
+
+    /* two buckets, A's short sequences sparse (1 in 8): a batch of them spans much of A's
+     * backlog in the fair order, yet a newcomer D joins the next batch of the other bucket */
+    {
+        o.fair = true;
+        struct hs_sched *s;
+        int64_t now = t0;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[40], *d;
+        for (int i = 0; i < 40; i++) {
+            int len[1] = {i % 8 ? 20 : 10};
+            a[i] = treq_new(1, len, 1, HS_PRIORITY_INTERACTIVE, 0);
+            a[i]->r.tenant = 1;
+            a[i]->r.deadline_ns = far;
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        fair_run(s, 1, &now); /* bucket 16: the 4 short ones */
+        assert_int_equal(fair_done(a, 40), 4);
+        int len[1] = {20};
+        d = treq_new(1, len, 4, HS_PRIORITY_INTERACTIVE, 0);
+        d->r.tenant = 4;
+        d->r.deadline_ns = far;
+        assert_int_equal(hs_sched_submit(s, &d->r), HS_STATUS_OK);
+        fair_run(s, 1, &now);
+        assert_int_equal(treq_is_done(d), 1);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 40; i++) treq_free(a[i]);
+        treq_free(d);
+    }
+
+    /* a request's sequences go in one turn: E's three join A's first in the first batch */
+    {
+        o.fair = true;
+        struct hs_sched *s;
+        int64_t now = t0;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[10], *e;
+        for (int i = 0; i < 10; i++) {
+            a[i] = fair_req(1, 1, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        int lens[3] = {10, 10, 10};
+        e = treq_new(3, lens, 5, HS_PRIORITY_INTERACTIVE, 0);
+        e->r.tenant = 5;
+        e->r.deadline_ns = far;
+        assert_int_equal(hs_sched_submit(s, &e->r), HS_STATUS_OK);
+        fair_run(s, 1, &now);
+        assert_int_equal(treq_is_done(e), 1);
+        assert_int_equal(fair_done(a, 10), 1);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 10; i++) treq_free(a[i]);
+        treq_free(e);
+    }
+
+    /* fair_batch_us: short batches while two tenants are active (10 tokens = 1 ms here) */
+    {
+        o.fair = true;
+        o.fair_batch_us = 2500;
+        struct hs_sched *s;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[8], *d;
+        for (int i = 0; i < 8; i++) {
+            a[i] = fair_req(1, 1, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        struct hs_sched_step st;
+        int64_t wake, now = t0 + 4000000LL;
+        assert_true(hs_sched_step_begin(s, &st, &wake));
+        assert_int_equal(st.n_seqs, 4); /* A alone: a full batch; 40 tokens in 4 ms */
+        hs_sched_step_clock(s, now);
+        hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
+        d = fair_req(4, 1, far);
+        assert_int_equal(hs_sched_submit(s, &d->r), HS_STATUS_OK);
+        assert_true(hs_sched_step_begin(s, &st, &wake));
+        assert_int_equal(st.n_seqs, 2); /* D and one of A's: 2 ms of the 2.5 */
+        hs_sched_step_clock(s, now + 1000000LL);
+        hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
+        assert_int_equal(treq_is_done(d), 1);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 8; i++) treq_free(a[i]);
+        treq_free(d);
+        o.fair_batch_us = 0;
+    }
+
+    /* weights 2:1 under saturation: 2:1 service, 16 and 8 sequences of 24 */
+    o.fair = true;
+    struct hs_sched *s;
+    int64_t now = t0;
+    assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+    struct treq *heavy[30], *light[30];
+    for (int i = 0; i < 30; i++) {
+        heavy[i] = fair_req(1, 2, far);
+        light[i] = fair_req(2, 1, far);
+        assert_int_equal(hs_sched_submit(s, &light[i]->r), HS_STATUS_OK);
+        assert_int_equal(hs_sched_submit(s, &heavy[i]->r), HS_STATUS_OK);
+    }
+    fair_run(s, 6, &now);
+    assert_int_equal(fair_done(heavy, 30), 16);
+    assert_int_equal(fair_done(light, 30), 8);
+    hs_sched_destroy(s);
+    for (int i = 0; i < 30; i++) {
+        treq_free(heavy[i]);
+        treq_free(light[i]);
+    }
+
+    /* a full queue (40): C's request sheds A's last one; A's next is refused, C's is not */
+    o.queue_max = 40;
+    for (int fair = 0; fair < 2; fair++) {
+        o.fair = fair;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[41], *c1;
+        for (int i = 0; i < 40; i++) {
+            a[i] = fair_req(1, 1, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        c1 = fair_req(3, 1, far);
+        a[40] = fair_req(1, 1, far);
+        assert_int_equal(hs_sched_submit(s, &c1->r), fair ? HS_STATUS_OK : HS_STATUS_OVERLOADED);
+        assert_int_equal(hs_sched_submit(s, &a[40]->r), HS_STATUS_OVERLOADED);
+        if (fair) {
+            assert_int_equal(treq_is_done(a[39]), 1);
+            assert_int_equal(a[39]->r.status, HS_STATUS_OVERLOADED);
+            assert_non_null(strstr(a[39]->r.msg, "fair share"));
+        }
+        hs_sched_destroy(s);
+        for (int i = 0; i < 41; i++) treq_free(a[i]);
+        treq_free(c1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(buckets_pad_to_bucket_only),
         cmocka_unit_test(stepped_scheduler),
         cmocka_unit_test(idle_lane_batches_at_once),
+        cmocka_unit_test(fair_shares_between_tenants),
         cmocka_unit_test(idle_lane_runs_a_lone_request_at_once),
         cmocka_unit_test(batch_max_forms_batch),
         cmocka_unit_test(gated_lane_forms_batches_at_its_entry),

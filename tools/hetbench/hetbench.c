@@ -49,6 +49,10 @@ struct opts {
     const char *ab_hdr[2][AB_HEADERS_MAX];
     int n_ab_hdr[2];
     unsigned resamples;
+    /* --tenant NAME[:W]=KEY: the tenants' mix ("NAME[:W],...") and their API keys */
+    char tenant_spec[HS_BENCH_MIX_MAX * (HS_BENCH_NAME_MAX + 16)];
+    const char *tenant_key[HS_BENCH_MIX_MAX];
+    int n_tenants;
     enum endpoint endpoint;
     double rate, duration_s, warmup_s;
     unsigned concurrency, batch_items, max_inflight;
@@ -69,12 +73,12 @@ struct slot {
 struct bench {
     struct opts o;
     CURLM *multi;
-    char *target_url;           /* full URL of the endpoint */
-    struct curl_slist *resolve; /* pins "localhost" to 127.0.0.1 */
-    struct curl_slist *hdrs[HS_BENCH_MIX_MAX];
+    char *target_url;                                            /* full URL of the endpoint */
+    struct curl_slist *resolve;                                  /* pins "localhost" to 127.0.0.1 */
+    struct curl_slist *hdrs[HS_BENCH_MIX_MAX][HS_BENCH_MIX_MAX]; /* [priority][tenant] */
     struct hs_bench_rng rng;
     struct hs_bench_lengths lengths;
-    struct hs_bench_mix prio;
+    struct hs_bench_mix prio, tenants;
     struct hs_bench_words words;
     struct hs_bench_corpus corpus;
     int use_corpus;
@@ -143,6 +147,9 @@ static void usage(FILE *f)
         "  --words FILE        word list for generated texts (default: built-in English words)\n"
         "  --texts FILE        texts from FILE, one per line; \"tag<TAB>text\" sets the class\n"
         "  --priority MIX      X-Priority header mix: interactive, or interactive:70,batch:30\n"
+        "  --tenant NAME[:W]=KEY  send as this tenant (Authorization: Bearer KEY) a share W\n"
+        "                      (default 1) of the requests; repeated for several tenants, each\n"
+        "                      reported on its own (by NAME; the key is never printed)\n"
         "  --seed N            RNG seed (default 1); same seed, same workload\n"
         "output:\n"
         "  --csv FILE          one row per request, then a '# summary' row\n"
@@ -190,6 +197,20 @@ static int parse_num(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+static int add_tenant(struct opts *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : 0;
+    if (!eq || !len || !eq[1] || strpbrk(eq + 1, "\r\n") || len >= HS_BENCH_NAME_MAX + 16)
+        return fail("--tenant is NAME[:W]=KEY, not '%s'", arg);
+    if (o->n_tenants == HS_BENCH_MIX_MAX) return fail("%s", "too many --tenant");
+    size_t at = strlen(o->tenant_spec);
+    snprintf(o->tenant_spec + at, sizeof o->tenant_spec - at, "%s%.*s", at ? "," : "", (int)len,
+             arg);
+    o->tenant_key[o->n_tenants++] = eq + 1;
+    return 0;
+}
+
 static int add_ab_header(struct opts *o, int side, const char *h)
 {
     const char *colon = strchr(h, ':');
@@ -204,16 +225,37 @@ static int add_ab_header(struct opts *o, int side, const char *h)
 static int parse_opts(int argc, char **argv, struct opts *o, int mode)
 {
     static const struct option longopts[] = {
-        {"url", 1, 0, 'u'},        {"endpoint", 1, 0, 'e'},    {"model", 1, 0, 'm'},
-        {"rate", 1, 0, 'r'},       {"concurrency", 1, 0, 'c'}, {"duration", 1, 0, 'd'},
-        {"requests", 1, 0, 'n'},   {"warmup", 1, 0, 'W'},      {"max-inflight", 1, 0, 'I'},
-        {"timeout-ms", 1, 0, 'T'}, {"batch-items", 1, 0, 'k'}, {"lengths", 1, 0, 'L'},
-        {"words", 1, 0, 'w'},      {"texts", 1, 0, 'f'},       {"priority", 1, 0, 'p'},
-        {"seed", 1, 0, 's'},       {"csv", 1, 0, 'C'},         {"json", 0, 0, 'j'},
-        {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},        {"speed", 1, 0, 'S'},
-        {"vocab", 1, 0, 'V'},      {"a", 1, 0, 'u'},           {"b", 1, 0, 'B'},
-        {"trace", 1, 0, 't'},      {"header", 1, 0, 'H'},      {"a-header", 1, 0, '1'},
-        {"b-header", 1, 0, '2'},   {"resamples", 1, 0, 'R'},   {0, 0, 0, 0},
+        {"url", 1, 0, 'u'},
+        {"endpoint", 1, 0, 'e'},
+        {"model", 1, 0, 'm'},
+        {"rate", 1, 0, 'r'},
+        {"concurrency", 1, 0, 'c'},
+        {"duration", 1, 0, 'd'},
+        {"requests", 1, 0, 'n'},
+        {"warmup", 1, 0, 'W'},
+        {"max-inflight", 1, 0, 'I'},
+        {"timeout-ms", 1, 0, 'T'},
+        {"batch-items", 1, 0, 'k'},
+        {"lengths", 1, 0, 'L'},
+        {"words", 1, 0, 'w'},
+        {"texts", 1, 0, 'f'},
+        {"priority", 1, 0, 'p'},
+        {"seed", 1, 0, 's'},
+        {"csv", 1, 0, 'C'},
+        {"json", 0, 0, 'j'},
+        {"quiet", 0, 0, 'q'},
+        {"help", 0, 0, 'h'},
+        {"speed", 1, 0, 'S'},
+        {"vocab", 1, 0, 'V'},
+        {"a", 1, 0, 'u'},
+        {"b", 1, 0, 'B'},
+        {"trace", 1, 0, 't'},
+        {"header", 1, 0, 'H'},
+        {"a-header", 1, 0, '1'},
+        {"b-header", 1, 0, '2'},
+        {"resamples", 1, 0, 'R'},
+        {"tenant", 1, 0, 'K'},
+        {0, 0, 0, 0},
     };
     *o = (struct opts){.url = DEFAULT_URL,
                        .model = "all-MiniLM-L6-v2",
@@ -259,6 +301,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, int mode)
             break;
         case 't':
             o->replay = optarg;
+            break;
+        case 'K':
+            if (add_tenant(o, optarg)) return 2;
             break;
         case 'H':
             if (add_ab_header(o, 0, optarg) || add_ab_header(o, 1, optarg)) return 2;
@@ -549,6 +594,7 @@ static int launch(struct bench *b, int64_t intended_ns)
                                           : hs_bench_lengths_pick(&b->lengths, &b->rng));
     }
     r->prio = (uint16_t)(b->prio.n ? hs_bench_mix_pick(&b->prio, &b->rng) : 0);
+    r->tenant = (uint16_t)(b->tenants.n ? hs_bench_mix_pick(&b->tenants, &b->rng) : 0);
     if (b->inflight >= b->o.max_inflight) {
         r->status = HS_BENCH_OUTCOME_DROPPED;
         return 0;
@@ -581,7 +627,8 @@ static int launch(struct bench *b, int64_t intended_ns)
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, b->o.timeout_ms);
     curl_easy_setopt(e, CURLOPT_RESOLVE, b->resolve);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, b->o.ab ? b->ab_hdrs[side] : b->hdrs[r->prio]);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER,
+                     b->o.ab ? b->ab_hdrs[side] : b->hdrs[r->prio][r->tenant]);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, s->body.p);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.len);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -884,6 +931,15 @@ static void report_text(const struct bench *b, double *scratch)
             snprintf(label, sizeof label, "priority %s", b->prio.name[k]);
             print_row(label, &s);
         }
+    for (int k = 0; k < b->tenants.n; k++) {
+        struct hs_bench_summary s;
+        hs_bench_summarize_tenant(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, (unsigned)k,
+                                  scratch, &s);
+        snprintf(label, sizeof label, "tenant %s", b->tenants.name[k]);
+        print_row(label, &s);
+        printf("  tenant %s: 429 %llu, goodput %.1f %%\n", b->tenants.name[k],
+               (unsigned long long)s.n_429, s.n ? 100.0 * (double)s.n_2xx / (double)s.n : 0.0);
+    }
     for (int k = 0; k < b->st_names.n; k++) {
         double p50, p95;
         size_t n = hs_bench_st_percentiles(b->rec, b->n_rec, k, scratch, &p50, &p95);
@@ -940,6 +996,13 @@ static void report_json(const struct bench *b, double *scratch)
     for (int k = 0; k < b->prio.n; k++) {
         hs_bench_summarize(b->rec, b->n_rec, HS_BENCH_ANY, (unsigned)k, scratch, &s);
         printf("%s\"%s\":", k ? "," : "", b->prio.name[k]);
+        json_summary(&s, secs);
+    }
+    printf("},\"tenants\":{");
+    for (int k = 0; k < b->tenants.n; k++) {
+        hs_bench_summarize_tenant(b->rec, b->n_rec, HS_BENCH_ANY, HS_BENCH_ANY, (unsigned)k,
+                                  scratch, &s);
+        printf("%s\"%s\":", k ? "," : "", b->tenants.name[k]);
         json_summary(&s, secs);
     }
     printf("},\"server_timing_ms\":{");
@@ -1286,18 +1349,26 @@ static int prepare(struct bench *b)
     }
     if (b->o.priority && hs_bench_mix_parse(b->o.priority, &b->prio, &err))
         return fail("--priority: %s", err.msg);
-    int nh = b->prio.n ? b->prio.n : 1;
-    for (int k = 0; k < nh; k++) {
-        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-        h = h ? curl_slist_append(h, "Expect:") : NULL; /* no 100-continue round trip */
-        if (h && b->prio.n) {
-            char line[64];
-            snprintf(line, sizeof line, "X-Priority: %s", b->prio.name[k]);
-            h = curl_slist_append(h, line);
+    if (b->o.n_tenants && hs_bench_mix_parse(b->o.tenant_spec, &b->tenants, &err))
+        return fail("--tenant: %s", err.msg);
+    int nh = b->prio.n ? b->prio.n : 1, nt = b->tenants.n ? b->tenants.n : 1;
+    for (int k = 0; k < nh; k++)
+        for (int t = 0; t < nt; t++) {
+            struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+            h = h ? curl_slist_append(h, "Expect:") : NULL; /* no 100-continue round trip */
+            if (h && b->prio.n) {
+                char line[64];
+                snprintf(line, sizeof line, "X-Priority: %s", b->prio.name[k]);
+                h = curl_slist_append(h, line);
+            }
+            if (h && b->tenants.n) {
+                char line[512];
+                snprintf(line, sizeof line, "Authorization: Bearer %s", b->o.tenant_key[t]);
+                h = curl_slist_append(h, line);
+            }
+            if (!h) return fail("%s", "out of memory");
+            b->hdrs[k][t] = h;
         }
-        if (!h) return fail("%s", "out of memory");
-        b->hdrs[k] = h;
-    }
     for (int side = 0; b->o.ab && side < 2; side++) {
         struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
         h = h ? curl_slist_append(h, "Expect:") : NULL;
@@ -1336,7 +1407,8 @@ static void cleanup(struct bench *b)
     }
     if (b->multi) curl_multi_cleanup(b->multi);
     if (b->epfd > 0) close(b->epfd);
-    for (int k = 0; k < HS_BENCH_MIX_MAX; k++) curl_slist_free_all(b->hdrs[k]);
+    for (int k = 0; k < HS_BENCH_MIX_MAX; k++)
+        for (int t = 0; t < HS_BENCH_MIX_MAX; t++) curl_slist_free_all(b->hdrs[k][t]);
     curl_slist_free_all(b->resolve);
     curl_free(b->target_url);
     hs_bench_corpus_free(&b->corpus);

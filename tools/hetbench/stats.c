@@ -87,6 +87,13 @@ double hs_bench_percentile(const double *sorted, size_t n, double p)
 void hs_bench_summarize(const struct hs_bench_record *rec, size_t n, unsigned cls, unsigned prio,
                         double *scratch, struct hs_bench_summary *out)
 {
+    hs_bench_summarize_tenant(rec, n, cls, prio, HS_BENCH_ANY, scratch, out);
+}
+
+void hs_bench_summarize_tenant(const struct hs_bench_record *rec, size_t n, unsigned cls,
+                               unsigned prio, unsigned tenant, double *scratch,
+                               struct hs_bench_summary *out)
+{
     memset(out, 0, sizeof *out);
     size_t m = 0;
     double sum = 0;
@@ -95,6 +102,7 @@ void hs_bench_summarize(const struct hs_bench_record *rec, size_t n, unsigned cl
         if (r->warmup) continue;
         if (cls != HS_BENCH_ANY && r->cls != cls) continue;
         if (prio != HS_BENCH_ANY && r->prio != prio) continue;
+        if (tenant != HS_BENCH_ANY && r->tenant != tenant) continue;
         out->n++;
         if (r->status >= 200 && r->status < 300) {
             out->n_2xx++;

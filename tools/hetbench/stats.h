@@ -31,6 +31,7 @@ struct hs_bench_record {
     int32_t status;     /* HTTP status, or an enum hs_bench_outcome */
     int32_t tokens;     /* usage.prompt_tokens from the response; -1 when unknown */
     uint16_t cls, prio, items;
+    uint16_t tenant;              /* index into --tenant's mix; 0 without one */
     uint8_t warmup;               /* sent during the warm-up period: excluded from summaries */
     float st_ms[HS_BENCH_ST_MAX]; /* Server-Timing dur per tracked name; NaN when absent */
 };
@@ -72,6 +73,10 @@ struct hs_bench_summary {
  * warm-up records. scratch must hold n doubles. */
 void hs_bench_summarize(const struct hs_bench_record *rec, size_t n, unsigned cls, unsigned prio,
                         double *scratch, struct hs_bench_summary *out);
+/* The same, of the records of one tenant too (tenant: HS_BENCH_ANY matches all). */
+void hs_bench_summarize_tenant(const struct hs_bench_record *rec, size_t n, unsigned cls,
+                               unsigned prio, unsigned tenant, double *scratch,
+                               struct hs_bench_summary *out);
 
 /* Percentiles of Server-Timing metric k over the non-warm-up 2xx records that carry it; returns
  * how many did. scratch must hold n doubles. */
