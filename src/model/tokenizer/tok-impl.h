@@ -15,6 +15,7 @@
 #include <pcre2.h>
 
 #include "model/tokenizer/tok.h"
+#include "model/tokenizer/unicode.h"
 
 /* ---- per-encode arena ------------------------------------------------------------------ */
 struct tk_arena {
@@ -98,31 +99,6 @@ hs_status tk_pattern_find(struct tk_arena *a, const struct tk_pattern *p, const 
 hs_status tk_split_by(struct tk_arena *a, const struct tk_nstr *ns, const struct tk_pattern *p,
                       enum tk_behavior bh, struct tk_splits *out);
 void tk_pattern_release(struct tk_pattern *p);
-
-/* ---- Unicode --------------------------------------------------------------------------- */
-bool tk_utf8_validate(const unsigned char *s, size_t len, size_t *n_cps, size_t *bad,
-                      const char **why);
-int32_t tk_utf8_next(const unsigned char **p);
-int tk_utf8_put(int32_t c, char *out);
-int tk_utf8_len(int32_t c);
-bool tk_is_whitespace(int32_t c); /* Rust char::is_whitespace */
-bool tk_is_bert_whitespace(int32_t c);
-bool tk_is_bert_control(int32_t c);
-bool tk_is_bert_punct(int32_t c);
-bool tk_is_punct(int32_t c); /* ASCII punctuation or Unicode P* */
-bool tk_is_numeric(int32_t c);
-bool tk_is_chinese(int32_t c);
-bool tk_is_mn(int32_t c);
-bool tk_is_alnum(int32_t c); /* regex \w of HF's single_word check */
-int tk_lowercase(int32_t c, int32_t out[3]);
-int tk_ccc(int32_t c);
-/* Decomposition of one char: canonical (compat false) or compatibility; HF's tables for the
- * canonical one. Returns the count (<= 18) written to out. */
-int tk_decompose(int32_t c, bool compat, int32_t out[32]);
-/* Canonical composition of a pair, or -1. */
-int32_t tk_compose(int32_t a, int32_t b);
-/* End (code point index) of the extended grapheme cluster starting at i. */
-size_t tk_grapheme_end(const int32_t *cp, size_t n, size_t i);
 
 /* ---- components ------------------------------------------------------------------------ */
 struct tk_loader {
