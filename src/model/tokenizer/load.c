@@ -35,6 +35,40 @@ void tk_path_pop(struct tk_loader *ld, size_t len)
     ld->path[len] = '\0';
 }
 
+void tk_seq_free(void *ctx)
+{
+    struct tk_seq *s = ctx;
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) s->kind->release((char *)s->v + i * s->kind->size);
+    hs_free(s->v);
+    hs_free(s);
+}
+
+hs_status tk_seq_load(struct tk_loader *ld, json_t *o, const struct tk_seq_kind *k, const void *arg,
+                      void **ctx)
+{
+    json_t *arr = json_object_get(o, k->key);
+    if (!json_is_array(arr)) return tk_fail(ld, HS_STATUS_CORRUPT, ".%s must be an array", k->key);
+    struct tk_seq *s = hs_calloc(1, sizeof *s);
+    if (!s || !(s->v = hs_calloc(json_array_size(arr) + 1, k->size))) {
+        hs_free(s);
+        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
+    }
+    s->kind = k;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        size_t mark = tk_path_push(ld, ".%s[%zu]", k->key, i);
+        hs_status st = k->load(ld, json_array_get(arr, i), arg, (char *)s->v + i * k->size);
+        tk_path_pop(ld, mark);
+        if (st) {
+            tk_seq_free(s);
+            return st;
+        }
+        s->n = i + 1;
+    }
+    *ctx = s;
+    return HS_STATUS_OK;
+}
+
 hs_status tk_get_bool(struct tk_loader *ld, json_t *o, const char *key, bool *out)
 {
     json_t *v = json_object_get(o, key);

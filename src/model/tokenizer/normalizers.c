@@ -678,50 +678,31 @@ static hs_status precompiled_run(const void *ctx, struct tk_arena *a, struct tk_
 
 /* ---- Sequence --------------------------------------------------------------------------- */
 
-struct seq_ctx {
-    struct tk_normalizer *v;
-    size_t n;
-};
-
-static void seq_free(void *ctx)
+static hs_status seq_item_load(struct tk_loader *ld, json_t *o, const void *arg, void *item)
 {
-    struct seq_ctx *s = ctx;
-    if (!s) return;
-    for (size_t i = 0; i < s->n; i++) tk_normalizer_release(&s->v[i]);
-    hs_free(s->v);
-    hs_free(s);
+    (void)arg;
+    return tk_normalizer_load(ld, o, item);
 }
+
+static void seq_item_release(void *item)
+{
+    tk_normalizer_release(item);
+}
+
+static const struct tk_seq_kind seq_kind = {"normalizers", sizeof(struct tk_normalizer),
+                                            seq_item_load, seq_item_release};
 
 static hs_status seq_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
-    json_t *arr = json_object_get(o, "normalizers");
-    if (!json_is_array(arr)) return tk_fail(ld, HS_STATUS_CORRUPT, ".normalizers must be an array");
-    struct seq_ctx *s = hs_calloc(1, sizeof *s);
-    if (!s) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    s->v = hs_calloc(json_array_size(arr) + 1, sizeof *s->v);
-    if (!s->v) {
-        hs_free(s);
-        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    }
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        size_t mark = tk_path_push(ld, ".normalizers[%zu]", i);
-        hs_status st = tk_normalizer_load(ld, json_array_get(arr, i), &s->v[i]);
-        tk_path_pop(ld, mark);
-        if (st) {
-            seq_free(s);
-            return st;
-        }
-        s->n = i + 1;
-    }
-    *ctx = s;
-    return HS_STATUS_OK;
+    return tk_seq_load(ld, o, &seq_kind, NULL, ctx);
 }
 
 static hs_status seq_run(const void *ctx, struct tk_arena *a, struct tk_nstr *ns)
 {
-    const struct seq_ctx *s = ctx;
+    const struct tk_seq *s = ctx;
+    const struct tk_normalizer *v = s->v;
     for (size_t i = 0; i < s->n; i++) {
-        hs_status st = s->v[i].kind->run(s->v[i].ctx, a, ns);
+        hs_status st = v[i].kind->run(v[i].ctx, a, ns);
         if (st) return st;
     }
     return HS_STATUS_OK;
@@ -741,7 +722,7 @@ static const struct tk_normalizer_kind kinds[] = {
     {"Replace", replace_load, replace_run, replace_free, 0},
     {"Prepend", prepend_load, prepend_run, prepend_free, 0},
     {"Precompiled", precompiled_load, precompiled_run, precompiled_free, 0},
-    {"Sequence", seq_load, seq_run, seq_free, 0},
+    {"Sequence", seq_load, seq_run, tk_seq_free, 0},
 };
 
 hs_status tk_normalizer_load(struct tk_loader *ld, json_t *o, struct tk_normalizer *out)
@@ -783,10 +764,11 @@ unsigned tk_normalizer_growth(const struct tk_normalizer *n)
 {
     if (!n->kind) return 1;
     if (n->kind->run == seq_run) {
-        const struct seq_ctx *s = n->ctx;
+        const struct tk_seq *s = n->ctx;
+        const struct tk_normalizer *v = s->v;
         unsigned g = 1;
         for (size_t i = 0; i < s->n; i++) {
-            unsigned x = tk_normalizer_growth(&s->v[i]);
+            unsigned x = tk_normalizer_growth(&v[i]);
             g = g > 1000 / (x ? x : 1) ? 1000 : g * x;
         }
         return g;

@@ -123,6 +123,23 @@ hs_status tk_regex_compile(struct tk_loader *ld, const char *pattern, bool liter
 
 struct hs_tok;
 
+/* A "Sequence" component (of normalizers, pre-tokenizers, post-processors or decoders): the
+ * items of the JSON array .<key>, each loaded by the kind's load (arg passed through). */
+struct tk_seq_kind {
+    const char *key;
+    size_t size; /* of one item */
+    hs_status (*load)(struct tk_loader *ld, json_t *o, const void *arg, void *item);
+    void (*release)(void *item);
+};
+struct tk_seq {
+    void *v; /* n items of kind->size bytes */
+    size_t n;
+    const struct tk_seq_kind *kind;
+};
+hs_status tk_seq_load(struct tk_loader *ld, json_t *o, const struct tk_seq_kind *k, const void *arg,
+                      void **ctx);
+void tk_seq_free(void *ctx);
+
 struct tk_normalizer {
     const struct tk_normalizer_kind *kind;
     void *ctx;
