@@ -469,26 +469,18 @@ static const struct tk_decoder_kind kinds[] = {
 hs_status tk_decoder_load(struct tk_loader *ld, json_t *o, struct tk_decoder *out)
 {
     memset(out, 0, sizeof *out);
-    if (!json_is_object(o)) return tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
-    const char *type = NULL;
-    hs_status st = tk_get_str(ld, o, "type", &type);
-    if (st) return st;
-    if (!type) return tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(kinds[i].name, type) != 0) continue;
-        st = kinds[i].load(ld, o, &out->ctx);
-        if (st == HS_STATUS_OK)
-            out->kind = &kinds[i];
-        else if (out->ctx && kinds[i].free) {
-            kinds[i].free(out->ctx); /* what a failed load had built */
-            out->ctx = NULL;
-        }
-        return st;
+    hs_status st;
+    const struct tk_decoder_kind *k =
+        tk_kind_find(ld, o, kinds, sizeof kinds / sizeof kinds[0], sizeof kinds[0], "decoder", &st);
+    if (!k) return st;
+    st = k->load(ld, o, &out->ctx);
+    if (st == HS_STATUS_OK)
+        out->kind = k;
+    else if (out->ctx && k->free) {
+        k->free(out->ctx); /* what a failed load had built */
+        out->ctx = NULL;
     }
-    return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                   ".type: decoder '%s' is not supported (supported: WordPiece, ByteLevel, "
-                   "Metaspace, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence)",
-                   type);
+    return st;
 }
 
 void tk_decoder_release(struct tk_decoder *d)

@@ -35,6 +35,33 @@ void tk_path_pop(struct tk_loader *ld, size_t len)
     ld->path[len] = '\0';
 }
 
+const void *tk_kind_find(struct tk_loader *ld, json_t *o, const void *table, size_t n, size_t size,
+                         const char *what, hs_status *st)
+{
+    const char *rows = table;
+    const char *type = NULL;
+    if (!json_is_object(o)) {
+        *st = tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
+        return NULL;
+    }
+    *st = tk_get_str(ld, o, "type", &type);
+    if (*st) return NULL;
+    if (!type) {
+        *st = tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(*(const char *const *)(rows + i * size), type) == 0) return rows + i * size;
+    char names[512] = "";
+    for (size_t i = 0; i < n; i++) {
+        strncat(names, *(const char *const *)(rows + i * size), sizeof names - strlen(names) - 1);
+        if (i + 1 < n) strncat(names, ", ", sizeof names - strlen(names) - 1);
+    }
+    *st = tk_fail(ld, HS_STATUS_UNSUPPORTED, ".type: %s '%s' is not supported (supported: %s)",
+                  what, type, names);
+    return NULL;
+}
+
 void tk_seq_free(void *ctx)
 {
     struct tk_seq *s = ctx;

@@ -394,26 +394,18 @@ hs_status tk_post_load(struct tk_loader *ld, json_t *o, const struct tk_vocab *v
                        struct tk_post *out)
 {
     memset(out, 0, sizeof *out);
-    if (!json_is_object(o)) return tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
-    const char *type = NULL;
-    hs_status st = tk_get_str(ld, o, "type", &type);
-    if (st) return st;
-    if (!type) return tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        if (strcmp(rows[i].name, type) != 0) continue;
-        st = rows[i].load(ld, o, vocab, &out->ctx);
-        if (st == HS_STATUS_OK)
-            out->kind = &rows[i];
-        else if (out->ctx && rows[i].free) {
-            rows[i].free(out->ctx); /* what a failed load had built */
-            out->ctx = NULL;
-        }
-        return st;
+    hs_status st;
+    const struct tk_post_kind *k = tk_kind_find(ld, o, rows, sizeof rows / sizeof rows[0],
+                                                sizeof rows[0], "post-processor", &st);
+    if (!k) return st;
+    st = k->load(ld, o, vocab, &out->ctx);
+    if (st == HS_STATUS_OK)
+        out->kind = k;
+    else if (out->ctx && k->free) {
+        k->free(out->ctx); /* what a failed load had built */
+        out->ctx = NULL;
     }
-    return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                   ".type: post-processor '%s' is not supported (supported: BertProcessing, "
-                   "RobertaProcessing, TemplateProcessing, ByteLevel, Sequence)",
-                   type);
+    return st;
 }
 
 void tk_post_release(struct tk_post *p)

@@ -123,6 +123,12 @@ hs_status tk_regex_compile(struct tk_loader *ld, const char *pattern, bool liter
 
 struct hs_tok;
 
+/* The row of a component table (n rows of size bytes, each beginning with its name) that o's
+ * "type" names; NULL, with *st set through tk_fail, when o is not an object, has no type or
+ * names none of them (what: "normalizer", ..., for the message). */
+const void *tk_kind_find(struct tk_loader *ld, json_t *o, const void *table, size_t n, size_t size,
+                         const char *what, hs_status *st);
+
 /* A "Sequence" component (of normalizers, pre-tokenizers, post-processors or decoders): the
  * items of the JSON array .<key>, each loaded by the kind's load (arg passed through). */
 struct tk_seq_kind {
