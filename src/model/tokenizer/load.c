@@ -62,6 +62,15 @@ const void *tk_kind_find(struct tk_loader *ld, json_t *o, const void *table, siz
     return NULL;
 }
 
+hs_status tk_kind_loaded(hs_status st, void (*free_ctx)(void *ctx), void **ctx)
+{
+    if (st != HS_STATUS_OK && *ctx && free_ctx) {
+        free_ctx(*ctx);
+        *ctx = NULL;
+    }
+    return st;
+}
+
 void tk_seq_free(void *ctx)
 {
     struct tk_seq *s = ctx;

@@ -732,13 +732,8 @@ hs_status tk_normalizer_load(struct tk_loader *ld, json_t *o, struct tk_normaliz
     const struct tk_normalizer_kind *k = tk_kind_find(ld, o, kinds, sizeof kinds / sizeof kinds[0],
                                                       sizeof kinds[0], "normalizer", &st);
     if (!k) return st;
-    st = k->load(ld, o, &out->ctx);
-    if (st == HS_STATUS_OK)
-        out->kind = k;
-    else if (out->ctx && k->free) {
-        k->free(out->ctx); /* what a failed load had built */
-        out->ctx = NULL;
-    }
+    st = tk_kind_loaded(k->load(ld, o, &out->ctx), k->free, &out->ctx);
+    if (st == HS_STATUS_OK) out->kind = k;
     return st;
 }
 

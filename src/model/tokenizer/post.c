@@ -398,13 +398,8 @@ hs_status tk_post_load(struct tk_loader *ld, json_t *o, const struct tk_vocab *v
     const struct tk_post_kind *k = tk_kind_find(ld, o, rows, sizeof rows / sizeof rows[0],
                                                 sizeof rows[0], "post-processor", &st);
     if (!k) return st;
-    st = k->load(ld, o, vocab, &out->ctx);
-    if (st == HS_STATUS_OK)
-        out->kind = k;
-    else if (out->ctx && k->free) {
-        k->free(out->ctx); /* what a failed load had built */
-        out->ctx = NULL;
-    }
+    st = tk_kind_loaded(k->load(ld, o, vocab, &out->ctx), k->free, &out->ctx);
+    if (st == HS_STATUS_OK) out->kind = k;
     return st;
 }
 

@@ -129,6 +129,10 @@ struct hs_tok;
 const void *tk_kind_find(struct tk_loader *ld, json_t *o, const void *table, size_t n, size_t size,
                          const char *what, hs_status *st);
 
+/* The status of a row's load; when it failed, frees (with the row's free, if any) what the load
+ * had built in *ctx. */
+hs_status tk_kind_loaded(hs_status st, void (*free_ctx)(void *ctx), void **ctx);
+
 /* A "Sequence" component (of normalizers, pre-tokenizers, post-processors or decoders): the
  * items of the JSON array .<key>, each loaded by the kind's load (arg passed through). */
 struct tk_seq_kind {
