@@ -502,26 +502,27 @@ static int special_at(const struct hs_tokenizer *tok, const char *s, size_t left
     return best;
 }
 
-/* The tokenizer.json pipeline behind the legacy API: its template, truncated (longest first, to
- * the right) to max_tokens. */
+/* The tokenizer.json pipeline behind the legacy API: its template over text (and pair, when not
+ * NULL), truncated (longest first, to the right) to max_tokens; type_ids may be NULL. */
 static hs_status encode_json(const struct hs_tokenizer *tok, const char *text, size_t len,
-                             int32_t *ids, int max_tokens, int *n_tokens, int *n_full,
-                             struct hs_error *err)
+                             const char *pair, size_t pair_len, int32_t *ids, int32_t *type_ids,
+                             int max_tokens, int *n_tokens, int *n_full, struct hs_error *err)
 {
     struct hs_tok_trunc none = {.max_length = -1};
     struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
     struct hs_tok_encoding e;
-    hs_status st = hs_tok_encode(tok->json, text, len, NULL, 0, &o, &e, err);
+    hs_status st = hs_tok_encode(tok->json, text, len, pair, pair_len, &o, &e, err);
     if (st) return st;
     if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
     if (e.n > (size_t)max_tokens) {
         hs_tok_encoding_free(&e);
         struct hs_tok_trunc t = {.max_length = max_tokens};
         o.truncation = &t;
-        if ((st = hs_tok_encode(tok->json, text, len, NULL, 0, &o, &e, err))) return st;
+        if ((st = hs_tok_encode(tok->json, text, len, pair, pair_len, &o, &e, err))) return st;
         if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
     }
     memcpy(ids, e.ids, e.n * sizeof *ids);
+    if (type_ids) memcpy(type_ids, e.type_ids, e.n * sizeof *type_ids);
     *n_tokens = (int)e.n;
     hs_tok_encoding_free(&e);
     return HS_STATUS_OK;
@@ -608,25 +609,8 @@ hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a
     if (!tok->json)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
                             "tokenizer: pairs need a tokenizer.json (vocab.txt has no template)");
-    struct hs_tok_trunc none = {.max_length = -1};
-    struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
-    struct hs_tok_encoding e;
-    hs_status st = hs_tok_encode(tok->json, a ? a : "", a_len, b ? b : "", b_len, &o, &e, err);
-    if (st) return st;
-    if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
-    if (e.n > (size_t)max_tokens) {
-        hs_tok_encoding_free(&e);
-        struct hs_tok_trunc t = {.max_length = max_tokens};
-        o.truncation = &t;
-        if ((st = hs_tok_encode(tok->json, a ? a : "", a_len, b ? b : "", b_len, &o, &e, err)))
-            return st;
-        if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
-    }
-    memcpy(ids, e.ids, e.n * sizeof *ids);
-    memcpy(type_ids, e.type_ids, e.n * sizeof *type_ids);
-    *n_tokens = (int)e.n;
-    hs_tok_encoding_free(&e);
-    return HS_STATUS_OK;
+    return encode_json(tok, a ? a : "", a_len, b ? b : "", b_len, ids, type_ids, max_tokens,
+                       n_tokens, n_full, err);
 }
 
 const struct hs_tok *hs_tokenizer_json(const struct hs_tokenizer *tok)
@@ -643,7 +627,7 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
                             "tokenizer: NULL argument or max_tokens %d < 2", max_tokens);
     if (len == 0) text = "";
     if (tok->json && !tok->plain)
-        return encode_json(tok, text, len, ids, max_tokens, n_tokens, n_full, err);
+        return encode_json(tok, text, len, NULL, 0, ids, NULL, max_tokens, n_tokens, n_full, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t n_cps = 0, bad = 0;
     const char *why = "";
