@@ -383,15 +383,22 @@ hs_status tk_pattern_load(struct tk_loader *ld, json_t *o, struct tk_pattern *p)
     return tk_regex_compile(ld, s, false, &p->re);
 }
 
+/* The required string o.key, as code points. */
+static hs_status get_cps(struct tk_loader *ld, json_t *o, const char *key, int32_t **out, size_t *n)
+{
+    const char *s = NULL;
+    hs_status st = tk_get_str(ld, o, key, &s);
+    if (!st && !s) st = tk_fail(ld, HS_STATUS_CORRUPT, ".%s is missing", key);
+    if (!st) st = tk_str_cps(ld, s, out, n);
+    return st;
+}
+
 static hs_status replace_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
     struct replace_ctx *r = hs_calloc(1, sizeof *r);
     if (!r) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    const char *content = NULL;
     hs_status st = tk_pattern_load(ld, o, &r->pat);
-    if (!st) st = tk_get_str(ld, o, "content", &content);
-    if (!st && !content) st = tk_fail(ld, HS_STATUS_CORRUPT, ".content is missing");
-    if (!st) st = tk_str_cps(ld, content, &r->content, &r->ncontent);
+    if (!st) st = get_cps(ld, o, "content", &r->content, &r->ncontent);
     if (st) {
         replace_free(r);
         return st;
@@ -463,10 +470,7 @@ static hs_status prepend_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
     struct prepend_ctx *p = hs_calloc(1, sizeof *p);
     if (!p) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    const char *s = NULL;
-    hs_status st = tk_get_str(ld, o, "prepend", &s);
-    if (!st && !s) st = tk_fail(ld, HS_STATUS_CORRUPT, ".prepend is missing");
-    if (!st) st = tk_str_cps(ld, s, &p->s, &p->n);
+    hs_status st = get_cps(ld, o, "prepend", &p->s, &p->n);
     if (st) {
         prepend_free(p);
         return st;
