@@ -22,14 +22,9 @@ struct chs {
 
 static bool chs_push(struct chs *c, int32_t cp, int32_t change)
 {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        struct tk_change *v = tk_alloc(c->a, cap * sizeof *v);
-        if (!v) return false;
-        if (c->n) memcpy(v, c->v, c->n * sizeof *v);
-        c->v = v;
-        c->cap = cap;
-    }
+    struct tk_change *v = tk_grow(c->a, c->v, c->n, &c->cap, sizeof *v, 64);
+    if (!v) return false;
+    c->v = v;
     c->v[c->n++] = (struct tk_change){cp, change};
     return true;
 }

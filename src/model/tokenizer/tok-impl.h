@@ -26,6 +26,10 @@ struct tk_arena {
 };
 void *tk_alloc(struct tk_arena *a, size_t bytes);
 void tk_arena_free(struct tk_arena *a);
+/* Room for one more item in an arena array v of n items (size bytes each) and *cap allocated:
+ * v itself while there is, else a copy twice as large (first items the first time), with *cap
+ * updated; NULL, *cap unchanged, when there is no memory. */
+void *tk_grow(struct tk_arena *a, void *v, size_t n, size_t *cap, size_t size, size_t first);
 
 /* ---- normalized strings ---------------------------------------------------------------- */
 struct tk_nstr {
