@@ -101,17 +101,23 @@ hs_status tk_transform(struct tk_arena *a, struct tk_nstr *ns, const struct tk_c
     return HS_STATUS_OK;
 }
 
+void *tk_grow(struct tk_arena *a, void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+    if (n < *cap) return v;
+    size_t c = *cap ? *cap * 2 : first;
+    void *w = tk_alloc(a, c * size);
+    if (!w) return NULL;
+    if (n) memcpy(w, v, n * size);
+    *cap = c;
+    return w;
+}
+
 hs_status tk_splits_push(struct tk_arena *a, struct tk_splits *s, const struct tk_nstr *ns,
                          int32_t added)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct tk_split *v = tk_alloc(a, cap * sizeof *v);
-        if (!v) return HS_STATUS_NO_MEMORY;
-        if (s->n) memcpy(v, s->v, s->n * sizeof *v);
-        s->v = v;
-        s->cap = cap;
-    }
+    struct tk_split *v = tk_grow(a, s->v, s->n, &s->cap, sizeof *v, 16);
+    if (!v) return HS_STATUS_NO_MEMORY;
+    s->v = v;
     struct tk_split *sp = &s->v[s->n++];
     sp->ns = *ns;
     sp->added = added;
@@ -133,14 +139,9 @@ struct tk_nstr tk_slice(const struct tk_nstr *ns, size_t b, size_t e)
 
 hs_status tk_matches_push(struct tk_arena *a, struct tk_matches *m, size_t b, size_t e, bool is)
 {
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 32;
-        struct tk_match *v = tk_alloc(a, cap * sizeof *v);
-        if (!v) return HS_STATUS_NO_MEMORY;
-        if (m->n) memcpy(v, m->v, m->n * sizeof *v);
-        m->v = v;
-        m->cap = cap;
-    }
+    struct tk_match *v = tk_grow(a, m->v, m->n, &m->cap, sizeof *v, 32);
+    if (!v) return HS_STATUS_NO_MEMORY;
+    m->v = v;
     m->v[m->n++] = (struct tk_match){(uint32_t)b, (uint32_t)e, is};
     return HS_STATUS_OK;
 }

@@ -428,84 +428,54 @@ static hs_status repl_run(const void *ctx, struct tk_arena *a, struct tk_strs *t
     return HS_STATUS_OK;
 }
 
-struct seq_ctx {
-    struct tk_decoder *v;
-    size_t n;
-};
-
-static void seq_free(void *ctx)
+static hs_status seq_item_load(struct tk_loader *ld, json_t *o, const void *arg, void *item)
 {
-    struct seq_ctx *s = ctx;
-    if (!s) return;
-    for (size_t i = 0; i < s->n; i++) tk_decoder_release(&s->v[i]);
-    hs_free(s->v);
-    hs_free(s);
+    (void)arg;
+    return tk_decoder_load(ld, o, item);
 }
+
+static void seq_item_release(void *item)
+{
+    tk_decoder_release(item);
+}
+
+static const struct tk_seq_kind seq_kind = {"decoders", sizeof(struct tk_decoder), seq_item_load,
+                                            seq_item_release};
 
 static hs_status seq_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
-    json_t *arr = json_object_get(o, "decoders");
-    if (!json_is_array(arr)) return tk_fail(ld, HS_STATUS_CORRUPT, ".decoders must be an array");
-    struct seq_ctx *s = hs_calloc(1, sizeof *s);
-    if (!s || !(s->v = hs_calloc(json_array_size(arr) + 1, sizeof *s->v))) {
-        hs_free(s);
-        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    }
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        size_t mark = tk_path_push(ld, ".decoders[%zu]", i);
-        hs_status st = tk_decoder_load(ld, json_array_get(arr, i), &s->v[i]);
-        tk_path_pop(ld, mark);
-        if (st) {
-            seq_free(s);
-            return st;
-        }
-        s->n = i + 1;
-    }
-    *ctx = s;
-    return HS_STATUS_OK;
+    return tk_seq_load(ld, o, &seq_kind, NULL, ctx);
 }
 
 static hs_status seq_run(const void *ctx, struct tk_arena *a, struct tk_strs *t)
 {
-    const struct seq_ctx *s = ctx;
+    const struct tk_seq *s = ctx;
+    const struct tk_decoder *v = s->v;
     for (size_t i = 0; i < s->n; i++) {
-        hs_status st = s->v[i].kind->run(s->v[i].ctx, a, t);
+        hs_status st = v[i].kind->run(v[i].ctx, a, t);
         if (st) return st;
     }
     return HS_STATUS_OK;
 }
 
 static const struct tk_decoder_kind kinds[] = {
-    {"WordPiece", wp_load, wp_run, hs_free},     {"ByteLevel", none_load, bl_run, NULL},
-    {"Metaspace", meta_load, meta_run, hs_free}, {"BPEDecoder", bpe_load, bpe_run, hs_free},
-    {"ByteFallback", none_load, bf_run, NULL},   {"Fuse", none_load, fuse_run, NULL},
-    {"Strip", strip_load, strip_run, hs_free},   {"Replace", repl_load, repl_run, repl_free},
-    {"Sequence", seq_load, seq_run, seq_free},
+    {"WordPiece", wp_load, wp_run, hs_free},      {"ByteLevel", none_load, bl_run, NULL},
+    {"Metaspace", meta_load, meta_run, hs_free},  {"BPEDecoder", bpe_load, bpe_run, hs_free},
+    {"ByteFallback", none_load, bf_run, NULL},    {"Fuse", none_load, fuse_run, NULL},
+    {"Strip", strip_load, strip_run, hs_free},    {"Replace", repl_load, repl_run, repl_free},
+    {"Sequence", seq_load, seq_run, tk_seq_free},
 };
 
 hs_status tk_decoder_load(struct tk_loader *ld, json_t *o, struct tk_decoder *out)
 {
     memset(out, 0, sizeof *out);
-    if (!json_is_object(o)) return tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
-    const char *type = NULL;
-    hs_status st = tk_get_str(ld, o, "type", &type);
-    if (st) return st;
-    if (!type) return tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(kinds[i].name, type) != 0) continue;
-        st = kinds[i].load(ld, o, &out->ctx);
-        if (st == HS_STATUS_OK)
-            out->kind = &kinds[i];
-        else if (out->ctx && kinds[i].free) {
-            kinds[i].free(out->ctx); /* what a failed load had built */
-            out->ctx = NULL;
-        }
-        return st;
-    }
-    return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                   ".type: decoder '%s' is not supported (supported: WordPiece, ByteLevel, "
-                   "Metaspace, BPEDecoder, ByteFallback, Fuse, Strip, Replace, Sequence)",
-                   type);
+    hs_status st;
+    const struct tk_decoder_kind *k =
+        tk_kind_find(ld, o, kinds, sizeof kinds / sizeof kinds[0], sizeof kinds[0], "decoder", &st);
+    if (!k) return st;
+    st = tk_kind_loaded(k->load(ld, o, &out->ctx), k->free, &out->ctx);
+    if (st == HS_STATUS_OK) out->kind = k;
+    return st;
 }
 
 void tk_decoder_release(struct tk_decoder *d)

@@ -35,6 +35,76 @@ void tk_path_pop(struct tk_loader *ld, size_t len)
     ld->path[len] = '\0';
 }
 
+const void *tk_kind_find(struct tk_loader *ld, json_t *o, const void *table, size_t n, size_t size,
+                         const char *what, hs_status *st)
+{
+    const char *rows = table;
+    const char *type = NULL;
+    if (!json_is_object(o)) {
+        *st = tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
+        return NULL;
+    }
+    *st = tk_get_str(ld, o, "type", &type);
+    if (*st) return NULL;
+    if (!type) {
+        *st = tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(*(const char *const *)(rows + i * size), type) == 0) return rows + i * size;
+    char names[512] = "";
+    for (size_t i = 0; i < n; i++) {
+        strncat(names, *(const char *const *)(rows + i * size), sizeof names - strlen(names) - 1);
+        if (i + 1 < n) strncat(names, ", ", sizeof names - strlen(names) - 1);
+    }
+    *st = tk_fail(ld, HS_STATUS_UNSUPPORTED, ".type: %s '%s' is not supported (supported: %s)",
+                  what, type, names);
+    return NULL;
+}
+
+hs_status tk_kind_loaded(hs_status st, void (*free_ctx)(void *ctx), void **ctx)
+{
+    if (st != HS_STATUS_OK && *ctx && free_ctx) {
+        free_ctx(*ctx);
+        *ctx = NULL;
+    }
+    return st;
+}
+
+void tk_seq_free(void *ctx)
+{
+    struct tk_seq *s = ctx;
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) s->kind->release((char *)s->v + i * s->kind->size);
+    hs_free(s->v);
+    hs_free(s);
+}
+
+hs_status tk_seq_load(struct tk_loader *ld, json_t *o, const struct tk_seq_kind *k, const void *arg,
+                      void **ctx)
+{
+    json_t *arr = json_object_get(o, k->key);
+    if (!json_is_array(arr)) return tk_fail(ld, HS_STATUS_CORRUPT, ".%s must be an array", k->key);
+    struct tk_seq *s = hs_calloc(1, sizeof *s);
+    if (!s || !(s->v = hs_calloc(json_array_size(arr) + 1, k->size))) {
+        hs_free(s);
+        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
+    }
+    s->kind = k;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        size_t mark = tk_path_push(ld, ".%s[%zu]", k->key, i);
+        hs_status st = k->load(ld, json_array_get(arr, i), arg, (char *)s->v + i * k->size);
+        tk_path_pop(ld, mark);
+        if (st) {
+            tk_seq_free(s);
+            return st;
+        }
+        s->n = i + 1;
+    }
+    *ctx = s;
+    return HS_STATUS_OK;
+}
+
 hs_status tk_get_bool(struct tk_loader *ld, json_t *o, const char *key, bool *out)
 {
     json_t *v = json_object_get(o, key);

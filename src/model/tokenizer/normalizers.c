@@ -22,14 +22,9 @@ struct chs {
 
 static bool chs_push(struct chs *c, int32_t cp, int32_t change)
 {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        struct tk_change *v = tk_alloc(c->a, cap * sizeof *v);
-        if (!v) return false;
-        if (c->n) memcpy(v, c->v, c->n * sizeof *v);
-        c->v = v;
-        c->cap = cap;
-    }
+    struct tk_change *v = tk_grow(c->a, c->v, c->n, &c->cap, sizeof *v, 64);
+    if (!v) return false;
+    c->v = v;
     c->v[c->n++] = (struct tk_change){cp, change};
     return true;
 }
@@ -383,15 +378,22 @@ hs_status tk_pattern_load(struct tk_loader *ld, json_t *o, struct tk_pattern *p)
     return tk_regex_compile(ld, s, false, &p->re);
 }
 
+/* The required string o.key, as code points. */
+static hs_status get_cps(struct tk_loader *ld, json_t *o, const char *key, int32_t **out, size_t *n)
+{
+    const char *s = NULL;
+    hs_status st = tk_get_str(ld, o, key, &s);
+    if (!st && !s) st = tk_fail(ld, HS_STATUS_CORRUPT, ".%s is missing", key);
+    if (!st) st = tk_str_cps(ld, s, out, n);
+    return st;
+}
+
 static hs_status replace_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
     struct replace_ctx *r = hs_calloc(1, sizeof *r);
     if (!r) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    const char *content = NULL;
     hs_status st = tk_pattern_load(ld, o, &r->pat);
-    if (!st) st = tk_get_str(ld, o, "content", &content);
-    if (!st && !content) st = tk_fail(ld, HS_STATUS_CORRUPT, ".content is missing");
-    if (!st) st = tk_str_cps(ld, content, &r->content, &r->ncontent);
+    if (!st) st = get_cps(ld, o, "content", &r->content, &r->ncontent);
     if (st) {
         replace_free(r);
         return st;
@@ -463,10 +465,7 @@ static hs_status prepend_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
     struct prepend_ctx *p = hs_calloc(1, sizeof *p);
     if (!p) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    const char *s = NULL;
-    hs_status st = tk_get_str(ld, o, "prepend", &s);
-    if (!st && !s) st = tk_fail(ld, HS_STATUS_CORRUPT, ".prepend is missing");
-    if (!st) st = tk_str_cps(ld, s, &p->s, &p->n);
+    hs_status st = get_cps(ld, o, "prepend", &p->s, &p->n);
     if (st) {
         prepend_free(p);
         return st;
@@ -678,50 +677,31 @@ static hs_status precompiled_run(const void *ctx, struct tk_arena *a, struct tk_
 
 /* ---- Sequence --------------------------------------------------------------------------- */
 
-struct seq_ctx {
-    struct tk_normalizer *v;
-    size_t n;
-};
-
-static void seq_free(void *ctx)
+static hs_status seq_item_load(struct tk_loader *ld, json_t *o, const void *arg, void *item)
 {
-    struct seq_ctx *s = ctx;
-    if (!s) return;
-    for (size_t i = 0; i < s->n; i++) tk_normalizer_release(&s->v[i]);
-    hs_free(s->v);
-    hs_free(s);
+    (void)arg;
+    return tk_normalizer_load(ld, o, item);
 }
+
+static void seq_item_release(void *item)
+{
+    tk_normalizer_release(item);
+}
+
+static const struct tk_seq_kind seq_kind = {"normalizers", sizeof(struct tk_normalizer),
+                                            seq_item_load, seq_item_release};
 
 static hs_status seq_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
-    json_t *arr = json_object_get(o, "normalizers");
-    if (!json_is_array(arr)) return tk_fail(ld, HS_STATUS_CORRUPT, ".normalizers must be an array");
-    struct seq_ctx *s = hs_calloc(1, sizeof *s);
-    if (!s) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    s->v = hs_calloc(json_array_size(arr) + 1, sizeof *s->v);
-    if (!s->v) {
-        hs_free(s);
-        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    }
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        size_t mark = tk_path_push(ld, ".normalizers[%zu]", i);
-        hs_status st = tk_normalizer_load(ld, json_array_get(arr, i), &s->v[i]);
-        tk_path_pop(ld, mark);
-        if (st) {
-            seq_free(s);
-            return st;
-        }
-        s->n = i + 1;
-    }
-    *ctx = s;
-    return HS_STATUS_OK;
+    return tk_seq_load(ld, o, &seq_kind, NULL, ctx);
 }
 
 static hs_status seq_run(const void *ctx, struct tk_arena *a, struct tk_nstr *ns)
 {
-    const struct seq_ctx *s = ctx;
+    const struct tk_seq *s = ctx;
+    const struct tk_normalizer *v = s->v;
     for (size_t i = 0; i < s->n; i++) {
-        hs_status st = s->v[i].kind->run(s->v[i].ctx, a, ns);
+        hs_status st = v[i].kind->run(v[i].ctx, a, ns);
         if (st) return st;
     }
     return HS_STATUS_OK;
@@ -741,36 +721,19 @@ static const struct tk_normalizer_kind kinds[] = {
     {"Replace", replace_load, replace_run, replace_free, 0},
     {"Prepend", prepend_load, prepend_run, prepend_free, 0},
     {"Precompiled", precompiled_load, precompiled_run, precompiled_free, 0},
-    {"Sequence", seq_load, seq_run, seq_free, 0},
+    {"Sequence", seq_load, seq_run, tk_seq_free, 0},
 };
 
 hs_status tk_normalizer_load(struct tk_loader *ld, json_t *o, struct tk_normalizer *out)
 {
     memset(out, 0, sizeof *out);
-    if (!json_is_object(o)) return tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
-    const char *type = NULL;
-    hs_status st = tk_get_str(ld, o, "type", &type);
-    if (st) return st;
-    if (!type) return tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(kinds[i].name, type) != 0) continue;
-        st = kinds[i].load(ld, o, &out->ctx);
-        if (st == HS_STATUS_OK)
-            out->kind = &kinds[i];
-        else if (out->ctx && kinds[i].free) {
-            kinds[i].free(out->ctx); /* what a failed load had built */
-            out->ctx = NULL;
-        }
-        return st;
-    }
-    char names[512] = "";
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        strncat(names, kinds[i].name, sizeof names - strlen(names) - 1);
-        if (i + 1 < sizeof kinds / sizeof kinds[0])
-            strncat(names, ", ", sizeof names - strlen(names) - 1);
-    }
-    return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                   ".type: normalizer '%s' is not supported (supported: %s)", type, names);
+    hs_status st;
+    const struct tk_normalizer_kind *k = tk_kind_find(ld, o, kinds, sizeof kinds / sizeof kinds[0],
+                                                      sizeof kinds[0], "normalizer", &st);
+    if (!k) return st;
+    st = tk_kind_loaded(k->load(ld, o, &out->ctx), k->free, &out->ctx);
+    if (st == HS_STATUS_OK) out->kind = k;
+    return st;
 }
 
 void tk_normalizer_release(struct tk_normalizer *n)
@@ -783,10 +746,11 @@ unsigned tk_normalizer_growth(const struct tk_normalizer *n)
 {
     if (!n->kind) return 1;
     if (n->kind->run == seq_run) {
-        const struct seq_ctx *s = n->ctx;
+        const struct tk_seq *s = n->ctx;
+        const struct tk_normalizer *v = s->v;
         unsigned g = 1;
         for (size_t i = 0; i < s->n; i++) {
-            unsigned x = tk_normalizer_growth(&s->v[i]);
+            unsigned x = tk_normalizer_growth(&v[i]);
             g = g > 1000 / (x ? x : 1) ? 1000 : g * x;
         }
         return g;

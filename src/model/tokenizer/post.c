@@ -323,41 +323,22 @@ static int tpl_added(const void *ctx, bool pair)
 
 /* ---- Sequence ------------------------------------------------------------------------------- */
 
-struct seq_ctx {
-    struct tk_post *v;
-    size_t n;
-};
-
-static void seq_free(void *ctx)
+static hs_status seq_item_load(struct tk_loader *ld, json_t *o, const void *arg, void *item)
 {
-    struct seq_ctx *s = ctx;
-    if (!s) return;
-    for (size_t i = 0; i < s->n; i++) tk_post_release(&s->v[i]);
-    hs_free(s->v);
-    hs_free(s);
+    return tk_post_load(ld, o, arg, item);
 }
+
+static void seq_item_release(void *item)
+{
+    tk_post_release(item);
+}
+
+static const struct tk_seq_kind seq_kind = {"processors", sizeof(struct tk_post), seq_item_load,
+                                            seq_item_release};
 
 static hs_status seq_load(struct tk_loader *ld, json_t *o, const struct tk_vocab *v, void **ctx)
 {
-    json_t *arr = json_object_get(o, "processors");
-    if (!json_is_array(arr)) return tk_fail(ld, HS_STATUS_CORRUPT, ".processors must be an array");
-    struct seq_ctx *s = hs_calloc(1, sizeof *s);
-    if (!s || !(s->v = hs_calloc(json_array_size(arr) + 1, sizeof *s->v))) {
-        hs_free(s);
-        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    }
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        size_t mark = tk_path_push(ld, ".processors[%zu]", i);
-        hs_status st = tk_post_load(ld, json_array_get(arr, i), v, &s->v[i]);
-        tk_path_pop(ld, mark);
-        if (st) {
-            seq_free(s);
-            return st;
-        }
-        s->n = i + 1;
-    }
-    *ctx = s;
-    return HS_STATUS_OK;
+    return tk_seq_load(ld, o, &seq_kind, v, ctx);
 }
 
 typedef hs_status (*post_fn)(const void *ctx, const struct hs_tok *tok, struct tk_arena *a,
@@ -380,7 +361,7 @@ static const struct tk_post_kind rows[] = {
     {"RobertaProcessing", roberta_load, br_run, br_added, hs_free},
     {"TemplateProcessing", tpl_load, tpl_run, tpl_added, tpl_free},
     {"ByteLevel", bl_load, bl_run, zero_added, hs_free},
-    {"Sequence", seq_load, seq_run, seq_added, seq_free},
+    {"Sequence", seq_load, seq_run, seq_added, tk_seq_free},
 };
 
 static const struct tk_post_kind *row_of(const struct tk_post *p)
@@ -391,9 +372,10 @@ static const struct tk_post_kind *row_of(const struct tk_post *p)
 static hs_status seq_run(const void *ctx, const struct hs_tok *tok, struct tk_arena *a,
                          struct parts *p, bool add)
 {
-    const struct seq_ctx *s = ctx;
+    const struct tk_seq *s = ctx;
+    const struct tk_post *v = s->v;
     for (size_t i = 0; i < s->n; i++) {
-        hs_status st = row_of(&s->v[i])->run(s->v[i].ctx, tok, a, p, add);
+        hs_status st = row_of(&v[i])->run(v[i].ctx, tok, a, p, add);
         if (st) return st;
     }
     return HS_STATUS_OK;
@@ -401,9 +383,10 @@ static hs_status seq_run(const void *ctx, const struct hs_tok *tok, struct tk_ar
 
 static int seq_added(const void *ctx, bool pair)
 {
-    const struct seq_ctx *s = ctx;
+    const struct tk_seq *s = ctx;
+    const struct tk_post *v = s->v;
     int k = 0;
-    for (size_t i = 0; i < s->n; i++) k += row_of(&s->v[i])->added(s->v[i].ctx, pair);
+    for (size_t i = 0; i < s->n; i++) k += row_of(&v[i])->added(v[i].ctx, pair);
     return k;
 }
 
@@ -411,26 +394,13 @@ hs_status tk_post_load(struct tk_loader *ld, json_t *o, const struct tk_vocab *v
                        struct tk_post *out)
 {
     memset(out, 0, sizeof *out);
-    if (!json_is_object(o)) return tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
-    const char *type = NULL;
-    hs_status st = tk_get_str(ld, o, "type", &type);
-    if (st) return st;
-    if (!type) return tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        if (strcmp(rows[i].name, type) != 0) continue;
-        st = rows[i].load(ld, o, vocab, &out->ctx);
-        if (st == HS_STATUS_OK)
-            out->kind = &rows[i];
-        else if (out->ctx && rows[i].free) {
-            rows[i].free(out->ctx); /* what a failed load had built */
-            out->ctx = NULL;
-        }
-        return st;
-    }
-    return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                   ".type: post-processor '%s' is not supported (supported: BertProcessing, "
-                   "RobertaProcessing, TemplateProcessing, ByteLevel, Sequence)",
-                   type);
+    hs_status st;
+    const struct tk_post_kind *k = tk_kind_find(ld, o, rows, sizeof rows / sizeof rows[0],
+                                                sizeof rows[0], "post-processor", &st);
+    if (!k) return st;
+    st = tk_kind_loaded(k->load(ld, o, vocab, &out->ctx), k->free, &out->ctx);
+    if (st == HS_STATUS_OK) out->kind = k;
+    return st;
 }
 
 void tk_post_release(struct tk_post *p)

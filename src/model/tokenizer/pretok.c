@@ -383,51 +383,31 @@ static hs_status bl_run(const void *ctx, struct tk_arena *a, struct tk_splits *s
 
 /* ---- Sequence --------------------------------------------------------------------------- */
 
-struct seq_ctx {
-    struct tk_pretok *v;
-    size_t n;
-};
-
-static void seq_free(void *ctx)
+static hs_status seq_item_load(struct tk_loader *ld, json_t *o, const void *arg, void *item)
 {
-    struct seq_ctx *s = ctx;
-    if (!s) return;
-    for (size_t i = 0; i < s->n; i++) tk_pretok_release(&s->v[i]);
-    hs_free(s->v);
-    hs_free(s);
+    (void)arg;
+    return tk_pretok_load(ld, o, item);
 }
+
+static void seq_item_release(void *item)
+{
+    tk_pretok_release(item);
+}
+
+static const struct tk_seq_kind seq_kind = {"pretokenizers", sizeof(struct tk_pretok),
+                                            seq_item_load, seq_item_release};
 
 static hs_status seq_load(struct tk_loader *ld, json_t *o, void **ctx)
 {
-    json_t *arr = json_object_get(o, "pretokenizers");
-    if (!json_is_array(arr))
-        return tk_fail(ld, HS_STATUS_CORRUPT, ".pretokenizers must be an array");
-    struct seq_ctx *s = hs_calloc(1, sizeof *s);
-    if (!s) return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    s->v = hs_calloc(json_array_size(arr) + 1, sizeof *s->v);
-    if (!s->v) {
-        hs_free(s);
-        return tk_fail(ld, HS_STATUS_NO_MEMORY, "no memory");
-    }
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        size_t mark = tk_path_push(ld, ".pretokenizers[%zu]", i);
-        hs_status st = tk_pretok_load(ld, json_array_get(arr, i), &s->v[i]);
-        tk_path_pop(ld, mark);
-        if (st) {
-            seq_free(s);
-            return st;
-        }
-        s->n = i + 1;
-    }
-    *ctx = s;
-    return HS_STATUS_OK;
+    return tk_seq_load(ld, o, &seq_kind, NULL, ctx);
 }
 
 static hs_status seq_run(const void *ctx, struct tk_arena *a, struct tk_splits *sp)
 {
-    const struct seq_ctx *s = ctx;
+    const struct tk_seq *s = ctx;
+    const struct tk_pretok *v = s->v;
     for (size_t i = 0; i < s->n; i++) {
-        hs_status st = s->v[i].kind->run(s->v[i].ctx, a, sp);
+        hs_status st = v[i].kind->run(v[i].ctx, a, sp);
         if (st) return st;
     }
     return HS_STATUS_OK;
@@ -443,36 +423,19 @@ static const struct tk_pretok_kind kinds[] = {
     {"Metaspace", meta_load, meta_run, hs_free},
     {"CharDelimiterSplit", delim_load, delim_run, hs_free},
     {"ByteLevel", bl_load, bl_run, bl_free},
-    {"Sequence", seq_load, seq_run, seq_free},
+    {"Sequence", seq_load, seq_run, tk_seq_free},
 };
 
 hs_status tk_pretok_load(struct tk_loader *ld, json_t *o, struct tk_pretok *out)
 {
     memset(out, 0, sizeof *out);
-    if (!json_is_object(o)) return tk_fail(ld, HS_STATUS_CORRUPT, " must be an object");
-    const char *type = NULL;
-    hs_status st = tk_get_str(ld, o, "type", &type);
-    if (st) return st;
-    if (!type) return tk_fail(ld, HS_STATUS_CORRUPT, ".type is missing");
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(kinds[i].name, type) != 0) continue;
-        st = kinds[i].load(ld, o, &out->ctx);
-        if (st == HS_STATUS_OK)
-            out->kind = &kinds[i];
-        else if (out->ctx && kinds[i].free) {
-            kinds[i].free(out->ctx); /* what a failed load had built */
-            out->ctx = NULL;
-        }
-        return st;
-    }
-    char names[512] = "";
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        strncat(names, kinds[i].name, sizeof names - strlen(names) - 1);
-        if (i + 1 < sizeof kinds / sizeof kinds[0])
-            strncat(names, ", ", sizeof names - strlen(names) - 1);
-    }
-    return tk_fail(ld, HS_STATUS_UNSUPPORTED,
-                   ".type: pre-tokenizer '%s' is not supported (supported: %s)", type, names);
+    hs_status st;
+    const struct tk_pretok_kind *k = tk_kind_find(ld, o, kinds, sizeof kinds / sizeof kinds[0],
+                                                  sizeof kinds[0], "pre-tokenizer", &st);
+    if (!k) return st;
+    st = tk_kind_loaded(k->load(ld, o, &out->ctx), k->free, &out->ctx);
+    if (st == HS_STATUS_OK) out->kind = k;
+    return st;
 }
 
 bool tk_pretok_is_bert(const struct tk_pretok *p);

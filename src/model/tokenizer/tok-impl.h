@@ -15,6 +15,7 @@
 #include <pcre2.h>
 
 #include "model/tokenizer/tok.h"
+#include "model/tokenizer/unicode.h"
 
 /* ---- per-encode arena ------------------------------------------------------------------ */
 struct tk_arena {
@@ -25,6 +26,10 @@ struct tk_arena {
 };
 void *tk_alloc(struct tk_arena *a, size_t bytes);
 void tk_arena_free(struct tk_arena *a);
+/* Room for one more item in an arena array v of n items (size bytes each) and *cap allocated:
+ * v itself while there is, else a copy twice as large (first items the first time), with *cap
+ * updated; NULL, *cap unchanged, when there is no memory. */
+void *tk_grow(struct tk_arena *a, void *v, size_t n, size_t *cap, size_t size, size_t first);
 
 /* ---- normalized strings ---------------------------------------------------------------- */
 struct tk_nstr {
@@ -99,31 +104,6 @@ hs_status tk_split_by(struct tk_arena *a, const struct tk_nstr *ns, const struct
                       enum tk_behavior bh, struct tk_splits *out);
 void tk_pattern_release(struct tk_pattern *p);
 
-/* ---- Unicode --------------------------------------------------------------------------- */
-bool tk_utf8_validate(const unsigned char *s, size_t len, size_t *n_cps, size_t *bad,
-                      const char **why);
-int32_t tk_utf8_next(const unsigned char **p);
-int tk_utf8_put(int32_t c, char *out);
-int tk_utf8_len(int32_t c);
-bool tk_is_whitespace(int32_t c); /* Rust char::is_whitespace */
-bool tk_is_bert_whitespace(int32_t c);
-bool tk_is_bert_control(int32_t c);
-bool tk_is_bert_punct(int32_t c);
-bool tk_is_punct(int32_t c); /* ASCII punctuation or Unicode P* */
-bool tk_is_numeric(int32_t c);
-bool tk_is_chinese(int32_t c);
-bool tk_is_mn(int32_t c);
-bool tk_is_alnum(int32_t c); /* regex \w of HF's single_word check */
-int tk_lowercase(int32_t c, int32_t out[3]);
-int tk_ccc(int32_t c);
-/* Decomposition of one char: canonical (compat false) or compatibility; HF's tables for the
- * canonical one. Returns the count (<= 18) written to out. */
-int tk_decompose(int32_t c, bool compat, int32_t out[32]);
-/* Canonical composition of a pair, or -1. */
-int32_t tk_compose(int32_t a, int32_t b);
-/* End (code point index) of the extended grapheme cluster starting at i. */
-size_t tk_grapheme_end(const int32_t *cp, size_t n, size_t i);
-
 /* ---- components ------------------------------------------------------------------------ */
 struct tk_loader {
     struct hs_error *err;
@@ -146,6 +126,33 @@ hs_status tk_regex_compile(struct tk_loader *ld, const char *pattern, bool liter
                            pcre2_code **out);
 
 struct hs_tok;
+
+/* The row of a component table (n rows of size bytes, each beginning with its name) that o's
+ * "type" names; NULL, with *st set through tk_fail, when o is not an object, has no type or
+ * names none of them (what: "normalizer", ..., for the message). */
+const void *tk_kind_find(struct tk_loader *ld, json_t *o, const void *table, size_t n, size_t size,
+                         const char *what, hs_status *st);
+
+/* The status of a row's load; when it failed, frees (with the row's free, if any) what the load
+ * had built in *ctx. */
+hs_status tk_kind_loaded(hs_status st, void (*free_ctx)(void *ctx), void **ctx);
+
+/* A "Sequence" component (of normalizers, pre-tokenizers, post-processors or decoders): the
+ * items of the JSON array .<key>, each loaded by the kind's load (arg passed through). */
+struct tk_seq_kind {
+    const char *key;
+    size_t size; /* of one item */
+    hs_status (*load)(struct tk_loader *ld, json_t *o, const void *arg, void *item);
+    void (*release)(void *item);
+};
+struct tk_seq {
+    void *v; /* n items of kind->size bytes */
+    size_t n;
+    const struct tk_seq_kind *kind;
+};
+hs_status tk_seq_load(struct tk_loader *ld, json_t *o, const struct tk_seq_kind *k, const void *arg,
+                      void **ctx);
+void tk_seq_free(void *ctx);
 
 struct tk_normalizer {
     const struct tk_normalizer_kind *kind;

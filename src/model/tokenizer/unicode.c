@@ -6,6 +6,7 @@
  * new code points.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include <utf8proc.h>
 
@@ -115,19 +116,29 @@ int tk_utf8_put(int32_t c, char *out)
     return 4;
 }
 
-static bool in_ranges(const struct hs__cp_range *t, size_t n, int32_t c)
+/* The row of a sorted table of code point ranges (n rows of size bytes, each beginning with
+ * int32_t lo, hi) that holds c, or -1. */
+static long find_row(const void *table, size_t n, size_t size, int32_t c)
 {
+    const unsigned char *rows = table;
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < t[mid].lo)
+        int32_t r[2];
+        memcpy(r, rows + mid * size, sizeof r);
+        if (c < r[0])
             hi = mid;
-        else if (c > t[mid].hi)
+        else if (c > r[1])
             lo = mid + 1;
         else
-            return true;
+            return (long)mid;
     }
-    return false;
+    return -1;
+}
+
+static bool in_ranges(const struct hs__cp_range *t, size_t n, int32_t c)
+{
+    return find_row(t, n, sizeof *t, c) >= 0;
 }
 #define IN_TABLE(t, c) in_ranges(t, sizeof t / sizeof t[0], c)
 
@@ -218,19 +229,9 @@ int tk_lowercase(int32_t c, int32_t out[3])
         return 2;
     }
     const struct hs__cp_lower *t = hs__lower_table;
-    size_t lo = 0, hi = sizeof hs__lower_table / sizeof hs__lower_table[0];
+    long k = find_row(t, sizeof hs__lower_table / sizeof *t, sizeof *t, c);
     out[0] = c;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c < t[mid].lo)
-            hi = mid;
-        else if (c > t[mid].hi)
-            lo = mid + 1;
-        else {
-            if ((c - t[mid].lo) % t[mid].step == 0) out[0] = c + t[mid].delta;
-            break;
-        }
-    }
+    if (k >= 0 && (c - t[k].lo) % t[k].step == 0) out[0] = c + t[k].delta;
     return 1;
 }
 
@@ -238,17 +239,8 @@ int tk_ccc(int32_t c)
 {
     if (c < 0x300) return 0;
     const struct hs__cp_value *t = hs__ccc_table;
-    size_t lo = 0, hi = sizeof hs__ccc_table / sizeof hs__ccc_table[0];
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c < t[mid].lo)
-            hi = mid;
-        else if (c > t[mid].hi)
-            lo = mid + 1;
-        else
-            return t[mid].value;
-    }
-    return 0;
+    long k = find_row(t, sizeof hs__ccc_table / sizeof *t, sizeof *t, c);
+    return k >= 0 ? t[k].value : 0;
 }
 
 int tk_decompose(int32_t c, bool compat, int32_t out[32])
