@@ -27,8 +27,14 @@ def podman_env():
 
 
 def podman(env, *args, check=True, timeout=120):
-    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
-                          check=check, timeout=timeout)
+    # from /: `podman kube play` builds an image from a folder of the image's name in its
+    # working directory (ctest runs in the build folder, where build/hetserve is the binary)
+    r = subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
+                       timeout=timeout, cwd="/")
+    if check and r.returncode != 0:
+        raise AssertionError("podman %s: exit %d\n%s%s" % (" ".join(args), r.returncode,
+                                                         r.stdout[-2000:], r.stderr[-3000:]))
+    return r
 
 
 def free_port():
