@@ -7,6 +7,8 @@
  *   - every stage: the hidden state after embed and after each attention and FFN stage, run
  *     stage by stage through the engine interface, within the dtype's declared tolerance;
  *   - the whole model: pooled, normalized embeddings within the dtype's tolerance;
+ *   - pairs, unnormalized: token types 1 on a second segment and a head that reads the first
+ *     token as is (a cross-encoder's), by value against the CPU engine's f32 run;
  *   - batch invariance: a sequence's result alone equals its result inside a batch;
  *   - bucket-padding invariance: the same batch shaped to a longer bucket gives the same result;
  *   - fault injection: an injected failure fails that batch with HS_STATUS_ENGINE, counts an
@@ -352,6 +354,94 @@ static void whole_model_cls_f16_weights_head64(void **state)
     }
 }
 
+/* One whole-model run of b on lane l through the executor: out[n_seqs * hidden]. head (may be
+ * NULL): the stages before the last run on it instead, the last (normalize) alone on l. */
+static void run_lane(const struct lane *l, const struct lane *head, struct rand_model *rm,
+                     const struct hs_batch *b, float *out)
+{
+    hs_engine_t e = make(l), h = head ? make(head) : NULL;
+    struct hs_error err = {0};
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    for (int s = 0; h && s + 1 < rm->model.n_stages; s++) plan.engine[s] = h;
+    struct hs_executor *x = NULL;
+    struct hs_executor_opts xo = {.batch_max = b->n_seqs, .seq_max = 160, .dtype = l->dtype};
+    if (hs_executor_create(&rm->model, &plan, &xo, &x, &err))
+        fail_msg("%s: executor: %s", l->label, err.msg);
+    if (hs_executor_run(x, 0, b, out, NULL, &err)) fail_msg("%s: run: %s", l->label, err.msg);
+    hs_executor_free(x);
+    hs_engine_destroy(e);
+    if (h) hs_engine_destroy(h);
+}
+
+/* Relative distance |a - b| / |b| of two vectors. */
+static double rel_dist(const float *a, const float *b, int n)
+{
+    double d = 0, w = 0;
+    for (int i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        w += (double)b[i] * b[i];
+    }
+    return sqrt(d / (w > 0 ? w : 1));
+}
+
+/* A cross-encoder's shape: pairs (token types 1 on the second segment, hs_batch.type_ids) and a
+ * head that reads the first token unnormalized (dims.normalize false). Every lane against the
+ * CPU engine's f32 run (the reranker goldens hold that one to transformers'), by value, not
+ * cosine: a lane that drops or misplaces the token types, or normalizes what the model leaves
+ * alone, is off in direction or in length. */
+static void pairs_unnormalized_match_cpu_f32(void **state)
+{
+    (void)state;
+    find_lanes();
+    const struct lane *cpu = NULL;
+    for (int i = 0; i < n_lanes && !cpu; i++)
+        if (!strcmp(lanes[i].kind->name, "cpu") && lanes[i].dtype == HS_DTYPE_F32) cpu = &lanes[i];
+    assert_non_null(cpu);
+    struct rand_model *rm = rand_model_new(64, 4, 128, 2, HS_POOL_CLS, HS_DTYPE_F32);
+    rm->model.config.dims.normalize = false;
+    enum { N = 4, H = 64 };
+    const int lens[N] = {12, 5, 40, 1}, first[N] = {4, 2, 31, 1}; /* tokens of the first text */
+    struct batch *bt = calloc(1, sizeof *bt);
+    int32_t *types = calloc(4096, sizeof *types);
+    make_batch(bt, lens, N, 160, rm->model.config.dims.vocab);
+    for (int q = 0; q < N; q++)
+        for (int t = 0; t < lens[q]; t++) types[bt->offsets[q] + t] = t >= first[q];
+    float want[N * H], untyped[N * H], got[N * H];
+    run_lane(cpu, NULL, rm, &bt->b, untyped);
+    bt->b.type_ids = types;
+    run_lane(cpu, NULL, rm, &bt->b, want);
+    /* the case can fail: the types move the result, and it is not unit length */
+    assert_true(rel_dist(untyped, want, H) > 0.05);
+    double norm = 0;
+    for (int j = 0; j < H; j++) norm += (double)want[j] * want[j];
+    assert_true(fabs(sqrt(norm) - 1.0) > 0.5);
+    for (int i = 0; i < n_lanes; i++) {
+        const struct tolerance tol = tolerance_of(lanes[i].dtype);
+        /* two results each within the dtype's angle of the truth, lengths alike */
+        const double allowed = 2.0 * sqrt(2.0 * (1.0 - tol.model_cos)) + 1e-4;
+        double worst = 0;
+        /* the whole model on the lane; in f32 also its normalize stage alone, after the rest
+         * on the cpu (a range that leaves pooled as it is) */
+        for (int split = 0; split < (lanes[i].dtype == HS_DTYPE_F32 ? 2 : 1); split++) {
+            run_lane(&lanes[i], split ? cpu : NULL, rm, &bt->b, got);
+            for (int q = 0; q < N; q++) {
+                const double r = rel_dist(got + q * H, want + q * H, H);
+                worst = r > worst ? r : worst;
+                if (!(r <= allowed))
+                    fail_msg("%s%s: pair %d (%d tokens, %d of the first text): relative "
+                             "distance to the cpu f32 result %.6f > %.6f",
+                             lanes[i].label, split ? " (normalize alone)" : "", q, lens[q],
+                             first[q], r, allowed);
+            }
+        }
+        printf("conformance %s, pairs unnormalized: ok (worst relative distance %.2e)\n",
+               lanes[i].label, worst);
+    }
+    free(types), free(bt);
+    rand_model_free(rm);
+}
+
 /* ---- engines without stages ---- */
 
 static void stageless_caps(void *ctx, struct hs_engine_caps *out)
@@ -526,6 +616,7 @@ int main(void)
         cmocka_unit_test(every_stage_matches_reference),
         cmocka_unit_test(whole_model_mean_pooling),
         cmocka_unit_test(whole_model_cls_f16_weights_head64),
+        cmocka_unit_test(pairs_unnormalized_match_cpu_f32),
         cmocka_unit_test(an_engine_without_stages_is_refused_not_called),
         cmocka_unit_test(block_families_match_reference),
     };

@@ -260,8 +260,6 @@ cascade:
         s.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: the OpenVINO engine's scores of pairs (token "
-                   "types 1) differ from the CPU engine's and transformers' (single texts agree)")
 def test_rerank_on_openvino():
     """The OpenVINO engine's graph takes the pairs' token types too (skipped without it)."""
     from hetserve_fixture import BINARY

@@ -399,7 +399,7 @@ static hs_status graph_get(struct ov_ctx *c, struct ws *w, struct graph **out, s
     const int n_streams = atomic_load(&c->n_ws);
     st = ov_ir_build(g->stages, g->dtypes, g->n, B, S, &g->ir, err);
     ov_status_e os = OK;
-    if (!st) {
+    if (!st && g->ir.bin_len) { /* (a range with no constant, normalize left out, has none) */
         int64_t dim = (int64_t)g->ir.bin_len;
         ov_shape_t shape = {1, &dim};
         os = ov_tensor_create_from_host_ptr(U8, shape, g->ir.bin, &g->weights);

@@ -703,8 +703,8 @@ hs_status ov_ir_build(const struct hs_stage *const *stages, const enum hs_dtype 
             x = pool(g, x, st);
             out->output_is_pooled = 1;
             break;
-        case HS_STAGE_NORMALIZE:
-            x = normalize(g, x);
+        case HS_STAGE_NORMALIZE: /* a model without a Normalize module keeps pooled as is */
+            if (st->dims->normalize) x = normalize(g, x);
             out->output_is_pooled = 1;
             break;
         default:

@@ -40,7 +40,8 @@ struct ov_ir {
     int output_is_pooled; /* 0: hidden [B, S, H]; 1: pooled [B, H] */
 };
 
-/* Writes the IR of stages[0..n) (contiguous: embed, layer i attn/ffn, ..., pool, normalize).
+/* Writes the IR of stages[0..n) (contiguous: embed, layer i attn/ffn, ..., pool, normalize; the
+ * normalize stage L2-normalizes only where dims->normalize, as the other engines do).
  * dtypes[i]: stage i's compute dtype. The linear layers of an attention or FFN stage in
  * HS_DTYPE_I8 carry int8 weights with one f32 scale per output channel, decompressed in the
  * graph (Const i8 -> Convert -> Multiply: OpenVINO's compressed-weights pattern), their input
