@@ -35,30 +35,10 @@ void hs__kserve_error_body(struct hs_buf *b, const char *msg)
     hs_buf_putc(b, '}');
 }
 
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-/* The served model named name; a path-like name also by its last component (as /v1/embeddings
- * finds "sentence-transformers/x"). */
+/* The served model named name (none for an empty name: the protocol's paths always name one). */
 static struct hs_served_model *find_model(struct hs_server *s, const char *name)
 {
-    if (!name || !name[0]) return NULL;
-    for (int i = 0; i < s->n_models; i++)
-        if (!strcmp(s->models[i].name, name)) return &s->models[i];
-    const char *slash = strrchr(name, '/');
-    if (slash)
-        for (int i = 0; i < s->n_models; i++)
-            if (!strcmp(s->models[i].name, slash + 1)) return &s->models[i];
-    return NULL;
+    return name && name[0] ? hs__find_model(s, name) : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -85,11 +65,12 @@ static int flatten(json_t *v, int depth, size_t max, json_t *out, char *msg, siz
 {
     if (!json_is_array(v)) {
         if (json_array_size(out) >= max)
-            return fail(msg, cap, 413, "a tensor holds more than %zu elements", max);
-        return json_array_append(out, v) ? fail(msg, cap, 500, "out of memory") : 0;
+            return hs__refuse(msg, cap, 413, "a tensor holds more than %zu elements", max);
+        return json_array_append(out, v) ? hs__refuse(msg, cap, 500, "out of memory") : 0;
     }
     if (depth >= KSERVE_JSON_DEPTH_MAX)
-        return fail(msg, cap, 400, "'data' is nested deeper than %d levels", KSERVE_JSON_DEPTH_MAX);
+        return hs__refuse(msg, cap, 400, "'data' is nested deeper than %d levels",
+                          KSERVE_JSON_DEPTH_MAX);
     size_t i;
     json_t *e;
     json_array_foreach(v, i, e)
@@ -114,37 +95,38 @@ static int decode_tensor(struct hs_arena *a, json_t *in, size_t idx, enum tensor
     const char *name = tensor_names[kind];
     json_t *jd = json_object_get(in, "datatype");
     const char *dt = json_is_string(jd) ? json_string_value(jd) : NULL;
-    if (!dt) return fail(msg, cap, 400, "inputs[%zu] ('%s'): missing 'datatype'", idx, name);
+    if (!dt) return hs__refuse(msg, cap, 400, "inputs[%zu] ('%s'): missing 'datatype'", idx, name);
     int width = 0; /* bytes per binary element; 0: BYTES */
     if (kind == T_TEXT) {
         if (strcmp(dt, "BYTES"))
-            return fail(msg, cap, 400, "input 'text' must be BYTES, not %s", dt);
+            return hs__refuse(msg, cap, 400, "input 'text' must be BYTES, not %s", dt);
     } else if (!strcmp(dt, "INT64")) {
         width = 8;
     } else if (!strcmp(dt, "INT32")) {
         width = 4;
     } else {
-        return fail(msg, cap, 400, "input '%s' must be INT64 or INT32, not %s", name, dt);
+        return hs__refuse(msg, cap, 400, "input '%s' must be INT64 or INT32, not %s", name, dt);
     }
 
     json_t *js = json_object_get(in, "shape");
     if (!json_is_array(js) || json_array_size(js) < 1 || json_array_size(js) > 2)
-        return fail(msg, cap, 400, "input '%s': 'shape' must be an array of 1 or 2 sizes", name);
+        return hs__refuse(msg, cap, 400, "input '%s': 'shape' must be an array of 1 or 2 sizes",
+                          name);
     t->rank = (int)json_array_size(js);
     size_t count = 1;
     for (int d = 0; d < t->rank; d++) {
         json_t *e = json_array_get(js, (size_t)d);
         if (!json_is_integer(e) || json_integer_value(e) < 1 ||
             json_integer_value(e) > (json_int_t)max)
-            return fail(msg, cap, 400, "input '%s': shape[%d] must be an integer in [1, %zu]", name,
-                        d, max);
+            return hs__refuse(msg, cap, 400, "input '%s': shape[%d] must be an integer in [1, %zu]",
+                              name, d, max);
         t->shape[d] = json_integer_value(e);
         count *= (size_t)t->shape[d];
         if (count > max)
-            return fail(msg, cap, 413, "input '%s' has more than %zu elements", name, max);
+            return hs__refuse(msg, cap, 413, "input '%s' has more than %zu elements", name, max);
     }
     if (kind == T_TEXT && t->rank == 2 && t->shape[1] != 1)
-        return fail(msg, cap, 400, "input 'text': shape must be [n] or [n, 1]");
+        return hs__refuse(msg, cap, 400, "input 'text': shape must be [n] or [n, 1]");
     t->count = count;
 
     json_t *jp = json_object_get(in, "parameters");
@@ -152,43 +134,47 @@ static int decode_tensor(struct hs_arena *a, json_t *in, size_t idx, enum tensor
     json_t *data = json_object_get(in, "data");
     if (jb) {
         if (data)
-            return fail(msg, cap, 400, "input '%s' has both 'data' and binary_data_size", name);
+            return hs__refuse(msg, cap, 400, "input '%s' has both 'data' and binary_data_size",
+                              name);
         if (!json_is_integer(jb) || json_integer_value(jb) < 0 ||
             (size_t)json_integer_value(jb) > bin_len - *off)
-            return fail(msg, cap, 400,
-                        "input '%s': binary_data_size must be an integer no larger than the "
-                        "%zu binary bytes left",
-                        name, bin_len - *off);
+            return hs__refuse(msg, cap, 400,
+                              "input '%s': binary_data_size must be an integer no larger than the "
+                              "%zu binary bytes left",
+                              name, bin_len - *off);
         size_t nb = (size_t)json_integer_value(jb);
         const unsigned char *p = bin + *off;
         *off += nb;
         if (kind == T_TEXT) {
             t->texts = json_array();
-            if (!t->texts) return fail(msg, cap, 500, "out of memory");
+            if (!t->texts) return hs__refuse(msg, cap, 500, "out of memory");
             size_t o = 0;
             for (size_t i = 0; i < count; i++) {
                 if (nb - o < 4 || le32(p + o) > nb - o - 4)
-                    return fail(msg, cap, 400,
-                                "input 'text': its %zu binary bytes end inside element %zu", nb, i);
+                    return hs__refuse(msg, cap, 400,
+                                      "input 'text': its %zu binary bytes end inside element %zu",
+                                      nb, i);
                 size_t sl = le32(p + o);
                 json_t *str = json_stringn((const char *)p + o + 4, sl);
-                if (!str) return fail(msg, cap, 400, "input 'text'[%zu] is not UTF-8", i);
+                if (!str) return hs__refuse(msg, cap, 400, "input 'text'[%zu] is not UTF-8", i);
                 if (json_array_append_new(t->texts, str))
-                    return fail(msg, cap, 500, "out of memory");
+                    return hs__refuse(msg, cap, 500, "out of memory");
                 o += 4 + sl;
             }
             if (o != nb)
-                return fail(msg, cap, 400,
-                            "input 'text': %zu binary bytes for %zu elements of shape; %zu left "
-                            "over",
-                            nb, count, nb - o);
+                return hs__refuse(
+                    msg, cap, 400,
+                    "input 'text': %zu binary bytes for %zu elements of shape; %zu left "
+                    "over",
+                    nb, count, nb - o);
             return 0;
         }
         if (nb != count * (size_t)width)
-            return fail(msg, cap, 400, "input '%s': %zu binary bytes; %zu elements of %s take %zu",
-                        name, nb, count, dt, count * (size_t)width);
+            return hs__refuse(msg, cap, 400,
+                              "input '%s': %zu binary bytes; %zu elements of %s take %zu", name, nb,
+                              count, dt, count * (size_t)width);
         t->ints = hs_arena_alloc(a, sizeof(int64_t) * count);
-        if (!t->ints) return fail(msg, cap, 500, "out of memory");
+        if (!t->ints) return hs__refuse(msg, cap, 500, "out of memory");
         for (size_t i = 0; i < count; i++) {
             const unsigned char *q = p + i * (size_t)width;
             uint64_t lo = le32(q);
@@ -198,13 +184,13 @@ static int decode_tensor(struct hs_arena *a, json_t *in, size_t idx, enum tensor
         return 0;
     }
 
-    if (!data) return fail(msg, cap, 400, "input '%s': missing 'data'", name);
+    if (!data) return hs__refuse(msg, cap, 400, "input '%s': missing 'data'", name);
     json_t *flat = json_array();
-    if (!flat) return fail(msg, cap, 500, "out of memory");
+    if (!flat) return hs__refuse(msg, cap, 500, "out of memory");
     int st = flatten(data, 0, max, flat, msg, cap);
     if (!st && json_array_size(flat) != count)
-        st = fail(msg, cap, 400, "input '%s': %zu elements in 'data'; its shape holds %zu", name,
-                  json_array_size(flat), count);
+        st = hs__refuse(msg, cap, 400, "input '%s': %zu elements in 'data'; its shape holds %zu",
+                        name, json_array_size(flat), count);
     if (st) {
         json_decref(flat);
         return st;
@@ -216,13 +202,13 @@ static int decode_tensor(struct hs_arena *a, json_t *in, size_t idx, enum tensor
     t->ints = hs_arena_alloc(a, sizeof(int64_t) * count);
     if (!t->ints) {
         json_decref(flat);
-        return fail(msg, cap, 500, "out of memory");
+        return hs__refuse(msg, cap, 500, "out of memory");
     }
     for (size_t i = 0; i < count; i++) {
         json_t *e = json_array_get(flat, i);
         if (!json_is_integer(e)) {
             json_decref(flat);
-            return fail(msg, cap, 400, "input '%s'[%zu]: expected an integer", name, i);
+            return hs__refuse(msg, cap, 400, "input '%s'[%zu]: expected an integer", name, i);
         }
         t->ints[i] = json_integer_value(e);
     }
@@ -244,29 +230,30 @@ static int id_row(struct hs_arena *a, const struct hs_served_model *sm, const st
     const int64_t *mrow = mask ? mask->ints + r * row_len : NULL;
     size_t n = 0;
     for (size_t i = 0; i < row_len; i++) n += !mrow || mrow[i] != 0;
-    if (n == 0) return fail(msg, cap, 400, "input_ids row %zu has no tokens", r);
+    if (n == 0) return hs__refuse(msg, cap, 400, "input_ids row %zu has no tokens", r);
     int32_t *ids32 = hs_arena_alloc(a, sizeof(int32_t) * (n + 2));
-    if (!ids32) return fail(msg, cap, 500, "out of memory");
+    if (!ids32) return hs__refuse(msg, cap, 500, "out of memory");
     size_t o = 0;
     for (size_t i = 0; i < row_len; i++) {
         if (mrow && mrow[i] == 0) continue;
         if (row[i] < 0 || row[i] >= vocab)
-            return fail(msg, cap, 400, "input_ids[%zu][%zu]: expected a token id in [0, %d)", r, i,
-                        vocab);
+            return hs__refuse(msg, cap, 400, "input_ids[%zu][%zu]: expected a token id in [0, %d)",
+                              r, i, vocab);
         ids32[o++] = (int32_t)row[i];
     }
     bool wrapped = n >= 2 && ids32[0] == cls && ids32[n - 1] == sep;
     size_t lo = wrapped ? 1 : 0, hi = wrapped ? n - 1 : n; /* the ids between the specials */
     if (hi - lo + 2 > (size_t)seq_max) {
         if (!truncate)
-            return fail(msg, cap, 413,
-                        "input_ids row %zu has %zu tokens; model %s takes at most %d (set the "
-                        "parameter \"truncate\": true to cut it)",
-                        r, hi - lo + 2, sm->name, seq_max);
+            return hs__refuse(
+                msg, cap, 413,
+                "input_ids row %zu has %zu tokens; model %s takes at most %d (set the "
+                "parameter \"truncate\": true to cut it)",
+                r, hi - lo + 2, sm->name, seq_max);
         hi = lo + (size_t)seq_max - 2;
     }
     int32_t *out = hs_arena_alloc(a, sizeof(int32_t) * (hi - lo + 2));
-    if (!out) return fail(msg, cap, 500, "out of memory");
+    if (!out) return hs__refuse(msg, cap, 500, "out of memory");
     int k = 0;
     out[k++] = cls;
     for (size_t i = lo; i < hi; i++) out[k++] = ids32[i];
@@ -282,16 +269,16 @@ static int decode_params(struct hs_server *s, json_t *root, const char *x_priori
                          bool *binary_all, char *msg, size_t cap)
 {
     json_t *p = json_object_get(root, "parameters");
-    if (p && !json_is_object(p)) return fail(msg, cap, 400, "'parameters' must be an object");
+    if (p && !json_is_object(p)) return hs__refuse(msg, cap, 400, "'parameters' must be an object");
     json_t *qos = json_object();
-    if (!qos) return fail(msg, cap, 500, "out of memory");
+    if (!qos) return hs__refuse(msg, cap, 500, "out of memory");
     int st = 0;
     static const char *const bools[] = {"truncate", "normalize", "binary_data_output"};
     bool *dst[] = {&out->truncate, normalize, binary_all};
     for (int i = 0; i < 3; i++) {
         json_t *v = json_object_get(p, bools[i]);
         if (v && !json_is_boolean(v)) {
-            st = fail(msg, cap, 400, "parameter '%s' must be a boolean", bools[i]);
+            st = hs__refuse(msg, cap, 400, "parameter '%s' must be a boolean", bools[i]);
             goto out;
         }
         if (v) *dst[i] = json_is_true(v);
@@ -299,26 +286,28 @@ static int decode_params(struct hs_server *s, json_t *root, const char *x_priori
     json_t *jp = json_object_get(p, "priority");
     if (json_is_integer(jp)) {
         if (json_integer_value(jp) < 0) {
-            st = fail(msg, cap, 400, "parameter 'priority' must be >= 0");
+            st = hs__refuse(msg, cap, 400, "parameter 'priority' must be >= 0");
             goto out;
         }
         jp = json_string(json_integer_value(jp) <= 1 ? "interactive" : "batch");
-        if (!jp || json_object_set_new(qos, "priority", jp)) st = fail(msg, cap, 500, "oom");
+        if (!jp || json_object_set_new(qos, "priority", jp)) st = hs__refuse(msg, cap, 500, "oom");
     } else if (jp && json_object_set(qos, "priority", jp)) {
-        st = fail(msg, cap, 500, "out of memory");
+        st = hs__refuse(msg, cap, 500, "out of memory");
     }
     json_t *jt = json_object_get(p, "timeout"), *jms = json_object_get(p, "timeout_ms");
     if (!st && jt && !jms) {
         /* Triton's timeout is in microseconds */
         if (!json_is_integer(jt) || json_integer_value(jt) <= 0) {
-            st = fail(msg, cap, 400, "parameter 'timeout' (microseconds) must be an integer > 0");
+            st = hs__refuse(msg, cap, 400,
+                            "parameter 'timeout' (microseconds) must be an integer > 0");
             goto out;
         }
         json_int_t us = json_integer_value(jt);
         jms = json_integer(us / 1000 + (us % 1000 != 0));
-        if (!jms || json_object_set_new(qos, "timeout_ms", jms)) st = fail(msg, cap, 500, "oom");
+        if (!jms || json_object_set_new(qos, "timeout_ms", jms))
+            st = hs__refuse(msg, cap, 500, "oom");
     } else if (!st && jms && json_object_set(qos, "timeout_ms", jms)) {
-        st = fail(msg, cap, 500, "out of memory");
+        st = hs__refuse(msg, cap, 500, "out of memory");
     }
     if (!st)
         st = hs__request_qos(s, qos, x_priority, x_timeout_ms, &out->prio, &out->timeout_ms, msg,
@@ -344,34 +333,34 @@ static int decode_outputs(json_t *root, bool binary_all, struct hs__kserve_req *
     }
     if (!json_is_array(jo) || json_array_size(jo) == 0 ||
         json_array_size(jo) > HS__KSERVE_MAX_OUTPUTS)
-        return fail(msg, cap, 400, "'outputs' must be an array of 1 or 2 outputs");
+        return hs__refuse(msg, cap, 400, "'outputs' must be an array of 1 or 2 outputs");
     size_t i;
     json_t *o;
     json_array_foreach(jo, i, o)
     {
         json_t *jn = json_object_get(o, "name");
         const char *name = json_is_string(jn) ? json_string_value(jn) : NULL;
-        if (!name) return fail(msg, cap, 400, "outputs[%zu]: missing 'name'", i);
+        if (!name) return hs__refuse(msg, cap, 400, "outputs[%zu]: missing 'name'", i);
         int kind = -1;
         for (int c = 0; c < n_have; c++)
             if (!strcmp(name, output_names[c])) kind = c;
         if (kind < 0)
-            return fail(msg, cap, 400, "output '%s': model %s has the outputs embedding%s", name,
-                        out->sm->name, out->head ? ", probabilities" : "");
+            return hs__refuse(msg, cap, 400, "output '%s': model %s has the outputs embedding%s",
+                              name, out->sm->name, out->head ? ", probabilities" : "");
         for (int c = 0; c < out->n_outputs; c++)
             if (out->outputs[c] == (enum hs__kserve_output)kind)
-                return fail(msg, cap, 400, "output '%s' is asked for twice", name);
+                return hs__refuse(msg, cap, 400, "output '%s' is asked for twice", name);
         json_t *jp = json_object_get(o, "parameters");
         if (jp && !json_is_object(jp))
-            return fail(msg, cap, 400, "output '%s': 'parameters' must be an object", name);
+            return hs__refuse(msg, cap, 400, "output '%s': 'parameters' must be an object", name);
         json_t *jb = json_object_get(jp, "binary_data");
         if (jb && !json_is_boolean(jb))
-            return fail(msg, cap, 400, "output '%s': binary_data must be a boolean", name);
+            return hs__refuse(msg, cap, 400, "output '%s': binary_data must be a boolean", name);
         if (json_object_get(jp, "classification"))
-            return fail(msg, cap, 400,
-                        "output '%s': the classification extension is not supported; ask for "
-                        "'probabilities'",
-                        name);
+            return hs__refuse(msg, cap, 400,
+                              "output '%s': the classification extension is not supported; ask for "
+                              "'probabilities'",
+                              name);
         out->outputs[out->n_outputs] = (enum hs__kserve_output)kind;
         out->binary[out->n_outputs++] = jb ? json_is_true(jb) : binary_all;
     }
@@ -386,10 +375,11 @@ static int header_length(const char *h, size_t len, size_t *out, char *msg, size
     size_t v = 0, n = 0;
     for (; h[n] >= '0' && h[n] <= '9' && n < 20; n++) v = v * 10 + (size_t)(h[n] - '0');
     if (n == 0 || h[n] || v > len)
-        return fail(msg, cap, 400,
-                    "Inference-Header-Content-Length must be a decimal no larger than the body "
-                    "(%zu bytes)",
-                    len);
+        return hs__refuse(
+            msg, cap, 400,
+            "Inference-Header-Content-Length must be a decimal no larger than the body "
+            "(%zu bytes)",
+            len);
     *out = v;
     return 0;
 }
@@ -407,20 +397,20 @@ int hs__kserve_decode(struct hs_server *s, struct hs_arena *a, const char *model
     if (st) return st;
     out->sm = find_model(s, model);
     if (!out->sm)
-        return fail(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models",
-                    model ? model : "");
+        return hs__refuse(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models",
+                          model ? model : "");
     out->head = hs__predict_head(s, out->sm);
     st = hs__body_parse(body, json_len, ts, &root, msg, cap);
     if (st) return st;
 
     json_t *jid = json_object_get(root, "id");
     if (jid && !json_is_string(jid)) {
-        st = fail(msg, cap, 400, "'id' must be a string");
+        st = hs__refuse(msg, cap, 400, "'id' must be a string");
         goto out;
     }
     if (jid) {
         if (json_string_length(jid) >= sizeof out->id) {
-            st = fail(msg, cap, 400, "'id' is longer than %zu bytes", sizeof out->id - 1);
+            st = hs__refuse(msg, cap, 400, "'id' is longer than %zu bytes", sizeof out->id - 1);
             goto out;
         }
         memcpy(out->id, json_string_value(jid), json_string_length(jid) + 1);
@@ -431,10 +421,11 @@ int hs__kserve_decode(struct hs_server *s, struct hs_arena *a, const char *model
     if (st) goto out;
     const struct hs_model *m = out->sm->model;
     if (!normalize && m->config.dims.normalize) {
-        st = fail(msg, cap, 400,
-                  "parameter 'normalize': false is not supported: model %s ends with a Normalize "
-                  "module",
-                  out->sm->name);
+        st = hs__refuse(
+            msg, cap, 400,
+            "parameter 'normalize': false is not supported: model %s ends with a Normalize "
+            "module",
+            out->sm->name);
         goto out;
     }
     out->post_normalize = normalize && !m->config.dims.normalize;
@@ -444,7 +435,7 @@ int hs__kserve_decode(struct hs_server *s, struct hs_arena *a, const char *model
     /* inputs */
     json_t *ji = json_object_get(root, "inputs");
     if (!json_is_array(ji) || json_array_size(ji) == 0 || json_array_size(ji) > T_COUNT) {
-        st = fail(msg, cap, 400, "'inputs' must be an array of 1 to %d tensors", T_COUNT);
+        st = hs__refuse(msg, cap, 400, "'inputs' must be an array of 1 to %d tensors", T_COUNT);
         goto out;
     }
     /* no tensor can hold more elements than its body has bytes */
@@ -457,21 +448,22 @@ int hs__kserve_decode(struct hs_server *s, struct hs_arena *a, const char *model
         json_t *jn = json_object_get(in, "name");
         const char *name = json_is_string(jn) ? json_string_value(jn) : NULL;
         if (!name) {
-            st = fail(msg, cap, 400, "inputs[%zu]: missing 'name'", i);
+            st = hs__refuse(msg, cap, 400, "inputs[%zu]: missing 'name'", i);
             goto out;
         }
         int kind = -1;
         for (int c = 0; c < T_COUNT; c++)
             if (!strcmp(name, tensor_names[c])) kind = c;
         if (kind < 0) {
-            st = fail(msg, cap, 400,
-                      "input '%s': the inputs are 'text' (BYTES), or 'input_ids' (INT64) with "
-                      "an optional 'attention_mask'",
-                      name);
+            st =
+                hs__refuse(msg, cap, 400,
+                           "input '%s': the inputs are 'text' (BYTES), or 'input_ids' (INT64) with "
+                           "an optional 'attention_mask'",
+                           name);
             goto out;
         }
         if (t[kind].present) {
-            st = fail(msg, cap, 400, "input '%s' is given twice", name);
+            st = hs__refuse(msg, cap, 400, "input '%s' is given twice", name);
             goto out;
         }
         t[kind].present = true;
@@ -480,32 +472,32 @@ int hs__kserve_decode(struct hs_server *s, struct hs_arena *a, const char *model
         if (st) goto out;
     }
     if (off != bin_len) {
-        st = fail(msg, cap, 400,
-                  "%zu bytes after the JSON header are not any input's binary_data_size",
-                  bin_len - off);
+        st = hs__refuse(msg, cap, 400,
+                        "%zu bytes after the JSON header are not any input's binary_data_size",
+                        bin_len - off);
         goto out;
     }
     if (t[T_TEXT].present == t[T_IDS].present) {
-        st = fail(msg, cap, 400, "give one of the inputs 'text' and 'input_ids'");
+        st = hs__refuse(msg, cap, 400, "give one of the inputs 'text' and 'input_ids'");
         goto out;
     }
     if (t[T_MASK].present &&
         (!t[T_IDS].present || t[T_MASK].rank != t[T_IDS].rank ||
          t[T_MASK].shape[0] != t[T_IDS].shape[0] || t[T_MASK].count != t[T_IDS].count)) {
-        st = fail(msg, cap, 400, "'attention_mask' must come with 'input_ids', of its shape");
+        st = hs__refuse(msg, cap, 400, "'attention_mask' must come with 'input_ids', of its shape");
         goto out;
     }
     size_t n = t[T_TEXT].present    ? t[T_TEXT].count
                : t[T_IDS].rank == 2 ? (size_t)t[T_IDS].shape[0]
                                     : 1;
     if (n > (size_t)s->cfg.limits.items_max) {
-        st = fail(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
-                  s->cfg.limits.items_max);
+        st = hs__refuse(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+                        s->cfg.limits.items_max);
         goto out;
     }
     out->seqs = hs_arena_calloc(a, n, sizeof *out->seqs);
     if (!out->seqs) {
-        st = fail(msg, cap, 500, "out of memory");
+        st = hs__refuse(msg, cap, 500, "out of memory");
         goto out;
     }
     size_t icap = cap < 512 ? cap : 512;
@@ -598,7 +590,7 @@ static char *model_path(struct conn *k, const char **verb, int *status, char *ms
     }
     char *name = hs_arena_alloc(hs__conn_arena(k), n + 1);
     if (!name) {
-        *status = fail(msg, cap, 500, "out of memory");
+        *status = hs__refuse(msg, cap, 500, "out of memory");
         return NULL;
     }
     memcpy(name, rest, n);
@@ -607,7 +599,8 @@ static char *model_path(struct conn *k, const char **verb, int *status, char *ms
     while (v && strstr(v + 1, "/versions/")) v = strstr(v + 1, "/versions/");
     if (v && !strchr(v + 10, '/')) {
         if (strcmp(v + 10, "1")) {
-            *status = fail(msg, cap, 404, "model '%.*s' has only version 1", (int)(v - name), name);
+            *status =
+                hs__refuse(msg, cap, 404, "model '%.*s' has only version 1", (int)(v - name), name);
             return NULL;
         }
         *v = '\0';

@@ -19,10 +19,7 @@
 #include "model/seqcls.h"
 #include "server/server-impl.h"
 
-static int body_error(char *msg, size_t cap, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int body_error(char *msg, size_t cap, int status, const char *fmt, ...)
+int hs__refuse(char *msg, size_t cap, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -31,7 +28,7 @@ static int body_error(char *msg, size_t cap, int status, const char *fmt, ...)
     return status;
 }
 
-static struct hs_served_model *find_model(struct hs_server *s, const char *name)
+struct hs_served_model *hs__find_model(struct hs_server *s, const char *name)
 {
     struct hs_served_model *sm = hs__server_model(s, name);
     if (sm || !name) return sm;
@@ -56,12 +53,12 @@ int hs__body_parse(const char *body, size_t len, int64_t *ts, json_t **root, cha
     *root = json_loadb(body ? body : "", len, 0, &je);
     if (ts) ts[HS_TS_PARSED] = hs_now_ns();
     if (!*root)
-        return body_error(msg, cap, 400, "malformed JSON: %s (line %d, column %d)", je.text,
+        return hs__refuse(msg, cap, 400, "malformed JSON: %s (line %d, column %d)", je.text,
                           je.line, je.column);
     if (!json_is_object(*root)) {
         json_decref(*root);
         *root = NULL;
-        return body_error(msg, cap, 400, "the request body must be a JSON object");
+        return hs__refuse(msg, cap, 400, "the request body must be a JSON object");
     }
     return 0;
 }
@@ -71,22 +68,22 @@ int hs__body_parse(const char *body, size_t len, int64_t *ts, json_t **root, cha
 static int get_inputs(json_t *v, const char *field, json_t **items, bool *tokens, char *msg,
                       size_t cap)
 {
-    if (!v) return body_error(msg, cap, 400, "missing field '%s'", field);
+    if (!v) return hs__refuse(msg, cap, 400, "missing field '%s'", field);
     *tokens = false;
     if (json_is_string(v)) {
         *items = json_pack("[O]", v);
-        return *items ? 0 : body_error(msg, cap, 500, "out of memory");
+        return *items ? 0 : hs__refuse(msg, cap, 500, "out of memory");
     }
     if (!json_is_array(v))
-        return body_error(msg, cap, 400, "'%s' must be a string or an array", field);
+        return hs__refuse(msg, cap, 400, "'%s' must be a string or an array", field);
     size_t n = json_array_size(v);
-    if (n == 0) return body_error(msg, cap, 400, "'%s' is empty", field);
+    if (n == 0) return hs__refuse(msg, cap, 400, "'%s' is empty", field);
     json_t *first = json_array_get(v, 0);
     if (json_is_integer(first)) {
         /* one sequence of token ids */
         *tokens = true;
         *items = json_pack("[O]", v);
-        return *items ? 0 : body_error(msg, cap, 500, "out of memory");
+        return *items ? 0 : hs__refuse(msg, cap, 500, "out of memory");
     }
     *tokens = json_is_array(first);
     json_incref(v);
@@ -259,7 +256,7 @@ int hs__text_opts_decode(const struct hs_served_model *sm, json_t *root, struct 
     memset(o, 0, sizeof *o);
     json_t *jt = json_object_get(root, "truncate");
     if (jt && !json_is_boolean(jt) && !json_is_null(jt))
-        return body_error(msg, cap, 400, "'truncate' must be a boolean");
+        return hs__refuse(msg, cap, 400, "'truncate' must be a boolean");
     o->truncate = jt && json_is_true(jt);
     json_t *jd = json_object_get(root, "truncation_direction");
     if (jd && !json_is_null(jd)) {
@@ -267,12 +264,12 @@ int hs__text_opts_decode(const struct hs_served_model *sm, json_t *root, struct 
         if (!strcasecmp(d, "left"))
             o->left = true;
         else if (strcasecmp(d, "right"))
-            return body_error(msg, cap, 400,
+            return hs__refuse(msg, cap, 400,
                               "'truncation_direction' must be \"left\" or \"right\"");
     }
     json_t *jp = json_object_get(root, "prompt_name");
     if (jp && !json_is_null(jp) && !json_is_string(jp))
-        return body_error(msg, cap, 400, "'prompt_name' must be a string");
+        return hs__refuse(msg, cap, 400, "'prompt_name' must be a string");
     return hs__tasks_prompt(sm->tasks, jp && json_is_string(jp) ? json_string_value(jp) : NULL,
                             &o->prompt, msg, cap);
 }
@@ -288,11 +285,11 @@ int hs__request_qos(const struct hs_server *s, json_t *root, const char *x_prior
     if (jp && json_is_string(jp))
         hp = json_string_value(jp);
     else if (jp && !json_is_null(jp))
-        return body_error(msg, cap, 400, "'priority' must be \"interactive\" or \"batch\"");
+        return hs__refuse(msg, cap, 400, "'priority' must be \"interactive\" or \"batch\"");
     if (hp) {
         int p = hs_priority_parse(hp);
         if (p < 0)
-            return body_error(msg, cap, 400, "priority '%s': expected \"interactive\" or \"batch\"",
+            return hs__refuse(msg, cap, 400, "priority '%s': expected \"interactive\" or \"batch\"",
                               hp);
         *prio = (enum hs_priority)p;
     }
@@ -305,7 +302,7 @@ int hs__request_qos(const struct hs_server *s, json_t *root, const char *x_prior
     json_t *jto = json_object_get(root, "timeout_ms");
     if (jto && !json_is_null(jto)) t = json_is_integer(jto) ? json_integer_value(jto) : -1;
     if (t <= 0 || t > s->cfg.limits.timeout_max_ms)
-        return body_error(msg, cap, 400, "timeout_ms must be an integer in [1, %d]",
+        return hs__refuse(msg, cap, 400, "timeout_ms must be an integer in [1, %d]",
                           s->cfg.limits.timeout_max_ms);
     *timeout_ms = t;
     return 0;
@@ -323,13 +320,13 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     /* model */
     json_t *jm = json_object_get(root, "model");
     if (jm && !json_is_string(jm) && !json_is_null(jm)) {
-        status = body_error(msg, cap, 400, "'model' must be a string");
+        status = hs__refuse(msg, cap, 400, "'model' must be a string");
         goto out;
     }
     const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
-    out->sm = find_model(s, model);
+    out->sm = hs__find_model(s, model);
     if (!out->sm) {
-        status = body_error(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models",
+        status = hs__refuse(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models",
                             model);
         goto out;
     }
@@ -344,7 +341,7 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     if (jd && !json_is_null(jd)) {
         if (!json_is_integer(jd) || json_integer_value(jd) < 1 ||
             json_integer_value(jd) > full_dim) {
-            status = body_error(msg, cap, 400,
+            status = hs__refuse(msg, cap, 400,
                                 "'dimensions' must be an integer in [1, %d]: model %s outputs %d "
                                 "dimensions (a smaller one keeps the first ones, renormalized)",
                                 full_dim, out->sm->name, full_dim);
@@ -361,19 +358,19 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
                 out->base64 = true;
             else if (strcmp(f, "float") != 0) {
                 status =
-                    body_error(msg, cap, 400, "'encoding_format' must be \"float\" or \"base64\"");
+                    hs__refuse(msg, cap, 400, "'encoding_format' must be \"float\" or \"base64\"");
                 goto out;
             }
         }
     } else {
         json_t *jn = json_object_get(root, "normalize");
         if (jn && !json_is_boolean(jn) && !json_is_null(jn)) {
-            status = body_error(msg, cap, 400, "'normalize' must be a boolean");
+            status = hs__refuse(msg, cap, 400, "'normalize' must be a boolean");
             goto out;
         }
         bool normalize = !jn || json_is_null(jn) || json_is_true(jn);
         if (!normalize && m->config.dims.normalize) {
-            status = body_error(msg, cap, 400,
+            status = hs__refuse(msg, cap, 400,
                                 "'normalize': false is not supported: model %s ends with a "
                                 "Normalize module",
                                 out->sm->name);
@@ -394,18 +391,18 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
                         openai ? "input" : "inputs", &items, &tokens, msg, cap);
     if (status) goto out;
     if (tokens && topts.prompt && json_object_get(root, "prompt_name")) {
-        status = body_error(msg, cap, 400, "'prompt_name' applies to texts, not to token ids");
+        status = hs__refuse(msg, cap, 400, "'prompt_name' applies to texts, not to token ids");
         goto out;
     }
     size_t n = json_array_size(items);
     if (n > (size_t)s->cfg.limits.items_max) {
-        status = body_error(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+        status = hs__refuse(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
                             s->cfg.limits.items_max);
         goto out;
     }
     out->seqs = hs_arena_calloc(a, n, sizeof *out->seqs);
     if (!out->seqs) {
-        status = body_error(msg, cap, 500, "out of memory");
+        status = hs__refuse(msg, cap, 500, "out of memory");
         goto out;
     }
     /* (an input's message is cut at 511 bytes, as it always was) */
@@ -433,9 +430,9 @@ int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body,
     if (status) return status;
     json_t *jm = json_object_get(root, "model");
     const char *model = jm && json_is_string(jm) ? json_string_value(jm) : NULL;
-    struct hs_served_model *sm = find_model(s, model);
+    struct hs_served_model *sm = hs__find_model(s, model);
     if (!sm) {
-        status = body_error(msg, cap, 404, "model '%s' not found", model);
+        status = hs__refuse(msg, cap, 404, "model '%s' not found", model);
         goto out;
     }
     json_t *ja = json_object_get(root, "add_special_tokens");
@@ -446,12 +443,12 @@ int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body,
     /* (arrays are pairs [text, text]; token ids are refused) */
     if (tokens && !json_is_string(json_array_get(json_array_get(items, 0), 0))) {
         status =
-            body_error(msg, cap, 400, "'inputs' must be a string, an array of strings or of pairs");
+            hs__refuse(msg, cap, 400, "'inputs' must be a string, an array of strings or of pairs");
         goto out;
     }
     size_t n = json_array_size(items);
     if (n > (size_t)s->cfg.limits.items_max) {
-        status = body_error(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+        status = hs__refuse(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
                             s->cfg.limits.items_max);
         goto out;
     }
@@ -466,7 +463,7 @@ int hs__tokenize_body(struct hs_server *s, struct hs_arena *a, const char *body,
             if (json_is_string(x)) chars += utf8_chars(json_string_value(x), json_string_length(x));
         }
         if (chars > (size_t)s->cfg.limits.chars_max) {
-            status = body_error(msg, cap, 413, "inputs[%zu] has more than %d characters", i,
+            status = hs__refuse(msg, cap, 413, "inputs[%zu] has more than %d characters", i,
                                 s->cfg.limits.chars_max);
             goto out;
         }

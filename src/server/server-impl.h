@@ -138,6 +138,12 @@ enum MHD_Result hs__conn_send(struct conn *k, int status, struct hs_buf *b, cons
 hs_engine_t hs__server_engine(struct hs_server *s, const char *name);
 /* The served model named name (the first one for NULL or ""), NULL when none (server.c). */
 struct hs_served_model *hs__server_model(struct hs_server *s, const char *name);
+/* hs__server_model, and a path-like name by its last component ("sentence-transformers/x"). */
+struct hs_served_model *hs__find_model(struct hs_server *s, const char *name);
+/* Writes the refusal's message into msg[cap] and returns status: the request decoders' one
+ * way to refuse (request_body.c). */
+int hs__refuse(char *msg, size_t cap, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* --- POST /predict (predict.c) ---
  * Loads the heads named by cfg.cascade and checks them against the served models; *out is NULL

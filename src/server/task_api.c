@@ -29,31 +29,20 @@
 #define HS_VERSION_STRING "0"
 #endif
 
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 static struct hs_served_model *model_of(struct hs_server *s, json_t *root, int *status, char *msg,
                                         size_t cap)
 {
     json_t *jm = json_object_get(root, "model");
     if (jm && !json_is_string(jm) && !json_is_null(jm)) {
-        *status = fail(msg, cap, 400, "'model' must be a string");
+        *status = hs__refuse(msg, cap, 400, "'model' must be a string");
         return NULL;
     }
     const char *name = json_is_string(jm) ? json_string_value(jm) : NULL;
     struct hs_served_model *sm = hs__server_model(s, name);
     if (!sm && name && strrchr(name, '/')) sm = hs__server_model(s, strrchr(name, '/') + 1);
     if (!sm)
-        *status =
-            fail(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models", name);
+        *status = hs__refuse(msg, cap, 404, "model '%s' not found; GET /v1/models lists the models",
+                             name);
     return sm;
 }
 
@@ -62,7 +51,7 @@ static int get_bool(json_t *root, const char *key, bool dflt, bool *out, char *m
     json_t *v = json_object_get(root, key);
     *out = dflt;
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return fail(msg, cap, 400, "'%s' must be a boolean", key);
+    if (!json_is_boolean(v)) return hs__refuse(msg, cap, 400, "'%s' must be a boolean", key);
     *out = json_is_true(v);
     return 0;
 }
@@ -72,14 +61,14 @@ static int get_text(const struct hs_server *s, json_t *v, const char *what, size
                     const char **text, size_t *len, char *msg, size_t cap)
 {
     if (!json_is_string(v) || json_string_length(v) == 0)
-        return fail(msg, cap, 400, "%s[%zu]: expected a non-empty string", what, idx);
+        return hs__refuse(msg, cap, 400, "%s[%zu]: expected a non-empty string", what, idx);
     *text = json_string_value(v);
     *len = json_string_length(v);
     size_t chars = 0;
     for (size_t i = 0; i < *len; i++) chars += ((unsigned char)(*text)[i] & 0xC0) != 0x80;
     if (chars > (size_t)s->cfg.limits.chars_max)
-        return fail(msg, cap, 413, "%s[%zu] has %zu characters; the limit is %d", what, idx, chars,
-                    s->cfg.limits.chars_max);
+        return hs__refuse(msg, cap, 413, "%s[%zu] has %zu characters; the limit is %d", what, idx,
+                          chars, s->cfg.limits.chars_max);
     return 0;
 }
 
@@ -96,20 +85,21 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
     const struct hs_model *m = sm->model;
     int seq_max = m->config.max_seq_len;
     int32_t *ids = hs_arena_alloc(a, 2 * sizeof(int32_t) * (size_t)seq_max);
-    if (!ids) return fail(msg, cap, 500, "out of memory");
+    if (!ids) return hs__refuse(msg, cap, 500, "out of memory");
     int nt = 0, nfull = 0;
     struct hs_error err;
     hs_error_clear(&err);
     hs_status hs = hs_tokenizer_encode_pair(m->tokenizer, ta, la, tb, lb, ids, ids + seq_max,
                                             seq_max, &nt, &nfull, &err);
     if (hs != HS_STATUS_OK)
-        return fail(msg, cap, hs__http_status(hs), "%s[%zu]: %s", what, idx,
-                    err.msg[0] ? err.msg : hs_status_str(hs));
+        return hs__refuse(msg, cap, hs__http_status(hs), "%s[%zu]: %s", what, idx,
+                          err.msg[0] ? err.msg : hs_status_str(hs));
     if (nfull > nt && !truncate)
-        return fail(msg, cap, 413,
-                    "%s[%zu]: the pair has %d tokens; model %s takes at most %d (set \"truncate\": "
-                    "true to cut it, longest first)",
-                    what, idx, nfull, sm->name, seq_max);
+        return hs__refuse(
+            msg, cap, 413,
+            "%s[%zu]: the pair has %d tokens; model %s takes at most %d (set \"truncate\": "
+            "true to cut it, longest first)",
+            what, idx, nfull, sm->name, seq_max);
     seq->ids = ids;
     seq->type_ids = ids + seq_max;
     seq->n_tokens = nt;
@@ -145,27 +135,29 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
     if (!t->sm) return status;
     const struct hs_seqcls *h = t->sm->tasks ? t->sm->tasks->cls : NULL;
     if (!h || h->n_labels != 1)
-        return fail(msg, cap, 400,
-                    "model %s is not a reranker: that needs a sequence classifier with one label "
-                    "(config.json architectures *ForSequenceClassification)%s",
-                    t->sm->name, h ? "; it has several: POST /predict" : "");
+        return hs__refuse(
+            msg, cap, 400,
+            "model %s is not a reranker: that needs a sequence classifier with one label "
+            "(config.json architectures *ForSequenceClassification)%s",
+            t->sm->name, h ? "; it has several: POST /predict" : "");
     struct hs__text_opts o;
     if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
     if (o.left)
-        return fail(msg, cap, 400,
-                    "'truncation_direction': \"left\" is not supported for pairs (they are cut "
-                    "longest first, at the right)");
+        return hs__refuse(
+            msg, cap, 400,
+            "'truncation_direction': \"left\" is not supported for pairs (they are cut "
+            "longest first, at the right)");
     json_t *q = json_object_get(root, "query");
     json_t *docs = json_object_get(root, v1 ? "documents" : "texts");
     const char *field = v1 ? "documents" : "texts";
     if (!json_is_string(q) || json_string_length(q) == 0)
-        return fail(msg, cap, 400, "'query' must be a non-empty string");
+        return hs__refuse(msg, cap, 400, "'query' must be a non-empty string");
     if (!json_is_array(docs) || json_array_size(docs) == 0)
-        return fail(msg, cap, 400, "'%s' must be a non-empty array of strings", field);
+        return hs__refuse(msg, cap, 400, "'%s' must be a non-empty array of strings", field);
     size_t n = json_array_size(docs);
     if (n > (size_t)s->cfg.limits.items_max)
-        return fail(msg, cap, 413, "%zu %s; the limit is %d per request", n, field,
-                    s->cfg.limits.items_max);
+        return hs__refuse(msg, cap, 413, "%zu %s; the limit is %d per request", n, field,
+                          s->cfg.limits.items_max);
     if (v1) {
         t->return_text = false;
         if ((status = get_bool(root, "return_documents", false, &t->return_text, msg, cap)))
@@ -174,7 +166,7 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
         t->top_n = (int)n;
         if (tn && !json_is_null(tn)) {
             if (!json_is_integer(tn) || json_integer_value(tn) < 1)
-                return fail(msg, cap, 400, "'top_n' must be an integer >= 1");
+                return hs__refuse(msg, cap, 400, "'top_n' must be an integer >= 1");
             if (json_integer_value(tn) < (json_int_t)n) t->top_n = (int)json_integer_value(tn);
         }
         /* Cohere's and Jina's clients send a bare truncate flag rarely: pairs are cut */
@@ -187,7 +179,7 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
     t->seqs = hs_arena_calloc(a, n, sizeof *t->seqs);
     t->texts = hs_arena_calloc(a, n, sizeof *t->texts);
     t->text_lens = hs_arena_calloc(a, n, sizeof *t->text_lens);
-    if (!t->seqs || !t->texts || !t->text_lens) return fail(msg, cap, 500, "out of memory");
+    if (!t->seqs || !t->texts || !t->text_lens) return hs__refuse(msg, cap, 500, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *d = json_array_get(docs, i);
         /* Cohere's documents may be {"text": ...} objects */
@@ -196,7 +188,7 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
             return status;
         t->texts[i] = hs_arena_strndup(a, json_string_value(d), json_string_length(d));
         t->text_lens[i] = json_string_length(d);
-        if (!t->texts[i]) return fail(msg, cap, 500, "out of memory");
+        if (!t->texts[i]) return hs__refuse(msg, cap, 500, "out of memory");
         t->tokens += t->seqs[i].n_tokens;
     }
     t->n = n;
@@ -211,10 +203,11 @@ static int similarity_decode(struct hs_server *s, struct hs_arena *a, json_t *ro
     t->sm = model_of(s, root, &status, msg, cap);
     if (!t->sm) return status;
     if (t->sm->tasks && t->sm->tasks->cls)
-        return fail(msg, cap, 400,
-                    "model %s is a sequence classifier, not an embedding model: POST /rerank or "
-                    "/predict",
-                    t->sm->name);
+        return hs__refuse(
+            msg, cap, 400,
+            "model %s is a sequence classifier, not an embedding model: POST /rerank or "
+            "/predict",
+            t->sm->name);
     struct hs__text_opts o;
     if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
     json_t *in = json_object_get(root, "inputs");
@@ -222,14 +215,15 @@ static int similarity_decode(struct hs_server *s, struct hs_arena *a, json_t *ro
     json_t *sen = json_object_get(in, "sentences");
     if (!json_is_object(in) || !json_is_string(src) || !json_is_array(sen) ||
         json_array_size(sen) == 0)
-        return fail(msg, cap, 400,
-                    "'inputs' must be {\"source_sentence\": text, \"sentences\": [text, ...]}");
+        return hs__refuse(
+            msg, cap, 400,
+            "'inputs' must be {\"source_sentence\": text, \"sentences\": [text, ...]}");
     size_t n = json_array_size(sen) + 1;
     if (n - 1 > (size_t)s->cfg.limits.items_max)
-        return fail(msg, cap, 413, "%zu sentences; the limit is %d per request", n - 1,
-                    s->cfg.limits.items_max);
+        return hs__refuse(msg, cap, 413, "%zu sentences; the limit is %d per request", n - 1,
+                          s->cfg.limits.items_max);
     t->seqs = hs_arena_calloc(a, n, sizeof *t->seqs);
-    if (!t->seqs) return fail(msg, cap, 500, "out of memory");
+    if (!t->seqs) return hs__refuse(msg, cap, 500, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *x = i ? json_array_get(sen, i - 1) : src;
         if ((status = hs__text_input_opts(s, a, t->sm, x, i, &o, &t->seqs[i], msg, cap)))
@@ -248,10 +242,10 @@ static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root,
     t->sm = model_of(s, root, &status, msg, cap);
     if (!t->sm) return status;
     if (!t->sm->tasks || !t->sm->tasks->cls)
-        return fail(msg, cap, 400,
-                    "model %s has no classifier head (config.json architectures "
-                    "*ForSequenceClassification) and no cascade is configured",
-                    t->sm->name);
+        return hs__refuse(msg, cap, 400,
+                          "model %s has no classifier head (config.json architectures "
+                          "*ForSequenceClassification) and no cascade is configured",
+                          t->sm->name);
     struct hs__text_opts o;
     if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
     if ((status = get_bool(root, "raw_scores", false, &t->raw, msg, cap))) return status;
@@ -264,25 +258,26 @@ static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root,
     } else if (json_is_array(in) && json_array_size(in) > 0) {
         items = json_incref(in);
     } else {
-        return fail(msg, cap, 400, "'inputs' must be a text, an array of texts or of pairs [a, b]");
+        return hs__refuse(msg, cap, 400,
+                          "'inputs' must be a text, an array of texts or of pairs [a, b]");
     }
-    if (!items) return fail(msg, cap, 500, "out of memory");
+    if (!items) return hs__refuse(msg, cap, 500, "out of memory");
     size_t n = json_array_size(items);
     if (n > (size_t)s->cfg.limits.items_max) {
         json_decref(items);
-        return fail(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
-                    s->cfg.limits.items_max);
+        return hs__refuse(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+                          s->cfg.limits.items_max);
     }
     t->seqs = hs_arena_calloc(a, n, sizeof *t->seqs);
-    if (!t->seqs) status = fail(msg, cap, 500, "out of memory");
+    if (!t->seqs) status = hs__refuse(msg, cap, 500, "out of memory");
     for (size_t i = 0; i < n && !status; i++) {
         json_t *x = json_array_get(items, i);
         if (json_is_array(x)) {
             if (json_array_size(x) != 2)
-                status = fail(msg, cap, 400, "inputs[%zu]: a pair is [text, text]", i);
+                status = hs__refuse(msg, cap, 400, "inputs[%zu]: a pair is [text, text]", i);
             else if (o.left)
-                status = fail(msg, cap, 400,
-                              "'truncation_direction': \"left\" is not supported for pairs");
+                status = hs__refuse(msg, cap, 400,
+                                    "'truncation_direction': \"left\" is not supported for pairs");
             else
                 status = pair_input(s, a, t->sm, json_array_get(x, 0), json_array_get(x, 1),
                                     "inputs", i, o.truncate, &t->seqs[i], msg, cap);
@@ -306,7 +301,7 @@ int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const cha
     struct task *t = hs_arena_calloc(a, 1, sizeof *t);
     if (!t) {
         json_decref(root);
-        return fail(msg, cap, 500, "out of memory");
+        return hs__refuse(msg, cap, 500, "out of memory");
     }
     t->kind = (enum task_kind)kind;
     status = hs__request_qos(s, root, x_priority, x_timeout_ms, &t->prio, &t->timeout_ms, msg, cap);

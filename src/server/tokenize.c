@@ -20,17 +20,6 @@
 #include "server/json.h"
 #include "server/server-impl.h"
 
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 static int http_of(hs_status st)
 {
     switch (st) {
@@ -72,16 +61,17 @@ int hs__tokenize_item(const struct hs_model *m, json_t *item, size_t idx, bool s
             n[k] = json_string_length(json_array_get(item, (size_t)k));
         }
     } else {
-        return fail(msg, cap, 400, "inputs[%zu]: expected a string or a pair [text, text]", idx);
+        return hs__refuse(msg, cap, 400, "inputs[%zu]: expected a string or a pair [text, text]",
+                          idx);
     }
     const struct hs_tok *tok = hs_tokenizer_json(m->tokenizer);
     struct hs_error err;
     hs_error_clear(&err);
     if (!tok) {
         if (t[1])
-            return fail(msg, cap, 400,
-                        "inputs[%zu]: pairs need a tokenizer.json (this model has vocab.txt only)",
-                        idx);
+            return hs__refuse(
+                msg, cap, 400,
+                "inputs[%zu]: pairs need a tokenizer.json (this model has vocab.txt only)", idx);
         /* vocab.txt: every token, [CLS] .. [SEP] */
         int ncap = (int)n[0] + 2;
         int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)ncap);
@@ -91,8 +81,8 @@ int hs__tokenize_item(const struct hs_model *m, json_t *item, size_t idx, bool s
                 : HS_STATUS_NO_MEMORY;
         if (st != HS_STATUS_OK) {
             hs_free(ids);
-            return fail(msg, cap, http_of(st), "inputs[%zu]: %s", idx,
-                        err.msg[0] ? err.msg : hs_status_str(st));
+            return hs__refuse(msg, cap, http_of(st), "inputs[%zu]: %s", idx,
+                              err.msg[0] ? err.msg : hs_status_str(st));
         }
         hs_buf_putc(out, '[');
         int first = 1;
@@ -116,8 +106,8 @@ int hs__tokenize_item(const struct hs_model *m, json_t *item, size_t idx, bool s
     struct hs_tok_encoding e;
     hs_status st = hs_tok_encode(tok, t[0], n[0], t[1], n[1], &o, &e, &err);
     if (st != HS_STATUS_OK)
-        return fail(msg, cap, http_of(st), "inputs[%zu]: %s", idx,
-                    err.msg[0] ? err.msg : hs_status_str(st));
+        return hs__refuse(msg, cap, http_of(st), "inputs[%zu]: %s", idx,
+                          err.msg[0] ? err.msg : hs_status_str(st));
     hs_buf_putc(out, '[');
     for (size_t k = 0; k < e.n; k++) {
         hs_buf_printf(out, "%s{\"id\":%d,\"text\":", k ? "," : "", e.ids[k]);
@@ -151,12 +141,12 @@ static int decode_one(const struct hs_tok *tok, json_t *ids, size_t idx, bool sk
 {
     size_t n = json_array_size(ids);
     int32_t *v = hs_malloc((n + 1) * sizeof *v);
-    if (!v) return fail(msg, cap, 500, "out of memory");
+    if (!v) return hs__refuse(msg, cap, 500, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *x = json_array_get(ids, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX) {
             hs_free(v);
-            return fail(msg, cap, 400, "ids[%zu][%zu]: expected a token id", idx, i);
+            return hs__refuse(msg, cap, 400, "ids[%zu][%zu]: expected a token id", idx, i);
         }
         v[i] = (int32_t)json_integer_value(x);
     }
@@ -166,7 +156,7 @@ static int decode_one(const struct hs_tok *tok, json_t *ids, size_t idx, bool sk
     hs_error_clear(&err);
     hs_status st = hs_tok_decode(tok, v, n, skip, &text, &len, &err);
     hs_free(v);
-    if (st != HS_STATUS_OK) return fail(msg, cap, http_of(st), "ids[%zu]: %s", idx, err.msg);
+    if (st != HS_STATUS_OK) return hs__refuse(msg, cap, http_of(st), "ids[%zu]: %s", idx, err.msg);
     hs_buf_json_str(out, text, len);
     hs_free(text);
     return 0;
@@ -184,13 +174,15 @@ int hs__decode_body(struct hs_server *s, struct hs_arena *a, const char *body, s
     json_t *ids = json_object_get(root, "ids"), *sk = json_object_get(root, "skip_special_tokens");
     bool skip = !sk || !json_is_false(sk);
     if (!sm) {
-        status = fail(msg, cap, 404, "model '%s' not found", model ? model : "(default)");
+        status = hs__refuse(msg, cap, 404, "model '%s' not found", model ? model : "(default)");
     } else if (!hs_tokenizer_json(sm->model->tokenizer)) {
-        status = fail(msg, cap, 400, "model %s has no tokenizer.json to decode with", sm->name);
+        status =
+            hs__refuse(msg, cap, 400, "model %s has no tokenizer.json to decode with", sm->name);
     } else if (!json_is_array(ids) || json_array_size(ids) == 0) {
-        status = fail(msg, cap, 400, "'ids' must be an array of token ids or of arrays of them");
+        status =
+            hs__refuse(msg, cap, 400, "'ids' must be an array of token ids or of arrays of them");
     } else if (sk && !json_is_boolean(sk)) {
-        status = fail(msg, cap, 400, "'skip_special_tokens' must be a boolean");
+        status = hs__refuse(msg, cap, 400, "'skip_special_tokens' must be a boolean");
     }
     if (status) {
         json_decref(root);
@@ -201,15 +193,15 @@ int hs__decode_body(struct hs_server *s, struct hs_arena *a, const char *body, s
     size_t n = batch ? json_array_size(ids) : 1;
     if (n > (size_t)s->cfg.limits.items_max) {
         json_decref(root);
-        return fail(msg, cap, 413, "%zu id lists; the limit is %d per request", n,
-                    s->cfg.limits.items_max);
+        return hs__refuse(msg, cap, 413, "%zu id lists; the limit is %d per request", n,
+                          s->cfg.limits.items_max);
     }
     hs_buf_init(out, a, 256);
     hs_buf_putc(out, '[');
     for (size_t i = 0; i < n && !status; i++) {
         json_t *one = batch ? json_array_get(ids, i) : ids;
         if (!json_is_array(one)) {
-            status = fail(msg, cap, 400, "ids[%zu]: expected an array of token ids", i);
+            status = hs__refuse(msg, cap, 400, "ids[%zu]: expected an array of token ids", i);
             break;
         }
         if (i) hs_buf_putc(out, ',');

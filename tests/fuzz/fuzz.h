@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -35,6 +37,18 @@ static inline const char *fuzz_path(const char *rel)
     static char buf[4096];
     const char *root = getenv("HS_SOURCE_DIR");
     snprintf(buf, sizeof buf, "%s/%s", root && *root ? root : HS_FUZZ_SOURCE_DIR, rel);
+    return buf;
+}
+
+/* The value of header line "Name: value" (name matched without case) copied into buf[cap], or
+ * NULL when the line names another header. */
+static inline const char *fuzz_header(char *line, const char *name, char *buf, size_t cap)
+{
+    size_t n = strlen(name);
+    if (strncasecmp(line, name, n) != 0 || line[n] != ':') return NULL;
+    const char *v = line + n + 1;
+    while (*v == ' ') v++;
+    snprintf(buf, cap, "%s", v);
     return buf;
 }
 

@@ -264,17 +264,6 @@ static void task(int kind, const char *body, size_t len, const char *prio, const
     json_decref(root);
 }
 
-/* The value of header line "Name: value" when it names name. */
-static const char *header(char *line, const char *name, char *buf, size_t cap)
-{
-    size_t n = strlen(name);
-    if (strncasecmp(line, name, n) != 0 || line[n] != ':') return NULL;
-    const char *v = line + n + 1;
-    while (*v == ' ') v++;
-    snprintf(buf, cap, "%s", v);
-    return buf;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv) setup();
@@ -301,8 +290,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         const char *v;
-        if ((v = header(p, "X-Priority", prio_buf, sizeof prio_buf))) prio = v;
-        if ((v = header(p, "X-Timeout-Ms", timeout_buf, sizeof timeout_buf))) timeout = v;
+        if ((v = fuzz_header(p, "X-Priority", prio_buf, sizeof prio_buf))) prio = v;
+        if ((v = fuzz_header(p, "X-Timeout-Ms", timeout_buf, sizeof timeout_buf))) timeout = v;
         p = e + 1;
     }
     /* the body alone in a buffer of its size, as the handler holds it (not NUL-terminated) */

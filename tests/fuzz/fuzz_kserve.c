@@ -83,16 +83,6 @@ static void check_req(const struct hs__kserve_req *q)
     FUZZ_CHECK(sum == q->prompt_tokens);
 }
 
-static const char *header(char *line, const char *name, char *buf, size_t cap)
-{
-    size_t n = strlen(name);
-    if (strncasecmp(line, name, n) != 0 || line[n] != ':') return NULL;
-    const char *v = line + n + 1;
-    while (*v == ' ') v++;
-    snprintf(buf, cap, "%s", v);
-    return buf;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv) setup();
@@ -118,9 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         const char *v;
-        if ((v = header(p, "Inference-Header-Content-Length", hl_buf, sizeof hl_buf))) hl = v;
-        if ((v = header(p, "X-Priority", prio_buf, sizeof prio_buf))) prio = v;
-        if ((v = header(p, "X-Timeout-Ms", timeout_buf, sizeof timeout_buf))) timeout = v;
+        if ((v = fuzz_header(p, "Inference-Header-Content-Length", hl_buf, sizeof hl_buf))) hl = v;
+        if ((v = fuzz_header(p, "X-Priority", prio_buf, sizeof prio_buf))) prio = v;
+        if ((v = fuzz_header(p, "X-Timeout-Ms", timeout_buf, sizeof timeout_buf))) timeout = v;
         p = e + 1;
     }
     /* the body from the input's own bytes (binary tensors may hold NULs and newlines) */
