@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from hsbench import csv_rows, fmt, load_json, measured, ok, pct  # noqa: E402
 
 SHORT_P99_MS = 50.0
-NAMES = {"a": "(a) shared", "b": "(b) hybrid", "c": "(c) gpu-long"}
+NAMES = {"a": "(a) shared", "b": "(b) hybrid", "c": "(c) gpu-long", "e": "(e) elastic"}
+CONFIGS = ("a", "b", "e", "c")
 
 
 def read_snap(path):
@@ -80,7 +81,7 @@ def main():
             pass
     rates = sorted({os.path.basename(p).split("-", 1)[1].split(".m0")[0]
                     for p in glob.glob(os.path.join(runs, "*.m0"))}, key=float)
-    results = [r for cfg in ("a", "b", "c") for rate in rates
+    results = [r for cfg in CONFIGS for rate in rates
                for r in [one_run(runs, cfg, rate)] if r]
     if not results:
         print("hybrid report: no runs in %s" % runs)
@@ -101,7 +102,7 @@ def main():
 
     print()
     sustained = {}
-    for cfg in ("a", "b", "c"):
+    for cfg in CONFIGS:
         rs = [r for r in results if r["cfg"] == cfg]
         if not rs:
             continue
@@ -110,28 +111,35 @@ def main():
         print("%s: highest offered load with short P99 < %.0f ms, no errors: %s"
               % (NAMES[cfg], SHORT_P99_MS, "%.1f req/s" % sustained[cfg] if good
                  else "none of the loads tried"))
-    if "a" in sustained and "b" in sustained:
+    for b in ("b", "e"):
+        if "a" not in sustained or b not in sustained:
+            continue
         print()
-        print("targets, (b) vs (a) at the same load: short P99 >= 4x lower, long P99 <= 1.2x")
+        print("targets, (%s) vs (a) at the same load: short P99 >= 4x lower, long P99 <= 1.2x" % b)
         hits = []
         for rate in rates:
             ra = next((r for r in results if r["cfg"] == "a" and r["rate"] == float(rate)), None)
-            rb = next((r for r in results if r["cfg"] == "b" and r["rate"] == float(rate)), None)
+            rb = next((r for r in results if r["cfg"] == b and r["rate"] == float(rate)), None)
             if not ra or not rb:
                 continue
             s = ra["short_p99"] / rb["short_p99"] if rb["short_p99"] else float("nan")
             lg = rb["long_p99"] / ra["long_p99"] if ra["long_p99"] else float("nan")
             hit = s >= 4 and lg <= 1.2
             hits.append(hit)
-            print("  %7.1f req/s: short P99 a/b %s, long P99 b/a %s  -> %s"
-                  % (float(rate), fmt(s, "%.2fx"), fmt(lg, "%.2fx"), "both met" if hit else
+            print("  %7.1f req/s: short P99 a/%s %s, long P99 %s/a %s  -> %s"
+                  % (float(rate), b, fmt(s, "%.2fx"), b, fmt(lg, "%.2fx"), "both met" if hit else
                      "short %s, long %s" % ("met" if s >= 4 else "NOT met",
                                             "met" if lg <= 1.2 else "NOT met")))
-        print("  sustained load (b) %.1f vs (a) %.1f req/s -> %s"
-              % (sustained["b"], sustained["a"],
-                 "met" if sustained["b"] >= sustained["a"] and sustained["b"] > 0 else "NOT met"))
+        print("  sustained load (%s) %.1f vs (a) %.1f req/s -> %s"
+              % (b, sustained[b], sustained["a"],
+                 "met" if sustained[b] >= sustained["a"] and sustained[b] > 0 else "NOT met"))
         print("  verdict: %s" % ("targets REACHED at some load" if any(hits) and
-                                 sustained["b"] >= sustained["a"] else "targets NOT reached"))
+                                 sustained[b] >= sustained["a"] else "targets NOT reached"))
+    leases = os.path.join(runs, "e-leases.txt")
+    if os.path.exists(leases):
+        with open(leases) as fh:
+            print("(e) core loans over its runs (from /metrics):")
+            sys.stdout.write("".join("  " + ln for ln in fh))
     if not any(r["cfg"] == "c" for r in results):
         print("(c) not run: no GPU found")
     if any(r["routing"] == "client" for r in results if r["cfg"] != "a"):
@@ -160,7 +168,7 @@ def main():
             print("no PNG: matplotlib is not installed (pip install matplotlib in a bench venv)")
             return 0
         fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-        for cfg in ("a", "b", "c"):
+        for cfg in CONFIGS:
             rs = [r for r in results if r["cfg"] == cfg]
             if not rs:
                 continue

@@ -9,6 +9,9 @@
 #   (a) shared: one CPU engine on cores 0-1, one queue (FIFO across length buckets), batching on
 #   (b) hybrid: short -> CPU engine pinned to core 0, long -> CPU engine pinned to core 1
 #   (c) gpu:    short -> CPU engine on cores 0-1, long -> CUDA engine (only when a GPU is found)
+#   (e) elastic: (b) with the long engine borrowing core 0 stage by stage while the short lane is
+#       idle (engines[].borrow_cores: [0]); a short request waits at most for the stage in
+#       flight. Only with the server's routing (not with HYBRID_SPLIT=1 or HYBRID_CONFIG).
 # Routing for (b)/(c): by the server's router (rules: tokens_max 32 -> short route, default ->
 # long route, no failover), the mixed trace sent to one URL; HYBRID_CONFIG=FILE runs (b) with
 # FILE instead (e.g. configs/hybrid-cpu.yaml). On a build without the router, or with
@@ -125,6 +128,11 @@ elif [ "${HYBRID_SPLIT:-0}" != 1 ]; then
     mv "$BENCH_TMP/br.yaml" "$BENCH_TMP/b.yaml"
     mv "$BENCH_TMP/cr.yaml" "$BENCH_TMP/c.yaml"
     B_MODE=routed
+    routed_config "$BENCH_TMP/e.yaml" "    kind: cpu
+    cores: [0]" "    kind: cpu
+    cores: [1]
+    borrow_cores: [0]"
+    "$HETSERVE" config --check "$BENCH_TMP/e.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/e.yaml"
   else
     echo "hybrid: this build has no rule routing (router: in the config); routing in the client" >&2
   fi
@@ -132,7 +140,7 @@ fi
 GPUS=$("$HETSERVE" devices 2>/dev/null | python3 -c 'import json,sys
 try: print(int(json.load(sys.stdin).get("gpus", 0)))
 except Exception: print(0)')
-for c in a b c; do cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
+for c in a b c e; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
 {
   echo "# hybrid experiment, $(hs_load_note)"
   echo "# (b)/(c) routing: $B_MODE${HYBRID_CONFIG:+ ($HYBRID_CONFIG)}; GPUs found: $GPUS"
@@ -205,6 +213,18 @@ else
   for r in $RATES; do run_split b "$r"; done
 fi
 hs_server_stop || echo "hybrid: server (b) exited non-zero" >&2
+
+# --- (e) hybrid with the long engine borrowing the short engine's idle core --------------------
+if [ -f "$BENCH_TMP/e.yaml" ]; then
+  if hs_server_start e "$BENCH_TMP/e.yaml"; then
+    warm all-MiniLM-L6-v2
+    for r in $RATES; do run_mixed e "$r" all-MiniLM-L6-v2; done
+    curl -s --noproxy '*' "$SERVER_URL/metrics" | grep '^hetserve_core_' >"$RUNS/e-leases.txt"
+    hs_server_stop || echo "hybrid: server (e) exited non-zero" >&2
+  fi
+else
+  echo "hybrid: (e) skipped: needs the server's routing and engines[].borrow_cores"
+fi
 
 # --- (c) GPU for the long requests ---------------------------------------------------------------
 if [ "$GPUS" -gt 0 ]; then

@@ -165,9 +165,14 @@ struct hs_engine_opts {
                         int k);
     void *cpu_observe_ctx;
     /* (optional) device by name, for kinds whose runtime names its devices (OpenVINO: "CPU",
-     * "GPU", "NPU", "AUTO"); NULL or "" = by `device` ordinal. The last member: a plugin built
-     * before it never reads it. */
+     * "GPU", "NPU", "AUTO"); NULL or "" = by `device` ordinal. A plugin built before it never
+     * reads it. */
     const char *device_name;
+    /* CPU (optional): cores of other pinned CPU engines this one may borrow, stage by stage,
+     * while their owners are idle (engine/cpu/lease.h); 0 = none. Added last: a plugin built
+     * before it never reads it. */
+    int n_borrow_cores;
+    int borrow_cores[HS_ENGINE_MAX_CORES];
 };
 
 /* Chosen by measurement (bench_cpu, single and two threads): below it the packed kernel beats
@@ -225,6 +230,9 @@ struct hs_engine_kind {
      * runner, no executor, and a model only on such engines is loaded without its weights */
     bool remote;
     enum hs_slice_by slice_by; /* engines[].slices: how, if at all */
+    /* true: its engines can borrow idle cores of other pinned engines of the kind, stage by
+     * stage (engines[].borrow_cores; engine/cpu/lease.h) */
+    bool lends_cores;
 };
 
 /* Number of registered kinds; hs_engine_kind_at(i) for i in [0, n) returns them in order. */
@@ -322,6 +330,16 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
                             int64_t *scratch);
 int64_t hs_engine_cpu_mem_available(int device);
 double hs_engine_cpu_gemm_gflops(int device, int threads, double seconds, const char **what);
+/* A core that CPU engines lend (engines[].borrow_cores): what its loans cost. */
+struct hs_cpu_lease_stats {
+    int64_t lent_stages; /* stages a borrower ran on the core */
+    int64_t lent_ns;     /* time it was lent, summed */
+    int64_t waits;       /* stages of its owners that waited for it to come back */
+    int64_t wait_ns;     /* their waits, summed */
+    int64_t wait_max_ns; /* the longest */
+};
+/* The counters of `core`; false (out untouched) when no engine borrows it. Thread-safe. */
+bool hs_engine_cpu_lease_stats(int core, struct hs_cpu_lease_stats *out);
 #ifdef HS_HAVE_REMOTE
 hs_status hs_engine_remote_create(const struct hs_engine_opts *opts, hs_engine_t *out,
                                   struct hs_error *err);

@@ -61,8 +61,10 @@
  * 4: the architecture table's block parameters: struct hs_encoder_dims gained them (stage.h),
  *    enum hs_weight_role gained FFN_GATE, Q_NORM, K_NORM, FINAL_LN_G / _B before HS_W_SMOOTH
  *    (struct hs_stage grew), enum hs_stage_kind gained HS_STAGE_FINAL_NORM, and
- *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features). */
-#define HS_PLUGIN_ABI_VERSION 4
+ *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features).
+ * 5: struct hs_engine_kind gained lends_cores after slice_by (a version-4 plugin's kind ends
+ *    before it) and struct hs_engine_opts gained n_borrow_cores / borrow_cores at its end. */
+#define HS_PLUGIN_ABI_VERSION 5
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */

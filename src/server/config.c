@@ -210,6 +210,11 @@ static const struct key keys[] = {
      "compute threads; 0 = every core of the core set (or of the machine)"},
     {E("cores", cores), K_INTS, 0, 4095, "", "cores to pin to, e.g. [0, 1] or \"0-3\"; [] = none",
      N(engine_cfg, n_cores)},
+    {E("borrow_cores", borrow_cores), K_INTS, 0, 4095, "",
+     "cpu: cores of other pinned cpu engines this one borrows, stage by stage, while their lanes "
+     "run nothing: a long batch runs each stage on its own cores and the idle borrowed ones, and "
+     "a request on the owner's lane waits at most for the stage in flight; [] = none",
+     N(engine_cfg, n_borrow_cores)},
     {E("whitelist", shapes), K_SHAPES, 1, 1 << 20, "",
      "allowed [batch, seq] shapes, e.g. [[1, 16], [8, 64]]; [] = any. Its seq lengths are then "
      "the buckets",

@@ -50,6 +50,10 @@ struct hs_engine_cfg {
     int threads;          /* 0 = all cores of the core set */
     int n_cores;          /* 0 = no pinning */
     int cores[HS_ENGINE_MAX_CORES];
+    /* cores of other pinned engines of a kind that lends cores (cpu) this one borrows, stage
+     * by stage, while their own lanes are idle; 0 = none */
+    int n_borrow_cores;
+    int borrow_cores[HS_ENGINE_MAX_CORES];
     int n_shapes; /* 0 = any (batch, seq) */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
     int slots; /* batches in flight at once (quota) */

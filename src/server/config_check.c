@@ -165,6 +165,49 @@ static hs_status check_slices(const struct hs_config *c, int i, const struct hs_
     return HS_STATUS_OK;
 }
 
+/* engines[i].borrow_cores: a kind that lends cores, an engine pinned to its own and not
+ * sliced, each borrowed core pinned to another engine of the kind and not to this one. */
+static hs_status check_borrow(const struct hs_config *c, int i, const struct hs_engine_kind *k,
+                              struct hs_error *err)
+{
+    const struct hs_engine_cfg *e = &c->engines[i];
+    if (e->n_borrow_cores == 0) return HS_STATUS_OK;
+    if (!k->lends_cores)
+        return BAD("engines[%d].borrow_cores: engine '%s' (kind %s): this kind does not borrow "
+                   "cores (cpu engines do)",
+                   i, e->name, k->name);
+    if (e->n_cores == 0)
+        return BAD("engines[%d].borrow_cores: engine '%s' borrows cores but is not pinned to its "
+                   "own (engines[%d].cores)",
+                   i, e->name, i);
+    if (e->slices > 1)
+        return BAD("engines[%d].borrow_cores: engine '%s' has %d slices; an engine that borrows "
+                   "cores has one",
+                   i, e->name, e->slices);
+    for (int b = 0; b < e->n_borrow_cores; b++) {
+        const int core = e->borrow_cores[b];
+        int owner = -1;
+        for (int j = 0; j < c->n_engines && owner < 0; j++) {
+            const struct hs_engine_cfg *o = &c->engines[j];
+            const struct hs_engine_kind *ok = hs_engine_kind_find(o->kind);
+            if (!ok || !ok->lends_cores) continue;
+            for (int q = 0; q < o->n_cores; q++)
+                if (o->cores[q] == core) owner = j;
+        }
+        if (owner == i)
+            return BAD("engines[%d].borrow_cores[%d]: core %d is one of engine '%s''s own", i, b,
+                       core, e->name);
+        if (owner < 0)
+            return BAD("engines[%d].borrow_cores[%d]: no cpu engine is pinned to core %d: there "
+                       "is nobody to borrow it from (pin '%s' to it instead)",
+                       i, b, core, e->name);
+        for (int q = 0; q < b; q++)
+            if (e->borrow_cores[q] == core)
+                return BAD("engines[%d].borrow_cores[%d]: core %d is listed twice", i, b, core);
+    }
+    return HS_STATUS_OK;
+}
+
 int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int n_avail,
                     int cores[HS_ENGINE_MAX_CORES], int *threads)
 {
@@ -316,6 +359,7 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
                        "devices lists them)",
                        e->name, e->dtype, k->name);
         if ((st = check_slices(c, i, k, err))) return st;
+        if ((st = check_borrow(c, i, k, err))) return st;
     }
     for (int i = 0; i < c->n_models; i++) {
         const struct hs_model_cfg *m = &c->models[i];

@@ -104,8 +104,9 @@ static int engine_threads(const struct hs_engine_cfg *e, int k)
     if (n_avail > HS_ENGINE_MAX_CORES) n_avail = HS_ENGINE_MAX_CORES;
     for (int i = 0; i < n_avail; i++) avail[i] = i;
     int threads, n_cores = hs_config_slice(e, k, avail, n_avail, cores, &threads);
-    if (threads > 0) return threads;
-    if (n_cores > 0) return n_cores;
+    /* an engine that borrows cores holds a thread slot for each (scratch per thread) */
+    if (threads > 0) return threads + e->n_borrow_cores;
+    if (n_cores > 0) return n_cores + e->n_borrow_cores;
     return n_avail;
 }
 

@@ -4,9 +4,11 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "engine/engine.h"
 #include "sched/router.h"
 
 /* Histogram bucket bounds: fixed by the exposition schema (dashboards key on them), not tuning. */
@@ -273,6 +275,36 @@ static void render_router(struct hs_metrics *m, struct hs_buf *b, int64_t now)
     }
 }
 
+/* Cores lent between CPU engines (engines[].borrow_cores), each core some engine borrows. */
+static void render_leases(struct hs_buf *b)
+{
+    static const struct {
+        const char *name, *type, *text;
+    } series[] = {
+        {"hetserve_core_lent_stages_total", "counter",
+         "Stages a borrowing CPU engine ran on this core while its own engines were idle."},
+        {"hetserve_core_lent_seconds_total", "counter", "Time the core was lent."},
+        {"hetserve_core_reclaim_waits_total", "counter",
+         "Stages of the core's own engines that waited for a borrower's stage to end."},
+        {"hetserve_core_reclaim_wait_seconds_total", "counter", "Those waits, summed."},
+        {"hetserve_core_reclaim_wait_max_seconds", "gauge", "The longest of those waits."},
+    };
+    long online = sysconf(_SC_NPROCESSORS_CONF);
+    const int n_cores = online > 0 && online < 1024 ? (int)online : 1024;
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        bool any = false;
+        for (int core = 0; core < n_cores; core++) {
+            struct hs_cpu_lease_stats s;
+            if (!hs_engine_cpu_lease_stats(core, &s)) continue;
+            if (!any) help(b, series[k].name, series[k].type, series[k].text);
+            any = true;
+            const double v[] = {(double)s.lent_stages, (double)s.lent_ns / 1e9, (double)s.waits,
+                                (double)s.wait_ns / 1e9, (double)s.wait_max_ns / 1e9};
+            hs_buf_printf(b, "%s{core=\"%d\"} %.9g\n", series[k].name, core, v[k]);
+        }
+    }
+}
+
 void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
 {
     static const char *const outcome_names[] = {"ok", "error", "timeout", "rejected"};
@@ -395,5 +427,6 @@ void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
         labels(b, &m->lanes[i]);
         hs_buf_printf(b, "} %.4f\n", st[i].pred_bias);
     }
+    render_leases(b);
     if (m->rt) render_router(m, b, now);
 }

@@ -594,6 +594,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 struct hs_engine_opts eo = {
                     .name = name, .device = ec->device, .device_name = ec->device_name};
                 eo.n_cores = hs_config_slice(ec, k, avail, n_avail, eo.cores, &eo.threads);
+                eo.n_borrow_cores = ec->n_borrow_cores;
+                memcpy(eo.borrow_cores, ec->borrow_cores, sizeof eo.borrow_cores);
                 st = hs_engine_create(ec->kind, &eo, &s->engines[s->n_engines], err);
                 if (st) {
                     if (err) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
@@ -461,6 +462,145 @@ static void f32_workspace_refuses_reduced_stages(void **state)
     rand_model_free(rm);
 }
 
+/* engines[].borrow_cores: an engine pinned to core c1 that may borrow core c0 runs its stages on
+ * both while c0's own engine is idle, gets the same numbers as without borrowing (f32, bf16,
+ * int8; a batch of several sequences and one alone), and gives the core back at each stage's
+ * end: the owner's batches, run from another thread meanwhile, answer as they do alone. */
+struct owner_run {
+    struct hs_executor *x;
+    const struct hs_batch *b;
+    const float *want;
+    int rounds, bad;
+    hs_status st;
+};
+
+static void *owner_thread(void *p)
+{
+    struct owner_run *r = p;
+    struct hs_error err = {0};
+    float out[64];
+    for (int i = 0; i < r->rounds && !r->st; i++) {
+        r->st = hs_executor_run(r->x, 0, r->b, out, NULL, &err);
+        for (int j = 0; j < 64 && !r->st; j++) r->bad += out[j] != r->want[j];
+    }
+    return NULL;
+}
+
+static void borrowed_cores_are_lent_and_returned(void **state)
+{
+    (void)state;
+    cpu_set_t avail;
+    assert_int_equal(sched_getaffinity(0, sizeof avail, &avail), 0);
+    int cores[2], n = 0;
+    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
+        if (CPU_ISSET(i, &avail)) cores[n++] = i;
+    if (n < 2) {
+        printf("# skipped: borrowing needs two cores, this process may use %d\n", n);
+        return;
+    }
+    struct hs_error err = {0};
+    hs_engine_t owner = NULL, borrower = NULL, alone = NULL, bad = NULL;
+    struct hs_engine_opts oo = {.name = "owner", .threads = 1, .n_cores = 1, .cores = {cores[0]}};
+    struct hs_engine_opts bo = {.name = "borrower",
+                                .threads = 1,
+                                .n_cores = 1,
+                                .cores = {cores[1]},
+                                .n_borrow_cores = 1,
+                                .borrow_cores = {cores[0]}};
+    struct hs_engine_opts ao = {.name = "alone", .threads = 1, .n_cores = 1, .cores = {cores[1]}};
+    /* refused: borrowing its own core, borrowing while unpinned */
+    struct hs_engine_opts own = bo;
+    own.borrow_cores[0] = cores[1];
+    assert_int_equal(hs_engine_cpu_create(&own, &bad, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "own"));
+    struct hs_engine_opts unpinned = bo;
+    unpinned.n_cores = 0;
+    assert_int_equal(hs_engine_cpu_create(&unpinned, &bad, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "pinned"));
+    assert_int_equal(hs_engine_cpu_create(&oo, &owner, &err), 0);
+    assert_int_equal(hs_engine_cpu_create(&bo, &borrower, &err), 0);
+    assert_int_equal(hs_engine_cpu_create(&ao, &alone, &err), 0);
+    struct hs_engine_caps caps;
+    hs_engine_caps(alone, &caps);
+    cpu_set_t before;
+    sched_getaffinity(0, sizeof before, &before);
+
+    struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
+    const enum hs_dtype dts[] = {HS_DTYPE_F32, HS_DTYPE_BF16, HS_DTYPE_I8};
+    for (int d = 0; d < 3; d++) {
+        if (!(caps.dtypes & (1u << dts[d]))) {
+            printf("# %s: skipped, this CPU does not compute in it\n",
+                   hs_compute_dtype_name(dts[d]));
+            continue;
+        }
+        struct hs_placement pb, pa, po;
+        hs_placement_single(&rm->model, borrower, &pb);
+        hs_placement_single(&rm->model, alone, &pa);
+        hs_placement_single(&rm->model, owner, &po);
+        struct hs_executor_opts xo = {.batch_max = 3, .seq_max = 64, .dtype = dts[d]};
+        struct hs_executor *xb = NULL, *xa = NULL, *xo1 = NULL;
+        assert_int_equal(hs_executor_create(&rm->model, &pb, &xo, &xb, &err), 0);
+        assert_int_equal(hs_executor_create(&rm->model, &pa, &xo, &xa, &err), 0);
+        assert_int_equal(hs_executor_create(&rm->model, &po, &xo, &xo1, &err), 0);
+        int32_t ids[60];
+        struct hs_batch three = three_seqs(ids);
+        int32_t off1[2] = {0, 25}, len1[1] = {25};
+        struct hs_batch one = {.n_seqs = 1,
+                               .seq_max = 64,
+                               .n_tokens = 25,
+                               .ids = ids + 20,
+                               .lengths = len1,
+                               .offsets = off1};
+        const struct hs_batch *bs[2] = {&three, &one};
+        for (int k = 0; k < 2; k++) {
+            float want[3 * 64], got[3 * 64];
+            const int m = bs[k]->n_seqs * 64;
+            struct hs_cpu_lease_stats s0 = {0}, s1 = {0};
+            assert_true(hs_engine_cpu_lease_stats(cores[0], &s0));
+            assert_int_equal(hs_executor_run(xa, 0, bs[k], want, NULL, &err), 0);
+            usleep(1000); /* the owner idle past HS_CPU_LEASE_IDLE_NS */
+            assert_int_equal(hs_executor_run(xb, 0, bs[k], got, NULL, &err), 0);
+            assert_true(hs_engine_cpu_lease_stats(cores[0], &s1));
+            assert_true(s1.lent_stages > s0.lent_stages);
+            for (int i = 0; i < m; i++)
+                if (fabsf(got[i] - want[i]) > 1e-6f)
+                    fail_msg("%s, %d sequence(s): borrowing changed value %d: %g vs %g",
+                             hs_compute_dtype_name(dts[d]), bs[k]->n_seqs, i, got[i], want[i]);
+        }
+        /* the owner's batches from another thread while the borrower runs: both unchanged */
+        float own_want[64];
+        assert_int_equal(hs_executor_run(xo1, 0, &one, own_want, NULL, &err), 0);
+        float three_want[3 * 64], got[3 * 64];
+        assert_int_equal(hs_executor_run(xa, 0, &three, three_want, NULL, &err), 0);
+        struct owner_run orun = {.x = xo1, .b = &one, .want = own_want, .rounds = 40};
+        pthread_t th;
+        pthread_create(&th, NULL, owner_thread, &orun);
+        int diff = 0;
+        for (int r = 0; r < 20; r++) {
+            assert_int_equal(hs_executor_run(xb, 0, &three, got, NULL, &err), 0);
+            for (int i = 0; i < 3 * 64; i++) diff += fabsf(got[i] - three_want[i]) > 1e-6f;
+        }
+        pthread_join(th, NULL);
+        assert_int_equal(orun.st, 0);
+        assert_int_equal(orun.bad, 0);
+        assert_int_equal(diff, 0);
+        struct hs_cpu_lease_stats s;
+        hs_engine_cpu_lease_stats(cores[0], &s);
+        printf("# %s: core %d lent for %lld stages (%.1f ms); the owner waited %lld times, "
+               "longest %.3f ms\n",
+               hs_compute_dtype_name(dts[d]), cores[0], (long long)s.lent_stages,
+               (double)s.lent_ns / 1e6, (long long)s.waits, (double)s.wait_max_ns / 1e6);
+        hs_executor_free(xb);
+        hs_executor_free(xa);
+        hs_executor_free(xo1);
+    }
+    sched_setaffinity(0, sizeof before, &before);
+    rand_model_free(rm);
+    hs_engine_destroy(owner);
+    hs_engine_destroy(borrower);
+    hs_engine_destroy(alone);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +615,7 @@ int main(void)
         cmocka_unit_test(core_set_pins_the_team),
         cmocka_unit_test(preparations_are_shared_between_engines),
         cmocka_unit_test(f32_workspace_refuses_reduced_stages),
+        cmocka_unit_test(borrowed_cores_are_lent_and_returned),
     };
     return cmocka_run_group_tests_name("cpu_engine", tests, NULL, NULL);
 }

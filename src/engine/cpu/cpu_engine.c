@@ -15,6 +15,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/lease.h"
 #include "engine/cpu/qlinear.h"
 #include "engine/engine.h"
 
@@ -24,6 +25,11 @@ struct cpu_ctx {
     int small_rows; /* token counts up to this use the packed small-M GEMM; 0 = never */
     int n_cores;
     int cores[HS_ENGINE_MAX_CORES];
+    /* cores of other engines this one may borrow per stage (lease.h), and the thread slots its
+     * workspaces hold: its own threads and one per borrowable core */
+    int n_borrow;
+    int borrow[HS_ENGINE_MAX_CORES];
+    int slots;
     char device[128];
     void (*observe)(void *, const struct hs_stage *, int, const float *, int, int);
     void *observe_ctx;
@@ -397,7 +403,7 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     const size_t T = (size_t)spec->tokens_max, B = (size_t)spec->batch_max;
     const size_t H = (size_t)w->dims.hidden, I = (size_t)w->dims.intermediate;
     const size_t wide = (size_t)act_wide(&w->dims);
-    w->scratch_threads = c->threads;
+    w->scratch_threads = c->slots;
     w->ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->type_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->pos_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
@@ -433,18 +439,18 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
         }
     }
     w->scratch = hs_malloc_aligned(
-        (size_t)c->threads * (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) *
+        (size_t)c->slots * (size_t)hs__cpu_attn_scratch_floats(w->dims.head_dim, spec->seq_max) *
             sizeof(float),
         64);
-    w->pad = hs_malloc_aligned((size_t)c->threads * 8 * wide * sizeof(float), 64);
+    w->pad = hs_malloc_aligned((size_t)c->slots * 8 * wide * sizeof(float), 64);
     /* int8 / bf16 layers (tens of MB at the default batch limits): only for workspaces whose
      * stages may run in those dtypes; the primitive cache fills on first use of a shape */
     const uint32_t reduced = (1u << HS_DTYPE_I8) | (1u << HS_DTYPE_BF16);
     const bool want_ql = spec->dtypes == 0 || (spec->dtypes & reduced);
     if (want_ql) {
-        const int rows = spec->tokens_max + c->threads * HS_QL_ROW_PAD;
+        const int rows = spec->tokens_max + c->slots * HS_QL_ROW_PAD;
         const size_t widest = (size_t)ql_widest(&w->dims);
-        hs_status qs = hs__ql_cache_create(c->threads, &w->ql, err);
+        hs_status qs = hs__ql_cache_create(c->slots, &w->ql, err);
         if (qs) {
             cpu_ws_destroy(vctx, w);
             return qs;
@@ -581,21 +587,32 @@ double hs_engine_cpu_gemm_gflops(int device, int threads, double seconds, const 
     return best;
 }
 
-/* Pins the calling thread's OpenMP team to the engine's cores, once per calling thread. */
-static _Thread_local uint64_t pinned_for; /* id of the engine pinned for; 0 = none */
+/* Pins the calling thread's OpenMP team: thread t < threads to the engine's cores, thread
+ * threads + j to borrowed core lent[j]. Once per calling thread and team make-up. */
+struct pinned {
+    uint64_t id; /* engine pinned for; 0 = none */
+    int n_lent;
+    int lent[HS_ENGINE_MAX_CORES];
+};
+static _Thread_local struct pinned pinned_for;
 static atomic_uint_fast64_t next_ctx_id;
 
-static void pin_team(const struct cpu_ctx *c)
+static void pin_team(const struct cpu_ctx *c, const int *lent, int n_lent)
 {
-    omp_set_num_threads(c->threads);
-    if (pinned_for == c->id) return;
-    pinned_for = c->id;
+    omp_set_num_threads(c->threads + n_lent);
+    if (pinned_for.id == c->id && pinned_for.n_lent == n_lent &&
+        (n_lent == 0 || !memcmp(pinned_for.lent, lent, sizeof(int) * (size_t)n_lent)))
+        return;
+    pinned_for.id = c->id;
+    pinned_for.n_lent = n_lent;
+    if (n_lent) memcpy(pinned_for.lent, lent, sizeof(int) * (size_t)n_lent);
     if (c->n_cores <= 0) return;
-#pragma omp parallel num_threads(c->threads)
+#pragma omp parallel num_threads(c->threads + n_lent)
     {
+        const int t = omp_get_thread_num();
         cpu_set_t set;
         CPU_ZERO(&set);
-        CPU_SET(c->cores[omp_get_thread_num() % c->n_cores], &set);
+        CPU_SET(t < c->threads ? c->cores[t % c->n_cores] : lent[t - c->threads], &set);
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     }
 }
@@ -639,7 +656,7 @@ static hs_status cpu_batch_begin(void *vctx, void *vws, const struct hs_batch *b
     w->n_seqs = b->n_seqs;
     w->n_tokens = b->n_tokens;
     w->seq_max = seq_max;
-    pin_team(c);
+    pin_team(c, NULL, 0);
     return HS_STATUS_OK;
 }
 
@@ -827,13 +844,9 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
  * preempted by other work on a shared machine delays only its own slice. Smaller batches (the
  * latency path: one query) split every operation across the threads instead. Either way a
  * sequence's result does not depend on the rest of the batch. */
-static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
-                               struct hs_error *err)
+static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
+                              const struct hs_stage *st, int nt, struct hs_error *err)
 {
-    struct cpu_ctx *c = vctx;
-    struct cpu_ws *w = vws;
-    struct cpu_prep *p = vprep;
-    const int nt = c->threads;
     omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
     int failed = 0;
     if (nt > 1 && w->n_seqs >= nt && st->kind != HS_STAGE_NORMALIZE) {
@@ -860,6 +873,27 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
     }
     if (failed) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
     return HS_STATUS_OK;
+}
+
+/* A stage on the engine's threads and, while their owners are idle, on the cores it may
+ * borrow (lease.h): the owners' stages wait for this one to end. */
+static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
+                               struct hs_error *err)
+{
+    struct cpu_ctx *c = vctx;
+    struct cpu_ws *w = vws;
+    struct cpu_prep *p = vprep;
+    /* the owner's side of lent cores: wait for a borrower's stage to end, then hold them */
+    for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_take(c->cores[i]);
+    /* the borrower's side: one more thread on every listed core whose owners are idle */
+    int lent[HS_ENGINE_MAX_CORES], n_lent = 0;
+    for (int i = 0; i < c->n_borrow; i++)
+        if (hs__cpu_lease_borrow(c->borrow[i], HS_CPU_LEASE_IDLE_NS)) lent[n_lent++] = c->borrow[i];
+    pin_team(c, lent, n_lent);
+    hs_status rs = run_stage_on(c, w, p, st, c->threads + n_lent, err);
+    for (int i = 0; i < n_lent; i++) hs__cpu_lease_return(lent[i]);
+    for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_drop(c->cores[i]);
+    return rs;
 }
 
 /* Preparations depend only on the small-M packing threshold: engines that agree on it share them
@@ -934,6 +968,34 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
     }
     c->n_cores = opts->n_cores;
     c->threads = opts->threads > 0 ? opts->threads : (c->n_cores > 0 ? c->n_cores : n_avail);
+    if (opts->n_borrow_cores < 0 || opts->n_borrow_cores > HS_ENGINE_MAX_CORES) {
+        hs_free(c);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: bad borrowed core count %d",
+                            opts->n_borrow_cores);
+    }
+    if (opts->n_borrow_cores > 0 && c->n_cores == 0) {
+        hs_free(c);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "cpu: an engine that borrows cores must be pinned to its own");
+    }
+    for (int i = 0; i < opts->n_borrow_cores; i++) {
+        const int core = opts->borrow_cores[i];
+        bool own = false, twice = false;
+        for (int k = 0; k < c->n_cores; k++) own = own || c->cores[k] == core;
+        for (int k = 0; k < c->n_borrow; k++) twice = twice || c->borrow[k] == core;
+        if (core < 0 || core >= HS_CPU_LEASE_CORES || core >= CPU_SETSIZE ||
+            !CPU_ISSET(core, &avail) || own || twice) {
+            hs_free(c);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: cannot borrow core %d (%s)",
+                                core,
+                                own     ? "it is one of the engine's own"
+                                : twice ? "listed twice"
+                                        : "not available to this process");
+        }
+        c->borrow[c->n_borrow++] = core;
+        hs__cpu_lease_watch(core);
+    }
+    c->slots = c->threads + c->n_borrow;
     read_cpu_name(c->device, sizeof c->device);
     c->small_rows = opts->cpu_small_gemm_rows < 0   ? 0
                     : opts->cpu_small_gemm_rows > 0 ? opts->cpu_small_gemm_rows

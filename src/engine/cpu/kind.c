@@ -19,4 +19,5 @@ const struct hs_engine_kind hs__engine_kind_cpu = {
     .mem_available = hs_engine_cpu_mem_available,
     .gemm_gflops = hs_engine_cpu_gemm_gflops,
     .slice_by = HS_SLICE_CORES,
+    .lends_cores = true,
 };

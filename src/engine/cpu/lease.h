@@ -1,0 +1,40 @@
+/* hetserve — cores lent between CPU engines, stage by stage (engines[].borrow_cores).
+ *
+ * A CPU engine pinned to a core set owns those cores. Another pinned CPU engine may name some
+ * of them in its borrow list: before each stage it runs, it borrows every listed core whose
+ * owners are idle — none of them is running a stage, and none has finished one within the
+ * last HS_CPU_LEASE_IDLE_NS (an engine in the middle of a batch runs its stages back to back,
+ * microseconds apart, so a pause longer than that means its lane has nothing to run) — runs
+ * the stage with one more thread on each borrowed core, and gives them back when the stage
+ * ends. An owner that wants its core while it is lent waits for the stage in flight to end:
+ * at most one stage of the borrower's batch (a few milliseconds for a long batch), which the
+ * lease counts (hs_engine_cpu_lease_stats). Leases never nest: a borrower takes only idle
+ * cores and never waits while it holds one, so two engines borrowing from each other cannot
+ * deadlock.
+ *
+ * The table is process-wide, one entry per core (cores below HS_CPU_LEASE_CORES); only engines
+ * that borrow, and the owners of the cores they list, touch it. Thread-safe.
+ */
+#ifndef HS_ENGINE_CPU_LEASE_H
+#define HS_ENGINE_CPU_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HS_CPU_LEASE_CORES   1024
+#define HS_CPU_LEASE_IDLE_NS 200000 /* 0.2 ms without a stage: the owner's lane is idle */
+
+/* An engine that borrows `core` exists (from now on the core's owners take it per stage). */
+void hs__cpu_lease_watch(int core);
+/* Is the core watched (some engine may borrow it)? */
+bool hs__cpu_lease_watched(int core);
+/* Owner: waits while the core is lent, then marks one more of its owners running a stage. */
+void hs__cpu_lease_take(int core);
+/* Owner: its stage ended. */
+void hs__cpu_lease_drop(int core);
+/* Borrower: lends the core to the caller when no owner runs or ran within idle_ns; true when
+ * lent (give it back with hs__cpu_lease_return). Never waits. */
+bool hs__cpu_lease_borrow(int core, int64_t idle_ns);
+void hs__cpu_lease_return(int core);
+
+#endif

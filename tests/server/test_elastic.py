@@ -1,0 +1,107 @@
+# Cores lent between CPU lanes (engines[].borrow_cores, configs/hybrid-elastic.yaml): long
+# requests on the engine pinned to core 1 borrow core 0 while the short lane is idle, answer as
+# the same engine does without borrowing, /metrics counts the loans, short requests sent at
+# the same time are answered and unchanged; a config that cannot borrow is refused with its key.
+import os
+import subprocess
+import threading
+
+import pytest
+
+from hetserve_fixture import BINARY, MODEL, Server
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LONG = [" ".join(["the borrowed core runs every stage of this long request"] * 22),
+        " ".join(["a second long input of a different length, also routed long"] * 17)]
+SHORT = ["a short query", "another short one"]
+
+
+def config(borrow):
+    return """engines:
+  - {name: cpu_a, kind: cpu, threads: 1, cores: [0]}
+  - {name: cpu_b, kind: cpu, threads: 1, cores: [1]%s}
+models:
+  - path: "%s"
+    engines: [cpu_a, cpu_b]
+routes:
+  - {name: short, engines: [cpu_a]}
+  - {name: long, engines: [cpu_b]}
+router:
+  rules:
+    - {tokens_max: 32, route: short}
+  default_route: long
+""" % (", borrow_cores: [0]" if borrow else "", MODEL)
+
+
+def two_cores():
+    return len(os.sched_getaffinity(0)) >= 2 and {0, 1} <= os.sched_getaffinity(0)
+
+
+def embed(srv, texts):
+    status, hdrs, body = srv.post("/v1/embeddings", {"input": texts})
+    assert status == 200, body
+    return [d["embedding"] for d in body["data"]], hdrs
+
+
+def metric(srv, name):
+    status, _, body = srv.get("/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + '{core="0"}'):
+            return float(line.split()[-1])
+    return None
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    if not two_cores():
+        pytest.skip("needs cores 0 and 1")
+    srv = Server(config(False), model=None)
+    try:
+        yield embed(srv, LONG)[0], embed(srv, SHORT)[0]
+    finally:
+        srv.stop()
+
+
+def test_long_requests_borrow_the_idle_core_and_answer_the_same(fixed):
+    srv = Server(config(True), model=None)
+    try:
+        lent0 = metric(srv, "hetserve_core_lent_stages_total")  # load-time batches lend too
+        assert lent0 is not None
+        got, hdrs = embed(srv, LONG)
+        assert "cpu_b" in hdrs.get("x-engine", "cpu_b")
+        assert got == fixed[0]  # the same numbers with the borrowed core
+        assert metric(srv, "hetserve_core_lent_stages_total") > lent0
+        assert metric(srv, "hetserve_core_lent_seconds_total") > 0
+        # short requests while long ones run: both answered, both unchanged
+        errors, shorts = [], []
+
+        def longs():
+            for _ in range(4):
+                try:
+                    assert embed(srv, LONG)[0] == fixed[0]
+                except AssertionError as e:
+                    errors.append(e)
+
+        t = threading.Thread(target=longs)
+        t.start()
+        for _ in range(20):
+            shorts.append(embed(srv, SHORT)[0])
+        t.join()
+        assert not errors
+        assert all(s == fixed[1] for s in shorts)
+        assert metric(srv, "hetserve_core_reclaim_waits_total") is not None
+    finally:
+        srv.stop()
+
+
+def test_a_config_that_cannot_borrow_is_refused(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(config(True).replace("cores: [0]}", "cores: []}", 1))
+    r = subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "engines[1].borrow_cores[0]" in r.stderr and "no cpu engine is pinned to core 0" \
+        in r.stderr, r.stderr
+    p.write_text(config(True).replace("cores: [1], borrow", "cores: [], borrow"))
+    r = subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
+    assert r.returncode != 0 and "not pinned" in r.stderr, r.stderr
