@@ -31,7 +31,7 @@ def test_bench_peak_prints_machine_and_every_dtype():
     for d in peaks.values():
         assert (d["m"], d["n"], d["k"]) == (128, 96, 64)
         assert d["gflops"] >= d["median_gflops"] > 0 and d["iters"] >= 3
-    assert p.returncode == 0 or len(peaks) < 3, p.stderr
+    assert p.returncode == 0, p.stderr
 
 
 def test_bad_size_is_refused():
