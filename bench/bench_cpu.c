@@ -5,6 +5,7 @@
  *
  *   bench_cpu [--model DIR] [--engine KIND[:DEVICE]] [--threads N] [--shapes 1x16,1x128,32x128]
  *             [--seconds S] [--iters N] [--no-peak] [--dtype f32|int8|bf16] [--golden DIR]
+ *             [--pairs]
  *
  * --engine creates the engine through the registry, as `hetserve embed` and the server do: a
  * plugin kind (openvino) is found the same way (plugins/ next to this binary, $HS_PLUGIN_PATH),
@@ -18,6 +19,13 @@
  *
  * --dtype picks the lane's compute dtype (executor opts .dtype); on a folder written by
  * `hetserve quantize` an int8 lane follows its plan (f32 stages, input smoothing).
+ *
+ * --pairs (a cross-encoder folder: *ForSequenceClassification): the rerank path. Shape BxS is B
+ * query/document pairs of S tokens, [CLS] query [SEP] document [SEP] with the query taking the
+ * first S/2 tokens (token type 0) and the document the rest (token type 1, its [SEP] included),
+ * as the pair template lays a /rerank call out; each timed call also runs the checkpoint's head
+ * on the host (model/seqcls.h: logit, then the sigmoid) as the server does. Lines say
+ * "task":"rerank" and give pairs_per_s.
  *
  * --golden DIR (e.g. tests/golden): before timing, the golden sentences (their token ids, in
  * batches of 32) run through an f32 lane on the CPU engine (the reference every lane is checked
@@ -38,6 +46,7 @@
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
+#include "model/seqcls.h"
 #include "model/verify.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -225,7 +234,7 @@ int main(int argc, char **argv)
         getenv("HS_MODEL_DIR") ? getenv("HS_MODEL_DIR") : "models/all-MiniLM-L6-v2";
     int threads = 2;
     double seconds = 8.0;
-    int iters = 0, peak = 1, dtype = HS_DTYPE_F32;
+    int iters = 0, peak = 1, dtype = HS_DTYPE_F32, pairs = 0;
     const char *golden_dir = NULL;
     char shapes[256] = "1x16,1x128,32x128";
     char kind[32] = "cpu";
@@ -241,6 +250,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-peak") == 0)
             peak = 0;
+        else if (strcmp(argv[i], "--pairs") == 0)
+            pairs = 1;
         else if (strcmp(argv[i], "--shapes") == 0 && i + 1 < argc)
             snprintf(shapes, sizeof shapes, "%s", argv[++i]);
         else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc &&
@@ -255,7 +266,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: bench_cpu [--model DIR] [--engine KIND[:DEVICE]] [--threads N] "
                             "[--shapes BxS,...]\n"
                             "                 [--seconds S] [--iters N] [--no-peak] "
-                            "[--dtype f32|int8|bf16] [--golden DIR]\n");
+                            "[--dtype f32|int8|bf16] [--golden DIR] [--pairs]\n");
             return 2;
         }
     }
@@ -303,6 +314,12 @@ int main(int argc, char **argv)
         return 1;
     }
     hs_engine_destroy(ref);
+    struct hs_seqcls *head = NULL;
+    if (pairs && hs_seqcls_load(model_dir, m->config.dims.hidden, &head, &err)) {
+        fprintf(stderr, "bench_cpu: --pairs needs a cross-encoder (%s)\n",
+                err.msg[0] ? err.msg : "no *ForSequenceClassification head");
+        return 2;
+    }
     char *save = NULL;
     for (char *tok = strtok_r(shapes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int batch = 0, seq = 0;
@@ -324,22 +341,34 @@ int main(int argc, char **argv)
         int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)T);
         int32_t *lengths = hs_malloc(sizeof(int32_t) * (size_t)batch);
         int32_t *offsets = hs_malloc(sizeof(int32_t) * (size_t)(batch + 1));
+        int32_t *types = pairs ? hs_malloc(sizeof(int32_t) * (size_t)T) : NULL;
+        /* word ids past the specials, inside the model's vocabulary (MiniLM: 1996.. as before) */
+        const int vocab = m->config.dims.vocab, lo = vocab > 22000 ? 1996 : vocab / 8;
+        const int span = vocab > 22000 ? 20000 : vocab - lo - 1;
+        const int32_t cls = hs_tokenizer_cls_id(m->tokenizer),
+                      sep = hs_tokenizer_sep_id(m->tokenizer);
         offsets[0] = 0;
         for (int b = 0; b < batch; b++) {
             lengths[b] = seq;
             offsets[b + 1] = offsets[b] + seq;
-            for (int s = 0; s < seq; s++)
-                ids[b * seq + s] = s == 0         ? hs_tokenizer_cls_id(m->tokenizer)
-                                   : s == seq - 1 ? hs_tokenizer_sep_id(m->tokenizer)
-                                                  : 1996 + (b * 131 + s * 17) % 20000;
+            for (int s = 0; s < seq; s++) {
+                const bool qsep = pairs && s == seq / 2 - 1;
+                ids[b * seq + s] = s == 0                 ? cls
+                                   : s == seq - 1 || qsep ? sep
+                                                          : lo + (b * 131 + s * 17) % span;
+                if (types) types[b * seq + s] = s >= seq / 2;
+            }
         }
         struct hs_batch bt = {.n_seqs = batch,
                               .seq_max = seq,
                               .n_tokens = T,
                               .ids = ids,
+                              .type_ids = types,
                               .lengths = lengths,
                               .offsets = offsets};
         float *out = hs_malloc(sizeof(float) * (size_t)batch * (size_t)m->config.dims.hidden);
+        float *scores =
+            head ? hs_malloc(sizeof(float) * (size_t)batch * (size_t)head->n_labels) : NULL;
         for (int w = 0; w < (iters > 0 ? 1 : 3); w++) hs_executor_run(x, 0, &bt, out, NULL, &err);
         enum { MAXN = 100000 };
         double *times = hs_malloc(sizeof(double) * MAXN);
@@ -354,6 +383,11 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_cpu: %s\n", err.msg);
                 return 1;
             }
+            for (int b = 0; head && b < batch; b++) { /* the server's host-side head */
+                float *sc = scores + (size_t)b * head->n_labels;
+                hs_seqcls_logits(head, out + (size_t)b * m->config.dims.hidden, sc);
+                hs_seqcls_activate(head, sc);
+            }
             times[n++] = (double)(hs_now_ns() - t0) / 1e6;
         }
         qsort(times, (size_t)n, sizeof(double), cmp_double);
@@ -365,6 +399,7 @@ int main(int argc, char **argv)
                batch / (ms / 1e3), encoder_flops(&m->config.dims, batch, seq) / (ms * 1e6), n,
                threads);
         if (cos.min > -2.0) printf(",\"cos_min\":%.6f,\"cos_mean\":%.6f", cos.min, cos.mean);
+        if (head) printf(",\"task\":\"rerank\",\"pairs_per_s\":%.2f", batch / (ms / 1e3));
         printf("}\n");
         fflush(stdout);
         hs_free(times);
@@ -372,8 +407,11 @@ int main(int argc, char **argv)
         hs_free(ids);
         hs_free(lengths);
         hs_free(offsets);
+        hs_free(types);
+        hs_free(scores);
         hs_executor_free(x);
     }
+    hs_seqcls_free(head);
     hs_engine_destroy(e);
     hs_model_free(m);
     return 0;

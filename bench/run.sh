@@ -6,6 +6,7 @@
 #
 #   bench/run.sh [BUILD_DIR]     env: THREADS (2), SHAPES (1x16,1x128,32x128), ROUNDS (3),
 #                                     BUDGET_S (per engine, shape and round, 6), SKIP_SERVING=1,
+#                                     PEAK_S (GEMM peak per dtype and round, 1), SKIP_FAMILIES=1,
 #                                     VENV (bench Python env, default .venv-bench),
 #                                     INT8_MODEL (quantized folder, default bench/out/minilm-int8
 #                                     for MiniLM, else bench/out/<model>-int8)
@@ -24,6 +25,15 @@
 # int8 on the quantized folder; its rows are skipped with one line when the plugin is not built
 # or finds no device). Round 1 also compares every engine's embeddings of the golden sentences
 # with its f32 reference (cosines; they do not change between rounds, so later rounds skip it).
+#
+# Roofline (issue 27): each round starts with bench_peak, this machine's GEMM peak per dtype
+# with the calls the CPU engine makes (f32 dnnl_sgemm, bf16 / int8 the engine's oneDNN matmul),
+# and the CPU model and ISA flags; the table shows every engine's useful GFLOP/s as a share of
+# its dtype's best peak (bench/summarize_cpu.py, also as JSON in bench/out/cpu_summary.json).
+#
+# Then, unless SKIP_FAMILIES=1, bench/families.sh: one realistic-size model per architecture
+# family (random weights, speed only) on hetserve f32/bf16/int8 and ONNX Runtime f32/int8, and a
+# MiniLM-size cross-encoder's rerank throughput (bench/families.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -31,6 +41,7 @@ THREADS=${THREADS:-2}
 SHAPES=${SHAPES:-1x16,1x128,32x128}
 ROUNDS=${ROUNDS:-3}
 BUDGET_S=${BUDGET_S:-6}
+PEAK_S=${PEAK_S:-1}
 MODEL=${HS_MODEL_DIR:-models/all-MiniLM-L6-v2}
 GOLDEN=${HS_GOLDEN_DIR:-tests/golden}
 name=$(basename "$MODEL")
@@ -76,6 +87,7 @@ for r in $(seq "$ROUNDS"); do
     cos=()
     [ "$r" = 1 ] && cos=(--golden "$GOLDEN")
     common=(--threads "$THREADS" --shapes "$SHAPES")
+    "$BUILD/bench_peak" --threads "$THREADS" --seconds "$PEAK_S" | tag "$r"
     "$BUILD/bench_cpu" --model "$MODEL" --dtype f32 "${common[@]}" --seconds "$BUDGET_S" "${cos[@]}" | tag "$r"
     "$BUILD/bench_cpu" --model "$INT8_MODEL" --dtype int8 "${common[@]}" --seconds "$BUDGET_S" \
         --no-peak "${cos[@]}" | tag "$r"
@@ -96,6 +108,10 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "   load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 $PY bench/summarize_cpu.py "$OUTF"
+
+if [ "${SKIP_FAMILIES:-0}" != 1 ]; then
+    [ -f bench/families.sh ] && bash bench/families.sh "$BUILD"
+fi
 
 if [ "${SKIP_SERVING:-0}" != 1 ]; then
     [ -x bench/serving.sh ] || [ -f bench/serving.sh ] && bash bench/serving.sh "$BUILD"

@@ -20,8 +20,19 @@ own graph written from its loaded weights, padding and copies) against ov_bench.
 InferRequest.infer on the ONNX graph ORT runs (fused com.microsoft ops). Overhead = hs / bare - 1,
 target <= 5 %; it includes any difference between the two graphs, not only hetserve's layers.
 
+Roofline (issue 27): bench/bench_peak's lines give this machine's GEMM peak per compute dtype,
+measured with the calls the CPU engine makes (dnnl_sgemm for f32, the engine's oneDNN matmul
+primitive for bf16 and int8), and the CPU model / ISA flags. "% peak" = an engine's useful
+GFLOP/s of the model's forward (the FLOP formula of bench_cpu.c and ort_bench.py) / the peak of
+the dtype it computes in (ORT and OpenVINO f32 against the f32 peak, their int8 against int8).
+
+Besides the printed table, the summary is written as JSON next to the input
+(cpu_summary.json): machine, peaks, and per shape and engine the best-round ms, range, seq/s,
+GFLOP/s and share of the dtype's peak.
+
 Usage: summarize_cpu.py [bench/out/cpu_vs_ort.jsonl]"""
 import json
+import os
 import sys
 
 ENGINES = [
@@ -62,14 +73,22 @@ RATIOS = [
 
 
 def load(path):
-    """(per-round medians {(engine, dtype): {(b, s): {round: line}}}, cosines, sgemm peak)."""
-    runs, cos, peak = {}, {}, None
+    """(per-round medians {(engine, dtype): {(b, s): {round: line}}}, cosines, sgemm peak,
+    {dtype: bench_peak line}, machine line)."""
+    runs, cos, peak, peaks, machine = {}, {}, None, {}, None
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line.startswith("{"):
                 continue
             d = json.loads(line)
+            if "machine" in d:
+                machine = d
+                continue
+            if "peak" in d:
+                old = peaks.get(d["peak"])
+                peaks[d["peak"]] = d if old is None or d["gflops"] > old["gflops"] else old
+                continue
             if d.get("engine") == "onednn-sgemm":
                 peak = d if peak is None or d["gflops"] > peak["gflops"] else peak
                 continue
@@ -83,7 +102,48 @@ def load(path):
                 cos[key] = d
             rounds = runs.setdefault(key, {}).setdefault((d["batch"], d["seq"]), {})
             rounds[d.get("round", len(rounds) + 1)] = d
-    return runs, cos, peak
+    return runs, cos, peak, peaks, machine
+
+
+def share(peaks, dtype, gflops):
+    """gflops as a fraction of the dtype's measured peak, or None."""
+    p = peaks.get(dtype)
+    return gflops / p["gflops"] if p and p["gflops"] > 0 else None
+
+
+def print_roofline(machine, peaks):
+    if machine:
+        isa = " ".join(k for k, v in machine["isa"].items() if v) or "-"
+        print(f"   CPU: {machine['machine']}, {machine['cpus']} logical CPUs; ISA: {isa}; "
+              f"oneDNN {machine['onednn']} dispatching {machine['onednn_isa']}")
+    for dt in ("f32", "bf16", "int8"):
+        p = peaks.get(dt)
+        if p:
+            slow = "" if p["fast"] else " (the engine has no fast path for it here)"
+            print(f"   peak {dt:>4}: {p['gflops']:7.1f} GFLOP/s best, {p['median_gflops']:7.1f} median "
+                  f"({p['call']}, {p['m']}x{p['n']}x{p['k']}, {p['threads']} threads){slow}")
+
+
+def write_summary(path, runs, cos, peaks, machine, shapes):
+    out = {"machine": machine, "peaks": peaks, "shapes": []}
+    for shape in shapes:
+        rows = []
+        for eng, dt, label in ENGINES:
+            rounds = runs.get((eng, dt), {}).get(shape)
+            if not rounds:
+                continue
+            b = min(rounds.values(), key=lambda d: d["ms"])
+            ms = [d["ms"] for d in rounds.values()]
+            sh = share(peaks, dt, b["gflops"])
+            c = cos.get((eng, dt))
+            rows.append({"engine": eng, "dtype": dt, "label": label, "ms": b["ms"],
+                         "ms_range": [min(ms), max(ms)], "seq_per_s": b["seq_per_s"],
+                         "gflops": b["gflops"], "peak_share": round(sh, 4) if sh is not None else None,
+                         "cos_min": c["cos_min"] if c else None})
+        out["shapes"].append({"batch": shape[0], "seq": shape[1], "engines": rows})
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
 
 
 def best(runs, key, shape):
@@ -106,7 +166,8 @@ def fmt_cos(c):
 
 
 def main(path):
-    runs, cos, peak = load(path)
+    runs, cos, peak, peaks, machine = load(path)
+    print_roofline(machine, peaks)
     if peak:
         print(f"   oneDNN sgemm M={peak['m']} K={peak['k']} N={peak['n']}: {peak['gflops']:.1f} GFLOP/s "
               "(the machine's practical fp32 peak on these threads)")
@@ -114,7 +175,7 @@ def main(path):
     print(f"   median ms per call: best round, and the range over {n_rounds} round(s); cosine to f32 "
           "over the golden sentences (hetserve lanes vs hetserve f32, peers vs ORT f32)")
     print(f"   {'shape':>7}  {'engine':<14} {'best ms':>9} {'range ms':>19} {'seq/s':>8} {'GF/s':>7} "
-          f"{'cos min':>9} {'cos mean':>9}")
+          f"{'% peak':>7} {'cos min':>9} {'cos mean':>9}")
     shapes = sorted({s for e in runs.values() for s in e}, key=lambda x: (x[0] * x[1], x[0]))
     for shape in shapes:
         first = True
@@ -127,8 +188,10 @@ def main(path):
             rng = f"{min(ms):.3f}..{max(ms):.3f}"
             name = f"{shape[0]}x{shape[1]}" if first else ""
             first = False
+            sh = share(peaks, dt, b["gflops"])
+            pct = f"{100 * sh:6.1f}%" if sh is not None else f"{'-':>7}"
             print(f"   {name:>7}  {label:<14} {b['ms']:9.3f} {rng:>19} {b['seq_per_s']:8.1f} {b['gflops']:7.1f} "
-                  f"{fmt_cos(cos.get((eng, dt)))}")
+                  f"{pct} {fmt_cos(cos.get((eng, dt)))}")
 
     print("\n   ratios of best-round medians (> 1: the first engine is faster); per-round range in []")
     head = "".join(f"{label:>24}" for label, _, _ in RATIOS)
@@ -167,6 +230,9 @@ def main(path):
 
     ov_overhead(runs)
     winners(runs, shapes)
+    summary = os.path.join(os.path.dirname(os.path.abspath(path)), "cpu_summary.json")
+    write_summary(summary, runs, cos, peaks, machine, shapes)
+    print(f"\n   summary (JSON): {os.path.relpath(summary)}")
 
 
 def ov_overhead(runs):

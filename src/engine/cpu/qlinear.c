@@ -467,6 +467,46 @@ static void dequant_row(const int32_t *acc, const float *sw, float sx, float *y,
     for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sx * sw[j]);
 }
 
+static int ql_execute(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w,
+                      struct ql_entry *e, void *qsrc, void *acc, struct hs_error *err)
+{
+    struct ql_slot *sl = &e->slot[slot];
+    dnnl_stream_t st = c->stream[slot];
+    dnnl_status_t s = dnnl_memory_set_data_handle_v2(sl->src, qsrc, st);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle_v2(sl->wei, w->packed, st);
+    if (s == dnnl_success) s = dnnl_memory_set_data_handle_v2(sl->dst, acc, st);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->src},
+                                   {DNNL_ARG_WEIGHTS, sl->wei},
+                                   {DNNL_ARG_DST, sl->dst},
+                                   {DNNL_ARG_SCRATCHPAD, sl->scratch}};
+        s = dnnl_primitive_execute(e->prim, st, sl->scratch ? 4 : 3, args);
+        if (s == dnnl_success) s = dnnl_stream_wait(st);
+    }
+    if (s != dnnl_success) {
+        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN %s matmul failed (%d)",
+                     hs_compute_dtype_name(w->dtype), (int)s);
+        return -1;
+    }
+    return 0;
+}
+
+int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, void *qsrc,
+                  void *acc, int rows, struct hs_error *err)
+{
+    if (slot < 0 || slot >= c->slots) {
+        hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear slot %d of %d", slot, c->slots);
+        return -1;
+    }
+    struct ql_entry *e = lookup(c, w, row_bucket(rows));
+    if (!e) {
+        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot make a %s %dx%dx%d matmul",
+                     hs_compute_dtype_name(w->dtype), row_bucket(rows), w->n, w->k);
+        return -1;
+    }
+    return ql_execute(c, slot, w, e, qsrc, acc, err);
+}
+
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
                int32_t *acc, struct hs_error *err)
@@ -500,24 +540,7 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         } else
             bf16_row(x + (size_t)r * k, (uint16_t *)qsrc + (size_t)r * k, k);
     }
-    struct ql_slot *sl = &e->slot[slot];
-    dnnl_stream_t st = c->stream[slot];
-    dnnl_status_t s = dnnl_memory_set_data_handle_v2(sl->src, qsrc, st);
-    if (s == dnnl_success) s = dnnl_memory_set_data_handle_v2(sl->wei, w->packed, st);
-    if (s == dnnl_success) s = dnnl_memory_set_data_handle_v2(sl->dst, acc, st);
-    if (s == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, sl->src},
-                                   {DNNL_ARG_WEIGHTS, sl->wei},
-                                   {DNNL_ARG_DST, sl->dst},
-                                   {DNNL_ARG_SCRATCHPAD, sl->scratch}};
-        s = dnnl_primitive_execute(e->prim, st, sl->scratch ? 4 : 3, args);
-        if (s == dnnl_success) s = dnnl_stream_wait(st);
-    }
-    if (s != dnnl_success) {
-        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN %s matmul failed (%d)",
-                     hs_compute_dtype_name(w->dtype), (int)s);
-        return -1;
-    }
+    if (ql_execute(c, slot, w, e, qsrc, acc, err)) return -1;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int r = 0; r < rows; r++) {
         float *yr = y + (size_t)r * n;

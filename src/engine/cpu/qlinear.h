@@ -67,4 +67,11 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
                int32_t *acc, struct hs_error *err);
 
+/* The GEMM of hs__ql_run alone, the same primitive (and cache entry) the layer uses: qsrc holds
+ * `rows` (+ pad) rows already quantized (int8) or rounded (bf16); acc receives the s32 (int8) or
+ * f32 (bf16) product, rows + HS_QL_ROW_PAD rows of n. No quantization, scaling, bias or
+ * activation: for measuring the primitive's own rate (bench/bench_peak.c). Returns 0 or -1. */
+int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, void *qsrc,
+                  void *acc, int rows, struct hs_error *err);
+
 #endif
