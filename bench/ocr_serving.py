@@ -165,13 +165,14 @@ def print_result(r):
     print("%s: capacity (closed loop) %.2f img/s, p50 %s ms, p99 %s ms, %d sent, %d not ok" % (
         r["server"], c["throughput_rps"], fmt_ms(c["p50_ms"]).strip(), fmt_ms(c["p99_ms"]).strip(),
         c["sent"], c["errors"]))
-    print("  %-8s %9s %9s %8s %8s %5s %5s %5s" % ("fraction", "offered/s", "ok/s", "p50 ms",
-                                                   "p99 ms", "429", "504", "other"))
+    print("  %-8s %9s %9s %5s %8s %8s %5s %5s %5s" % ("fraction", "offered/s", "ok/s", "sent",
+                                                       "p50 ms", "p99 ms", "429", "504", "other"))
     for p in r["points"]:
         other = p["errors"] - p["http_429"] - p["http_504"]
-        print("  %-8.2f %9.2f %9.2f %8s %8s %5d %5d %5d" % (
-            p["fraction"], p["offered_rps"], p["throughput_rps"], fmt_ms(p["p50_ms"]),
-            fmt_ms(p["p99_ms"]), p["http_429"], p["http_504"], other))
+        print("  %-8.2f %9.2f %9.2f %5d %8s %8s %5d %5d %5d%s" % (
+            p["fraction"], p["offered_rps"], p["throughput_rps"], p["sent"], fmt_ms(p["p50_ms"]),
+            fmt_ms(p["p99_ms"]), p["http_429"], p["http_504"], other,
+            "  (too few requests to judge: longer --duration-s)" if p["sent"] < 10 else ""))
         if p.get("stages"):
             print("    stages: " + ", ".join(
                 "%s %.0f %% (queue %.1f ms, batch %.2f)" % (
