@@ -7,6 +7,7 @@
 #   bench/run.sh [BUILD_DIR]     env: THREADS (2), SHAPES (1x16,1x128,32x128), ROUNDS (3),
 #                                     BUDGET_S (per engine, shape and round, 6), SKIP_SERVING=1,
 #                                     PEAK_S (GEMM peak per dtype and round, 1), SKIP_FAMILIES=1,
+#                                     SKIP_OCR=1 (the OCR serving run), OCR_SHORT=1 (6 s points),
 #                                     VENV (bench Python env, default .venv-bench),
 #                                     INT8_MODEL (quantized folder, default bench/out/minilm-int8
 #                                     for MiniLM, else bench/out/<model>-int8)
@@ -116,5 +117,17 @@ fi
 if [ "${SKIP_SERVING:-0}" != 1 ]; then
     [ -x bench/serving.sh ] || [ -f bench/serving.sh ] && bash bench/serving.sh "$BUILD"
     [ -f bench/hybrid/run.sh ] && bash bench/hybrid/run.sh "$BUILD"
+    # POST /v1/ocr open loop, hetserve against the reference pipeline served the same way
+    # (bench/ocr_serving.py; SKIP_OCR=1 leaves it out, OCR_SHORT=1 runs 6 s points)
+    if [ "${SKIP_OCR:-0}" != 1 ]; then
+        if [ -f models/ppocrv5/det.onnx ] && [ -x "$BUILD/hetbench" ] &&
+            [ -f "$BUILD/plugins/libhs_engine_openvino.so" ]; then
+            echo "== OCR serving: configs/ocr.yaml vs the reference pipeline, open loop"
+            $PY bench/ocr_serving.py --hetserve "$BUILD/hetserve" --hetbench "$BUILD/hetbench" \
+                ${OCR_SHORT:+--short} 2>>"$LOG"
+        else
+            echo "== OCR serving: skipped (needs models/ppocrv5, $BUILD/hetbench and the OpenVINO plugin)"
+        fi
+    fi
 fi
 exit 0

@@ -266,7 +266,17 @@ void hs_capture_format(const struct hs_capture *c, const struct hs_capture_rec *
         first = false;
     }
     hs_buf_printf(out, "},\"total_ms\":%.3f", hs_ns_to_ms(prev - at));
-    if (c->texts) put_texts(out, r);
+    if (r->body_is_input) {
+        put_name(out, "content_type", r->content_type);
+        hs_buf_printf(out, ",\"body_bytes\":%zu", r->body_len);
+        if (c->texts && r->body) {
+            hs_buf_puts(out, ",\"body\":\"");
+            hs_buf_base64(out, r->body, r->body_len);
+            hs_buf_putc(out, '"');
+        }
+    } else if (c->texts) {
+        put_texts(out, r);
+    }
     hs_buf_puts(out, "}\n");
 }
 
@@ -310,8 +320,11 @@ void hs_capture_entry_free(struct hs_capture_entry *e)
         for (int i = 0; i < e->n_inputs; i++) hs_free(e->texts[i]);
     hs_free(e->texts);
     hs_free(e->tokens);
+    hs_free(e->body);
     e->texts = NULL;
     e->tokens = NULL;
+    e->body = NULL;
+    e->body_len = 0;
     e->n_inputs = 0;
 }
 
@@ -337,6 +350,7 @@ hs_status hs_capture_parse_line(const char *line, size_t len, struct hs_capture_
                                 struct hs_error *err)
 {
     memset(e, 0, sizeof *e);
+    e->body_bytes = -1;
     json_error_t je;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
@@ -419,6 +433,28 @@ hs_status hs_capture_parse_line(const char *line, size_t len, struct hs_capture_
             }
             memcpy(e->texts[i], json_string_value(t), tl + 1);
         }
+    }
+    if (!get_str(root, "content_type", e->content_type, sizeof e->content_type, false, err))
+        goto out;
+    v = json_object_get(root, "body_bytes");
+    if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+              json_integer_value(v) > HS_CAPTURE_BODY_MAX))
+        BAD("\"body_bytes\" must be an integer in [0, %d]", HS_CAPTURE_BODY_MAX);
+    e->body_bytes = v ? (long long)json_integer_value(v) : -1;
+    v = json_object_get(root, "body");
+    if (v) {
+        if (!json_is_string(v) || json_string_length(v) / 4 * 3 > HS_CAPTURE_BODY_MAX)
+            BAD("\"body\" must be a base64 string of at most %d bytes", HS_CAPTURE_BODY_MAX);
+        const size_t sl = json_string_length(v);
+        if (!(e->body = hs_malloc(sl / 4 * 3 + 4))) {
+            st = hs_error_set(err, HS_STATUS_NO_MEMORY, "capture line");
+            goto out;
+        }
+        const long long dn = hs_base64_decode(json_string_value(v), sl, e->body);
+        if (dn < 0) BAD("\"body\" is not base64");
+        e->body_len = (size_t)dn;
+        if (e->body_bytes >= 0 && e->body_bytes != dn)
+            BAD("\"body\" decodes to %lld bytes, \"body_bytes\" says %lld", dn, e->body_bytes);
     }
     st = HS_STATUS_OK;
 #undef BAD

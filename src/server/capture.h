@@ -26,6 +26,8 @@
 #define HS_CAPTURE_VERSION 1
 /* the most inputs a line may list (as limits.items_max's ceiling) */
 #define HS_CAPTURE_INPUTS_MAX (1 << 20)
+/* the largest body a line may carry (a /v1/ocr image), decoded */
+#define HS_CAPTURE_BODY_MAX (64 << 20)
 
 struct hs_capture;
 
@@ -66,6 +68,10 @@ struct hs_capture_rec {
     size_t body_len;
     const char *input_field; /* "input" (OpenAI) or "inputs" (TEI) */
     const char *tenant;      /* the API key's tenant (server/auth.h); NULL = none */
+    /* a body that is the input itself (POST /v1/ocr: an image, or JSON with one): its
+     * Content-Type and size are recorded, and the body, base64, when texts is on */
+    bool body_is_input;
+    const char *content_type; /* NULL = none sent */
 };
 
 /* Appends r's line (JSON and a newline) to out. Thread-safe. */
@@ -95,6 +101,11 @@ struct hs_capture_entry {
     int n_inputs;
     int *tokens;  /* [n_inputs] token lengths, [CLS] and [SEP] included */
     char **texts; /* [n_inputs] when the line carries texts, else NULL */
+    /* a request whose body is its input (docs/CAPTURE.md "body") */
+    char content_type[128]; /* "" = not recorded */
+    long long body_bytes;   /* -1 = not recorded */
+    uint8_t *body;          /* [body_len], decoded, when the line carries it, else NULL */
+    size_t body_len;
 };
 
 /* Parses one capture line (without its newline) into e (zeroed first; release with

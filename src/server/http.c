@@ -59,6 +59,7 @@ enum {
     EP_PROBE = 1u << 5,   /* probes: as auth.probes says */
     EP_METRICS = 1u << 6, /* metrics: as auth.metrics says */
     EP_NOKEY = 1u << 7,   /* never: admin (admin.token) and the internal API */
+    EP_IMAGE = 1u << 8,   /* the body is the input (an image): captured (server/capture.h) */
 };
 
 /* /embed: one; /predict: the small stage and the big one */
@@ -644,7 +645,7 @@ static const struct endpoint endpoints[] = {
     {"/embeddings", "POST", EP_TIMED | EP_MODEL | EP_OPENAI, embed_begin, embed_finish},
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
     {"/predict", "POST", EP_TIMED | EP_MODEL, predict_begin, hs__predict_resume},
-    {"/v1/ocr", "POST", 0, hs__ocr_begin, hs__ocr_resume},
+    {"/v1/ocr", "POST", EP_IMAGE, hs__ocr_begin, hs__ocr_resume},
     {"/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_begin, hs__task_finish},
     {"/v1/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_v1_begin, hs__task_finish},
     {"/similarity", "POST", EP_TIMED | EP_MODEL, hs__similarity_begin, hs__task_finish},
@@ -881,6 +882,8 @@ static void capture_request(struct hs_server *s, struct conn *k)
         .body_len = k->body_len,
         .input_field = (k->ep->flags & EP_OPENAI) ? "input" : "inputs",
         .tenant = k->key ? hs_auth_tenant(k->key) : NULL,
+        .body_is_input = k->ep->flags & EP_IMAGE,
+        .content_type = (k->ep->flags & EP_IMAGE) ? hs__conn_header(k, "Content-Type") : NULL,
     };
     for (int i = 0; i < k->n_jobs && r.n_engines < 2; i++)
         if (k->jobs[i]->lane >= 0) r.engines[r.n_engines++] = s->lanes[k->jobs[i]->lane].label;
@@ -913,6 +916,8 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                      d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason);
         hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL,
                          k->key ? hs_auth_tenant(k->key) : NULL);
+        capture_request(s, k);
+    } else if (k->ep && (k->ep->flags & EP_IMAGE) && k->http_status) {
         capture_request(s, k);
     }
     /* The owner's references: on each job's scheduler requests (the arena goes once the

@@ -303,6 +303,36 @@ void hs_buf_base64(struct hs_buf *b, const void *data, size_t n)
     b->len = (size_t)(p - b->data);
 }
 
+static int b64v(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+long long hs_base64_decode(const char *in, size_t n, uint8_t *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    long long o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)in[i];
+        if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
+        const int v = b64v(c);
+        if (v < 0) return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return o;
+}
+
 void hs_buf_free(struct hs_buf *b)
 {
     if (!b->arena) hs_free(b->data);

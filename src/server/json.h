@@ -42,6 +42,10 @@ void hs_buf_json_str(struct hs_buf *b, const char *s, size_t n);
 void hs_buf_json_floats(struct hs_buf *b, const float *v, size_t n);
 /* Standard base64 (RFC 4648, padded) of n bytes. */
 void hs_buf_base64(struct hs_buf *b, const void *data, size_t n);
+/* Decodes standard or URL-safe base64 (padding optional, CR, LF and spaces skipped) of in[n]
+ * into out, which has room for n / 4 * 3 + 3 bytes. Returns the bytes written, -1 on a
+ * character outside the alphabet. */
+long long hs_base64_decode(const char *in, size_t n, uint8_t *out);
 /* Frees a heap buffer (no-op for arena buffers). */
 void hs_buf_free(struct hs_buf *b);
 

@@ -191,37 +191,6 @@ void hs__ocr_done(void *ctx, void *item, hs_status s, const struct hs_error *e)
     hs__conn_release(k);
 }
 
-static int b64v(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-}
-
-/* standard or URL-safe base64, padding optional, whitespace skipped; -1 on a bad character */
-static long long b64_decode(const char *in, size_t n, uint8_t *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    long long o = 0;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)in[i];
-        if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-        const int v = b64v(c);
-        if (v < 0) return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return o;
-}
-
 int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_bytes,
                  uint8_t **bytes, size_t *n, char *msg, size_t cap)
 {
@@ -245,7 +214,7 @@ int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_by
             return 413;
         }
         uint8_t *out = hs_malloc(sl / 4 * 3 + 4);
-        const long long dn = out ? b64_decode(json_string_value(im), sl, out) : -2;
+        const long long dn = out ? hs_base64_decode(json_string_value(im), sl, out) : -2;
         json_decref(root);
         if (dn < 0) {
             hs_free(out);

@@ -3,9 +3,10 @@
  * Checks: a refused line says why (HS_STATUS_INVALID_INPUT and a message, the entry empty
  * once freed); an accepted one has a finite offset >= 0, an endpoint starting with '/' and
  * terminated, a terminated model and a valid (or empty) priority, token lengths in [2, 2^20],
- * texts either absent or one per length; formatting what it read back as a line and parsing that
- * gives the same entry (round trip); nothing leaks. Each input runs once more with allocations
- * failing from the n-th on (fuzz_fail_allocs): a clean refusal, nothing leaked.
+ * texts either absent or one per length, a body's decoded size its body_bytes; formatting what it
+ * read back as a line and parsing that gives the same entry (round trip); nothing leaks. Each input
+ * runs once more with allocations failing from the n-th on (fuzz_fail_allocs): a clean refusal,
+ * nothing leaked.
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +42,16 @@ static void reformat(const struct hs_capture_entry *e, struct hs_buf *b)
         hs_buf_putc(b, ']');
     }
     if (e->truncate) hs_buf_puts(b, ",\"truncate\":true");
+    if (e->content_type[0]) {
+        hs_buf_puts(b, ",\"content_type\":");
+        hs_buf_json_str(b, e->content_type, strlen(e->content_type));
+    }
+    if (e->body_bytes >= 0) hs_buf_printf(b, ",\"body_bytes\":%lld", e->body_bytes);
+    if (e->body) {
+        hs_buf_puts(b, ",\"body\":\"");
+        hs_buf_base64(b, e->body, e->body_len);
+        hs_buf_putc(b, '"');
+    }
     hs_buf_putc(b, '}');
 }
 
@@ -54,6 +65,10 @@ static void check_entry(const struct hs_capture_entry *e)
     for (int i = 0; i < e->n_inputs; i++) FUZZ_CHECK(e->tokens[i] >= 2 && e->tokens[i] <= 1 << 20);
     if (e->texts)
         for (int i = 0; i < e->n_inputs; i++) FUZZ_CHECK(e->texts[i] != NULL);
+    FUZZ_CHECK(memchr(e->content_type, '\0', sizeof e->content_type) != NULL);
+    FUZZ_CHECK(e->body_bytes >= -1 && e->body_bytes <= HS_CAPTURE_BODY_MAX);
+    FUZZ_CHECK(!e->body || e->body_bytes < 0 || (long long)e->body_len == e->body_bytes);
+    FUZZ_CHECK(e->body || e->body_len == 0);
 }
 
 static int check(const uint8_t *data, size_t size)
@@ -83,6 +98,9 @@ static int check(const uint8_t *data, size_t size)
     FUZZ_CHECK(!strcmp(e2.priority, e.priority) && e2.timeout_ms == e.timeout_ms);
     FUZZ_CHECK(e2.n_inputs == e.n_inputs && (e2.texts == NULL) == (e.texts == NULL));
     FUZZ_CHECK(e2.truncate == e.truncate);
+    FUZZ_CHECK(!strcmp(e2.content_type, e.content_type) && e2.body_bytes == e.body_bytes);
+    FUZZ_CHECK((e2.body == NULL) == (e.body == NULL) && e2.body_len == e.body_len);
+    FUZZ_CHECK(!e.body || !memcmp(e2.body, e.body, e.body_len));
     for (int i = 0; i < e.n_inputs; i++) {
         FUZZ_CHECK(e2.tokens[i] == e.tokens[i]);
         if (e.texts) FUZZ_CHECK(!strcmp(e2.texts[i], e.texts[i]));

@@ -2,9 +2,13 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "hetbench/images.h"
 #include "hetbench/stats.h"
 #include "hetbench/workload.h"
 
@@ -377,6 +381,69 @@ static void loopback_only(void **state)
     assert_false(hs_bench_host_is_loopback(NULL));
 }
 
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* --images: JPEG and PNG found by their first bytes, other files skipped, name order */
+static void images_folder(void **state)
+{
+    (void)state;
+    static const uint8_t jpg[] = {0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3};
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 9};
+    assert_int_equal(hs_bench_body_kind_sniff(jpg, sizeof jpg), HS_BENCH_BODY_JPEG);
+    assert_int_equal(hs_bench_body_kind_sniff(png, sizeof png), HS_BENCH_BODY_PNG);
+    assert_int_equal(hs_bench_body_kind_sniff(png, 7), HS_BENCH_BODY_OCTET);
+    assert_int_equal(hs_bench_body_kind_sniff((const uint8_t *)"GIF89a", 6), HS_BENCH_BODY_OCTET);
+    assert_int_equal(hs_bench_body_kind_of_ctype(NULL), HS_BENCH_BODY_JSON);
+    assert_int_equal(hs_bench_body_kind_of_ctype("Image/JPEG; q=1"), HS_BENCH_BODY_JPEG);
+    assert_int_equal(hs_bench_body_kind_of_ctype("application/json"), HS_BENCH_BODY_JSON);
+    assert_int_equal(hs_bench_body_kind_of_ctype("image/gif"), HS_BENCH_BODY_OCTET);
+    assert_string_equal(hs_bench_body_ctype(HS_BENCH_BODY_PNG), "image/png");
+
+    char dir[] = "/tmp/hetbench-images-XXXXXX", path[128];
+    assert_non_null(mkdtemp(dir));
+    struct hs_bench_images im;
+    struct hs_error err = {0};
+    assert_int_equal(hs_bench_images_load(dir, 1 << 20, &im, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "no JPEG or PNG"));
+    hs_bench_images_free(&im);
+    snprintf(path, sizeof path, "%s/b.png", dir);
+    write_bytes(path, png, sizeof png);
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    write_bytes(path, jpg, sizeof jpg);
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    write_bytes(path, "hello", 5);
+    assert_int_equal(hs_bench_images_load(dir, 1 << 20, &im, &err), HS_STATUS_OK);
+    assert_int_equal(im.n, 2);
+    assert_int_equal(im.skipped, 1);
+    assert_string_equal(im.im[0].name, "a.jpg");
+    assert_int_equal(im.im[0].kind, HS_BENCH_BODY_JPEG);
+    assert_int_equal(im.im[0].len, sizeof jpg);
+    assert_memory_equal(im.im[0].bytes, jpg, sizeof jpg);
+    assert_int_equal(im.im[1].kind, HS_BENCH_BODY_PNG);
+    struct hs_bench_rng r;
+    hs_bench_rng_seed(&r, 1);
+    int seen[2] = {0};
+    for (int i = 0; i < 200; i++) seen[hs_bench_images_pick(&im, &r) - im.im]++;
+    assert_true(seen[0] > 60 && seen[1] > 60);
+    hs_bench_images_free(&im);
+    /* a file over the limit is an error naming it */
+    assert_int_equal(hs_bench_images_load(dir, 8, &im, &err), HS_STATUS_INVALID_INPUT);
+    assert_non_null(strstr(err.msg, "b.png"));
+    hs_bench_images_free(&im);
+    const char *names[] = {"a.jpg", "b.png", "notes.txt"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +460,7 @@ int main(void)
         cmocka_unit_test(summaries_count_and_filter),
         cmocka_unit_test(server_timing_header),
         cmocka_unit_test(loopback_only),
+        cmocka_unit_test(images_folder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "ab.h"
+#include "images.h"
 #include "replay.h"
 #include "stats.h"
 #include "workload.h"
@@ -42,6 +43,7 @@ enum endpoint { ENDPOINT_OPENAI, ENDPOINT_TEI };
 struct opts {
     const char *url, *model, *lengths, *texts, *words, *priority, *csv;
     const char *replay, *vocab; /* hetbench replay FILE: the capture, the model's vocab.txt */
+    const char *images;         /* --images DIR: bodies are its JPEG / PNG files */
     double speed;
     /* hetbench ab: B's base URL, extra request headers per side, bootstrap resamples */
     int ab;
@@ -64,6 +66,7 @@ struct opts {
 struct slot {
     CURL *easy;
     struct hs_bench_buf body, resp;
+    enum hs_bench_body_kind kind; /* the body's Content-Type */
     char st_hdr[1024];
     size_t rec;          /* index into bench.rec */
     int64_t intended_ns; /* absolute monotonic ns the request was meant to leave */
@@ -73,16 +76,18 @@ struct slot {
 struct bench {
     struct opts o;
     CURLM *multi;
-    char *target_url;                                            /* full URL of the endpoint */
-    struct curl_slist *resolve;                                  /* pins "localhost" to 127.0.0.1 */
-    struct curl_slist *hdrs[HS_BENCH_MIX_MAX][HS_BENCH_MIX_MAX]; /* [priority][tenant] */
+    char *target_url;           /* full URL of the endpoint */
+    struct curl_slist *resolve; /* pins "localhost" to 127.0.0.1 */
+    /* [body kind][priority][tenant] */
+    struct curl_slist *hdrs[HS_BENCH_BODY_KINDS][HS_BENCH_MIX_MAX][HS_BENCH_MIX_MAX];
     struct hs_bench_rng rng;
     struct hs_bench_lengths lengths;
     struct hs_bench_mix prio, tenants;
     struct hs_bench_words words;
     struct hs_bench_corpus corpus;
     int use_corpus;
-    struct hs_bench_replay rp; /* hetbench replay */
+    struct hs_bench_images images; /* --images */
+    struct hs_bench_replay rp;     /* hetbench replay */
     char *class_url[HS_BENCH_MIX_MAX];
     /* hetbench ab: B's URLs, each side's headers, each record's 2xx response body */
     char *target_url_b;
@@ -146,6 +151,8 @@ static void usage(FILE *f)
         "(default " DEFAULT_LENGTHS ")\n"
         "  --words FILE        word list for generated texts (default: built-in English words)\n"
         "  --texts FILE        texts from FILE, one per line; \"tag<TAB>text\" sets the class\n"
+        "  --images DIR        bodies: DIR's JPEG and PNG files (drawn uniformly), raw bytes with\n"
+        "                      their Content-Type, to POST /v1/ocr unless the URL has a path\n"
         "  --priority MIX      X-Priority header mix: interactive, or interactive:70,batch:30\n"
         "  --tenant NAME[:W]=KEY  send as this tenant (Authorization: Bearer KEY) a share W\n"
         "                      (default 1) of the requests; repeated for several tenants, each\n"
@@ -161,8 +168,8 @@ static void usage(FILE *f)
         "loop at their captured arrival times divided by K (default 1), to the captured endpoints\n"
         "with their priorities and deadlines: their texts when captured, else texts generated to\n"
         "the captured token lengths with the WordPiece vocabulary --vocab (default\n"
-        "$HS_MODEL_DIR/vocab.txt, or models/all-MiniLM-L6-v2/vocab.txt). Also --timeout-ms,\n"
-        "--max-inflight, --seed.\n"
+        "$HS_MODEL_DIR/vocab.txt, or models/all-MiniLM-L6-v2/vocab.txt); /v1/ocr requests with\n"
+        "their captured bodies and Content-Type. Also --timeout-ms, --max-inflight, --seed.\n"
         "\n"
         "usage: hetbench ab --a URL --b URL --trace FILE [--a-header H] [--b-header H] [options]\n"
         "Sends every request of a capture file (as replay does) to A and to B at the same\n"
@@ -255,6 +262,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int mode)
         {"b-header", 1, 0, '2'},
         {"resamples", 1, 0, 'R'},
         {"tenant", 1, 0, 'K'},
+        {"images", 1, 0, 'G'},
         {0, 0, 0, 0},
     };
     *o = (struct opts){.url = DEFAULT_URL,
@@ -295,6 +303,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, int mode)
             break;
         case 'V':
             o->vocab = optarg;
+            break;
+        case 'G':
+            o->images = optarg;
             break;
         case 'B':
             o->url_b = optarg;
@@ -385,6 +396,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int mode)
             return 2;
         }
     }
+    if (o->images && (mode || o->texts || o->batch_items > 1))
+        return fail("%s", "--images is for the load modes, without --texts or --batch-items");
     if (mode == 2) {
         if (optind < argc) return fail("unexpected argument '%s' (see --help)", argv[optind]);
         if (!o->url_b) o->url_b = o->url;
@@ -445,7 +458,9 @@ static int setup_target(struct bench *b, const char *url, char **out)
         goto out;
     }
     if (!path || !strcmp(path, "/")) {
-        const char *p = b->o.endpoint == ENDPOINT_TEI ? "/embed" : "/v1/embeddings";
+        const char *p = b->o.images                     ? "/v1/ocr"
+                        : b->o.endpoint == ENDPOINT_TEI ? "/embed"
+                                                        : "/v1/embeddings";
         if (curl_url_set(u, CURLUPART_PATH, p, 0) != CURLUE_OK) goto out;
     }
     if (curl_url_get(u, CURLUPART_URL, out, 0) != CURLUE_OK) goto out;
@@ -473,6 +488,12 @@ static hs_status build_body(struct bench *b, struct slot *s, int cls)
 {
     struct hs_bench_buf *body = &s->body;
     body->len = 0;
+    s->kind = HS_BENCH_BODY_JSON;
+    if (b->o.images) {
+        const struct hs_bench_image *im = hs_bench_images_pick(&b->images, &b->rng);
+        s->kind = im->kind;
+        return hs_bench_buf_append(body, (const char *)im->bytes, im->len);
+    }
     hs_status st = 0;
     if (b->o.endpoint == ENDPOINT_OPENAI) {
         st |= hs_bench_buf_puts(body, "{\"model\":");
@@ -605,6 +626,7 @@ static int launch(struct bench *b, int64_t intended_ns)
         s->body.len = 0;
         if (hs_bench_buf_append(&s->body, rq->body, rq->body_len))
             return fail("%s", "out of memory building a request");
+        s->kind = rq->kind;
     } else if (build_body(b, s, r->cls)) {
         return fail("%s", "out of memory building a request");
     }
@@ -628,7 +650,7 @@ static int launch(struct bench *b, int64_t intended_ns)
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, b->o.timeout_ms);
     curl_easy_setopt(e, CURLOPT_RESOLVE, b->resolve);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER,
-                     b->o.ab ? b->ab_hdrs[side] : b->hdrs[r->prio][r->tenant]);
+                     b->o.ab ? b->ab_hdrs[side] : b->hdrs[s->kind][r->prio][r->tenant]);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, s->body.p);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.len);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -1267,6 +1289,9 @@ static int prepare_replay(struct bench *b)
         return fail("replay: %s", err.msg);
     /* ab: every request twice, records 2i and 2i+1 (which side each is: ab_side) */
     b->o.requests = b->o.ab ? 2 * b->rp.n : b->rp.n;
+    for (size_t i = 0; b->o.ab && i < b->rp.n; i++)
+        if (b->rp.req[i].kind != HS_BENCH_BODY_JSON)
+            return fail("%s", "hetbench ab compares embeddings: the trace has image bodies");
     if (class_urls(b, b->target_url, b->class_url)) return 2;
     if (b->o.ab) {
         if (class_urls(b, b->target_url_b, b->class_url_b)) return 2;
@@ -1335,6 +1360,10 @@ static int prepare(struct bench *b)
     struct hs_error err = {0};
     if (b->o.replay) {
         if (prepare_replay(b)) return 2;
+    } else if (b->o.images) {
+        if (hs_bench_images_load(b->o.images, RESPONSE_MAX_BYTES, &b->images, &err) ||
+            hs_bench_lengths_parse("images=1:1", &b->lengths, &err))
+            return fail("--images: %s", err.msg);
     } else if (b->o.texts) {
         if (hs_bench_corpus_load(b->o.texts, &b->corpus, &err)) return fail("--texts: %s", err.msg);
         b->use_corpus = 1;
@@ -1352,23 +1381,26 @@ static int prepare(struct bench *b)
     if (b->o.n_tenants && hs_bench_mix_parse(b->o.tenant_spec, &b->tenants, &err))
         return fail("--tenant: %s", err.msg);
     int nh = b->prio.n ? b->prio.n : 1, nt = b->tenants.n ? b->tenants.n : 1;
-    for (int k = 0; k < nh; k++)
-        for (int t = 0; t < nt; t++) {
-            struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-            h = h ? curl_slist_append(h, "Expect:") : NULL; /* no 100-continue round trip */
-            if (h && b->prio.n) {
-                char line[64];
-                snprintf(line, sizeof line, "X-Priority: %s", b->prio.name[k]);
-                h = curl_slist_append(h, line);
+    for (int kind = 0; kind < HS_BENCH_BODY_KINDS; kind++)
+        for (int k = 0; k < nh; k++)
+            for (int t = 0; t < nt; t++) {
+                char ct[64];
+                snprintf(ct, sizeof ct, "Content-Type: %s", hs_bench_body_ctype(kind));
+                struct curl_slist *h = curl_slist_append(NULL, ct);
+                h = h ? curl_slist_append(h, "Expect:") : NULL; /* no 100-continue round trip */
+                if (h && b->prio.n) {
+                    char line[64];
+                    snprintf(line, sizeof line, "X-Priority: %s", b->prio.name[k]);
+                    h = curl_slist_append(h, line);
+                }
+                if (h && b->tenants.n) {
+                    char line[512];
+                    snprintf(line, sizeof line, "Authorization: Bearer %s", b->o.tenant_key[t]);
+                    h = curl_slist_append(h, line);
+                }
+                if (!h) return fail("%s", "out of memory");
+                b->hdrs[kind][k][t] = h;
             }
-            if (h && b->tenants.n) {
-                char line[512];
-                snprintf(line, sizeof line, "Authorization: Bearer %s", b->o.tenant_key[t]);
-                h = curl_slist_append(h, line);
-            }
-            if (!h) return fail("%s", "out of memory");
-            b->hdrs[k][t] = h;
-        }
     for (int side = 0; b->o.ab && side < 2; side++) {
         struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
         h = h ? curl_slist_append(h, "Expect:") : NULL;
@@ -1407,11 +1439,13 @@ static void cleanup(struct bench *b)
     }
     if (b->multi) curl_multi_cleanup(b->multi);
     if (b->epfd > 0) close(b->epfd);
-    for (int k = 0; k < HS_BENCH_MIX_MAX; k++)
-        for (int t = 0; t < HS_BENCH_MIX_MAX; t++) curl_slist_free_all(b->hdrs[k][t]);
+    for (int kind = 0; kind < HS_BENCH_BODY_KINDS; kind++)
+        for (int k = 0; k < HS_BENCH_MIX_MAX; k++)
+            for (int t = 0; t < HS_BENCH_MIX_MAX; t++) curl_slist_free_all(b->hdrs[kind][k][t]);
     curl_slist_free_all(b->resolve);
     curl_free(b->target_url);
     hs_bench_corpus_free(&b->corpus);
+    hs_bench_images_free(&b->images);
     hs_bench_words_free(&b->words);
     hs_bench_replay_free(&b->rp);
     hs_tokenizer_free(b->tok);

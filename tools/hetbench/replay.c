@@ -163,9 +163,10 @@ hs_status hs_bench_replay_load(const char *path, const struct hs_tokenizer *tok,
         if (hs_capture_parse_line(line, (size_t)len, &e, &le)) {
             st = hs_error_set(err, le.status ? le.status : HS_STATUS_INVALID_INPUT, "%s:%ld: %s",
                               path, lineno, le.msg);
-        } else if (e.n_inputs == 0) {
+        } else if (e.n_inputs == 0 && !e.body) {
             out->skipped++;
-        } else if (!e.texts && !tok) {
+            if (e.body_bytes > 0) out->no_bodies++;
+        } else if (!e.texts && !e.body && !tok) {
             st = hs_error_set(err, HS_STATUS_INVALID_INPUT,
                               "%s:%ld: the line has no texts: generating them needs the model's "
                               "vocabulary (--vocab)",
@@ -182,7 +183,12 @@ hs_status hs_bench_replay_load(const char *path, const struct hs_tokenizer *tok,
                 st = hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s:%ld: more than %d endpoints",
                                   path, lineno, HS_BENCH_MIX_MAX);
             struct hs_bench_buf b = {0};
-            if (!st) st = build(out, &e, tok, &w, &rng, &b);
+            if (!st && e.body) /* the body as it came (an image): sent as captured */
+                st = hs_bench_buf_append(&b, (const char *)e.body, e.body_len)
+                         ? hs_error_set(err, HS_STATUS_NO_MEMORY, "replay")
+                         : HS_STATUS_OK;
+            else if (!st)
+                st = build(out, &e, tok, &w, &rng, &b);
             if (!st) {
                 struct hs_bench_replay_req *q = &out->req[out->n];
                 q->endpoint = hs_malloc(strlen(e.endpoint) + 1);
@@ -194,7 +200,11 @@ hs_status hs_bench_replay_load(const char *path, const struct hs_tokenizer *tok,
                     q->body = b.p;
                     q->body_len = b.len;
                     q->cls = cls;
-                    q->items = (unsigned)e.n_inputs;
+                    q->items = e.body ? 1u : (unsigned)e.n_inputs;
+                    q->kind = e.body ? hs_bench_body_kind_of_ctype(e.content_type[0]
+                                                                       ? e.content_type
+                                                                       : "application/octet-stream")
+                                     : HS_BENCH_BODY_JSON;
                     q->at_ns = (int64_t)(e.offset_ms * 1e6); /* made relative below */
                     if (t0 < 0 || e.offset_ms < t0) t0 = e.offset_ms;
                     out->n++;
@@ -210,7 +220,12 @@ hs_status hs_bench_replay_load(const char *path, const struct hs_tokenizer *tok,
     fclose(f);
     if (st) return st;
     if (!out->n)
-        return hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s: no request to replay", path);
+        return out->no_bodies
+                   ? hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                  "%s: no request to replay (the bodies of %zu were "
+                                  "not captured: server.capture.texts)",
+                                  path, out->no_bodies)
+                   : hs_error_set(err, HS_STATUS_INVALID_INPUT, "%s: no request to replay", path);
     /* lines are written as requests finish: arrivals are put back in order */
     int64_t origin = (int64_t)(t0 * 1e6);
     for (size_t i = 0; i < out->n; i++)

@@ -6,6 +6,8 @@
  * captured priority, deadline and inputs — the captured texts when the line has them, otherwise
  * texts generated from the built-in word list until the model's WordPiece tokenizer gives each
  * one the captured token length. The achieved match is counted (exact, off by one, worse).
+ * A line with a captured body (an image sent to /v1/ocr) is sent as it came, body and
+ * Content-Type.
  * Nothing here touches the network. Not thread-safe. All allocation through hs_malloc.
  */
 #ifndef HS_TOOLS_HETBENCH_REPLAY_H
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "hetbench/images.h"
 #include "hetbench/workload.h"
 #include "model/tokenizer.h"
 
@@ -23,15 +26,17 @@ struct hs_bench_replay_req {
     char *endpoint;
     char *body;
     size_t body_len;
-    int cls;        /* index of its endpoint in class_name */
-    unsigned items; /* inputs */
+    int cls;                      /* index of its endpoint in class_name */
+    unsigned items;               /* inputs */
+    enum hs_bench_body_kind kind; /* JSON, or a captured body's Content-Type (an image) */
 };
 
 struct hs_bench_replay {
     struct hs_bench_replay_req *req; /* [n], by send time */
     size_t n;
-    size_t skipped; /* lines with no inputs (requests refused before tokenizing) */
-    int n_classes;  /* distinct endpoints */
+    size_t skipped;   /* lines with no inputs (requests refused before tokenizing) */
+    size_t no_bodies; /* of those, lines of a body that was not captured (texts off) */
+    int n_classes;    /* distinct endpoints */
     char class_name[HS_BENCH_MIX_MAX][HS_BENCH_NAME_MAX]; /* "v1_embeddings", "embed", ... */
     /* inputs sent with captured texts, and generated ones by how close their length came */
     size_t texts_captured, gen_exact, gen_off_by_one, gen_worse;
