@@ -1,4 +1,5 @@
-/* POST /v1/ocr: the config's pipelines of kind ocr (model/ocr.h on sched/pipeline.h).
+/* POST /v1/ocr: the config's pipelines[], each stage of stages[] an op or a model stage
+ * (model/ocr.h hs_ocr_stages_create on sched/pipeline.h).
  *
  *   request:  the image's bytes (Content-Type image/jpeg, image/png or application/octet-stream),
  *             or JSON {"image": "<base64 of the bytes>"}; X-Pipeline names the pipeline (default
@@ -9,9 +10,9 @@
  * Errors: 400 an image that cannot be decoded (corrupt, truncated, not JPEG / PNG, over the pixel
  * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After (the busiest stage's
  * predicted drain time) when the pipeline's first queue is full or a model stage is overloaded
- * with its fallback at its cap (stages.<stage>.fallback), 504 when the deadline passes in a queue
+ * with its fallback at its cap (stages[].fallback), 504 when the deadline passes in a queue
  * or a stage's timeout_ms passes (naming the stage), 503 while shutting down. X-Engine names the
- * engines that ran det and rec. Every accepted request gets exactly one answer (the pipeline's
+ * engines that ran the model stages. Every accepted request gets exactly one answer (the pipeline's
  * contract).
  */
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-# POST /v1/ocr (server/ocr_http.c): the config's pipelines[] of kind ocr on the OpenVINO engine
+# POST /v1/ocr (server/ocr_http.c): the config's pipelines[] (the ocr shorthand) on the OpenVINO engine
 # plugin. The committed images read as the reference reads them (tests/golden/ocr/pipeline.json),
 # raw bytes or base64 JSON alike; bad images are 400 with the decoder's reason, a body over
 # image_max_bytes 413, an unknown X-Pipeline 404; an injected engine fault fails one request
