@@ -77,10 +77,10 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
                           struct hs_error *err);
 
 /* ---- the same as a pipeline (sched/pipeline.h), for many images at once ----
- * Stages: decode (image_decode + det_prep, cpu_workers threads) -> det (the det graph) ->
- * db_post (db_post + crop, cpu_workers) -> cls (when loaded) -> rec (the rec graph on the crops of
- * up to rec_images requests at once, hs_ocr_rec_many, waiting up to rec_window_us for them) ->
- * ctc (ctc_decode); queue_max items in front of each. Items are struct hs_ocr_job. With
+ * hs_ocr_pipeline_create (at the end): decode (image_decode, cpu_workers threads) -> det_prep ->
+ * det (the det graph) -> db_post -> crop -> cls (when loaded) -> rec (the rec graph on the crops
+ * of up to rec_images requests at once, hs_ocr_rec_many, waiting up to rec_window_us for them)
+ * -> ctc (ctc_decode); queue_max items in front of each. Items are struct hs_ocr_job. With
  * rec_images 1 every request is read exactly as hs_ocr_run reads it. */
 struct hs_ocr_pipeline_opts {
     int cpu_workers;       /* threads of each CPU stage (1) */
@@ -104,10 +104,6 @@ struct hs_ocr_job {
     const char *det_engine, *rec_engine;              /* the engines that ran det and rec */
     void *user;
 };
-
-hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
-                                 const struct hs_ocr_pipeline_opts *o, hs_pipeline_done_fn done,
-                                 void *done_ctx, struct hs_pipeline **out, struct hs_error *err);
 
 /* ---- a pipeline of any stages in order (the config's pipelines[].stages[]) ----
  * A model stage's graph by what it reads and gives: one row per kind of graph, found by name
@@ -151,6 +147,7 @@ struct hs_ocr_stage {
     int workers, queue_max, requests_max; /* requests_max: items one run takes (fan-in) */
     int64_t window_us, timeout_us;
     double ratio_max;
+    size_t t_off; /* (optional) where its time goes in job->t too: offsetof + 1; 0 = nowhere */
     struct hs_ocr_stage_ctx {
         const struct hs_ocr_stage *st;
         const struct hs_ocr_models *m;
@@ -161,5 +158,14 @@ struct hs_ocr_stage {
 /* Items are struct hs_ocr_job; each stage's time goes to job->stage_ns[its index]. */
 hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_done_fn done,
                                void *done_ctx, struct hs_pipeline **out, struct hs_error *err);
+
+/* The fixed PP-OCR chain of `hetserve ocr` (the stages the config's ocr shorthand expands to):
+ * decode, det_prep, det, db_post, crop, [cls], rec, ctc on m's graphs, built into stages (the
+ * caller's, kept as long as the pipeline) by hs_ocr_stages_create; times also in job->t. */
+hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
+                                 const struct hs_ocr_pipeline_opts *o,
+                                 struct hs_ocr_stage stages[HS_PIPELINE_MAX_STAGES],
+                                 hs_pipeline_done_fn done, void *done_ctx, struct hs_pipeline **out,
+                                 struct hs_error *err);
 
 #endif
