@@ -1257,7 +1257,8 @@ static void print_keys(FILE *f, const char *sec, const char *base, int indent, b
             if (!*sec) fputc('\n', f);
             const char *doc = put_doc(f, indent, com, k->doc);
             struct line l = {.n = 0};
-            app(&l, "%*s%s%s%s:%s", pad, "", com, lead, k->name, n ? "" : " []");
+            int at = *com ? indent - 2 : 0; /* where an example's "# " goes, as for scalars */
+            app(&l, "%*s%s%*s%s%s:%s", at, "", com, pad - at, "", lead, k->name, n ? "" : " []");
             fprintf(f, "%-40s # %s\n", l.s, doc);
             for (int i = 0; i < n; i++) {
                 item_init(k, sub, (char *)&d, i);
