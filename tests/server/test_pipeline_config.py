@@ -173,3 +173,16 @@ def test_cpu_engine_refused_by_capability(tmp_path):
     assert r.returncode == 1
     assert "pipelines[0].stages[2].engine: engine 'cpu0' (kind cpu) cannot run ONNX graphs " \
            "(it lacks the graph_onnx capability)" in r.stderr, r.stderr
+
+
+def test_readme_example_checks(tmp_path):
+    """README's pipelines[] example is a config that config --check takes (with its engines)."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    blocks = re.findall(r"```yaml\n(pipelines:\n.*?)```", text, re.S)
+    assert len(blocks) == 1, "README: one ```yaml block of pipelines[]"
+    base = ("engines:\n  - {name: cpu0, kind: cpu, threads: 1}\n"
+            "  - {name: ov, kind: openvino, device: 99}\n"
+            "  - {name: ov_fb, kind: openvino, device: 98}\nmodels:\n  - path: \"%s\"\n" % MODEL)
+    r = check(tmp_path, blocks[0], base=base)
+    assert r.returncode == 0, r.stderr
+    assert "batch_fixed: 4" in r.stdout and "fallback: {engines: [ov_fb], ratio_max: 0.3}" in r.stdout
