@@ -69,7 +69,9 @@ hs_status hs__config_pipelines_expand(struct hs_config *c, const char *label, st
         add(p, "det", "", p->det, p->det_engine);
         add(p, "db_post", "db_post", "", "")->box_thresh = p->box_thresh;
         add(p, "crop", "crop", "", "");
-        if (p->cls[0]) add(p, "cls", "", p->cls, p->cls_engine[0] ? p->cls_engine : rec_e);
+        if (p->cls[0]) /* crops -> crops: said, else crops are read by a recognizer */
+            snprintf(add(p, "cls", "", p->cls, p->cls_engine[0] ? p->cls_engine : rec_e)->io,
+                     sizeof p->stages[0].io, "classify");
         struct hs_stage_cfg *r = add(p, "rec", "", p->rec, rec_e);
         r->requests_max = p->rec_images;
         r->window_us = p->rec_window_us;

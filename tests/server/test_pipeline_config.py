@@ -79,6 +79,13 @@ def test_shorthand_expands_to_the_stages(tmp_path):
         assert r.returncode == 0, (name, r.stderr)
         got = re.findall(r"^      - name: (\w+)", r.stdout, re.M)
         assert got == names, (name, got)
+    # with a direction classifier: a classify stage between crop and rec
+    r = check(tmp_path, "    det: d.onnx\n    rec: r.onnx\n    cls: c.onnx\n    dict: d.txt\n"
+              "    det_engine: ov\n")
+    assert r.returncode == 0, r.stderr
+    names = re.findall(r"^      - name: (\w+)", r.stdout, re.M)
+    assert names == ["decode", "det_prep", "det", "db_post", "crop", "cls", "rec", "ctc"], names
+    assert "io: classify" in r.stdout
     refused(tmp_path, "    rec: r.onnx\n    dict: d.txt\n", "pipelines[0].det is required")
     refused(tmp_path, "    det: d.onnx\n    rec: r.onnx\n    dict: d.txt\n" + stages(),
             "pipelines[0].stages: give stages or the ocr shorthand")
