@@ -256,7 +256,8 @@ int hs_cmd_ocr(int argc, char **argv)
     }
     const struct hs_ocr_pipeline_opts po = {
         .cpu_workers = workers, .queue_max = 16, .rec_images = rec_images, .rec_window_us = 2000};
-    if (hs_ocr_pipeline_create(&m, &po, on_done, &dc, &pipe, &err)) goto fail;
+    static struct hs_ocr_stage stages[HS_PIPELINE_MAX_STAGES]; /* as long as the pipeline */
+    if (hs_ocr_pipeline_create(&m, &po, stages, on_done, &dc, &pipe, &err)) goto fail;
     int failed = 0;
     for (int i = 0; i < n_inputs; i++) {
         struct cli_job *j = &jobs[i];

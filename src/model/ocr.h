@@ -37,6 +37,14 @@ struct hs_ocr_models {
     int rec_widths[16];
     atomic_llong rec_runs[HS_PIPELINE_MAX_BATCH + 1]; /* rec graph runs by rows */
     atomic_llong rec_width_runs[16];                  /* by rec_widths[i] */
+    atomic_llong rec_pad_rows;                        /* padding rows those runs carried */
+    /* static-shape engines: the detector input's height and width each padded to the smallest
+     * of det_sides that holds it (zeros: the normalized image's mean), the map cut back to the
+     * image's; n_det_sides 0 = the input's own size. An input no side holds is refused. */
+    int n_det_sides;
+    int det_sides[16];
+    atomic_llong det_runs;              /* det graph runs */
+    atomic_llong det_side_runs[16][16]; /* by [height][width] index in det_sides */
 };
 
 /* Loads the graphs (cls_path may be NULL) on their engines and the dictionary. Errors name the
@@ -69,10 +77,10 @@ hs_status hs_ocr_rec_many(const struct hs_ocr_models *m, struct hs_op_data **ds,
                           struct hs_error *err);
 
 /* ---- the same as a pipeline (sched/pipeline.h), for many images at once ----
- * Stages: decode (image_decode + det_prep, cpu_workers threads) -> det (the det graph) ->
- * db_post (db_post + crop, cpu_workers) -> cls (when loaded) -> rec (the rec graph on the crops of
- * up to rec_images requests at once, hs_ocr_rec_many, waiting up to rec_window_us for them) ->
- * ctc (ctc_decode); queue_max items in front of each. Items are struct hs_ocr_job. With
+ * hs_ocr_pipeline_create (at the end): decode (image_decode, cpu_workers threads) -> det_prep ->
+ * det (the det graph) -> db_post -> crop -> cls (when loaded) -> rec (the rec graph on the crops
+ * of up to rec_images requests at once, hs_ocr_rec_many, waiting up to rec_window_us for them)
+ * -> ctc (ctc_decode); queue_max items in front of each. Items are struct hs_ocr_job. With
  * rec_images 1 every request is read exactly as hs_ocr_run reads it. */
 struct hs_ocr_pipeline_opts {
     int cpu_workers;       /* threads of each CPU stage (1) */
@@ -88,15 +96,76 @@ struct hs_ocr_pipeline_opts {
 };
 
 struct hs_ocr_job {
-    struct hs_op_data d;                 /* d.bytes in; d.lines out */
-    struct hs_ocr_timings t;             /* per stage */
-    int rec_batch_images;                /* requests in the rec run that read it */
-    const char *det_engine, *rec_engine; /* the engines that ran det and rec */
+    struct hs_op_data d;                      /* d.bytes in; d.lines out */
+    struct hs_ocr_timings t;                  /* per stage (hs_ocr_pipeline_create) */
+    int64_t stage_ns[HS_PIPELINE_MAX_STAGES]; /* per stage (hs_ocr_stages_create), its index */
+    const char *stage_engine[HS_PIPELINE_MAX_STAGES]; /* the engine that ran a model stage */
+    int rec_batch_images;                             /* requests in the rec run that read it */
+    const char *det_engine, *rec_engine;              /* the engines that ran det and rec */
     void *user;
 };
 
+/* ---- a pipeline of any stages in order (the config's pipelines[].stages[]) ----
+ * A model stage's graph by what it reads and gives: one row per kind of graph, found by name
+ * (stages[].io) or by what the stage before gives (hs_ocr_graph_io_for). */
+enum hs_ocr_slot { HS_OCR_SLOT_DET, HS_OCR_SLOT_REC, HS_OCR_SLOT_CLS };
+struct hs_ocr_graph_io {
+    const char *name;      /* pipelines[].stages[].io */
+    enum hs_ocr_slot slot; /* where its graph goes in struct hs_ocr_models */
+    const char *summary;
+    enum hs_op_kind in, out;
+    int rows_max;     /* rows one graph run may have (batch_max at most): 1 = one image a run */
+    int rows_default; /* batch_max when the stage gives none */
+    int shape_step;   /* its shapes must be multiples of this; 0 = the graph takes no shapes */
+    hs_pipeline_stage_fn run;
+};
+int hs_ocr_graph_io_count(void);
+const struct hs_ocr_graph_io *hs_ocr_graph_io_at(int i);
+const struct hs_ocr_graph_io *hs_ocr_graph_io_find(const char *name);  /* NULL: none */
+const struct hs_ocr_graph_io *hs_ocr_graph_io_for(enum hs_op_kind in); /* NULL: none reads it */
+
+/* Loads the graph at path on e into io's slot of m (a copy of models holding the dictionary and
+ * params), with the stage's batch (batch_max 0 = the io's default), batch_fixed and shapes.
+ * hs_ocr_models_slot_release releases it (not the dictionary: the copy shares it). */
+hs_status hs_ocr_models_slot_load(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io,
+                                  hs_engine_t e, const char *path, int batch_max, int batch_fixed,
+                                  const int *shapes, int n_shapes, struct hs_error *err);
+void hs_ocr_models_slot_release(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io);
+/* The engine and graph of io's slot. */
+hs_engine_t hs_ocr_models_slot_engine(const struct hs_ocr_models *m,
+                                      const struct hs_ocr_graph_io *io);
+
+/* One stage: an op (op, params) or a model stage (io, m with its graph in the io's slot: det,
+ * cls or rec, and fb the same on the fallback engine or NULL). The caller owns it and keeps it
+ * (its address) as long as the pipeline; ctx is filled by hs_ocr_stages_create. */
+struct hs_ocr_stage {
+    const char *name;
+    const struct hs_op *op;
+    const struct hs_ocr_params *params;
+    const struct hs_ocr_graph_io *io;
+    const struct hs_ocr_models *m, *fb;
+    int workers, queue_max, requests_max; /* requests_max: items one run takes (fan-in) */
+    int64_t window_us, timeout_us;
+    double ratio_max;
+    size_t t_off; /* (optional) where its time goes in job->t too: offsetof + 1; 0 = nowhere */
+    struct hs_ocr_stage_ctx {
+        const struct hs_ocr_stage *st;
+        const struct hs_ocr_models *m;
+        int index;
+    } ctx[2]; /* primary, fallback */
+};
+
+/* Items are struct hs_ocr_job; each stage's time goes to job->stage_ns[its index]. */
+hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_done_fn done,
+                               void *done_ctx, struct hs_pipeline **out, struct hs_error *err);
+
+/* The fixed PP-OCR chain of `hetserve ocr` (the stages the config's ocr shorthand expands to):
+ * decode, det_prep, det, db_post, crop, [cls], rec, ctc on m's graphs, built into stages (the
+ * caller's, kept as long as the pipeline) by hs_ocr_stages_create; times also in job->t. */
 hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
-                                 const struct hs_ocr_pipeline_opts *o, hs_pipeline_done_fn done,
-                                 void *done_ctx, struct hs_pipeline **out, struct hs_error *err);
+                                 const struct hs_ocr_pipeline_opts *o,
+                                 struct hs_ocr_stage stages[HS_PIPELINE_MAX_STAGES],
+                                 hs_pipeline_done_fn done, void *done_ctx, struct hs_pipeline **out,
+                                 struct hs_error *err);
 
 #endif

@@ -2,134 +2,251 @@
  * shape (see ocr.h, hs_ocr_pipeline_create). */
 #include "model/ocr.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "core/clock.h"
 
-/* an op and where its time goes in struct hs_ocr_timings */
-struct op_slot {
-    const char *op;
-    size_t off;
-};
+/* ---- any stages in order (hs_ocr_stages_create) ---- */
 
-/* each stage's function: the items are struct hs_ocr_job */
-static void run_ops(const struct hs_ocr_models *m, void **items, int n, hs_status *st,
-                    struct hs_error *errs, const struct op_slot *ops, int n_ops)
+/* a stage's time into the job's: by its index, and where the stage says in job->t */
+static void took(const struct hs_ocr_stage_ctx *c, struct hs_ocr_job *j, int64_t ns)
 {
-    for (int i = 0; i < n; i++) {
-        struct hs_ocr_job *j = items[i];
-        for (int k = 0; k < n_ops && !st[i]; k++) {
-            const int64_t t0 = hs_now_ns();
-            st[i] = hs_op_find(ops[k].op)->run(&m->params, &j->d, &errs[i]);
-            *(int64_t *)((char *)&j->t + ops[k].off) += hs_now_ns() - t0;
-        }
-    }
+    j->stage_ns[c->index] += ns;
+    if (c->st->t_off) *(int64_t *)((char *)&j->t + c->st->t_off - 1) += ns;
 }
 
-static void stage_decode(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+static void gen_op(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
 {
-    static const struct op_slot ops[] = {
-        {"image_decode", offsetof(struct hs_ocr_timings, decode)},
-        {"det_prep", offsetof(struct hs_ocr_timings, det_prep)},
-    };
-    run_ops(ctx, items, n, st, errs, ops, 2);
-}
-
-static void stage_det(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
-{
+    const struct hs_ocr_stage_ctx *c = ctx;
     for (int i = 0; i < n; i++) {
         struct hs_ocr_job *j = items[i];
         const int64_t t0 = hs_now_ns();
-        const struct hs_ocr_models *m = ctx;
-        st[i] = hs_ocr_det(m, &j->d, &errs[i]);
-        j->t.det += hs_now_ns() - t0;
-        j->det_engine = hs_engine_name(m->det_engine);
+        st[i] = c->st->op->run(c->st->params, &j->d, &errs[i]);
+        took(c, j, hs_now_ns() - t0);
     }
 }
 
-static void stage_post(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+static void gen_detect(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
 {
-    static const struct op_slot ops[] = {
-        {"db_post", offsetof(struct hs_ocr_timings, db_post)},
-        {"crop", offsetof(struct hs_ocr_timings, crop)},
-    };
-    run_ops(ctx, items, n, st, errs, ops, 2);
-}
-
-static void stage_cls(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
-{
+    const struct hs_ocr_stage_ctx *c = ctx;
     for (int i = 0; i < n; i++) {
         struct hs_ocr_job *j = items[i];
         const int64_t t0 = hs_now_ns();
-        st[i] = hs_ocr_cls(ctx, &j->d, &errs[i]);
-        j->t.cls += hs_now_ns() - t0;
+        st[i] = hs_ocr_det(c->m, &j->d, &errs[i]);
+        took(c, j, hs_now_ns() - t0);
+        j->stage_engine[c->index] = hs_engine_name(c->m->det_engine);
     }
 }
 
-static void stage_rec(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+static void gen_classify(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
 {
+    const struct hs_ocr_stage_ctx *c = ctx;
+    for (int i = 0; i < n; i++) {
+        struct hs_ocr_job *j = items[i];
+        const int64_t t0 = hs_now_ns();
+        st[i] = hs_ocr_cls(c->m, &j->d, &errs[i]);
+        took(c, j, hs_now_ns() - t0);
+        j->stage_engine[c->index] = hs_engine_name(c->m->cls_engine);
+    }
+}
+
+/* the crops of all n requests batched together (fan-in), each given back its own outputs */
+static void gen_recognize(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    const struct hs_ocr_stage_ctx *c = ctx;
     struct hs_op_data *ds[HS_PIPELINE_MAX_BATCH];
     for (int i = 0; i < n; i++) ds[i] = &((struct hs_ocr_job *)items[i])->d;
     const int64_t t0 = hs_now_ns();
     struct hs_error e = {0};
-    const struct hs_ocr_models *m = ctx;
-    hs_status s = hs_ocr_rec_many(m, ds, n, &e);
+    hs_status s = hs_ocr_rec_many(c->m, ds, n, &e);
     const int64_t dt = hs_now_ns() - t0;
     for (int i = 0; i < n; i++) {
         struct hs_ocr_job *j = items[i];
-        j->t.rec += dt; /* the batch's time: each request waited for all of it */
+        took(c, j, dt); /* the batch's time: each request waited for all of it */
         j->rec_batch_images = n;
-        j->rec_engine = hs_engine_name(m->rec_engine);
+        j->stage_engine[c->index] = hs_engine_name(c->m->rec_engine);
         st[i] = s;
         if (s) errs[i] = e;
     }
 }
 
-static void stage_ctc(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+#define K(x) HS_OP_KIND_##x
+static const struct hs_ocr_graph_io graph_ios[] = {
+    {"detect", HS_OCR_SLOT_DET, "detector input -> probability map, one image a run (DBNet)",
+     K(TENSOR), K(MAP), 1, 1, 32, gen_detect},
+    {"recognize", HS_OCR_SLOT_REC,
+     "text crops -> per-crop sequence probabilities, the crops of many requests "
+     "batched (CTC recognizer)",
+     K(CROPS), K(SEQ), HS_PIPELINE_MAX_BATCH, 6, 1, gen_recognize},
+    {"classify", HS_OCR_SLOT_CLS,
+     "text crops -> the same crops, those upside down turned (direction classifier)", K(CROPS),
+     K(CROPS), HS_PIPELINE_MAX_BATCH, 6, 0, gen_classify},
+};
+#undef K
+
+int hs_ocr_graph_io_count(void)
 {
-    static const struct op_slot ops[] = {{"ctc_decode", offsetof(struct hs_ocr_timings, ctc)}};
-    run_ops(ctx, items, n, st, errs, ops, 1);
+    return (int)(sizeof graph_ios / sizeof graph_ios[0]);
+}
+
+const struct hs_ocr_graph_io *hs_ocr_graph_io_at(int i)
+{
+    return i >= 0 && i < hs_ocr_graph_io_count() ? &graph_ios[i] : NULL;
+}
+
+const struct hs_ocr_graph_io *hs_ocr_graph_io_find(const char *name)
+{
+    for (int i = 0; i < hs_ocr_graph_io_count(); i++)
+        if (!strcmp(graph_ios[i].name, name)) return &graph_ios[i];
+    return NULL;
+}
+
+const struct hs_ocr_graph_io *hs_ocr_graph_io_for(enum hs_op_kind in)
+{
+    for (int i = 0; i < hs_ocr_graph_io_count(); i++)
+        if (graph_ios[i].in == in) return &graph_ios[i];
+    return NULL;
+}
+
+hs_status hs_ocr_models_slot_load(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io,
+                                  hs_engine_t e, const char *path, int batch_max, int batch_fixed,
+                                  const int *shapes, int n_shapes, struct hs_error *err)
+{
+    for (int k = 0; k <= HS_PIPELINE_MAX_BATCH; k++) atomic_init(&m->rec_runs[k], 0);
+    for (int k = 0; k < 16; k++) atomic_init(&m->rec_width_runs[k], 0);
+    for (int k = 0; k < 16 * 16; k++) atomic_init(&m->det_side_runs[k / 16][k % 16], 0);
+    atomic_init(&m->rec_pad_rows, 0);
+    atomic_init(&m->det_runs, 0);
+    const int rows = batch_max > 0 ? batch_max : io->rows_default;
+    if (n_shapes > 16) n_shapes = 16;
+    void **graph = NULL;
+    switch (io->slot) {
+    case HS_OCR_SLOT_DET:
+        m->det_engine = e;
+        graph = &m->det;
+        m->n_det_sides = n_shapes;
+        for (int k = 0; k < n_shapes; k++) m->det_sides[k] = shapes[k];
+        break;
+    case HS_OCR_SLOT_REC:
+        m->rec_engine = e;
+        graph = &m->rec;
+        m->rec_batch = rows;
+        m->rec_batch_fixed = batch_fixed;
+        m->n_rec_widths = n_shapes;
+        for (int k = 0; k < n_shapes; k++) m->rec_widths[k] = shapes[k];
+        break;
+    case HS_OCR_SLOT_CLS:
+        m->cls_engine = e;
+        graph = &m->cls;
+        m->cls_batch = rows;
+        break;
+    }
+    *graph = NULL;
+    return hs_engine_graph_load(e, path, graph, err);
+}
+
+static void **slot_graph(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io)
+{
+    return io->slot == HS_OCR_SLOT_DET ? &m->det : io->slot == HS_OCR_SLOT_REC ? &m->rec : &m->cls;
+}
+
+hs_engine_t hs_ocr_models_slot_engine(const struct hs_ocr_models *m,
+                                      const struct hs_ocr_graph_io *io)
+{
+    return io->slot == HS_OCR_SLOT_DET   ? m->det_engine
+           : io->slot == HS_OCR_SLOT_REC ? m->rec_engine
+                                         : m->cls_engine;
+}
+
+void hs_ocr_models_slot_release(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io)
+{
+    void **g = slot_graph(m, io);
+    if (*g) hs_engine_graph_release(hs_ocr_models_slot_engine(m, io), *g);
+    *g = NULL;
+}
+
+hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_done_fn done,
+                               void *done_ctx, struct hs_pipeline **out, struct hs_error *err)
+{
+    if (n < 1 || n > HS_PIPELINE_MAX_STAGES)
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "a pipeline of %d stages (1 .. %d)", n,
+                            HS_PIPELINE_MAX_STAGES);
+    struct hs_pipeline_stage st[HS_PIPELINE_MAX_STAGES];
+    for (int i = 0; i < n; i++) {
+        struct hs_ocr_stage *g = &stages[i];
+        g->ctx[0] = (struct hs_ocr_stage_ctx){g, g->m, i};
+        g->ctx[1] = (struct hs_ocr_stage_ctx){g, g->fb, i};
+        const bool fb = g->io && g->fb;
+        const int ri = g->requests_max > 0 ? g->requests_max : 1;
+        st[i] = (struct hs_pipeline_stage){
+            .name = g->name,
+            .run = g->io ? g->io->run : gen_op,
+            .ctx = &g->ctx[0],
+            .workers = g->workers > 0 ? g->workers : 1,
+            .queue_max = g->queue_max > 0 ? g->queue_max : 64,
+            .batch_max = ri,
+            .window_us = ri > 1 ? g->window_us : 0,
+            .timeout_us = g->timeout_us,
+            .fallback = fb ? g->io->run : NULL,
+            .fallback_ctx = fb ? &g->ctx[1] : NULL,
+            .ratio_max = g->ratio_max,
+        };
+    }
+    return hs_pipeline_create(st, n, done, done_ctx, out, err);
 }
 
 hs_status hs_ocr_pipeline_create(const struct hs_ocr_models *m,
-                                 const struct hs_ocr_pipeline_opts *o, hs_pipeline_done_fn done,
-                                 void *done_ctx, struct hs_pipeline **out, struct hs_error *err)
+                                 const struct hs_ocr_pipeline_opts *o,
+                                 struct hs_ocr_stage stages[HS_PIPELINE_MAX_STAGES],
+                                 hs_pipeline_done_fn done, void *done_ctx, struct hs_pipeline **out,
+                                 struct hs_error *err)
 {
-    void *c = (void *)m;
     const int w = o->cpu_workers > 0 ? o->cpu_workers : 1;
     const int q = o->queue_max > 0 ? o->queue_max : 64;
-    const int ri = o->rec_images > 0 ? o->rec_images : 1;
-    struct hs_pipeline_stage st[6];
     int n = 0;
-#define CPU(nm, fn)                                                                                \
-    (struct hs_pipeline_stage){                                                                    \
-        .name = nm, .run = fn, .ctx = c, .workers = w, .queue_max = q, .batch_max = 1}
-    st[n++] = CPU("decode", stage_decode);
-    st[n++] = (struct hs_pipeline_stage){.name = "det",
-                                         .run = stage_det,
-                                         .ctx = c,
-                                         .workers = 1,
-                                         .queue_max = q,
-                                         .batch_max = 1,
-                                         .timeout_us = o->det_timeout_us,
-                                         .fallback = o->det_fb ? stage_det : NULL,
-                                         .fallback_ctx = (void *)o->det_fb,
-                                         .ratio_max = o->det_ratio_max};
-    st[n++] = CPU("db_post", stage_post);
+#define T(f) (offsetof(struct hs_ocr_timings, f) + 1)
+#define OP(nm, op_, f)                                                                             \
+    (struct hs_ocr_stage){.name = nm,                                                              \
+                          .op = hs_op_find(op_),                                                   \
+                          .params = &m->params,                                                    \
+                          .workers = w,                                                            \
+                          .queue_max = q,                                                          \
+                          .t_off = T(f)}
+    stages[n++] = OP("decode", "image_decode", decode);
+    stages[n++] = OP("det_prep", "det_prep", det_prep);
+    stages[n++] = (struct hs_ocr_stage){.name = "det",
+                                        .io = hs_ocr_graph_io_find("detect"),
+                                        .m = m,
+                                        .fb = o->det_fb,
+                                        .workers = 1,
+                                        .queue_max = q,
+                                        .timeout_us = o->det_timeout_us,
+                                        .ratio_max = o->det_ratio_max,
+                                        .t_off = T(det)};
+    stages[n++] = OP("db_post", "db_post", db_post);
+    stages[n++] = OP("crop", "crop", crop);
     if (m->cls)
-        st[n++] = (struct hs_pipeline_stage){"cls", stage_cls, c, 1, q, 1, 0, 0, 0, 0, 0, 0};
-    st[n++] = (struct hs_pipeline_stage){.name = "rec",
-                                         .run = stage_rec,
-                                         .ctx = c,
-                                         .workers = 1,
-                                         .queue_max = q,
-                                         .batch_max = ri,
-                                         .window_us = ri > 1 ? o->rec_window_us : 0,
-                                         .timeout_us = o->rec_timeout_us,
-                                         .fallback = o->rec_fb ? stage_rec : NULL,
-                                         .fallback_ctx = (void *)o->rec_fb,
-                                         .ratio_max = o->rec_ratio_max};
-    st[n++] = CPU("ctc", stage_ctc);
-#undef CPU
-    return hs_pipeline_create(st, n, done, done_ctx, out, err);
+        stages[n++] = (struct hs_ocr_stage){.name = "cls",
+                                            .io = hs_ocr_graph_io_find("classify"),
+                                            .m = m,
+                                            .workers = 1,
+                                            .queue_max = q,
+                                            .t_off = T(cls)};
+    stages[n++] = (struct hs_ocr_stage){.name = "rec",
+                                        .io = hs_ocr_graph_io_find("recognize"),
+                                        .m = m,
+                                        .fb = o->rec_fb,
+                                        .workers = 1,
+                                        .queue_max = q,
+                                        .requests_max = o->rec_images,
+                                        .window_us = o->rec_window_us,
+                                        .timeout_us = o->rec_timeout_us,
+                                        .ratio_max = o->rec_ratio_max,
+                                        .t_off = T(rec)};
+    stages[n++] = OP("ctc", "ctc_decode", ctc);
+#undef OP
+#undef T
+    return hs_ocr_stages_create(stages, n, done, done_ctx, out, err);
 }

@@ -60,7 +60,7 @@ static hs_status decode_run(const struct hs_ocr_params *p, struct hs_op_data *d,
 
 static hs_status det_check(const struct hs_ocr_params *p, struct hs_error *err)
 {
-    return range(err, "det_limit_side_len", p->det_limit_side_len, 32, 8192);
+    return range(err, "limit_side_len", p->det_limit_side_len, 32, 8192);
 }
 
 static hs_status det_run(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err)
@@ -77,9 +77,9 @@ static hs_status det_run(const struct hs_ocr_params *p, struct hs_op_data *d, st
 static hs_status db_check(const struct hs_ocr_params *p, struct hs_error *err)
 {
     hs_status s;
-    if ((s = range(err, "db_thresh", p->db.thresh, 0, 1))) return s;
-    if ((s = range(err, "db_box_thresh", p->db.box_thresh, 0, 1))) return s;
-    if ((s = range(err, "db_unclip_ratio", p->db.unclip_ratio, 0, 10))) return s;
+    if ((s = range(err, "thresh", p->db.thresh, 0, 1))) return s;
+    if ((s = range(err, "box_thresh", p->db.box_thresh, 0, 1))) return s;
+    if ((s = range(err, "unclip_ratio", p->db.unclip_ratio, 0, 10))) return s;
     if ((s = range(err, "db_max_candidates", p->db.max_candidates, 1, 100000))) return s;
     return range(err, "db_min_size", p->db.min_size, 0, 1000);
 }
@@ -158,18 +158,28 @@ static hs_status ctc_run(const struct hs_ocr_params *p, struct hs_op_data *d, st
     return s;
 }
 
+#define K(x) HS_OP_KIND_##x
 static const struct hs_op ops[] = {
-    {"image_decode", "encoded JPEG / PNG bytes -> RGB image (limits: image_max_*)", decode_check,
-     decode_run},
-    {"det_prep", "image -> detector input (longer side <= det_limit_side_len, x32, normalized)",
-     det_check, det_run},
+    {"image_decode", "encoded JPEG / PNG bytes -> RGB image (limits: image_max_*)", K(BYTES),
+     K(IMAGE), K(NONE), "", decode_check, decode_run},
+    {"det_prep", "image -> detector input (longer side <= limit_side_len, x32, normalized)",
+     K(IMAGE), K(TENSOR), K(NONE), "limit_side_len", det_check, det_run},
     {"db_post", "detector map -> text boxes (DB: binarize, contours, unclip, reading order)",
-     db_check, db_run},
-    {"crop", "image + text boxes -> upright text crops (perspective, bicubic)", crop_check,
-     crop_run},
-    {"ctc_decode", "recognizer output -> text lines (CTC greedy, dictionary, drop_score)",
-     ctc_check, ctc_run},
+     K(MAP), K(BOXES), K(IMAGE), "thresh box_thresh unclip_ratio", db_check, db_run},
+    {"crop", "image + text boxes -> upright text crops (perspective, bicubic)", K(BOXES), K(CROPS),
+     K(IMAGE), "", crop_check, crop_run},
+    {"ctc_decode", "recognizer output -> text lines (CTC greedy, dictionary, drop_score)", K(SEQ),
+     K(TEXT), K(BOXES), "dict drop_score", ctc_check, ctc_run},
 };
+#undef K
+
+const char *hs_op_kind_str(enum hs_op_kind k)
+{
+#define HS_OP_KIND_STR(e, s) s,
+    static const char *const names[] = {HS_OP_KINDS(HS_OP_KIND_STR)};
+#undef HS_OP_KIND_STR
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
 
 int hs_op_count(void)
 {

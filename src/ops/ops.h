@@ -67,9 +67,31 @@ struct hs_op_data {
 
 void hs_op_data_free(struct hs_op_data *d);
 
+/* What a stage reads and gives (the members of struct hs_op_data it fills), so that a config's
+ * chain of stages can be checked to connect: one X-macro row {enum suffix, name}. */
+#define HS_OP_KINDS(X)                                                                             \
+    X(NONE, "nothing")                                                                             \
+    X(BYTES, "encoded image bytes")                                                                \
+    X(IMAGE, "an image")                                                                           \
+    X(TENSOR, "a detector input tensor")                                                           \
+    X(MAP, "a probability map")                                                                    \
+    X(BOXES, "text boxes")                                                                         \
+    X(CROPS, "text crops")                                                                         \
+    X(SEQ, "per-crop sequence probabilities")                                                      \
+    X(TEXT, "text lines")
+enum hs_op_kind {
+#define HS_OP_KIND_ENUM(e, s) HS_OP_KIND_##e,
+    HS_OP_KINDS(HS_OP_KIND_ENUM)
+#undef HS_OP_KIND_ENUM
+};
+const char *hs_op_kind_str(enum hs_op_kind k);
+
 struct hs_op {
-    const char *name;    /* pipelines[].stages[].op in the config */
-    const char *summary; /* one line: what it reads and writes */
+    const char *name;        /* pipelines[].stages[].op in the config */
+    const char *summary;     /* one line: what it reads and writes */
+    enum hs_op_kind in, out; /* what it reads (the previous stage gives) and what it gives */
+    enum hs_op_kind also;    /* what it reads too, given by some stage before (NONE: nothing) */
+    const char *params;      /* the stage keys it takes, space-separated ("" = none) */
     hs_status (*check)(const struct hs_ocr_params *p, struct hs_error *err);
     hs_status (*run)(const struct hs_ocr_params *p, struct hs_op_data *d, struct hs_error *err);
 };

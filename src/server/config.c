@@ -43,8 +43,10 @@ enum ktype {
     K_LIST,
     K_GONE
 };
-#define F_OMIT 1u /* in list items: printed only when it differs from the default */
-#define F_REQ  2u /* in list items: must be given (a non-empty string) */
+#define F_OMIT  1u /* in list items: printed only when it differs from the default */
+#define F_REQ   2u /* in list items: must be given (a non-empty string) */
+#define F_MODEL 4u /* pipelines[].stages[]: a model stage's key (refused on an op stage) */
+#define F_PARAM 8u /* pipelines[].stages[]: an op's parameter (refused where the op lacks it) */
 
 struct key {
     const char *section, *name; /* section "" holds the sections; items: "engines[]" */
@@ -66,6 +68,7 @@ union any_item {
     struct hs_rule_cfg u;
     struct hs_layer_range_cfg l;
     struct hs_pipeline_cfg p;
+    struct hs_stage_cfg g;
     struct hs_auth_key_cfg a;
 };
 
@@ -582,93 +585,128 @@ static const struct key keys[] = {
      "most inputs that may escalate, as a share of all decided so far (1: no cap)"},
 
     {LIST("", "pipelines", pipelines, n_pipelines, pipeline_cfg), .def = "0",
-     .doc = "chains of stages, a bounded queue and workers each (kind ocr: POST /v1/ocr)"},
+     .doc = "stages in order, a bounded queue, workers and batch shape each, served at an "
+            "endpoint (POST /v1/ocr)"},
     {P("name", name), K_STR, 0, 0, "ocr%d", "X-Pipeline names it (default: the first)"},
-    {P("kind", kind), K_STR, 0, 0, "ocr",
-     "ocr: decode -> det -> db_post -> [cls] -> rec -> ctc (PP-OCR ONNX graphs)", .choices = "ocr"},
-    {P("det", det), K_STR, 0, 0, "", "text detector ONNX (DBNet), e.g. models/ppocrv5/det.onnx",
-     F_REQ},
-    {P("rec", rec), K_STR, 0, 0, "", "text recognizer ONNX (CTC)", F_REQ},
-    {P("dict", dict), K_STR, 0, 0, "", "the recognizer's dictionary, one token a line", F_REQ},
-    {P("cls", cls), K_STR, 0, 0, "", "direction classifier ONNX; \"\" = none", F_OMIT},
-    {P("det_engine", det_engine), K_STR, 0, 0, "",
-     "engines[].name running det (needs graph_onnx); \"\" = the first engine"},
-    {P("rec_engine", rec_engine), K_STR, 0, 0, "", "engines[].name running rec; \"\" = det's"},
-    {P("cls_engine", cls_engine), K_STR, 0, 0, "", "engines[].name running cls; \"\" = rec's",
-     F_OMIT},
-    {P("cpu_workers", cpu_workers), K_INT, 1, 64, "1", "threads of each CPU stage"},
+    {P("endpoint", endpoint), K_STR, 0, 0, "/v1/ocr",
+     "where it is served: /v1/ocr takes image bytes and answers text lines", .choices = "/v1/ocr"},
+    {P("cpu_workers", cpu_workers), K_INT, 1, 64, "1", "threads of each op stage"},
     {P("queue_max", queue_max), K_INT, 1, 100000, "64",
      "requests in front of each stage; the first full = 429 with Retry-After"},
-    {P("rec_images", rec_images), K_INT, 1, 64, "4",
-     "requests whose crops one rec run batches together (1 = each alone)"},
-    {P("rec_window_us", rec_window_us), K_INT, 0, 1000000, "2000",
-     "how long rec waits for more requests"},
     {P("timeout_ms", timeout_ms), K_INT, 1, 3600000, "30000",
      "a request's deadline across all stages (504 when it passes in a queue)"},
-    {P("det_limit_side_len", det_limit_side_len), K_INT, 32, 8192, "960",
-     "the detector input's longer side at most"},
-    {P("box_thresh", box_thresh), K_DOUBLE, 0, 1, "0.5", "DB: least mean probability of a box"},
-    {P("drop_score", drop_score), K_DOUBLE, 0, 1, "0.5", "lines read with less are dropped"},
     {P("image_max_bytes", image_max_bytes), K_I64, 1, 1ll << 31, "33554432",
      "encoded image size at most (413 beyond)"},
     {P("image_max_pixels", image_max_pixels), K_I64, 1, 1ll << 30, "40000000",
      "width x height at most (400 beyond)"},
     {P("image_max_side", image_max_side), K_INT, 1, 65535, "16384", "width, height at most"},
+    /* the OCR shorthand: F_OMIT, cleared once expanded into stages[] */
+    {P("kind", kind), K_STR, 0, 0, "",
+     "ocr: the shorthand det, rec, dict (cls, *_engine, rec_images, rec_window_us, "
+     "det_limit_side_len, box_thresh, drop_score) instead of stages, expanded to decode -> "
+     "det_prep -> det -> db_post -> crop -> [cls] -> rec -> ctc",
+     F_OMIT, .choices = "\"\" | ocr"},
+    {P("det", det), K_STR, 0, 0, "", "shorthand: the text detector ONNX (DBNet)", F_OMIT},
+    {P("rec", rec), K_STR, 0, 0, "", "shorthand: the text recognizer ONNX (CTC)", F_OMIT},
+    {P("dict", dict), K_STR, 0, 0, "", "shorthand: the recognizer's dictionary", F_OMIT},
+    {P("cls", cls), K_STR, 0, 0, "", "shorthand: direction classifier ONNX; \"\" = none", F_OMIT},
+    {P("det_engine", det_engine), K_STR, 0, 0, "", "shorthand: the engine of det", F_OMIT},
+    {P("rec_engine", rec_engine), K_STR, 0, 0, "", "shorthand: of rec; \"\" = det's", F_OMIT},
+    {P("cls_engine", cls_engine), K_STR, 0, 0, "", "shorthand: of cls; \"\" = rec's", F_OMIT},
+    {P("rec_images", rec_images), K_INT, 1, 64, "4", "shorthand: rec's requests_max", F_OMIT},
+    {P("rec_window_us", rec_window_us), K_INT, 0, 1000000, "2000", "shorthand: rec's window_us",
+     F_OMIT},
+    {P("det_limit_side_len", det_limit_side_len), K_INT, 32, 8192, "960",
+     "shorthand: det_prep's limit_side_len", F_OMIT},
+    {P("box_thresh", box_thresh), K_DOUBLE, 0, 1, "0.5", "shorthand: db_post's box_thresh", F_OMIT},
+    {P("drop_score", drop_score), K_DOUBLE, 0, 1, "0.5", "shorthand: ctc's drop_score", F_OMIT},
     {.section = "pipelines[]",
      .name = "stages",
+     F(pipeline_cfg, stages),
+     .type = K_LIST,
+     N(pipeline_cfg, n_stages),
+     .item = sizeof(struct hs_stage_cfg),
+     .def = "0",
+     .doc = "the stages in order: each an op (op: image_decode, det_prep, db_post, crop, "
+            "ctc_decode) or a model stage (model: an ONNX graph); what each gives is what the "
+            "next reads"},
+#define PS(key, f) .section = "pipelines[].stages[]", .name = key, F(stage_cfg, f)
+    {PS("name", name), K_STR, 0, 0, "", "unique in the pipeline: the stage label in /metrics",
+     F_REQ},
+    {PS("op", op), K_STR, 0, 0, "", "a built-in CPU op; \"\" = a model stage", F_OMIT},
+    {PS("model", model), K_STR, 0, 0, "", "the stage's ONNX graph; \"\" = an op stage",
+     F_OMIT | F_MODEL},
+    {PS("io", io), K_STR, 0, 0, "",
+     "the graph's kind: detect (tensor -> map), recognize (crops -> sequences), classify (crops "
+     "-> crops); \"\" = by what the stage before gives",
+     F_OMIT | F_MODEL},
+    {PS("engine", engine), K_STR, 0, 0, "",
+     "engines[].name running the graph (needs graph_onnx); \"\" = the first engine",
+     F_OMIT | F_MODEL},
+    {PS("dtype", dtype), K_STR, 0, 0, "", "graphs run in f32", F_OMIT | F_MODEL,
+     .choices = "\"\" | f32"},
+    {PS("workers", workers), K_INT, 0, 64, "0",
+     "the stage's threads; 0 = cpu_workers (op stage), 1 (model stage)", F_OMIT},
+    {PS("batch_max", batch_max), K_INT, 0, 64, "0",
+     "rows (crops) one graph run holds at most; 0 = the graph kind's (detect 1, else 6)",
+     F_OMIT | F_MODEL},
+    {PS("batch_fixed", batch_fixed), K_INT, 0, 64, "0",
+     "every graph run exactly this many rows (static-shape engines), padded with blank rows "
+     "whose outputs are dropped; 0 = as many as it has",
+     F_OMIT | F_MODEL},
+    {PS("requests_max", requests_max), K_INT, 1, 64, "1",
+     "requests one run of the stage takes from its queue (fan-in: their crops batched together)",
+     F_OMIT},
+    {PS("window_us", window_us), K_INT, 0, 1000000, "0",
+     "with one request in hand, how long a run waits for more (requests_max > 1)", F_OMIT},
+    {PS("shapes", shapes), K_INTS, 8, 8192, "",
+     "the sizes a graph run's spatial dims may take (static engines): detect pads height and "
+     "width each to the smallest listed that holds it (multiples of 32); recognize pads each "
+     "run's width so (wider crops squeezed into the largest); [] = any",
+     F_OMIT | F_MODEL, N(stage_cfg, n_shapes)},
+    {PS("timeout_ms", timeout_ms), K_INT, 0, 3600000, "0",
+     "an item's wait in the stage's queue, or its batch's run, at most: past it the item fails "
+     "over (under the cap) or ends 504 naming the stage; 0 = none",
+     F_OMIT},
+    {.section = "pipelines[].stages[]",
+     .name = "fallback",
      .type = K_MAP,
-     .flags = F_OMIT,
-     .doc = "the model stages' own policy: {det: {...}, rec: {...}}"},
-    {.section = "pipelines[].stages",
-     .name = "det",
-     .type = K_MAP,
-     .doc = "the detector stage: timeout_ms, fallback"},
-    {.section = "pipelines[].stages",
-     .name = "rec",
-     .type = K_MAP,
-     .doc = "the recognizer stage: timeout_ms, batch_fixed, shapes, fallback"},
-#define PS(st, key, f)                                                                             \
-    .section = "pipelines[].stages." #st, .name = key, F(pipeline_cfg, st##_stage.f)
-#define PF(st, key, f)                                                                             \
-    .section = "pipelines[].stages." #st ".fallback", .name = key, F(pipeline_cfg, st##_stage.f)
-#define STAGE_KEYS(st)                                                                             \
-    {PS(st, "timeout_ms", timeout_ms),                                                             \
-     K_INT,                                                                                        \
-     0,                                                                                            \
-     3600000,                                                                                      \
-     "0",                                                                                          \
-     "an item's wait in the stage's queue, or its batch's run, at most: past it the item fails "   \
-     "over (under the cap) or ends 504 naming the stage; 0 = none"},                               \
-        {.section = "pipelines[].stages." #st,                                                     \
-         .name = "fallback",                                                                       \
-         .type = K_MAP,                                                                            \
-         .doc =                                                                                    \
-             "when the stage's engine is overloaded (queue full, or its predicted wait over "      \
-             "timeout_ms), fails or times out, the item runs on fallback.engines[0], while its "   \
-             "share of the stage's last 100 items stays within ratio_max; beyond, 429 with "       \
-             "Retry-After"},                                                                       \
-        {PF(st, "engines", fallback),                                                              \
-         K_NAMES,                                                                                  \
-         0,                                                                                        \
-         0,                                                                                        \
-         "",                                                                                       \
-         "engines[].name (graph_onnx); [] = no fallback",                                          \
-         N(pipeline_cfg, st##_stage.n_fallback)},                                                  \
-    {                                                                                              \
-        PF(st, "ratio_max", ratio_max), K_DOUBLE, 0.001, 1, "0.3",                                 \
-            "the fallback's share of the stage's recent items at most, (0, 1]"                     \
-    }
-    STAGE_KEYS(det),
-    STAGE_KEYS(rec),
-    {PS(rec, "batch_fixed", batch_fixed), K_INT, 0, 64, "0",
-     "every rec graph run exactly this many crops (static-shape engines), padded with blank "
-     "crops whose outputs are dropped; 0 = as many as it has (up to 6)"},
-    {PS(rec, "shapes", shapes), K_INTS, 8, 8192, "",
-     "the widths a rec run may have, e.g. [320, 640, 1280]: each run padded to the smallest that "
-     "fits (wider crops squeezed into the largest); [] = its widest crop's",
-     N(pipeline_cfg, rec_stage.n_shapes)},
-#undef STAGE_KEYS
-#undef PF
+     .flags = F_OMIT | F_MODEL,
+     .doc = "when the stage's engine is overloaded (queue full, or its predicted wait over "
+            "timeout_ms), fails or times out, the item runs on fallback.engines[0], while its "
+            "share of the stage's last 100 items stays within ratio_max; beyond, 429 with "
+            "Retry-After"},
+    {.section = "pipelines[].stages[].fallback",
+     .name = "engines",
+     F(stage_cfg, fallback),
+     K_NAMES,
+     0,
+     0,
+     "",
+     "engines[].name (graph_onnx); [] = no fallback",
+     .n_off = offsetof(struct hs_stage_cfg, n_fallback)},
+    {.section = "pipelines[].stages[].fallback",
+     .name = "ratio_max",
+     F(stage_cfg, ratio_max),
+     K_DOUBLE,
+     0.001,
+     1,
+     "0.3",
+     "the fallback's share of the stage's recent items at most, (0, 1]"},
+    {PS("dict", dict), K_STR, 0, 0, "", "ctc_decode: the recognizer's dictionary, a token a line",
+     F_OMIT | F_PARAM},
+    {PS("limit_side_len", limit_side_len), K_INT, 32, 8192, "960",
+     "det_prep: the detector input's longer side at most", F_OMIT | F_PARAM},
+    {PS("thresh", thresh), K_DOUBLE, 0, 1, "0.3", "db_post: binarization of the map",
+     F_OMIT | F_PARAM},
+    {PS("box_thresh", box_thresh), K_DOUBLE, 0, 1, "0.5",
+     "db_post: least mean probability of a box", F_OMIT | F_PARAM},
+    {PS("unclip_ratio", unclip_ratio), K_DOUBLE, 0, 10, "1.6", "db_post: growth of a box",
+     F_OMIT | F_PARAM},
+    {PS("drop_score", drop_score), K_DOUBLE, 0, 1, "0.5",
+     "ctc_decode: lines read with less are "
+     "dropped",
+     F_OMIT | F_PARAM},
 #undef PS
 };
 #define KEYS_END (keys + sizeof keys / sizeof keys[0])
@@ -1023,6 +1061,7 @@ hs_status hs_config_parse(const char *text, size_t len, const char *label, struc
         st = parse_map(&x, root, "", root->type == YAML_MAPPING_NODE ? "" : "(top level)",
                        (char *)c);
     fill_model_engines(c);
+    if (!st) st = hs__config_pipelines_expand(c, label, err);
     if (!st) st = load_plugins(c, label, err);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
@@ -1076,6 +1115,29 @@ hs_status hs__config_check_keys(const char *sec, const char *base, const char *p
         if (st) return st;
     }
     return HS_STATUS_OK;
+}
+
+static bool same(const struct key *k, const char *sec, const char *a, const char *b);
+
+static bool is_word(const char *list, const char *w)
+{
+    const size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)); p += n)
+        if ((p == list || p[-1] == ' ') && (!p[n] || p[n] == ' ')) return true;
+    return false;
+}
+
+const char *hs__config_stage_given(const struct hs_stage_cfg *s, int model, const char *allowed)
+{
+    static const char sec[] = "pipelines[].stages[]";
+    const unsigned flag = model ? F_MODEL : F_PARAM;
+    struct hs_stage_cfg d;
+    hs_config_item_init(sec, &d);
+    for (const struct key *k = keys; k < KEYS_END; k++)
+        if (!strcmp(k->section, sec) && (k->flags & flag) && !is_word(allowed, k->name) &&
+            !same(k, sec, (const char *)s, (const char *)&d))
+            return k->name;
+    return NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1200,7 +1262,8 @@ static void print_keys(FILE *f, const char *sec, const char *base, int indent, b
             if (!*sec) fputc('\n', f);
             const char *doc = put_doc(f, indent, com, k->doc);
             struct line l = {.n = 0};
-            app(&l, "%*s%s%s%s:%s", pad, "", com, lead, k->name, n ? "" : " []");
+            int at = *com ? indent - 2 : 0; /* where an example's "# " goes, as for scalars */
+            app(&l, "%*s%s%*s%s%s:%s", at, "", com, pad - at, "", lead, k->name, n ? "" : " []");
             fprintf(f, "%-40s # %s\n", l.s, doc);
             for (int i = 0; i < n; i++) {
                 item_init(k, sub, (char *)&d, i);

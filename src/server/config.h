@@ -79,36 +79,57 @@ struct hs_engine_cfg {
     int connect_timeout_ms;
 };
 
-/* pipelines[]: chains of stages with bounded queues between them (sched/pipeline.h). Kind ocr
- * (POST /v1/ocr): PP-OCR's detector, optional direction classifier and recognizer (ONNX graphs
- * on engines with the graph_onnx capability) with the CPU ops between them (model/ocr.h). */
-/* pipelines[].stages.<stage>: a model stage's own policy (sched/pipeline.h) */
-struct hs_pipeline_stage_cfg {
-    int timeout_ms;  /* an item's wait in the stage's queue, or its batch's run; 0 = none */
-    int batch_fixed; /* rec: every graph run exactly this many crops, padded; 0 = as it comes */
-    int n_shapes;    /* rec: the widths runs may have, e.g. [320, 640]; 0 = any */
+/* pipelines[]: stages in order with a bounded queue, workers and batch shape each
+ * (sched/pipeline.h), served at an endpoint (POST /v1/ocr). A stage is a built-in CPU op (op: a
+ * row of the ops/ops.h table) or a model stage (model: an ONNX graph on an engine with the
+ * graph_onnx capability, model/ocr.h's graph table saying what it reads and gives). The OCR
+ * shorthand (det, rec, dict, ... without stages) expands to the PP-OCR stages at parse. */
+#define HS_CONFIG_MAX_STAGES 12
+struct hs_stage_cfg {
+    char name[32];
+    char op[32];      /* a built-in op; "" = a model stage */
+    char model[1024]; /* the stage's ONNX graph; "" = an op stage */
+    char io[16];      /* the graph's kind (model/ocr.h); "" = by what the stage before gives */
+    char engine[32];  /* engines[].name; "" = the first engine */
+    char dtype[8];    /* "" | f32: graphs run in f32 */
+    int workers;      /* threads; 0 = cpu_workers (an op stage), 1 (a model stage) */
+    int batch_max;    /* rows (crops) one graph run holds at most; 0 = the graph kind's */
+    int batch_fixed;  /* every graph run exactly this many rows, padded; 0 = as it comes */
+    int requests_max; /* requests one run of the stage takes from its queue (fan-in) */
+    int window_us;    /* how long a run waits for them */
+    int n_shapes;     /* the sizes a run's spatial dims may take (static engines); 0 = any */
     int shapes[16];
+    int timeout_ms; /* an item's wait in the stage's queue, or its batch's run; 0 = none */
     int n_fallback; /* fallback.engines: the first runs the stage when the primary cannot */
     char fallback[HS_CONFIG_MAX_ENGINES][32];
     double ratio_max; /* fallback.ratio_max: its share of the stage's recent items at most */
+    /* the ops' parameters (each op takes those its table row lists) */
+    char dict[1024];                         /* ctc_decode */
+    int limit_side_len;                      /* det_prep */
+    double thresh, box_thresh, unclip_ratio; /* db_post */
+    double drop_score;                       /* ctc_decode */
 };
 
 struct hs_pipeline_cfg {
     char name[32];
-    char kind[16];                                       /* ocr */
+    char endpoint[32]; /* where it is served: /v1/ocr */
+    char kind[16];     /* "" | ocr: the shorthand below (given det, rec and dict, it is ocr) */
+    /* the OCR shorthand: expanded into stages[] and cleared when the file is parsed */
     char det[1024], rec[1024], cls[1024];                /* ONNX files; cls "" = no classifier */
     char dict[1024];                                     /* the recognizer's dictionary */
     char det_engine[32], rec_engine[32], cls_engine[32]; /* engines[].name; "" = the first */
-    int cpu_workers;                                     /* threads of each CPU stage */
-    int queue_max;                                       /* items in front of each stage */
     int rec_images;    /* requests one rec run batches the crops of */
     int rec_window_us; /* how long rec waits for them */
-    int timeout_ms;    /* a request's deadline over all stages */
     int det_limit_side_len;
     double box_thresh, drop_score;
+    /* the pipeline's own */
+    int cpu_workers; /* threads of each op stage */
+    int queue_max;   /* items in front of each stage */
+    int timeout_ms;  /* a request's deadline over all stages */
     int64_t image_max_bytes, image_max_pixels;
     int image_max_side;
-    struct hs_pipeline_stage_cfg det_stage, rec_stage; /* stages.det, stages.rec */
+    int n_stages;
+    struct hs_stage_cfg stages[HS_CONFIG_MAX_STAGES];
 };
 
 /* models[].placement: which engine runs each stage of the model's one lane. Neither layers nor
@@ -309,6 +330,14 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err);
  * of the struct at base, key paths under path in messages. */
 hs_status hs__config_check_keys(const char *sec, const char *base, const char *path,
                                 struct hs_error *err);
+/* (internal, config.c for config_pipeline.c) The first key of pipelines[].stages[] marked
+ * model-only (model != 0) or an op parameter (model == 0) whose value in s differs from its
+ * default and whose name is not a word of allowed (space-separated); NULL when there is none. */
+const char *hs__config_stage_given(const struct hs_stage_cfg *s, int model, const char *allowed);
+/* (internal, config_pipeline.c) The OCR shorthand expanded into stages[] (at parse), and the
+ * pipelines' checks: stage names, ops, keys, kinds that connect, engines, shapes. */
+hs_status hs__config_pipelines_expand(struct hs_config *c, const char *label, struct hs_error *err);
+hs_status hs__config_pipelines_check(const struct hs_config *c, struct hs_error *err);
 
 /* Checks every lane (and every engine of a split placement) against what its engine's device
  * computes: caps[i] holds the claims of engines[i]'s device (hs_engine_device_caps); an entry

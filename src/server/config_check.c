@@ -287,46 +287,7 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
     if (st) return st;
     if (c->n_engines < 1) return BAD("no engines");
     if (c->n_models < 1) return BAD("no models");
-    for (int i = 0; i < c->n_pipelines; i++) {
-        const struct hs_pipeline_cfg *p = &c->pipelines[i];
-        const char *engs[3] = {p->det_engine, p->rec_engine, p->cls_engine};
-        for (int e = 0; e < 3; e++) {
-            if (!engs[e][0]) continue;
-            int found = 0;
-            for (int k = 0; k < c->n_engines; k++) found |= !strcmp(c->engines[k].name, engs[e]);
-            if (!found)
-                return BAD("pipelines[%d].%s_engine: no engine named '%s'", i,
-                           e == 0   ? "det"
-                           : e == 1 ? "rec"
-                                    : "cls",
-                           engs[e]);
-        }
-        for (int k = 0; k < i; k++)
-            if (!strcmp(p->name, c->pipelines[k].name))
-                return BAD("pipelines[%d].name: '%s' used twice", i, p->name);
-        const struct hs_pipeline_stage_cfg *sc[2] = {&p->det_stage, &p->rec_stage};
-        const char *sn[2] = {"det", "rec"};
-        for (int j = 0; j < 2; j++)
-            for (int f = 0; f < sc[j]->n_fallback; f++) {
-                const struct hs_engine_cfg *e = hs_config_engine(c, sc[j]->fallback[f]);
-                if (!e)
-                    return BAD("pipelines[%d].stages.%s.fallback.engines[%d]: no engine named "
-                               "'%s'",
-                               i, sn[j], f, sc[j]->fallback[f]);
-                /* it runs the stage's ONNX graph: refused when its device (where present here)
-                 * says it cannot */
-                const struct hs_engine_kind *kd = hs_engine_kind_find(e->kind);
-                struct hs_engine_caps dc = {0};
-                struct hs_error ignored = {0};
-                if (kd && (kd->remote ||
-                           (e->device < hs_engine_kind_devices(kd) &&
-                            !hs_engine_device_caps(kd, e->device, e->device_name, &dc, &ignored) &&
-                            !(dc.features & HS_ENGINE_FEAT_GRAPH_ONNX))))
-                    return BAD("pipelines[%d].stages.%s.fallback.engines[%d]: engine '%s' (kind "
-                               "%s) cannot run ONNX graphs (it lacks the graph_onnx capability)",
-                               i, sn[j], f, e->name, e->kind);
-            }
-    }
+    if ((st = hs__config_pipelines_check(c, err))) return st;
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *e = &c->engines[i];
         for (int k = 0; k < i; k++)

@@ -1,4 +1,5 @@
-/* POST /v1/ocr: the config's pipelines of kind ocr (model/ocr.h on sched/pipeline.h).
+/* POST /v1/ocr: the config's pipelines[], each stage of stages[] an op or a model stage
+ * (model/ocr.h hs_ocr_stages_create on sched/pipeline.h).
  *
  *   request:  the image's bytes (Content-Type image/jpeg, image/png or application/octet-stream),
  *             or JSON {"image": "<base64 of the bytes>"}; X-Pipeline names the pipeline (default
@@ -9,12 +10,13 @@
  * Errors: 400 an image that cannot be decoded (corrupt, truncated, not JPEG / PNG, over the pixel
  * limits) or a bad body, 413 over image_max_bytes, 429 with Retry-After (the busiest stage's
  * predicted drain time) when the pipeline's first queue is full or a model stage is overloaded
- * with its fallback at its cap (stages.<stage>.fallback), 504 when the deadline passes in a queue
+ * with its fallback at its cap (stages[].fallback), 504 when the deadline passes in a queue
  * or a stage's timeout_ms passes (naming the stage), 503 while shutting down. X-Engine names the
- * engines that ran det and rec. Every accepted request gets exactly one answer (the pipeline's
+ * engines that ran the model stages. Every accepted request gets exactly one answer (the pipeline's
  * contract).
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +28,20 @@
 #include "model/ocr.h"
 #include "server/server-impl.h"
 
+/* a stage at run time: an op's parameters, or a model stage's models (its graph in the slot of
+ * its graph kind, a copy of the pipeline's base sharing its dictionary) and its fallback's */
+struct ocr_stage_rt {
+    struct hs_ocr_params params;
+    const struct hs_ocr_graph_io *io;
+    struct hs_ocr_models *m, *fb;
+};
+
 struct ocr_pipe {
     const struct hs_pipeline_cfg *cfg;
-    hs_engine_t det_e, rec_e, cls_e;
-    struct hs_ocr_models m;
-    /* the model stages' fallbacks: m with det (rec) on another engine; its graph is theirs */
-    hs_engine_t det_fb_e, rec_fb_e;
-    struct hs_ocr_models det_fb, rec_fb;
+    struct hs_ocr_models base; /* the dictionary (of the ctc stage) and default params */
+    int n;
+    struct hs_ocr_stage st[HS_CONFIG_MAX_STAGES];
+    struct ocr_stage_rt rt[HS_CONFIG_MAX_STAGES];
     struct hs_pipeline *p;
     atomic_llong requests, ok, failed;
 };
@@ -57,41 +66,112 @@ static hs_engine_t engine_or_first(struct hs_server *s, const char *name)
     return name && name[0] ? hs__server_engine(s, name) : s->engines[0];
 }
 
-/* The stages' fallbacks: a copy of the models with det (rec) loaded on fallback.engines[0]. */
-static hs_status load_fallbacks(struct hs_server *s, struct ocr_pipe *p, int i,
-                                struct hs_error *err)
+static hs_status prefixed(struct hs_error *err, hs_status st, const char *fmt, int i, int j)
 {
-    const struct hs_pipeline_cfg *pc = p->cfg;
-    for (int j = 0; j < 2; j++) {
-        const struct hs_pipeline_stage_cfg *sc = j ? &pc->rec_stage : &pc->det_stage;
-        if (!sc->n_fallback) continue;
-        hs_engine_t e = hs__server_engine(s, sc->fallback[0]);
+    char m[sizeof err->msg];
+    snprintf(m, sizeof m, "%s", err->msg);
+    return hs_error_set(err, st, fmt, i, j, m);
+}
+
+/* one model stage's graph on its engine, and on its fallback's (a copy of base each) */
+static hs_status load_model_stage(struct hs_server *s, struct ocr_pipe *p, int i, int j,
+                                  const struct hs_stage_cfg *sc, struct ocr_stage_rt *rt,
+                                  struct hs_error *err)
+{
+    const struct hs_ocr_graph_io *io = rt->io;
+    for (int f = 0; f < 1 + (sc->n_fallback > 0); f++) {
+        hs_engine_t e = f ? hs__server_engine(s, sc->fallback[0]) : engine_or_first(s, sc->engine);
         if (!e)
             return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: pipelines[%d].stages.%s.fallback.engines[0]: engine '%s' "
-                                "is not running",
-                                i, j ? "rec" : "det", sc->fallback[0]);
-        struct hs_ocr_models *fb = j ? &p->rec_fb : &p->det_fb;
-        memcpy(fb, &p->m, sizeof *fb);
-        for (int k = 0; k <= HS_PIPELINE_MAX_BATCH; k++) atomic_init(&fb->rec_runs[k], 0);
-        for (int k = 0; k < 16; k++) atomic_init(&fb->rec_width_runs[k], 0);
-        void **graph = j ? &fb->rec : &fb->det;
-        *graph = NULL;
-        hs_status st = hs_engine_graph_load(e, j ? pc->rec : pc->det, graph, err);
-        if (st) {
-            char m[sizeof err->msg];
-            snprintf(m, sizeof m, "%s", err->msg);
-            return hs_error_set(err, st, "pipelines[%d].stages.%s.fallback: %s", i,
-                                j ? "rec" : "det", m);
-        }
-        if (j) {
-            fb->rec_engine = e;
-            p->rec_fb_e = e;
-        } else {
-            fb->det_engine = e;
-            p->det_fb_e = e;
-        }
+                                "config: pipelines[%d].stages[%d].%s: engine '%s' is not running",
+                                i, j, f ? "fallback.engines[0]" : "engine",
+                                f ? sc->fallback[0] : sc->engine);
+        struct hs_ocr_models *m = hs_malloc(sizeof *m);
+        if (!m) return hs_error_set(err, HS_STATUS_NO_MEMORY, "ocr: out of memory");
+        memcpy(m, &p->base, sizeof *m);
+        m->det = m->rec = m->cls = NULL;
+        *(f ? &rt->fb : &rt->m) = m;
+        hs_status st = hs_ocr_models_slot_load(m, io, e, sc->model, sc->batch_max, sc->batch_fixed,
+                                               sc->shapes, sc->n_shapes, err);
+        if (st)
+            return prefixed(err, st,
+                            f ? "pipelines[%d].stages[%d].fallback: %s"
+                              : "pipelines[%d].stages[%d] (%s)",
+                            i, j);
     }
+    return HS_STATUS_OK;
+}
+
+static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, struct hs_error *err)
+{
+    const struct hs_pipeline_cfg *pc = p->cfg;
+    struct hs_ocr_models *b = &p->base;
+    *b = (struct hs_ocr_models){0};
+    b->params = (struct hs_ocr_params)HS_OCR_PARAMS_DEFAULT;
+    b->rec_batch = b->cls_batch = 6;
+    hs_status st;
+    for (int j = 0; j < pc->n_stages; j++) /* the dictionary first: the recognizer's classes */
+        if (pc->stages[j].dict[0] && !b->dict.n) {
+            if ((st = hs_ctc_dict_load(pc->stages[j].dict, true, &b->dict, err)))
+                return prefixed(err, st, "pipelines[%d].stages[%d].dict: %s", i, j);
+            b->params.dict = &b->dict;
+        }
+    p->n = pc->n_stages;
+    for (int j = 0; j < pc->n_stages; j++) {
+        const struct hs_stage_cfg *sc = &pc->stages[j];
+        struct ocr_stage_rt *rt = &p->rt[j];
+        struct hs_ocr_stage *g = &p->st[j];
+        *g = (struct hs_ocr_stage){.name = sc->name,
+                                   .queue_max = pc->queue_max,
+                                   .requests_max = sc->requests_max,
+                                   .window_us = sc->window_us,
+                                   .timeout_us = (int64_t)sc->timeout_ms * 1000,
+                                   .ratio_max = sc->ratio_max};
+        if (sc->op[0]) {
+            rt->params = b->params;
+            rt->params.limits = (struct hs_image_limits){pc->image_max_bytes, pc->image_max_pixels,
+                                                         pc->image_max_side};
+            rt->params.det_limit_side_len = sc->limit_side_len;
+            rt->params.db.thresh = sc->thresh;
+            rt->params.db.box_thresh = sc->box_thresh;
+            rt->params.db.unclip_ratio = sc->unclip_ratio;
+            rt->params.drop_score = sc->drop_score;
+            g->op = hs_op_find(sc->op);
+            g->params = &rt->params;
+            g->workers = sc->workers ? sc->workers : pc->cpu_workers;
+            if (!g->op || (st = g->op->check(&rt->params, err)))
+                return g->op ? prefixed(err, st, "pipelines[%d].stages[%d]: %s", i, j)
+                             : hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                            "pipelines[%d].stages[%d].op: unknown", i, j);
+            continue;
+        }
+        /* a model stage: its graph kind as config --check found it */
+        rt->io = sc->io[0] ? hs_ocr_graph_io_find(sc->io)
+                           : hs_ocr_graph_io_for(j ? p->st[j - 1].op ? p->st[j - 1].op->out
+                                                                     : p->st[j - 1].io->out
+                                                   : HS_OP_KIND_BYTES);
+        if (!rt->io)
+            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                                "pipelines[%d].stages[%d]: no graph kind reads its input", i, j);
+        if ((st = load_model_stage(s, p, i, j, sc, rt, err))) return st;
+        g->io = rt->io;
+        g->m = rt->m;
+        g->fb = rt->fb;
+        g->workers = sc->workers ? sc->workers : 1;
+        if (rt->fb)
+            hs_log_info("pipeline %s: stage %s falls back to %s (ratio_max %.2f)", pc->name,
+                        sc->name, hs_engine_name(hs_ocr_models_slot_engine(rt->fb, rt->io)),
+                        sc->ratio_max);
+    }
+    if ((st = hs_ocr_stages_create(p->st, p->n, hs__ocr_done, p, &p->p, err))) return st;
+    char desc[512];
+    size_t o = 0;
+    for (int j = 0; j < p->n && o < sizeof desc; j++)
+        o += (size_t)snprintf(
+            desc + o, sizeof desc - o, "%s%s%s%s", j ? " -> " : "", p->st[j].name,
+            p->st[j].io ? " on " : "",
+            p->st[j].io ? hs_engine_name(hs_ocr_models_slot_engine(p->rt[j].m, p->rt[j].io)) : "");
+    hs_log_info("pipeline %s at %s: %s", pc->name, pc->endpoint, desc);
     return HS_STATUS_OK;
 }
 
@@ -104,54 +184,10 @@ hs_status hs__ocr_create(struct hs_server *s, struct hs_ocr_service **out, struc
     if (!o) return hs_error_set(err, HS_STATUS_NO_MEMORY, "ocr: out of memory");
     *out = o;
     for (int i = 0; i < c->n_pipelines; i++) {
-        const struct hs_pipeline_cfg *pc = &c->pipelines[i];
         struct ocr_pipe *p = &o->pl[o->n++];
-        p->cfg = pc;
-        p->det_e = engine_or_first(s, pc->det_engine);
-        p->rec_e = pc->rec_engine[0] ? engine_or_first(s, pc->rec_engine) : p->det_e;
-        p->cls_e = pc->cls_engine[0] ? engine_or_first(s, pc->cls_engine) : p->rec_e;
-        if (!p->det_e || !p->rec_e || !p->cls_e)
-            return hs_error_set(err, HS_STATUS_INVALID_INPUT,
-                                "config: pipelines[%d]: an engine it names is not running", i);
-        hs_status st = hs_ocr_models_load(&p->m, p->det_e, pc->det, p->rec_e, pc->rec, p->cls_e,
-                                          pc->cls[0] ? pc->cls : NULL, pc->dict, err);
-        if (st) {
-            char m[sizeof err->msg];
-            snprintf(m, sizeof m, "%s", err->msg);
-            return hs_error_set(err, st, "pipelines[%d] (%s): %s", i, pc->name, m);
-        }
-        p->m.params.det_limit_side_len = pc->det_limit_side_len;
-        p->m.params.db.box_thresh = pc->box_thresh;
-        p->m.params.drop_score = pc->drop_score;
-        p->m.params.limits =
-            (struct hs_image_limits){pc->image_max_bytes, pc->image_max_pixels, pc->image_max_side};
-        p->m.rec_batch_fixed = pc->rec_stage.batch_fixed;
-        p->m.n_rec_widths = pc->rec_stage.n_shapes;
-        for (int k = 0; k < pc->rec_stage.n_shapes; k++)
-            p->m.rec_widths[k] = pc->rec_stage.shapes[k];
-        if ((st = load_fallbacks(s, p, i, err))) return st;
-        const struct hs_ocr_pipeline_opts po = {
-            .cpu_workers = pc->cpu_workers,
-            .queue_max = pc->queue_max,
-            .rec_images = pc->rec_images,
-            .rec_window_us = pc->rec_window_us,
-            .det_timeout_us = (int64_t)pc->det_stage.timeout_ms * 1000,
-            .rec_timeout_us = (int64_t)pc->rec_stage.timeout_ms * 1000,
-            .det_fb = p->det_fb_e ? &p->det_fb : NULL,
-            .rec_fb = p->rec_fb_e ? &p->rec_fb : NULL,
-            .det_ratio_max = pc->det_stage.ratio_max,
-            .rec_ratio_max = pc->rec_stage.ratio_max,
-        };
-        if ((st = hs_ocr_pipeline_create(&p->m, &po, hs__ocr_done, p, &p->p, err))) return st;
-        if (p->det_fb_e || p->rec_fb_e)
-            hs_log_info("pipeline %s: fallbacks det %s (ratio_max %.2f), rec %s (ratio_max %.2f)",
-                        pc->name, p->det_fb_e ? hs_engine_name(p->det_fb_e) : "-",
-                        pc->det_stage.ratio_max, p->rec_fb_e ? hs_engine_name(p->rec_fb_e) : "-",
-                        pc->rec_stage.ratio_max);
-        hs_log_info("pipeline %s (ocr): det on %s, rec on %s%s%s, %d CPU worker(s) a stage",
-                    pc->name, hs_engine_name(p->det_e), hs_engine_name(p->rec_e),
-                    pc->cls[0] ? ", cls on " : "", pc->cls[0] ? hs_engine_name(p->cls_e) : "",
-                    pc->cpu_workers);
+        p->cfg = &c->pipelines[i];
+        hs_status st = pipe_create(s, p, i, err);
+        if (st) return st;
     }
     return HS_STATUS_OK;
 }
@@ -171,9 +207,14 @@ void hs__ocr_free(struct hs_ocr_service *o)
     hs__ocr_drain(o);
     for (int i = 0; i < o->n; i++) {
         struct ocr_pipe *p = &o->pl[i];
-        if (p->det_fb_e) hs_engine_graph_release(p->det_fb_e, p->det_fb.det);
-        if (p->rec_fb_e) hs_engine_graph_release(p->rec_fb_e, p->rec_fb.rec);
-        hs_ocr_models_free(&p->m);
+        for (int j = 0; j < p->n; j++)
+            for (int f = 0; f < 2; f++) {
+                struct hs_ocr_models *m = f ? p->rt[j].fb : p->rt[j].m;
+                if (!m) continue;
+                hs_ocr_models_slot_release(m, p->rt[j].io);
+                hs_free(m);
+            }
+        hs_ctc_dict_free(&p->base.dict);
     }
     hs_free(o);
 }
@@ -332,7 +373,6 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
     struct hs_buf b;
     hs_buf_init(&b, hs__conn_arena(k), 1024);
     const struct hs_op_data *d = &r->job.d;
-    const struct hs_ocr_timings *t = &r->job.t;
     hs_buf_puts(&b, "{\"pipeline\":");
     hs_buf_json_str(&b, r->pipe->cfg->name, strlen(r->pipe->cfg->name));
     hs_buf_printf(&b, ",\"width\":%d,\"height\":%d,\"lines\":[", d->image.w, d->image.h);
@@ -346,33 +386,35 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
         hs_buf_printf(&b, ",\"score\":%.6f,\"det_score\":%.6f%s}", l->score, l->box.score,
                       l->rotated ? ",\"rotated\":true" : "");
     }
-    const struct {
-        const char *name;
-        int64_t ns;
-    } st[] = {
-        {"decode", t->decode}, {"det_prep", t->det_prep}, {"det", t->det}, {"db_post", t->db_post},
-        {"crop", t->crop},     {"cls", t->cls},           {"rec", t->rec}, {"ctc", t->ctc}};
+    const struct ocr_pipe *p = r->pipe;
     hs_buf_puts(&b, "],\"timings_ms\":{");
     char *timing = hs_arena_alloc(hs__conn_arena(k), 512);
     size_t tl = 0;
-    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
-        hs_buf_printf(&b, "%s\"%s\":%.3f", i ? "," : "", st[i].name, st[i].ns / 1e6);
+    for (int i = 0; i < p->n; i++) {
+        const double ms = r->job.stage_ns[i] / 1e6;
+        hs_buf_printf(&b, "%s\"%s\":%.3f", i ? "," : "", p->st[i].name, ms);
         if (timing && tl < 480)
             tl += (size_t)snprintf(timing + tl, 512 - tl, "%s%s;dur=%.3f", i ? ", " : "",
-                                   st[i].name, st[i].ns / 1e6);
+                                   p->st[i].name, ms);
     }
-    hs_buf_printf(&b, "},\"rec_batch_images\":%d,\"engines\":{\"det\":\"%s\",\"rec\":\"%s\"}}",
-                  r->job.rec_batch_images, r->job.det_engine ? r->job.det_engine : "",
-                  r->job.rec_engine ? r->job.rec_engine : "");
-    /* X-Engine: the engines of the model stages, det's then rec's when they differ */
-    char *xe = hs_arena_alloc(hs__conn_arena(k), 80);
-    if (xe && r->job.det_engine && r->job.rec_engine) {
-        if (strcmp(r->job.det_engine, r->job.rec_engine))
-            snprintf(xe, 80, "%s, %s", r->job.det_engine, r->job.rec_engine);
-        else
-            snprintf(xe, 80, "%s", r->job.rec_engine);
-        hs__conn_set_engine(k, xe);
+    hs_buf_printf(&b, "},\"rec_batch_images\":%d,\"engines\":{", r->job.rec_batch_images);
+    /* X-Engine: the engines that ran the model stages, in order, each once */
+    char *xe = hs_arena_alloc(hs__conn_arena(k), 160);
+    size_t xl = 0;
+    int nm = 0;
+    if (xe) xe[0] = 0;
+    for (int i = 0; i < p->n; i++) {
+        const char *en = r->job.stage_engine[i];
+        if (!p->st[i].io || !en) continue;
+        hs_buf_printf(&b, "%s\"%s\":\"%s\"", nm++ ? "," : "", p->st[i].name, en);
+        bool seen = false;
+        for (int q = 0; q < i; q++)
+            seen |= p->st[q].io && r->job.stage_engine[q] && !strcmp(r->job.stage_engine[q], en);
+        if (xe && !seen && xl < 120)
+            xl += (size_t)snprintf(xe + xl, 160 - xl, "%s%s", xl ? ", " : "", en);
     }
+    hs_buf_puts(&b, "}}");
+    if (xe && xe[0]) hs__conn_set_engine(k, xe);
     hs_op_data_free(&r->job.d);
     hs_free(r->bytes);
     hs_free(r);
@@ -514,38 +556,86 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                       "%lld\n",
                       pn, sn, cum, pn, sn, (long long)x->batch_items, pn, sn, cum);
     }
+    /* the model stages' graph runs: by rows (batch_fixed: only N), padding rows, by the
+     * recognizer's listed width, by the detector's listed height x width */
     hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage "
                      "by rows (batch_fixed: only N)\n"
                      "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n");
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
-        for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
-            const long long a = atomic_load(&p->m.rec_runs[r]);
-            const long long b = p->rec_fb_e ? atomic_load(&p->rec_fb.rec_runs[r]) : 0;
-            if (a)
-                hs_buf_printf(out,
-                              "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
-                              "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
-                              p->cfg->name, hs_engine_name(p->m.rec_engine), r, a);
-            if (b)
-                hs_buf_printf(out,
-                              "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
-                              "stage=\"rec\",engine=\"%s\",rows=\"%d\"} %lld\n",
-                              p->cfg->name, hs_engine_name(p->rec_fb_e), r, b);
-        }
+        for (int j = 0; j < p->n; j++)
+            for (int f = 0; p->rt[j].io && f < 2; f++) {
+                const struct hs_ocr_models *m = f ? p->rt[j].fb : p->rt[j].m;
+                if (!m) continue;
+                const char *en = hs_engine_name(hs_ocr_models_slot_engine(m, p->rt[j].io));
+                if (p->rt[j].io->slot == HS_OCR_SLOT_DET && atomic_load(&m->det_runs))
+                    hs_buf_printf(out,
+                                  "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                                  "stage=\"%s\",engine=\"%s\",rows=\"1\"} %lld\n",
+                                  p->cfg->name, p->st[j].name, en,
+                                  (long long)atomic_load(&m->det_runs));
+                for (int r = 1; r <= HS_PIPELINE_MAX_BATCH; r++) {
+                    const long long a = atomic_load(&m->rec_runs[r]);
+                    if (a)
+                        hs_buf_printf(out,
+                                      "hetserve_pipeline_stage_graph_runs_total{pipeline=\"%s\","
+                                      "stage=\"%s\",engine=\"%s\",rows=\"%d\"} %lld\n",
+                                      p->cfg->name, p->st[j].name, en, r, a);
+                }
+            }
     }
-    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_width_runs_total rec graph runs by the "
-                     "width of stages.rec.shapes they were padded to\n"
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_padded_rows_total blank rows graph runs "
+                     "carried to reach batch_fixed (their outputs dropped)\n"
+                     "# TYPE hetserve_pipeline_stage_graph_padded_rows_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        for (int j = 0; j < p->n; j++)
+            if (p->rt[j].io && p->rt[j].io->slot == HS_OCR_SLOT_REC)
+                hs_buf_printf(
+                    out,
+                    "hetserve_pipeline_stage_graph_padded_rows_total{pipeline=\"%s\","
+                    "stage=\"%s\"} %lld\n",
+                    p->cfg->name, p->st[j].name,
+                    (long long)(atomic_load(&p->rt[j].m->rec_pad_rows) +
+                                (p->rt[j].fb ? atomic_load(&p->rt[j].fb->rec_pad_rows) : 0)));
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_width_runs_total recognizer graph runs "
+                     "by the width of the stage's shapes they were padded to\n"
                      "# TYPE hetserve_pipeline_stage_graph_width_runs_total counter\n");
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
-        for (int w = 0; w < p->m.n_rec_widths; w++) {
-            const long long a = atomic_load(&p->m.rec_width_runs[w]) +
-                                (p->rec_fb_e ? atomic_load(&p->rec_fb.rec_width_runs[w]) : 0);
-            hs_buf_printf(out,
-                          "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
-                          "stage=\"rec\",width=\"%d\"} %lld\n",
-                          p->cfg->name, p->m.rec_widths[w], a);
+        for (int j = 0; j < p->n; j++) {
+            const struct hs_ocr_models *m = p->rt[j].m, *fb = p->rt[j].fb;
+            if (!p->rt[j].io || p->rt[j].io->slot != HS_OCR_SLOT_REC) continue;
+            for (int w = 0; w < m->n_rec_widths; w++)
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
+                              "stage=\"%s\",width=\"%d\"} %lld\n",
+                              p->cfg->name, p->st[j].name, m->rec_widths[w],
+                              (long long)(atomic_load(&m->rec_width_runs[w]) +
+                                          (fb ? atomic_load(&fb->rec_width_runs[w]) : 0)));
+        }
+    }
+    hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_shape_runs_total detector graph runs "
+                     "by the height x width of the stage's shapes they were padded to\n"
+                     "# TYPE hetserve_pipeline_stage_graph_shape_runs_total counter\n");
+    for (int i = 0; i < o->n; i++) {
+        const struct ocr_pipe *p = &o->pl[i];
+        for (int j = 0; j < p->n; j++) {
+            const struct hs_ocr_models *m = p->rt[j].m, *fb = p->rt[j].fb;
+            if (!p->rt[j].io || p->rt[j].io->slot != HS_OCR_SLOT_DET) continue;
+            for (int h = 0; h < m->n_det_sides; h++)
+                for (int w = 0; w < m->n_det_sides; w++) {
+                    const long long a = atomic_load(&m->det_side_runs[h][w]) +
+                                        (fb ? atomic_load(&fb->det_side_runs[h][w]) : 0);
+                    if (a)
+                        hs_buf_printf(out,
+                                      "hetserve_pipeline_stage_graph_shape_runs_total{pipeline="
+                                      "\"%s\",stage=\"%s\",height=\"%d\",width=\"%d\"} "
+                                      "%lld\n",
+                                      p->cfg->name, p->st[j].name, m->det_sides[h], m->det_sides[w],
+                                      a);
+                }
         }
     }
 }

@@ -71,7 +71,7 @@ struct hs_lane_check {
 #define HS_SERVER_SEND_WAIT_MS 2000
 
 struct hs_predict;     /* POST /predict: heads and cascade (predict.c) */
-struct hs_ocr_service; /* POST /v1/ocr: the pipelines of kind ocr (ocr_http.c) */
+struct hs_ocr_service; /* POST /v1/ocr: the config's pipelines[] (ocr_http.c) */
 struct hs_remote_pool;
 
 struct hs_server {

@@ -321,7 +321,7 @@ def config_facts(path):
     text = open(path).read()
     eng = text.split("models:")[0]
     kinds = set(re.findall(r"\bkind:\s*\"?(\w+)", eng))
-    paths = re.findall(r"\b(?:path|det|rec|cls|dict):\s*\"?([^\s\",}]+)", text)
+    paths = re.findall(r"\b(?:path|det|rec|cls|dict|model):\s*\"?([^\s\",}]+)", text)
     return {"kinds": kinds, "paths": paths, "cascade": re.search(r"^cascade:", text, re.M),
             "admin": re.search(r"admin:\s*\{?\s*enabled:\s*true", text),
             "pipelines": re.search(r"^pipelines:", text, re.M)}

@@ -395,7 +395,19 @@ static void op_table(void **state)
     }
     p.db.thresh = 2;
     assert_int_equal(hs_op_find("db_post")->check(&p, &err), HS_STATUS_INVALID_ARGUMENT);
-    assert_non_null(strstr(err.msg, "db_thresh"));
+    assert_non_null(strstr(err.msg, "thresh"));
+    /* the kinds: each op reads what the one before it in the OCR chain gives, the detector and
+     * recognizer graphs between them */
+    assert_int_equal(hs_op_find("image_decode")->in, HS_OP_KIND_BYTES);
+    assert_int_equal(hs_op_find("det_prep")->in, hs_op_find("image_decode")->out);
+    assert_int_equal(hs_op_find("det_prep")->out, HS_OP_KIND_TENSOR);
+    assert_int_equal(hs_op_find("db_post")->in, HS_OP_KIND_MAP);
+    assert_int_equal(hs_op_find("crop")->in, hs_op_find("db_post")->out);
+    assert_int_equal(hs_op_find("crop")->also, HS_OP_KIND_IMAGE);
+    assert_int_equal(hs_op_find("ctc_decode")->in, HS_OP_KIND_SEQ);
+    assert_int_equal(hs_op_find("ctc_decode")->out, HS_OP_KIND_TEXT);
+    assert_string_equal(hs_op_kind_str(HS_OP_KIND_CROPS), "text crops");
+    assert_non_null(strstr(hs_op_find("ctc_decode")->params, "dict"));
     /* the ops in a row on an image: decode, det_prep; db_post on a drawn map; crop */
     size_t n;
     uint8_t *bytes = golden("page.png", &n);

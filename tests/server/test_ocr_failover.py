@@ -22,6 +22,21 @@ ENGINE = """
     kind: plugin
     library: "%s"
     threads: 1"""
+
+
+def ocr_stages(det="", rec="", ctc_dict="%(m)s/dict.txt"):
+    """The OCR stages of configs/ocr.yaml; det / rec: the model stages' extra keys."""
+    return """    stages:
+      - {name: decode, op: image_decode}
+      - {name: det_prep, op: det_prep}
+      - {name: det, model: "%%(m)s/det.onnx", engine: ov_det%s}
+      - {name: db_post, op: db_post}
+      - {name: crop, op: crop}
+      - {name: rec, model: "%%(m)s/rec.onnx", engine: ov_rec%s}
+      - {name: ctc, op: ctc_decode, dict: "%s"}
+""" % (det, rec, ctc_dict)
+
+
 CONFIG = """
 engines:
   - name: cpu0
@@ -31,35 +46,16 @@ admin:
   enabled: true
 pipelines:
   - name: fo
-    det: "%%(m)s/det.onnx"
-    rec: "%%(m)s/rec.onnx"
-    dict: "%%(m)s/dict.txt"
-    det_engine: ov_det
-    rec_engine: ov_rec
-    rec_images: 1
-    stages:
-      det:
-        fallback: {engines: [ov_fb], ratio_max: 0.5}
-      rec:
-        timeout_ms: 1500
-        fallback: {engines: [ov_fb], ratio_max: %s}
-  - name: strict
-    det: "%%(m)s/det.onnx"
-    rec: "%%(m)s/rec.onnx"
-    dict: "%%(m)s/dict.txt"
-    det_engine: ov_det
-    rec_engine: ov_rec
-    stages:
-      rec: {timeout_ms: 1}
-  - name: fixed
-    det: "%%(m)s/det.onnx"
-    rec: "%%(m)s/rec.onnx"
-    dict: "%%(m)s/dict.txt"
-    det_engine: ov_det
-    rec_engine: ov_rec
-    stages:
-      rec: {batch_fixed: 4, shapes: [320, 480, 800, 1280, 2560]}
-""" % (ENGINE % ("ov_det", PLUGIN), ENGINE % ("ov_rec", PLUGIN), ENGINE % ("ov_fb", PLUGIN), RATIO)
+""" % (ENGINE % ("ov_det", PLUGIN), ENGINE % ("ov_rec", PLUGIN), ENGINE % ("ov_fb", PLUGIN))
+CONFIG += ocr_stages(det=", fallback: {engines: [ov_fb], ratio_max: 0.5}",
+                     rec=", timeout_ms: 1500, fallback: {engines: [ov_fb], ratio_max: %s}" % RATIO)
+CONFIG += "  - name: strict\n" + ocr_stages(rec=", timeout_ms: 1")
+# a static-shape engine's stages: the detector input padded to listed sides, every recognizer
+# run exactly 4 crops at a listed width
+CONFIG += "  - name: fixed\n" + ocr_stages(
+    det=", shapes: [320, 480, 640, 960]",
+    rec=", batch_fixed: 4, shapes: [320, 480, 800, 1280, 2560]")
+CONFIG += "  - name: plain\n" + ocr_stages()  # the same stages with no policy: the reference
 CONFIG = CONFIG % {"m": MODELS}
 
 
@@ -194,25 +190,56 @@ def test_stage_timeout_is_504_naming_the_stage(srv):
     assert metric(srv, "timeouts_total", pipeline="strict", stage="rec") >= 1
 
 
-def test_batch_fixed_runs_only_n_rows(srv):
-    s, _, ref = ocr(srv, image("render_05.jpg"), "fo")
-    assert s == 200
-    s, _, out = ocr(srv, image("render_05.jpg"), "fixed")
-    assert s == 200 and len(out["lines"]) >= 2
-    # the padding rows are dropped: the same text as unpadded runs
-    assert [l["text"] for l in out["lines"]] == [l["text"] for l in ref["lines"]]
+def test_static_shapes_pad_and_answers_unchanged(srv):
+    """det with shapes pads its input to listed sides, rec with batch_fixed runs exactly 4 crops
+    at listed widths; the answers are those of the unpadded pipeline."""
+    names = ["render_05.jpg", "render_00.jpg", "skimage_page.jpg"]
+    crops = 0
+    for name in names:
+        s, _, ref = ocr(srv, image(name), "plain")
+        assert s == 200
+        s, _, out = ocr(srv, image(name), "fixed")
+        assert s == 200 and len(out["lines"]) >= 2
+        # the padding rows are dropped and the padded map cut back: the rendered pages read the
+        # same lines as unpadded runs, box corners moved by a few pixels at most (the detector's
+        # global pooling sees the zero border); on the photographed page one line of 7 moved its
+        # box and so its text (measured)
+        same = sum(a["text"] == b["text"] for a, b in zip(out["lines"], ref["lines"]))
+        moved = max(abs(p[k] - q[k]) for a, b in zip(out["lines"], ref["lines"])
+                    if a["text"] == b["text"] for p, q in zip(a["box"], b["box"]) for k in (0, 1))
+        print("%s: %d of %d lines the same, their box corners moved by at most %d px" % (
+            name, same, len(ref["lines"]), moved))
+        if name.startswith("render"):
+            assert [l["text"] for l in out["lines"]] == [l["text"] for l in ref["lines"]], name
+            assert moved <= 4, name
+        else:
+            assert len(out["lines"]) == len(ref["lines"]) and same >= len(ref["lines"]) - 1
+        crops += len(out["lines"])
     _, _, m = srv.request("GET", "/metrics")
+    m = m.decode()
     rows = re.findall(r'hetserve_pipeline_stage_graph_runs_total\{pipeline="fixed",stage="rec",'
-                      r'engine="ov_rec",rows="(\d+)"\} (\S+)', m.decode())
+                      r'engine="ov_rec",rows="(\d+)"\} (\S+)', m)
     assert rows and {r for r, _ in rows} == {"4"}, rows
+    runs = sum(float(v) for _, v in rows)
+    # the blank rows those runs carried (4 a run less the crops they read): each request's
+    # crops in runs of 4 (one request a run), so fewer than 4 a request; the crops read at least
+    # the lines answered
+    pad = metric(srv, "graph_padded_rows_total", pipeline="fixed", stage="rec")
+    assert 0 <= pad < 4 * len(names) and 4 * runs - pad >= crops, (pad, runs, crops)
     # and every run at a listed width
     widths = dict(re.findall(r'hetserve_pipeline_stage_graph_width_runs_total\{pipeline="fixed",'
-                             r'stage="rec",width="(\d+)"\} (\S+)', m.decode()))
+                             r'stage="rec",width="(\d+)"\} (\S+)', m))
     assert set(widths) == {"320", "480", "800", "1280", "2560"}
-    assert sum(float(v) for v in widths.values()) == sum(float(v) for _, v in rows)
+    assert sum(float(v) for v in widths.values()) == runs
+    # the detector: each run at listed sides, as many as images
+    shapes = re.findall(r'hetserve_pipeline_stage_graph_shape_runs_total\{pipeline="fixed",'
+                        r'stage="det",height="(\d+)",width="(\d+)"\} (\S+)', m)
+    assert shapes and all(h in ("320", "480", "640", "960") and w in ("320", "480", "640", "960")
+                          for h, w, _ in shapes), shapes
+    assert sum(float(v) for _, _, v in shapes) == len(names)
     # the stage's latency histogram counts each item it ran once
     count = re.findall(r'hetserve_pipeline_stage_latency_seconds_count\{pipeline="fixed",'
-                       r'stage="rec"\} (\S+)', m.decode())
+                       r'stage="rec"\} (\S+)', m)
     assert count and float(count[0]) == metric(srv, "items_total", pipeline="fixed", stage="rec")
 
 

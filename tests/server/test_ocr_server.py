@@ -1,4 +1,4 @@
-# POST /v1/ocr (server/ocr_http.c): the config's pipelines[] of kind ocr on the OpenVINO engine
+# POST /v1/ocr (server/ocr_http.c): the config's pipelines[] (the ocr shorthand) on the OpenVINO engine
 # plugin. The committed images read as the reference reads them (tests/golden/ocr/pipeline.json),
 # raw bytes or base64 JSON alike; bad images are 400 with the decoder's reason, a body over
 # image_max_bytes 413, an unknown X-Pipeline 404; an injected engine fault fails one request
@@ -207,3 +207,30 @@ def test_sigterm_answers_what_is_in_flight():
     finally:
         s.stop()
     assert len(statuses) == 6 and set(statuses) <= {200, 503}, statuses
+
+
+def test_dashboard_draws_the_pipeline_stages(srv, tmp_path):
+    """GET /dashboard in headless Chromium: a row per pipeline stage, its items, failures and
+    queue as /metrics has them (no load: the same before and after)."""
+    import re
+
+    from test_dashboard import browse, chromium
+    if not chromium():
+        pytest.skip("chromium is not installed (Debian package chromium; scripts/setup installs it)")
+    assert ocr(srv, image("render_05.jpg"))[0] == 200
+    _, _, m = srv.request("GET", "/metrics")
+    items = {st: float(v) for st, v in re.findall(
+        r'^hetserve_pipeline_stage_items_total\{pipeline="ocr",stage="(\w+)"\} (\S+)$',
+        m.decode(), re.M)}
+    dom = browse(srv, tmp_path, "--dump-dom")
+
+    def drawn(field):
+        return {st: v for st, v in re.findall(
+            r'data-pipeline="ocr" data-stage="(\w+)" data-field="%s"[^>]*>([^<]*)<' % field, dom)}
+
+    got = drawn("items")
+    assert list(got) == ["decode", "det_prep", "det", "db_post", "crop", "rec", "ctc"], got
+    assert {st: float(v) for st, v in got.items()} == items
+    assert set(drawn("queued").values()) == {"0"} and set(drawn("breaker").values()) == {"closed"}
+    assert all(float(v) >= 1 for v in drawn("batch_mean").values())
+    assert all(v == "-" or float(v) > 0 for v in drawn("p95_ms").values())

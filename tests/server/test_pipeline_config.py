@@ -1,42 +1,175 @@
-# pipelines[] in the config (no models or OpenVINO needed): `config --check` refuses an unknown
-# engine, a missing required key and an unknown kind with the key path; `serve` refuses a
-# pipeline whose graphs are placed on the CPU engine, by capability (graph_onnx), naming the
-# pipeline and the engine.
+# pipelines[] in the config (no models or OpenVINO needed): `config --check` refuses, with the key
+# path, an unknown op, a stage that is both or neither an op and a model, a key its kind does not
+# take, a chain whose kinds do not connect, duplicate stage names, an unknown engine, an engine
+# without graph_onnx, a batch_fixed over batch_max, shapes a graph kind or a static engine cannot
+# take; the ocr shorthand (det, rec, dict) expands to the same stages as configs/ocr.yaml; `serve`
+# refuses a pipeline whose graphs are placed on the CPU engine, by capability (graph_onnx).
+import os
+import re
 import subprocess
 
-from hetserve_fixture import BINARY, MODEL
+from hetserve_fixture import BINARY, MODEL, ROOT
 
 BASE = """
 engines:
   - name: cpu0
     kind: cpu
     threads: 1
+  - name: ov
+    kind: openvino
+    device: 99
 models:
   - path: "%s"
 pipelines:
   - name: ocr
 """ % MODEL
 
+# the OCR stages; ov is an OpenVINO engine whose device is absent here (its caps unknown: not
+# refused for them), %(det)s / %(rec)s extra keys of the model stages
+STAGES = """    stages:
+      - {name: decode, op: image_decode}
+      - {name: det_prep, op: det_prep}
+      - {name: det, model: d.onnx, engine: ov%(det)s}
+      - {name: db_post, op: db_post}
+      - {name: crop, op: crop}
+      - {name: rec, model: r.onnx, engine: ov%(rec)s}
+      - {name: ctc, op: ctc_decode, dict: d.txt}
+"""
 
-def check(tmp_path, extra):
+
+def stages(det="", rec=""):
+    return STAGES % {"det": det, "rec": rec}
+
+
+def check(tmp_path, extra, base=BASE):
     p = tmp_path / "c.yaml"
-    p.write_text(BASE + extra)
+    p.write_text(base + extra)
     return subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
 
 
-def test_check_refuses_with_key_paths(tmp_path):
-    ok = "    det: d.onnx\n    rec: r.onnx\n    dict: d.txt\n"
-    r = check(tmp_path, ok)
+def refused(tmp_path, extra, *want, base=BASE):
+    r = check(tmp_path, extra, base)
+    assert r.returncode != 0, (extra, r.stdout[-500:])
+    for w in want:
+        assert w in r.stderr, (w, r.stderr)
+    return r.stderr
+
+
+def test_stages_check_and_print(tmp_path):
+    r = check(tmp_path, stages(rec=", batch_max: 8, batch_fixed: 4, shapes: [320, 640], "
+                                   "requests_max: 2, window_us: 500"))
     assert r.returncode == 0, r.stderr
-    assert "pipelines:" in r.stdout and "rec_images: 4" in r.stdout
-    r = check(tmp_path, ok + "    det_engine: npu9\n")
-    assert r.returncode != 0 and "pipelines[0].det_engine" in r.stderr and "npu9" in r.stderr
-    r = check(tmp_path, "    rec: r.onnx\n    dict: d.txt\n")
-    assert r.returncode != 0 and "pipelines[0]" in r.stderr and "det" in r.stderr
-    r = check(tmp_path, ok + "    kind: yolo\n")
-    assert r.returncode != 0 and "pipelines[0].kind" in r.stderr
-    r = check(tmp_path, ok + "    queue_max: 0\n")
-    assert r.returncode != 0 and "pipelines[0].queue_max" in r.stderr
+    assert "- name: rec" in r.stdout and "batch_fixed: 4" in r.stdout
+    assert "shapes: [320, 640]" in r.stdout and "requests_max: 2" in r.stdout
+    assert "op: ctc_decode" in r.stdout and "dict: d.txt" in r.stdout
+
+
+def test_shorthand_expands_to_the_stages(tmp_path):
+    r = check(tmp_path, "    det: d.onnx\n    rec: r.onnx\n    dict: d.txt\n    det_engine: ov\n"
+              "    rec_images: 3\n    box_thresh: 0.6\n")
+    assert r.returncode == 0, r.stderr
+    names = re.findall(r"^      - name: (\w+)", r.stdout, re.M)
+    assert names == ["decode", "det_prep", "det", "db_post", "crop", "rec", "ctc"], names
+    assert "requests_max: 3" in r.stdout and "box_thresh: 0.6" in r.stdout
+    assert "rec_images" not in r.stdout and "\n    det:" not in r.stdout  # cleared once expanded
+    # the shipped configs are the long form of the same
+    for name in ("ocr.yaml", "ocr-failover.yaml"):
+        r = subprocess.run([BINARY, "config", "--check", os.path.join(ROOT, "configs", name)],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, (name, r.stderr)
+        got = re.findall(r"^      - name: (\w+)", r.stdout, re.M)
+        assert got == names, (name, got)
+    # with a direction classifier: a classify stage between crop and rec
+    r = check(tmp_path, "    det: d.onnx\n    rec: r.onnx\n    cls: c.onnx\n    dict: d.txt\n"
+              "    det_engine: ov\n")
+    assert r.returncode == 0, r.stderr
+    names = re.findall(r"^      - name: (\w+)", r.stdout, re.M)
+    assert names == ["decode", "det_prep", "det", "db_post", "crop", "cls", "rec", "ctc"], names
+    assert "io: classify" in r.stdout
+    refused(tmp_path, "    rec: r.onnx\n    dict: d.txt\n", "pipelines[0].det is required")
+    refused(tmp_path, "    det: d.onnx\n    rec: r.onnx\n    dict: d.txt\n" + stages(),
+            "pipelines[0].stages: give stages or the ocr shorthand")
+    refused(tmp_path, "    det: d.onnx\n    rec: r.onnx\n    dict: d.txt\n    det_engine: npu9\n",
+            "pipelines[0].stages[2].engine: no engine named 'npu9'")
+
+
+def test_refusals_with_key_paths(tmp_path):
+    s = stages()
+    refused(tmp_path, "", "pipelines[0].stages: no stages")
+    refused(tmp_path, s.replace("op: crop", "op: nms_of_nothing"),
+            "pipelines[0].stages[4].op: unknown op 'nms_of_nothing'", "crop")
+    refused(tmp_path, s.replace("{name: crop, op: crop}", "{name: crop}"),
+            "pipelines[0].stages[4]: stage 'crop' needs op")
+    refused(tmp_path, s.replace("op: crop", "op: crop, model: x.onnx"),
+            "pipelines[0].stages[4].model: stage 'crop' is op crop")
+    refused(tmp_path, s.replace("name: crop", "name: det"),
+            "pipelines[0].stages[4].name: 'det' is the name of stages[2] too")
+    # kinds that do not connect: db_post before the detector, no crop before rec, no ctc
+    refused(tmp_path, s.replace("      - {name: det_prep, op: det_prep}\n", ""),
+            "pipelines[0].stages[1]: no model stage reads an image (what stage 'decode' gives)")
+    refused(tmp_path, s.replace("      - {name: crop, op: crop}\n", ""),
+            "pipelines[0].stages[4]: no model stage reads text boxes")
+    refused(tmp_path, s.replace("      - {name: ctc, op: ctc_decode, dict: d.txt}\n", ""),
+            "pipelines[0].stages: the last stage, 'rec', gives per-crop sequence probabilities; "
+            "/v1/ocr answers text lines")
+    refused(tmp_path, s.replace("engine: ov}\n      - {name: db_post",
+                                "engine: ov, io: recognize}\n      - {name: db_post"),
+            "pipelines[0].stages[2]: stage 'det' (recognize) reads text crops, but stage "
+            "'det_prep' gives a detector input tensor")
+    refused(tmp_path, s.replace("engine: ov}\n      - {name: db_post",
+                                "engine: ov, io: yolo}\n      - {name: db_post"),
+            "pipelines[0].stages[2].io: unknown graph kind 'yolo'")
+    # keys the stage's kind does not take
+    refused(tmp_path, s.replace("op: crop", "op: crop, batch_fixed: 2"),
+            "pipelines[0].stages[4].batch_fixed: stage 'crop' is op crop")
+    refused(tmp_path, s.replace("op: db_post", "op: db_post, dict: x.txt"),
+            "pipelines[0].stages[3].dict: op db_post takes no dict",
+            "thresh box_thresh unclip_ratio")
+    refused(tmp_path, stages(det=", box_thresh: 0.7"),
+            "pipelines[0].stages[2].box_thresh: stage 'det' is a model stage")
+    refused(tmp_path, s.replace("dict: d.txt", "drop_score: 0.4"),
+            "pipelines[0].stages[6].dict: op ctc_decode needs the recognizer's dictionary")
+    refused(tmp_path, stages(rec=", timeout: 5"), "pipelines[0].stages[5]", "timeout")
+    refused(tmp_path, stages(det=", dtype: f16"), "pipelines[0].stages[2].dtype")
+    # engines
+    refused(tmp_path, stages(rec=", fallback: {engines: [npu9]}"),
+            "pipelines[0].stages[5].fallback.engines[0]: no engine named 'npu9'")
+    refused(tmp_path, stages(rec=", fallback: {engines: [cpu0], ratio_max: 0.3}"),
+            "pipelines[0].stages[5].fallback.engines[0]: engine 'cpu0' (kind cpu) cannot run "
+            "ONNX graphs (it lacks the graph_onnx capability)")
+    refused(tmp_path, s.replace("engine: ov}\n      - {name: db_post",
+                                "engine: cpu0}\n      - {name: db_post"),
+            "pipelines[0].stages[2].engine: engine 'cpu0' (kind cpu) cannot run ONNX graphs")
+    for bad in ("0", "1.5", "-0.1"):
+        refused(tmp_path, stages(rec=", fallback: {engines: [ov], ratio_max: %s}" % bad),
+                "pipelines[0].stages[5].fallback.ratio_max")
+    # batches and shapes
+    refused(tmp_path, stages(rec=", batch_max: 4, batch_fixed: 6"),
+            "pipelines[0].stages[5].batch_fixed: 6 is over the stage's batch_max, 4")
+    refused(tmp_path, stages(rec=", batch_fixed: 65"), "pipelines[0].stages[5].batch_fixed")
+    refused(tmp_path, stages(det=", batch_max: 2"),
+            "pipelines[0].stages[2].batch_max: 2: a detect graph runs at most 1 row(s)")
+    refused(tmp_path, stages(rec=", shapes: [4]"), "pipelines[0].stages[5].shapes")
+    refused(tmp_path, stages(det=", shapes: [320, 500]"),
+            "pipelines[0].stages[2].shapes[1]: 500 is not a multiple of 32")
+    refused(tmp_path, stages(det=", shapes: [320, 640]"),
+            "pipelines[0].stages[2].shapes: the largest, 640, holds no detector input of up to "
+            "960")
+    assert check(tmp_path, stages(det=", shapes: [320, 640, 960]")).returncode == 0
+    # a static engine (a whitelist of batches): batch_fixed from it, and shapes, are needed
+    static = BASE.replace("    device: 99\n", "    device: 99\n    whitelist: [[1, 1], [4, 1]]\n")
+    refused(tmp_path, stages(det=", shapes: [960]"),
+            "pipelines[0].stages[2].batch_fixed: engine 'ov' takes only the batches of its "
+            "whitelist (engines[1].whitelist)", base=static)
+    refused(tmp_path, stages(det=", batch_fixed: 1, shapes: [960]"),
+            "pipelines[0].stages[5].batch_fixed: engine 'ov'", base=static)
+    refused(tmp_path, stages(det=", batch_fixed: 1", rec=", batch_fixed: 4, shapes: [320]"),
+            "pipelines[0].stages[2].shapes: engine 'ov' has static shapes", base=static)
+    assert check(tmp_path, stages(det=", batch_fixed: 1, shapes: [960]",
+                                  rec=", batch_fixed: 4, shapes: [320]"),
+                 base=static).returncode == 0
+    r = subprocess.run([BINARY, "config", "--print-defaults"], capture_output=True, text=True)
+    assert "pipelines: []" in r.stdout and "batch_fixed" in r.stdout
 
 
 def test_cpu_engine_refused_by_capability(tmp_path):
@@ -45,39 +178,18 @@ def test_cpu_engine_refused_by_capability(tmp_path):
     r = subprocess.run([BINARY, "serve", "--config", str(p), "--port", "0"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 1
-    assert "pipelines[0] (ocr)" in r.stderr
-    assert "engine cpu0 (kind cpu) does not run ONNX graphs (capability graph_onnx)" in r.stderr
+    assert "pipelines[0].stages[2].engine: engine 'cpu0' (kind cpu) cannot run ONNX graphs " \
+           "(it lacks the graph_onnx capability)" in r.stderr, r.stderr
 
 
-def test_stage_keys_checked_with_key_paths(tmp_path):
-    ok = "    det: d.onnx\n    rec: r.onnx\n    dict: d.txt\n"
-    st = ("    stages:\n      det: {timeout_ms: 500}\n"
-          "      rec: {timeout_ms: 200, batch_fixed: 6, shapes: [320, 640],\n"
-          "            fallback: {engines: [%s], ratio_max: %s}}\n")
-    r = check(tmp_path, ok + st % ("cpu0", "0.3"))
-    # the CPU engine has no graph_onnx: refused for the fallback by capability
-    assert r.returncode != 0
-    assert "pipelines[0].stages.rec.fallback.engines[0]" in r.stderr, r.stderr
-    assert "graph_onnx" in r.stderr
-    r = check(tmp_path, ok + st % ("npu9", "0.3"))
-    assert r.returncode != 0
-    assert "pipelines[0].stages.rec.fallback.engines[0]: no engine named 'npu9'" in r.stderr
-    for bad in ("0", "1.5", "-0.1"):
-        r = check(tmp_path, ok + st % ("cpu0", bad))
-        assert r.returncode != 0 and "pipelines[0].stages.rec.fallback.ratio_max" in r.stderr, (
-            bad, r.stderr)
-    r = check(tmp_path, ok + "    stages:\n      rec: {batch_fixed: 65}\n")
-    assert r.returncode != 0 and "pipelines[0].stages.rec.batch_fixed" in r.stderr
-    r = check(tmp_path, ok + "    stages:\n      rec: {shapes: [4]}\n")
-    assert r.returncode != 0 and "pipelines[0].stages.rec.shapes" in r.stderr
-    r = check(tmp_path, ok + "    stages:\n      rec: {timeout: 5}\n")
-    assert r.returncode != 0 and "pipelines[0].stages.rec" in r.stderr and "timeout" in r.stderr
-    r = check(tmp_path, ok + "    stages:\n      det: {batch_fixed: 4}\n")  # rec only
-    assert r.returncode != 0 and "pipelines[0].stages.det" in r.stderr
-    # the accepted keys print back
-    r = check(tmp_path, ok + "    stages:\n      rec: {timeout_ms: 200, batch_fixed: 6, "
-              "shapes: [320, 640]}\n")
+def test_readme_example_checks(tmp_path):
+    """README's pipelines[] example is a config that config --check takes (with its engines)."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    blocks = re.findall(r"```yaml\n(pipelines:\n.*?)```", text, re.S)
+    assert len(blocks) == 1, "README: one ```yaml block of pipelines[]"
+    base = ("engines:\n  - {name: cpu0, kind: cpu, threads: 1}\n"
+            "  - {name: ov, kind: openvino, device: 99}\n"
+            "  - {name: ov_fb, kind: openvino, device: 98}\nmodels:\n  - path: \"%s\"\n" % MODEL)
+    r = check(tmp_path, blocks[0], base=base)
     assert r.returncode == 0, r.stderr
-    assert "batch_fixed: 6" in r.stdout and "shapes: [320, 640]" in r.stdout
-    r = subprocess.run([BINARY, "config", "--print-defaults"], capture_output=True, text=True)
-    assert "fallback: {engines: [], ratio_max: 0.3}" in r.stdout
+    assert "batch_fixed: 4" in r.stdout and "fallback: {engines: [ov_fb], ratio_max: 0.3}" in r.stdout
