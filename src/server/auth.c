@@ -453,8 +453,12 @@ int hs_auth_admit(struct hs_auth *a, const char *endpoint, enum hs_auth_class cl
 }
 
 /* Is tenant t past its weighted share of a->share_inflight: holding at least its weight over
- * the weights of the tenants with requests in flight (t's included) of them, and the heaviest
- * user by requests in flight per weight? A tenant under its share is never held back. */
+ * the weights of the tenants with requests in flight (t's included) of them, and strictly the
+ * heaviest user by requests in flight per weight? A tenant under its share is never held back.
+ * Strictly: at the limit a flood is held down to about the others' level, so a light tenant's
+ * burst ties with it; with ties counted, that light tenant was refused as "the heaviest" (the
+ * 429s of b and c in bench/TENANTS.md), while the flood, retrying at once, takes the next place
+ * and is the one refused after it. */
 static bool over_share(const struct hs_auth *a, const struct tenant *t, int mine)
 {
     double w = t->weight, heaviest = 0;
@@ -466,7 +470,7 @@ static bool over_share(const struct hs_auth *a, const struct tenant *t, int mine
         heaviest = fmax(heaviest, n / o->weight);
     }
     double share = fmax(1.0, a->share_inflight * t->weight / w);
-    return mine >= share && mine / t->weight >= heaviest;
+    return mine >= share && mine / t->weight > heaviest;
 }
 
 hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const char *model,
