@@ -86,7 +86,8 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
      * flight; the batches stay long enough for the flood's throughput) */
     struct fair_bounds fb;
     double cross_s = INFINITY;
-    if (L->o.fair) {
+    const bool bounded = L->o.fair && hs__lane_shared(L, now); /* one tenant: nothing to bound */
+    if (bounded) {
         hs__lane_fair_bounds(L, b, &fb);
         cross_s = L->o.fair_batch_us > 0
                       ? L->o.fair_batch_us * 1e-6
@@ -99,7 +100,7 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
         for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
         if (!q) break;
         if (n && hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s) break;
-        if (n && L->o.fair && q->tag > hs__lane_fair_bound(L, &fb, q) &&
+        if (n && bounded && q->tag > hs__lane_fair_bound(L, &fb, q) &&
             hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > cross_s)
             break;
         struct hs_request *r = q->req;
