@@ -81,8 +81,8 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
                                ? L->o.fair_batch_us * 1e-6
                                : INFINITY;
     /* fair shares: past another tenant's work waiting in another bucket (hs__lane_fair_bounds),
-     * a tenant's sequences go on into the batch only while it stays short: fair_batch_ms, or a
-     * quarter of a full batch of this bucket (what that work waits for beyond the batch in
+     * a tenant's sequences go on into the batch only while it stays short: fair_batch_ms, or
+     * half a full batch of this bucket (what that work waits for beyond the batch in
      * flight; the batches stay long enough for the flood's throughput) */
     struct fair_bounds fb;
     double cross_s = INFINITY;

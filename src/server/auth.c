@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "server/metrics.h"
 #include "server/server-impl.h"
 
 #define KEY_SECTION "auth.keys[]"
@@ -27,11 +28,10 @@ struct bucket {
     double rate, cap, level;
 };
 
-/* A tenant's 2xx latency histogram (received to sent): the bounds of hetserve_request_duration
- * (metrics.c), fixed by the exposition schema; the dashboard reads its P99 from it. */
-static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
-#define N_LAT ((int)(sizeof lat_bounds / sizeof lat_bounds[0]))
+/* A tenant's 2xx latency histogram (received to sent), in the bounds of the lanes' (metrics.h);
+ * the dashboard reads its P99 from it. */
+#define N_LAT      HS_METRICS_LAT_BUCKETS
+#define lat_bounds hs_metrics_lat_bounds
 
 struct tenant {
     char name[64];
