@@ -13,10 +13,25 @@ With --hetbench RATE the load is hetbench's instead (open loop, Poisson arrivals
 as three tenants: a 10x the share of b and of c, `hetbench --tenant`), one phase per variant:
 hetbench's per-tenant rows are printed as they come.
 
+With --relative L (and --hetbench, whose rate is then ignored) the load follows the machine of
+the moment: per variant, on the same server, hetbench first measures its capacity C (3 s
+overloaded, one tenant), then b and c alone at L x C/3 each (their share is C/3: "unloaded"),
+then the flood: a at 10 x C/3 (10x its share) with b and c as before; it prints b's and c's
+goodput and P99 under the flood against their unloaded ones (the issue's target: goodput >= 90 %,
+P99 <= 1.2x). On a shared machine C moves between phases too: read it as noisy.
+
+With --breakdown the server writes its trace (server.trace_file) and, per tenant, the P50 / P99
+of each server-side stage of the 2xx requests is printed (queue: enqueued to batched; compute;
+total: received to sent), and the stages of the slowest 1 % of each tenant's requests on
+average, which says where a light tenant's P99 comes from: waiting in the lane, the batch it
+ran in, or outside the scheduler (parse, tokenize, send: the HTTP threads on a loaded machine).
+
 usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S ..."]
                         [--hetbench RATE] [--batch-max N] [--queue-max N] [--fair-batch-ms MS]
+                        [--breakdown] [--relative L]
 """
 import argparse
+import bisect
 import hashlib
 import http.client
 import json
@@ -102,6 +117,126 @@ def report(label, res, seconds):
                  1000 * statistics.median(lat) if lat else float("nan"), 1000 * p99))
 
 
+def hetbench(binary, port, rate, seconds, tenants, keys):
+    """One open-loop hetbench run: {"throughput": req/s, tenant: (n, 2xx, p50, p99, goodput)}."""
+    cmd = [os.path.join(os.path.dirname(binary), "hetbench"), "--url",
+           "http://127.0.0.1:%d" % port, "--endpoint", "tei", "--rate", "%.1f" % rate,
+           "--duration", str(seconds), "--warmup", "1", "--quiet"]
+    for name, w in tenants:
+        cmd += ["--tenant", "%s:%g=%s" % (name, w, keys[name])]
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    res = {"throughput": 0.0, "text": out}
+    for line in out.splitlines():
+        f = line.split()
+        if line.startswith("throughput"):
+            res["throughput"] = float(f[1])
+        elif len(f) >= 7 and f[0] == "tenant" and f[1] in keys and not f[1].endswith(":"):
+            res[f[1]] = [int(f[2]), int(f[3]), float(f[4]), float(f[6]), 0.0]
+        elif len(f) >= 6 and f[0] == "tenant" and f[1].rstrip(":") in res and "goodput" in line:
+            res[f[1].rstrip(":")][4] = float(f[-2])
+    return res
+
+
+def relative(binary, port, keys, seconds, light):
+    cap = hetbench(binary, port, 1000, 3, [("b", 1)], keys)["throughput"]
+    share = cap / 3
+    print("  capacity %.0f req/s (share %.0f); b and c at %.2f of their share, a at 10x its own"
+          % (cap, share, light))
+    alone = hetbench(binary, port, 2 * light * share, seconds, [("b", 1), ("c", 1)], keys)
+    before = counters(port)
+    flood = hetbench(binary, port, (10 + 2 * light) * share, seconds,
+                     [("a", 10 / light), ("b", 1), ("c", 1)], keys)
+    print("  flood: throughput %.0f req/s; a goodput %.0f %%, P50 %.0f ms, P99 %.0f ms"
+          % (flood["throughput"], flood.get("a", [0] * 5)[4], flood.get("a", [0] * 5)[2],
+             flood.get("a", [0] * 5)[3]))
+    for t in "bc":
+        u, f = alone.get(t), flood.get(t)
+        if not u or not f:
+            print("  tenant %s: no numbers (hetbench said: %r)" % (t, flood["text"][-300:]))
+            continue
+        print("  tenant %s: unloaded goodput %.0f %%, P50 %.1f, P99 %.1f ms; flood goodput %.0f %%"
+              " (%.0f %% of unloaded), P50 %.1f, P99 %.1f ms (%.2fx unloaded)"
+              % (t, u[4], u[2], u[3], f[4], 100 * f[4] / u[4] if u[4] else 0, f[2], f[3],
+                 f[3] / u[3] if u[3] else float("nan")))
+    refusals(port, before)
+
+
+def counters(port):
+    """The refusal counters of /metrics: admission's share (auth.share_inflight), the routes'."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    body = c.getresponse().read().decode()
+    c.close()
+    keep = ("hetserve_tenant_shared_total", "hetserve_route_shed_total",
+            "hetserve_tenant_limited_total")
+    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1])
+            for ln in body.splitlines() if ln.startswith(keep)}
+
+
+def refusals(port, since=None):
+    """Where the 429s came from (since: counters() before the phase)."""
+    got = ["%s %d" % (k, v - (since or {}).get(k, 0)) for k, v in counters(port).items()
+           if v - (since or {}).get(k, 0) > 0]
+    print("  429s by cause: " + ("; ".join(got) if got else "none counted"))
+
+
+def breakdown(path):
+    """Per tenant: P50 / P99 of each request stage from the server's trace (2xx only)."""
+    try:
+        with open(path) as f:
+            ev = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        print("  breakdown: no trace (%s)" % e)
+        return
+    open_at, req, formed = {}, {}, []
+    for e in ev:
+        if e.get("ph") == "X" and e.get("name", "").startswith("batch "):
+            formed.append(e["ts"])
+        if e.get("cat") != "request":
+            continue
+        key = (e["id"], e["name"])
+        if e["ph"] == "b":
+            open_at[key] = e["ts"]
+            if e["name"].startswith("request "):
+                req[e["id"]] = {"tenant": e.get("args", {}).get("tenant", "-"),
+                                "status": e.get("args", {}).get("status", 0), "st": {}}
+        elif e["ph"] == "e" and key in open_at and e["id"] in req:
+            b = open_at.pop(key)
+            name = "total" if e["name"].startswith("request ") else e["name"]
+            req[e["id"]]["st"][name] = (e["ts"] - b) / 1000.0
+            if name == "queue":
+                req[e["id"]]["queued"] = (b, e["ts"])
+    formed.sort()
+    by, passed = {}, {}
+    for r in req.values():
+        if 200 <= r["status"] < 300:
+            by.setdefault(r["tenant"], []).append(r["st"])
+            if "queued" in r:  # batches formed while it waited, its own left out
+                b, e = r["queued"]
+                n = bisect.bisect_left(formed, e - 1) - bisect.bisect_right(formed, b)
+                passed.setdefault(r["tenant"], []).append(max(0, n))
+    stages = ["queue", "copy_in", "compute", "post", "send", "total"]
+    for t in sorted(by):
+        rs = sorted(by[t], key=lambda st: st.get("total", 0))
+        row = []
+        for s in stages:
+            v = sorted(st.get(s, 0) for st in rs)
+            row.append("%s %.1f/%.1f" % (s, v[len(v) // 2], v[min(len(v) - 1, int(.99 * len(v)))]))
+        tail = rs[int(.99 * len(rs)):] or rs[-1:]
+        pre = ["parse", "tokenize", "route", "enqueue"]
+        avg = {s: sum(st.get(s, 0) for st in tail) / len(tail) for s in pre + stages}
+        print("  trace    tenant %s (%d 2xx), ms P50/P99: %s" % (t, len(rs), ", ".join(row)))
+        pb = passed.get(t, [0])
+        print("           batches formed while it was queued (its own left out): 0: %.0f %%, "
+              "1: %.0f %%, 2+: %.0f %%, max %d"
+              % (100.0 * pb.count(0) / len(pb), 100.0 * pb.count(1) / len(pb),
+                 100.0 * sum(1 for x in pb if x >= 2) / len(pb), max(pb)))
+        print("           its slowest 1 %%, mean ms: before the lane %.1f, queue %.1f, compute "
+              "%.1f, post+send %.1f, total %.1f"
+              % (sum(avg[s] for s in pre), avg["queue"], avg["copy_in"] + avg["compute"],
+                 avg["post"] + avg["send"], avg["total"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=8)
@@ -113,6 +248,11 @@ def main():
     ap.add_argument("--fair-batch-ms", type=int, default=0, help="scheduler.fair_batch_ms")
     ap.add_argument("--hetbench", type=float, default=0,
                     help="load from hetbench at this rate, a:10, b:1, c:1 (0: Python clients)")
+    ap.add_argument("--relative", type=float, default=0,
+                    help="with --hetbench: b and c at this fraction of their share of the "
+                         "measured capacity, a at 10x its share; unloaded vs flood")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="per-tenant stage times from the server's trace")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
@@ -120,6 +260,7 @@ def main():
         fair, share = (int(x) for x in v.split(","))
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
                "  timeout_ms: 10000\n")
+        trace = None
         if a.queue_max:
             cfg += "  queue_max: %d\n" % a.queue_max
         if a.batch_max:
@@ -129,8 +270,16 @@ def main():
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:
+            if a.breakdown:
+                trace = os.path.join(tmp, "trace.json")
+                cfg += "server:\n  trace_file: %s\n" % trace
             p, port = start(a.binary, cfg, tmp)
             try:
+                if a.hetbench and a.relative > 0:
+                    print("scheduler.fair %s, auth.share_inflight %d, fair_batch_ms %d:"
+                          % ("true" if fair else "false", share, a.fair_batch_ms))
+                    relative(a.binary, port, keys, a.seconds, a.relative)
+                    continue
                 if a.hetbench:
                     print("scheduler.fair %s, auth.share_inflight %d, hetbench %g req/s:"
                           % ("true" if fair else "false", share, a.hetbench))
@@ -143,6 +292,7 @@ def main():
                     for line in out.splitlines():
                         if "tenant" in line or line.startswith(("throughput", "latency")):
                             print("  " + line.strip())
+                    refusals(port)
                     continue
                 phase(port, keys, 1, a.rate, 0)  # warm-up
                 print("scheduler.fair %s, auth.share_inflight %d:"
@@ -152,6 +302,8 @@ def main():
             finally:
                 p.terminate()
                 p.wait()
+                if trace:  # here: the hetbench phase leaves the try by continue
+                    breakdown(trace)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,19 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
     const double slice_s = L->o.fair && L->o.fair_batch_us > 0 && hs__lane_shared(L, now)
                                ? L->o.fair_batch_us * 1e-6
                                : INFINITY;
+    /* fair shares: past another tenant's work waiting in another bucket (hs__lane_fair_bounds),
+     * a tenant's sequences go on into the batch only while it stays short: fair_batch_ms, or
+     * half a full batch of this bucket (what that work waits for beyond the batch in
+     * flight; the batches stay long enough for the flood's throughput) */
+    struct fair_bounds fb;
+    double cross_s = INFINITY;
+    const bool bounded = L->o.fair && hs__lane_shared(L, now); /* one tenant: nothing to bound */
+    if (bounded) {
+        hs__lane_fair_bounds(L, b, &fb);
+        cross_s = L->o.fair_batch_us > 0
+                      ? L->o.fair_batch_us * 1e-6
+                      : hs__lane_batch_s(L, b, (double)L->cap_seqs[b] * L->bucket_len[b]) / 2;
+    }
     int64_t taken_tokens = 0;
     int n = 0;
     while (n < L->cap_seqs[b]) {
@@ -87,6 +100,9 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
         for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
         if (!q) break;
         if (n && hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s) break;
+        if (n && bounded && q->tag > hs__lane_fair_bound(L, &fb, q) &&
+            hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > cross_s)
+            break;
         struct hs_request *r = q->req;
         if (r->deadline_ns <= now) {
             hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,

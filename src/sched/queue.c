@@ -101,6 +101,37 @@ bool hs__lane_shared(const struct lane *L, int64_t now)
     return false;
 }
 
+void hs__lane_fair_bounds(const struct lane *L, int b, struct fair_bounds *fb)
+{
+    fb->bucket = b;
+    for (int p = 0; p < HS_PRIORITY_COUNT; p++)
+        for (int k = 0; k < L->n_buckets; k++) {
+            const struct hs_seq *q = k == b ? NULL : L->q[p][k].head;
+            fb->head[p][k] = fb->other[p][k] = INFINITY;
+            fb->tenant[p][k] = q ? q->req->tenant : 0;
+            if (!q) continue;
+            fb->head[p][k] = q->tag;
+            /* in tag order: the walk ends at the first sequence of another tenant, which a
+             * light tenant's work, tagged near the virtual time, keeps short */
+            while (q && q->req->tenant == fb->tenant[p][k]) q = q->next;
+            if (q) fb->other[p][k] = q->tag;
+        }
+}
+
+double hs__lane_fair_bound(const struct lane *L, const struct fair_bounds *fb,
+                           const struct hs_seq *q)
+{
+    double bound = INFINITY;
+    const int t = q->req->tenant;
+    for (int p = 0; p <= (int)q->req->priority && p < HS_PRIORITY_COUNT; p++)
+        for (int k = 0; k < L->n_buckets; k++) {
+            if (k == fb->bucket) continue;
+            double v = fb->tenant[p][k] != t ? fb->head[p][k] : fb->other[p][k];
+            if (v < bound) bound = v;
+        }
+    return bound;
+}
+
 void hs__lane_took(struct lane *L, double last_tag)
 {
     if (!L->o.fair) return;

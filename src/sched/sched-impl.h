@@ -160,6 +160,22 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now);
  * sequences are sparse in the fair order does not move it past the others' work), or past the
  * batch when nothing is. */
 void hs__lane_took(struct lane *L, double last_tag);
+/* Fair shares across buckets: a batch forms from one bucket, so the sequences it takes past
+ * the tag of the work another tenant waits with in another bucket would run ahead of that work
+ * (a flood's batch of long inputs ahead of a light tenant's short one). For each list but those
+ * of the batch's bucket: its lowest tag, that sequence's tenant, and the lowest tag of another
+ * tenant's sequence in it (INFINITY: none). */
+struct fair_bounds {
+    int bucket; /* the batch's, left out */
+    double head[HS_PRIORITY_COUNT][HS_SCHED_MAX_BUCKETS];
+    int tenant[HS_PRIORITY_COUNT][HS_SCHED_MAX_BUCKETS];
+    double other[HS_PRIORITY_COUNT][HS_SCHED_MAX_BUCKETS];
+};
+void hs__lane_fair_bounds(const struct lane *L, int b, struct fair_bounds *fb);
+/* The tag past which a batch from fb->bucket takes none of q's tenant's sequences: the lowest
+ * tag of another tenant's work at q's priority or above in another bucket (INFINITY: none). */
+double hs__lane_fair_bound(const struct lane *L, const struct fair_bounds *fb,
+                           const struct hs_seq *q);
 /* Whether more than one tenant sent work to L within the last second (lock held). */
 bool hs__lane_shared(const struct lane *L, int64_t now);
 /* Removes a queued sequence from its list and the lane's counters (lock held). */

@@ -108,7 +108,7 @@ struct simjob {
     struct block *blocks;
     int refs;
     bool released, in_submit, answered, warmup;
-    int cls;
+    int cls, tenant; /* tenant: 1 + the traffic's index, 0 = none */
     int64_t arrival_ns;
 };
 
@@ -144,6 +144,7 @@ struct sim {
     const struct hs_sim_setup *f;
     struct hs_sched *s;
     struct lat lat[HS_SIM_MAX_CLASSES];
+    struct lat tlat[HS_SIM_MAX_TENANTS]; /* per tenant */
     struct hs_sim_result *res;
     int64_t last_answer;
     hs_status oom;
@@ -202,9 +203,8 @@ static void job_release(struct simjob *sj)
         hs_job_release(&sj->j); /* the last let_go frees it */
 }
 
-static void lat_add(struct sim *m, int cls, double ms)
+static void lat_add(struct sim *m, struct lat *l, double ms)
 {
-    struct lat *l = &m->lat[cls];
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 1024;
         double *v = hs_realloc(l->v, cap * sizeof *v);
@@ -218,16 +218,13 @@ static void lat_add(struct sim *m, int cls, double ms)
     l->v[l->n++] = ms;
 }
 
-/* Counts a job's outcome in its class. */
-static void record(struct sim *m, struct simjob *sj, hs_status st, int64_t now)
+static void count(struct sim *m, struct hs_sim_class_result *c, struct lat *l, hs_status st,
+                  double ms)
 {
-    if (sj->warmup) return;
-    struct hs_sim_class_result *c = &m->res->cls[sj->cls];
     c->n++;
     if (st == HS_STATUS_OK) {
         c->ok++;
-        lat_add(m, sj->cls, (double)(now - sj->arrival_ns) / 1e6 + m->f->overhead_ms);
-        if (now > m->last_answer) m->last_answer = now;
+        lat_add(m, l, ms);
     } else if (st == HS_STATUS_OVERLOADED) {
         c->shed++;
     } else if (st == HS_STATUS_TIMEOUT) {
@@ -235,6 +232,16 @@ static void record(struct sim *m, struct simjob *sj, hs_status st, int64_t now)
     } else {
         c->other++;
     }
+}
+
+/* Counts a job's outcome in its class and its tenant. */
+static void record(struct sim *m, struct simjob *sj, hs_status st, int64_t now)
+{
+    if (sj->warmup) return;
+    const double ms = (double)(now - sj->arrival_ns) / 1e6 + m->f->overhead_ms;
+    count(m, &m->res->cls[sj->cls], &m->lat[sj->cls], st, ms);
+    if (sj->tenant > 0) count(m, &m->res->tenant[sj->tenant - 1], &m->tlat[sj->tenant - 1], st, ms);
+    if (st == HS_STATUS_OK && now > m->last_answer) m->last_answer = now;
 }
 
 static void job_done(struct hs_job *j, void *ctx)
@@ -363,6 +370,8 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
     out->bin_s = f->bin_s > 0 ? f->bin_s : 1.0;
     out->n_classes = t->n_classes;
     memcpy(out->class_name, t->class_name, sizeof out->class_name);
+    out->n_tenants = t->n_tenants < HS_SIM_MAX_TENANTS ? t->n_tenants : HS_SIM_MAX_TENANTS;
+    memcpy(out->tenant_name, t->tenant_name, sizeof out->tenant_name);
     out->n_groups = f->n_groups;
     for (int g = 0; g < f->n_groups; g++)
         snprintf(out->grp[g].name, sizeof out->grp[g].name, "%s", f->group_name[g]);
@@ -428,6 +437,7 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
             for (int i = 0; i < a->n_inputs; i++) seqs[i].n_tokens = a->tokens[i];
             sj->sim = m;
             sj->cls = a->cls;
+            sj->tenant = a->tenant > 0 && a->tenant <= t->n_tenants ? a->tenant : 0;
             sj->warmup = a->warmup;
             sj->arrival_ns = now;
             double timeout_ms = a->timeout_ms > 0           ? a->timeout_ms
@@ -442,6 +452,8 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
                 .deadline_ns = now + (int64_t)(timeout_ms * 1e6),
                 .n_seqs = a->n_inputs,
                 .seqs = seqs,
+                .tenant = sj->tenant,
+                .weight = sj->tenant ? t->tenant_weight[sj->tenant - 1] : 0,
             };
             for (int k = 0; k < HS_TS_COUNT; k++) sj->j.ts[k] = now;
             sj->in_submit = true;
@@ -547,6 +559,7 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
         }
     }
     summarize(&all, &out->all);
+    for (int k = 0; k < out->n_tenants; k++) summarize(&m->tlat[k], &out->tenant[k]);
     hs_free(all.v);
     for (int r = -1; r < hs_router_route_count(rt); r++) {
         struct hs_route_stats rs;
@@ -570,6 +583,7 @@ done:
     hs_dispatch_free(d);
     hs_router_free(rt);
     for (int k = 0; k < HS_SIM_MAX_CLASSES; k++) hs_free(m->lat[k].v);
+    for (int k = 0; k < HS_SIM_MAX_TENANTS; k++) hs_free(m->tlat[k].v);
     hs_free(h.e);
     for (int r = 0; r < HS_SIM_MAX_RESOURCES; r++) hs_free(m->rsc[r].queue);
     hs_free(m->runs);

@@ -8,11 +8,12 @@
  * admit or shed, retry, failover), forms batches (hs_sched_step_begin) and learns from them.
  * Nothing runs a model.
  *
- * Results: per class (the traffic's classes) the count, answered OK, refused (429), timed out
- * (504), P50/P90/P99/mean/max of OK latencies; per lane group (an engine and its copies) its
- * busy share overall and per time bin (a batch counts from its start to its end, waits for a
- * resource included); per resource (batch_segments) its busy share; the router's shed, failover
- * and retry counts. Not thread-safe; every allocation through hs_malloc.
+ * Results: per class (the traffic's classes), and per tenant when the traffic has tenants, the
+ * count, answered OK, refused (429), timed out (504), P50/P90/P99/mean/max of OK latencies; per
+ * lane group (an engine and its copies) its busy share overall and per time bin (a batch counts
+ * from its start to its end, waits for a resource included); per resource (batch_segments) its busy
+ * share; the router's shed, failover and retry counts. Not thread-safe; every allocation through
+ * hs_malloc.
  */
 #ifndef HS_SCHED_SIM_H
 #define HS_SCHED_SIM_H
@@ -29,6 +30,7 @@
 #define HS_SIM_MAX_GROUPS    16
 #define HS_SIM_MAX_SEGMENTS  128
 #define HS_SIM_MAX_RESOURCES 8
+#define HS_SIM_MAX_TENANTS   16
 
 /* One request of the traffic. */
 struct hs_sim_arrival {
@@ -39,12 +41,18 @@ struct hs_sim_arrival {
     int priority;      /* enum hs_priority */
     double timeout_ms; /* 0 = the setup's default */
     bool warmup;       /* runs, but is left out of the statistics */
+    int tenant;        /* 1 + index into the traffic's tenants; 0 = none (the default tenant) */
 };
 
 struct hs_sim_traffic {
     int n_classes;
     char class_name[HS_SIM_MAX_CLASSES][32];
     size_t n;
+    /* tenants (API keys' tenants, hs_job.tenant / .weight): each one's share of the lanes'
+     * fair order (scheduler.fair) is its weight; 0 tenants = every request the default one */
+    int n_tenants;
+    char tenant_name[HS_SIM_MAX_TENANTS][32];
+    double tenant_weight[HS_SIM_MAX_TENANTS];
     struct hs_sim_arrival *a; /* [n], by arrival time */
     int32_t *token_store;     /* backing of every a[i].tokens (freed with the traffic) */
 };
@@ -105,6 +113,9 @@ struct hs_sim_result {
     char class_name[HS_SIM_MAX_CLASSES][32];
     struct hs_sim_class_result cls[HS_SIM_MAX_CLASSES];
     struct hs_sim_class_result all;
+    int n_tenants; /* the traffic's: each tenant's requests, as a class */
+    char tenant_name[HS_SIM_MAX_TENANTS][32];
+    struct hs_sim_class_result tenant[HS_SIM_MAX_TENANTS];
     int n_groups;
     struct hs_sim_group_result grp[HS_SIM_MAX_GROUPS];
     double bin_s;

@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "server/metrics.h"
 #include "server/server-impl.h"
 
 #define KEY_SECTION "auth.keys[]"
@@ -27,6 +28,11 @@ struct bucket {
     double rate, cap, level;
 };
 
+/* A tenant's 2xx latency histogram (received to sent), in the bounds of the lanes' (metrics.h);
+ * the dashboard reads its P99 from it. */
+#define N_LAT      HS_METRICS_LAT_BUCKETS
+#define lat_bounds hs_metrics_lat_bounds
+
 struct tenant {
     char name[64];
     double weight, burst_s;
@@ -37,6 +43,9 @@ struct tenant {
     atomic_llong answers[CODE_COUNT], tokens_total, limited_requests, limited_tokens, limited_share,
         demoted_share;
     atomic_int inflight; /* its admitted jobs not yet answered (hs_auth_job .. hs_auth_done) */
+    atomic_llong
+        lat[N_LAT + 1]; /* 2xx answers by latency: lat[i] <= lat_bounds[i], lat[N_LAT] above */
+    _Atomic double lat_sum;
     struct hs_auth *set;
 };
 
@@ -224,6 +233,8 @@ static void carry_over(struct tenant *t, struct tenant *p)
     atomic_store(&t->limited_tokens, atomic_load(&p->limited_tokens));
     atomic_store(&t->limited_share, atomic_load(&p->limited_share));
     atomic_store(&t->demoted_share, atomic_load(&p->demoted_share));
+    for (int i = 0; i <= N_LAT; i++) atomic_store(&t->lat[i], atomic_load(&p->lat[i]));
+    atomic_store(&t->lat_sum, atomic_load(&p->lat_sum));
     /* (in-flight counts stay with the set their requests were admitted by) */
 }
 
@@ -453,8 +464,12 @@ int hs_auth_admit(struct hs_auth *a, const char *endpoint, enum hs_auth_class cl
 }
 
 /* Is tenant t past its weighted share of a->share_inflight: holding at least its weight over
- * the weights of the tenants with requests in flight (t's included) of them, and the heaviest
- * user by requests in flight per weight? A tenant under its share is never held back. */
+ * the weights of the tenants with requests in flight (t's included) of them, and strictly the
+ * heaviest user by requests in flight per weight? A tenant under its share is never held back.
+ * Strictly: at the limit a flood is held down to about the others' level, so a light tenant's
+ * burst ties with it; with ties counted, that light tenant was refused as "the heaviest" (the
+ * 429s of b and c in bench/TENANTS.md), while the flood, retrying at once, takes the next place
+ * and is the one refused after it. */
 static bool over_share(const struct hs_auth *a, const struct tenant *t, int mine)
 {
     double w = t->weight, heaviest = 0;
@@ -466,7 +481,7 @@ static bool over_share(const struct hs_auth *a, const struct tenant *t, int mine
         heaviest = fmax(heaviest, n / o->weight);
     }
     double share = fmax(1.0, a->share_inflight * t->weight / w);
-    return mine >= share && mine / t->weight >= heaviest;
+    return mine >= share && mine / t->weight > heaviest;
 }
 
 hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const char *model,
@@ -525,7 +540,7 @@ void hs_auth_done(const struct hs_auth_key *key)
     atomic_fetch_sub(&key->tenant->set->inflight, 1);
 }
 
-void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens)
+void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens, double seconds)
 {
     struct tenant *t = key->tenant;
     int c = http_status < 300    ? CODE_2XX
@@ -536,6 +551,14 @@ void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens)
                                  : CODE_5XX;
     atomic_fetch_add(&t->answers[c], 1);
     if (tokens > 0) atomic_fetch_add(&t->tokens_total, tokens);
+    if (c == CODE_2XX && seconds >= 0) {
+        int i = 0;
+        while (i < N_LAT && seconds > lat_bounds[i]) i++;
+        atomic_fetch_add(&t->lat[i], 1);
+        double old = atomic_load(&t->lat_sum);
+        while (!atomic_compare_exchange_weak(&t->lat_sum, &old, old + seconds)) {
+        }
+    }
 }
 
 /* A tenant name as a Prometheus label value: backslash, quote and newline escaped. */
@@ -605,6 +628,28 @@ void hs_auth_metrics(const struct hs_auth *a, struct hs_buf *b)
         hs_buf_puts(b, "hetserve_tenant_inflight{tenant=\"");
         put_label(b, a->tenants[i].name);
         hs_buf_printf(b, "\"} %d\n", atomic_load(&a->tenants[i].inflight));
+    }
+    hs_buf_puts(b, "# HELP hetserve_tenant_request_duration_seconds A tenant's 2xx answers, "
+                   "received to sent.\n# TYPE hetserve_tenant_request_duration_seconds "
+                   "histogram\n");
+    for (int i = 0; i < a->n_tenants; i++) {
+        const struct tenant *t = &a->tenants[i];
+        long long cum = 0;
+        for (int k = 0; k <= N_LAT; k++) {
+            cum += atomic_load(&t->lat[k]);
+            hs_buf_puts(b, "hetserve_tenant_request_duration_seconds_bucket{tenant=\"");
+            put_label(b, t->name);
+            if (k < N_LAT)
+                hs_buf_printf(b, "\",le=\"%g\"} %lld\n", lat_bounds[k], cum);
+            else
+                hs_buf_printf(b, "\",le=\"+Inf\"} %lld\n", cum);
+        }
+        hs_buf_puts(b, "hetserve_tenant_request_duration_seconds_sum{tenant=\"");
+        put_label(b, t->name);
+        hs_buf_printf(b, "\"} %.9g\n", atomic_load(&t->lat_sum));
+        hs_buf_puts(b, "hetserve_tenant_request_duration_seconds_count{tenant=\"");
+        put_label(b, t->name);
+        hs_buf_printf(b, "\"} %lld\n", cum);
     }
     hs_buf_puts(b, "# HELP hetserve_tenant_weight A tenant's configured weight.\n"
                    "# TYPE hetserve_tenant_weight gauge\n");

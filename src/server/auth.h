@@ -90,8 +90,9 @@ const char *hs_auth_tenant(const struct hs_auth_key *key);
  * weight: what the lanes' fair shares tell tenants apart by (hs_request.tenant, .weight). */
 int hs_auth_tenant_index(const struct hs_auth_key *key);
 double hs_auth_tenant_weight(const struct hs_auth_key *key);
-/* Counts a keyed request's answer (HTTP status) and its input tokens. */
-void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens);
+/* Counts a keyed request's answer (HTTP status), its input tokens and, for a 2xx, its latency
+ * (received to sent, seconds; < 0: unknown) in hetserve_tenant_request_duration_seconds. */
+void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens, double seconds);
 /* hetserve_tenant_* and hetserve_auth_* series (Prometheus text). */
 void hs_auth_metrics(const struct hs_auth *a, struct hs_buf *b);
 int hs_auth_n_keys(const struct hs_auth *a);

@@ -904,7 +904,10 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
     k->ts[HS_TS_SENT] = hs_now_ns();
     bool model_req = k->ep && (k->ep->flags & EP_MODEL);
-    if (k->key && k->http_status) hs_auth_count(k->key, k->http_status, k->tenant_tokens);
+    if (k->key && k->http_status)
+        hs_auth_count(
+            k->key, k->http_status, k->tenant_tokens,
+            k->ts[HS_TS_RECEIVED] ? (double)(k->ts[HS_TS_SENT] - k->ts[HS_TS_RECEIVED]) / 1e9 : -1);
     if (k->tenant_inflight) hs_auth_done(k->key);
     if (model_req && k->http_status) {
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);

@@ -12,8 +12,10 @@
 #include "sched/router.h"
 
 /* Histogram bucket bounds: fixed by the exposition schema (dashboards key on them), not tuning. */
-static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+const double hs_metrics_lat_bounds[HS_METRICS_LAT_BUCKETS] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+#define lat_bounds hs_metrics_lat_bounds
 static const double size_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 static const double tok_bounds[] = {16, 64, 256, 1024, 4096, 16384, 65536};
 #define NB(a)    ((int)(sizeof a / sizeof a[0]))

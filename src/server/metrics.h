@@ -36,6 +36,11 @@
 #include "sched/sched.h"
 #include "server/json.h"
 
+/* The latency histograms' bucket bounds, seconds (hetserve_request_duration_seconds and the
+ * tenants' hetserve_tenant_request_duration_seconds): fixed by the exposition schema. */
+#define HS_METRICS_LAT_BUCKETS 16
+extern const double hs_metrics_lat_bounds[HS_METRICS_LAT_BUCKETS];
+
 enum hs_outcome {
     HS_OUTCOME_OK,
     HS_OUTCOME_ERROR,

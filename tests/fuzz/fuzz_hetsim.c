@@ -1,8 +1,9 @@
 /* Fuzz: hetsim's command-line specs and price table (tools/hetsim/spec.c). The first byte picks
- * the parser (classes, slo, search, prices), the rest is its text.
+ * the parser (classes, slo, search, prices, tenants), the rest is its text.
  * Checks: a refusal says why; an accepted spec keeps its promises (classes named, bounds positive
  * and ascending; SLO classes among the names, targets positive and finite; search engines among
- * the names, each once, 0 <= lo <= hi <= max; prices non-negative, finite, sources terminated);
+ * the names, each once, 0 <= lo <= hi <= max; prices non-negative, finite, sources terminated;
+ * tenants named, each once, shares and weights positive and finite);
  * nothing leaks. Each input runs once more with allocations failing: a clean refusal, no leak.
  */
 #include <math.h>
@@ -25,7 +26,7 @@ static hs_status run(const uint8_t *data, size_t size, bool check)
     text[size - 1] = '\0';
     struct hs_error err = {0};
     hs_status st = HS_STATUS_OK;
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: {
         struct hs_sim_classes c;
         st = hs_sim_classes_parse(text, &c, &err);
@@ -59,6 +60,21 @@ static hs_status run(const uint8_t *data, size_t size, bool check)
                 FUZZ_CHECK(s.engine[i] >= 0 && s.engine[i] < N_NAMES);
                 FUZZ_CHECK(s.lo[i] >= 0 && s.lo[i] <= s.hi[i] && s.hi[i] <= 64);
                 for (int k = 0; k < i; k++) FUZZ_CHECK(s.engine[k] != s.engine[i]);
+            }
+        }
+        break;
+    }
+    case 4: {
+        struct hs_sim_tenants t;
+        st = hs_sim_tenants_parse(text, &t, &err);
+        if (check && !st) {
+            FUZZ_CHECK(t.n >= 1 && t.n <= HS_SPEC_MAX_ITEMS);
+            for (int i = 0; i < t.n; i++) {
+                FUZZ_CHECK(t.name[i][0] && memchr(t.name[i], 0, sizeof t.name[i]));
+                FUZZ_CHECK(!strpbrk(t.name[i], ":,"));
+                FUZZ_CHECK(t.share[i] > 0 && isfinite(t.share[i]) && t.weight[i] > 0 &&
+                           isfinite(t.weight[i]));
+                for (int k = 0; k < i; k++) FUZZ_CHECK(strcmp(t.name[k], t.name[i]) != 0);
             }
         }
         break;

@@ -1242,6 +1242,48 @@ static void fair_shares_between_tenants(void **state)
         treq_free(e);
     }
 
+    /* a batch forms from one bucket: A's batch of bucket 32 stops at half a full batch's
+     * predicted time (8 x 32 tokens: 25.6 ms; 6 of A's 2 ms sequences) while B waits in bucket 16
+     * with a lower tag than A's later ones, and B runs next; without B, a full batch of 8 */
+    for (int with_b = 0; with_b < 2; with_b++) {
+        o.fair = true;
+        o.batch_max = 8;
+        struct hs_sched *s;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *a[20], *b = NULL;
+        for (int i = 0; i < 20; i++) {
+            int len[1] = {20};
+            a[i] = treq_new(1, len, 1, HS_PRIORITY_INTERACTIVE, 0);
+            a[i]->r.tenant = 1;
+            a[i]->r.deadline_ns = far;
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        hs_sched_step_clock(s, t0 + 1000000LL); /* B is the younger: A's bucket goes first */
+        if (with_b) {
+            b = fair_req(2, 1, far);
+            assert_int_equal(hs_sched_submit(s, &b->r), HS_STATUS_OK);
+        }
+        struct hs_sched_step st;
+        int64_t wake, now = t0 + 1000000LL;
+        assert_true(hs_sched_step_begin(s, &st, &wake));
+        assert_int_equal(st.n_seqs, with_b ? 6 : 8);
+        assert_int_equal(st.shape_seq, 32);
+        now += 12000000LL;
+        hs_sched_step_clock(s, now);
+        hs_sched_step_end(s, st.lane, st.slot, HS_STATUS_OK, NULL);
+        if (with_b) {
+            fair_run(s, 1, &now);
+            assert_int_equal(treq_is_done(b), 1);
+            assert_int_equal(fair_done(a, 20), 6);
+        }
+        fair_run(s, with_b ? 2 : 2, &now);
+        assert_int_equal(fair_done(a, 20), 20);
+        hs_sched_destroy(s);
+        for (int i = 0; i < 20; i++) treq_free(a[i]);
+        if (b) treq_free(b);
+    }
+    o.batch_max = 4;
+
     /* fair_batch_us: short batches while two tenants are active (10 tokens = 1 ms here) */
     {
         o.fair = true;

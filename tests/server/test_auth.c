@@ -218,6 +218,55 @@ static void admit_and_buckets(void **state)
     hs_auth_unref(b);
 }
 
+/* auth.share_inflight 4 (refused past 8 in flight), three tenants of weight 1: the flood, held
+ * down to the light tenant's level, ties with it; the light one is admitted at the tie, the
+ * flood is refused once strictly the heaviest. */
+static void share_ties(void **state)
+{
+    (void)state;
+    struct hs_auth_key_cfg k[3] = {key_cfg("secret-a", "a"), key_cfg("secret-b", "b"),
+                                   key_cfg("secret-c", "c")};
+    struct hs_auth_opts o = opts;
+    o.share_inflight = 4;
+    struct hs_auth *a;
+    struct hs_error err = {0};
+    assert_int_equal(hs_auth_create(k, 3, &o, NULL, &a, &err), 0);
+    const struct hs_auth_key *ka, *kb, *kc;
+    double retry;
+    char msg[256];
+    const char *ha[] = {"Authorization", "Bearer secret-a", NULL};
+    const char *hb[] = {"Authorization", "Bearer secret-b", NULL};
+    const char *hc[] = {"Authorization", "Bearer secret-c", NULL};
+    int64_t t = hs_now_ns();
+    assert_int_equal(
+        hs_auth_admit(a, "/embed", HS_AUTH_KEYED, header, ha, t, &ka, &retry, msg, sizeof msg), 0);
+    assert_int_equal(
+        hs_auth_admit(a, "/embed", HS_AUTH_KEYED, header, hb, t, &kb, &retry, msg, sizeof msg), 0);
+    assert_int_equal(
+        hs_auth_admit(a, "/embed", HS_AUTH_KEYED, header, hc, t, &kc, &retry, msg, sizeof msg), 0);
+    enum hs_priority p;
+#define JOB(key)                                                                                   \
+    (p = HS_PRIORITY_INTERACTIVE, hs_auth_job(a, key, "m", 1, t, &p, &retry, msg, sizeof msg))
+    /* a 3, b 3, c 2: 8 in flight */
+    for (int i = 0; i < 3; i++) assert_int_equal(JOB(ka), 0);
+    for (int i = 0; i < 3; i++) assert_int_equal(JOB(kb), 0);
+    for (int i = 0; i < 2; i++) assert_int_equal(JOB(kc), 0);
+    /* b ties with a: admitted (it was refused as "the heaviest" before) */
+    assert_int_equal(JOB(kb), 0);
+    /* a at 3 of b's 4: admitted; a at 4 ties: admitted; a at 5, strictly the heaviest: 429 */
+    assert_int_equal(JOB(ka), 0);
+    assert_int_equal(JOB(ka), 0);
+    assert_int_equal(JOB(ka), HS_STATUS_OVERLOADED);
+    assert_non_null(strstr(msg, "weighted share"));
+    /* c, under its share of the others' level, is admitted */
+    assert_int_equal(JOB(kc), 0);
+#undef JOB
+    for (int i = 0; i < 5; i++) hs_auth_done(ka);
+    for (int i = 0; i < 4; i++) hs_auth_done(kb);
+    for (int i = 0; i < 3; i++) hs_auth_done(kc);
+    hs_auth_unref(a);
+}
+
 /* What admission costs with many keys: hashing and comparing with every key. Printed, not
  * gated (a shared machine's timings). */
 static void admit_cost(void **state)
@@ -254,7 +303,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sha256_vectors), cmocka_unit_test(keys_file),
         cmocka_unit_test(key_set_checks), cmocka_unit_test(admit_and_buckets),
-        cmocka_unit_test(admit_cost),
+        cmocka_unit_test(admit_cost),     cmocka_unit_test(share_ties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
  * TRAFFIC: --texts FILE (hetbench's corpus: "class<TAB>text" lines, tokenized with the model's
  * own tokenizer) or --lengths SPEC (hetbench's "name=W:A-B" with A-B token counts), each with
  * --rate R --duration S (Poisson arrivals, --seed); or --trace FILE (a hetserve capture,
- * docs/CAPTURE.md; --speed K). The decisions are hetserve's own code (sim.h). docs/SIM.md.
+ * docs/CAPTURE.md; --speed K). --tenants NAME[:SHARE[:WEIGHT]],... labels each request with a
+ * tenant drawn by SHARE, for the lanes' fair order, and reports each tenant as a class. The
+ * decisions are hetserve's own code (sim.h). docs/SIM.md.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -30,7 +32,7 @@
 #define MAX_PROFILES 8
 
 struct opts {
-    const char *config, *texts, *lengths, *trace, *prices, *search, *slo, *classes;
+    const char *config, *texts, *lengths, *trace, *prices, *search, *slo, *classes, *tenants;
     const char *profiles[MAX_PROFILES];
     int n_profiles;
     const char *as[HS_FLEET_MAX_ENGINES][2];
@@ -52,6 +54,9 @@ static void usage(FILE *f)
           "              | --trace CAPTURE [--speed K]\n"
           "  --classes NAME:MAX,...   classes by the longest input's tokens (default: the\n"
           "                           corpus's / the spec's classes; a trace: one class 'all')\n"
+          "  --tenants NAME[:SHARE[:WEIGHT]],...  tenants: SHARE of the offered rate (1), WEIGHT\n"
+          "                           in the lanes' fair order (scheduler.fair; 1); each\n"
+          "                           request's drawn by SHARE; reported per tenant\n"
           "  --copies ENGINE=N        N independent copies of an engine (workers of one type)\n"
           "  --warmup S               leave the first S seconds out of the statistics (0)\n"
           "  --overhead-ms X          added to every answer: HTTP, tokenizing, sending (0)\n"
@@ -139,9 +144,31 @@ static int cmp_arrival(const void *x, const void *y)
     return a->at_s < b->at_s ? -1 : a->at_s > b->at_s;
 }
 
+/* The tenant of each arrival: drawn by share with a generator of its own, so that the traffic
+ * (times, lengths) is the same with and without tenants. */
+static void tenants_assign(const struct opts *o, const struct hs_sim_tenants *ten,
+                           struct hs_sim_traffic *t)
+{
+    t->n_tenants = ten->n < HS_SIM_MAX_TENANTS ? ten->n : HS_SIM_MAX_TENANTS;
+    double total = 0;
+    for (int k = 0; k < t->n_tenants; k++) {
+        snprintf(t->tenant_name[k], sizeof t->tenant_name[k], "%s", ten->name[k]);
+        t->tenant_weight[k] = ten->weight[k];
+        total += ten->share[k];
+    }
+    struct hs_bench_rng rng;
+    hs_bench_rng_seed(&rng, o->seed ^ 0x7e4a47u);
+    for (size_t i = 0; i < t->n && t->n_tenants; i++) {
+        double u = hs_bench_rng_uniform(&rng) * total;
+        int k = 0;
+        while (k < t->n_tenants - 1 && u >= ten->share[k]) u -= ten->share[k++];
+        t->a[i].tenant = k + 1;
+    }
+}
+
 static hs_status traffic_build(const struct opts *o, const struct hs_model *model,
-                               const struct hs_sim_classes *cls, struct hs_sim_traffic *t,
-                               struct hs_error *err)
+                               const struct hs_sim_classes *cls, const struct hs_sim_tenants *ten,
+                               struct hs_sim_traffic *t, struct hs_error *err)
 {
     memset(t, 0, sizeof *t);
     struct tbuild b = {.t = t};
@@ -226,6 +253,7 @@ static hs_status traffic_build(const struct opts *o, const struct hs_model *mode
     if (o->timeout_ms > 0)
         for (size_t i = 0; i < t->n; i++) t->a[i].timeout_ms = o->timeout_ms;
     qsort(t->a, t->n, sizeof *t->a, cmp_arrival);
+    tenants_assign(o, ten, t);
     if (cls->n) {
         t->n_classes = cls->n;
         memcpy(t->class_name, cls->name, sizeof cls->name);
@@ -384,6 +412,12 @@ static json_t *result_json(const struct world *w, const struct hs_sim_result *r)
                                              (json_int_t)r->grp[e].batches, "mean_batch_seqs",
                                              r->grp[e].mean_batch_seqs));
     json_object_set_new(j, "classes", cls);
+    if (r->n_tenants) {
+        json_t *ten = json_object();
+        for (int k = 0; k < r->n_tenants; k++)
+            json_object_set_new(ten, r->tenant_name[k], class_json(&r->tenant[k]));
+        json_object_set_new(j, "tenants", ten);
+    }
     json_object_set_new(j, "engines", eng);
     json_object_set_new(j, "span_s", json_real(r->span_s));
     json_object_set_new(j, "router_shed", json_integer(r->router_shed));
@@ -408,6 +442,14 @@ static void result_print(const struct world *w, const struct hs_sim_result *r)
         printf("%-10s %8lld %8lld %6lld %6lld %9.1f %9.1f %9.1f\n",
                k < r->n_classes ? r->class_name[k] : "all", (long long)c->n, (long long)c->ok,
                (long long)c->shed, (long long)c->timeout, c->p50_ms, c->p99_ms, c->mean_ms);
+    }
+    for (int k = 0; k < r->n_tenants; k++) {
+        const struct hs_sim_class_result *c = &r->tenant[k];
+        char label[48];
+        snprintf(label, sizeof label, "tenant %s", r->tenant_name[k]);
+        printf("%-10s %8lld %8lld %6lld %6lld %9.1f %9.1f %9.1f\n", label, (long long)c->n,
+               (long long)c->ok, (long long)c->shed, (long long)c->timeout, c->p50_ms, c->p99_ms,
+               c->mean_ms);
     }
     printf("%-10s %6s %8s %8s %10s\n", "engine", "copies", "busy", "batches", "mean batch");
     for (int e = 0; e < r->n_groups; e++)
@@ -557,19 +599,16 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {{"config", 1, 0, 'c'},     {"profile", 1, 0, 'p'},
-                                       {"as", 1, 0, 'a'},         {"texts", 1, 0, 't'},
-                                       {"lengths", 1, 0, 'l'},    {"trace", 1, 0, 'T'},
-                                       {"rate", 1, 0, 'r'},       {"duration", 1, 0, 'd'},
-                                       {"seed", 1, 0, 's'},       {"speed", 1, 0, 'S'},
-                                       {"classes", 1, 0, 'C'},    {"copies", 1, 0, 'n'},
-                                       {"warmup", 1, 0, 'W'},     {"overhead-ms", 1, 0, 'o'},
-                                       {"timeout-ms", 1, 0, 'm'}, {"priority", 1, 0, 'P'},
-                                       {"prices", 1, 0, 'x'},     {"search", 1, 0, 'q'},
-                                       {"slo", 1, 0, 'L'},        {"ok-min", 1, 0, 'k'},
-                                       {"util-csv", 1, 0, 'u'},   {"bin-s", 1, 0, 'b'},
-                                       {"json", 0, 0, 'j'},       {"help", 0, 0, 'h'},
-                                       {"tax", 1, 0, 'X'},        {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"config", 1, 0, 'c'},   {"profile", 1, 0, 'p'},     {"as", 1, 0, 'a'},
+        {"texts", 1, 0, 't'},    {"lengths", 1, 0, 'l'},     {"trace", 1, 0, 'T'},
+        {"rate", 1, 0, 'r'},     {"duration", 1, 0, 'd'},    {"seed", 1, 0, 's'},
+        {"speed", 1, 0, 'S'},    {"classes", 1, 0, 'C'},     {"copies", 1, 0, 'n'},
+        {"warmup", 1, 0, 'W'},   {"overhead-ms", 1, 0, 'o'}, {"timeout-ms", 1, 0, 'm'},
+        {"priority", 1, 0, 'P'}, {"prices", 1, 0, 'x'},      {"search", 1, 0, 'q'},
+        {"slo", 1, 0, 'L'},      {"ok-min", 1, 0, 'k'},      {"util-csv", 1, 0, 'u'},
+        {"bin-s", 1, 0, 'b'},    {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},
+        {"tax", 1, 0, 'X'},      {"tenants", 1, 0, 'N'},     {0, 0, 0, 0}};
     o->speed = 1;
     o->ok_min = 0.99;
     o->seed = 1;
@@ -606,6 +645,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case 'C':
             o->classes = optarg;
+            break;
+        case 'N':
+            o->tenants = optarg;
             break;
         case 'n':
             if (o->n_copies == HS_FLEET_MAX_ENGINES) return fail("%s", "too many --copies");
@@ -686,10 +728,12 @@ int main(int argc, char **argv)
     struct world *w = hs_calloc(1, sizeof *w);
     struct hs_sim_traffic t = {0};
     struct hs_sim_classes cls = {0};
+    struct hs_sim_tenants ten = {0};
     struct hs_error err;
     if (!w) return fail("%s", "out of memory");
     if (world_load(w, &o, &err) || (o.classes && hs_sim_classes_parse(o.classes, &cls, &err)) ||
-        traffic_build(&o, w->models[0], &cls, &t, &err)) {
+        (o.tenants && hs_sim_tenants_parse(o.tenants, &ten, &err)) ||
+        traffic_build(&o, w->models[0], &cls, &ten, &t, &err)) {
         rc = fail("%s", err.msg);
         goto out;
     }

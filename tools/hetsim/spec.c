@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,45 @@ hs_status hs_sim_classes_parse(const char *spec, struct hs_sim_classes *c, struc
         p = *end ? end + 1 : end;
     }
     return c->n ? HS_STATUS_OK : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--classes: empty");
+}
+
+/* A positive finite number at p ending at one of stops (or the end): its end, NULL when none. */
+static const char *positive(const char *p, const char *stops, double *v)
+{
+    char *end;
+    *v = strtod(p, &end);
+    if (end == p || !(*v > 0) || !isfinite(*v) || (*end && !strchr(stops, *end))) return NULL;
+    return end;
+}
+
+hs_status hs_sim_tenants_parse(const char *spec, struct hs_sim_tenants *t, struct hs_error *err)
+{
+    memset(t, 0, sizeof *t);
+    const char *p = spec;
+    while (*p) {
+        if (t->n == HS_SPEC_MAX_ITEMS)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--tenants: more than %d",
+                                HS_SPEC_MAX_ITEMS);
+        size_t len = strcspn(p, ":,");
+        bool dup = false;
+        for (int i = 0; i < t->n; i++)
+            dup |= strlen(t->name[i]) == len && !strncmp(t->name[i], p, len);
+        if (!len || len >= 32 || dup)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "--tenants: expected a new NAME[:SHARE[:WEIGHT]] at '%.40s'", p);
+        memcpy(t->name[t->n], p, len);
+        t->share[t->n] = t->weight[t->n] = 1;
+        const char *q = p + len;
+        if (*q == ':' && !(q = positive(q + 1, ":,", &t->share[t->n])))
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "--tenants: SHARE must be a number > 0 at '%.40s'", p);
+        if (*q == ':' && !(q = positive(q + 1, ",", &t->weight[t->n])))
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "--tenants: WEIGHT must be a number > 0 at '%.40s'", p);
+        t->n++;
+        p = *q ? q + 1 : q;
+    }
+    return t->n ? HS_STATUS_OK : hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "--tenants: empty");
 }
 
 hs_status hs_sim_slo_parse(const char *spec, const char *const *names, int n_names,
