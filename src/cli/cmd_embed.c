@@ -156,7 +156,7 @@ int hs_cmd_embed(int argc, char **argv)
     hs_placement_single(m, e, &plan);
     struct hs_executor_opts xo = {.batch_max = 32, .dtype = (enum hs_dtype)dtype};
     if (hs_executor_create(m, &plan, &xo, &x, &err) != HS_STATUS_OK) goto fail;
-    const int dim = m->config.dims.hidden;
+    const int dim = hs_pooled_dim(&m->config.dims);
     out = hs_malloc(sizeof(float) * (size_t)dim * (size_t)o.n_texts);
     tokens = hs_malloc(sizeof(int) * (size_t)o.n_texts);
     if (!out || !tokens) {

@@ -147,7 +147,9 @@ static hs_status fill_stage(struct loader *L, struct hs_stage *st)
     const struct hs_arch *a = L->m->config.arch;
     for (int i = 0; i < a->n_tensors; i++) {
         const struct hs_arch_tensor *t = &a->tensors[i];
-        if (t->stage != st->kind) continue;
+        if (t->stage != st->kind || st->w[t->role].data) continue; /* (the first found wins) */
+        /* the masked-LM head's rows are read only where it runs */
+        if (st->kind == HS_STAGE_POOL && st->dims->pool != HS_POOL_SPLADE) continue;
         hs_status s = find_tensor(L, t, st->layer, &st->w[t->role]);
         if (s) return s;
     }
@@ -200,6 +202,15 @@ static hs_status build_stages(struct loader *L)
                 snprintf(st->name, sizeof st->name, layout[j].name, l);
                 hs_status s = fill_stage(L, st);
                 if (s) return s;
+                if (st->kind == HS_STAGE_POOL && d->pool == HS_POOL_SPLADE &&
+                    (!st->w[HS_W_MLM_DENSE].data || !st->w[HS_W_MLM_LN_G].data ||
+                     !st->w[HS_W_MLM_DECODER].data))
+                    return hs_error_set(
+                        L->err, HS_STATUS_UNSUPPORTED,
+                        "%s: SPLADE pooling needs the checkpoint's masked-LM head (BERT's "
+                        "cls.predictions.transform.dense, .LayerNorm and the decoder or tied word "
+                        "embeddings); model_type %s has none here",
+                        L->st_path, m->config.arch->model_type);
             }
     }
     return HS_STATUS_OK;

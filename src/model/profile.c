@@ -289,7 +289,8 @@ static hs_status profile_shape(struct lane_run *r, struct hs_executor *exec, int
                                      hs_stage_kind_name(kind), json_real_value(med));
     }
     /* the whole model through the executor, as the server runs a batch */
-    float *out = st ? NULL : hs_malloc(sizeof(float) * (size_t)batch * r->m->config.dims.hidden);
+    float *out =
+        st ? NULL : hs_malloc(sizeof(float) * (size_t)batch * hs_pooled_dim(&r->m->config.dims));
     if (!st && !out) st = hs_error_set(err, HS_STATUS_NO_MEMORY, "profile: out of memory");
     if (!st) {
         samples_free(&s);

@@ -116,8 +116,8 @@ static void warm_shapes(const struct hs_config *c, const struct hs_engine_cfg *e
         int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)nb * (size_t)len);
         int32_t *lengths = hs_malloc(sizeof(int32_t) * (size_t)nb);
         int32_t *offsets = hs_malloc(sizeof(int32_t) * (size_t)(nb + 1));
-        float *out =
-            hs_malloc(sizeof(float) * (size_t)nb * (size_t)sl->sm->model->config.dims.hidden);
+        float *out = hs_malloc(sizeof(float) * (size_t)nb *
+                               (size_t)hs_pooled_dim(&sl->sm->model->config.dims));
         if (ids && lengths && offsets && out) {
             for (int i = 0; i < nb * len; i++) ids[i] = pad;
             for (int i = 0; i <= nb; i++) offsets[i] = i * len;
@@ -734,7 +734,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 /* One batch before serving: the first run's costs (page faults on the weights,
                  * kernels set up) would otherwise land on the first request and on the service-time
                  * model, which a router then trusts for a lane it stops choosing. */
-                float *warm = hs_malloc(sizeof(float) * (size_t)sm->model->config.dims.hidden);
+                float *warm =
+                    hs_malloc(sizeof(float) * (size_t)hs_pooled_dim(&sm->model->config.dims));
                 const char *text = "warm up";
                 /* (a pinned engine pins its caller: this thread's CPUs are put back after) */
                 cpu_set_t cpus;
