@@ -331,6 +331,14 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
         goto out;
     }
 
+    if (out->sm->model->config.dims.pool == HS_POOL_SPLADE) {
+        status = hs__refuse(msg, cap, 400,
+                            "model %s is a sparse (SPLADE) model: POST /embed_sparse for its "
+                            "vectors",
+                            out->sm->name);
+        goto out;
+    }
+
     /* options */
     struct hs__text_opts topts;
     if ((status = hs__text_opts_decode(out->sm, root, &topts, msg, cap))) goto out;

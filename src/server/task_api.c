@@ -8,6 +8,9 @@
  *   POST /predict     (a model with a checkpoint head, no cascade configured) {"inputs": text |
  *                     [text, ...] | [[a, b], ...], "raw_scores"} -> [{"label", "score"}] best
  *                     first (one per input for an array)
+ *   POST /embed_sparse (a SPLADE model: pooling HS_POOL_SPLADE) {"inputs": text | [text, ...],
+ *                     "truncate", "truncation_direction", "prompt_name"} -> per input its non-zero
+ *                     entries [{"index", "value"}, ...] by index
  *   GET  /info        TEI's fields for the first model
  * A rerank or predict call is one job of many sequences (pairs through the tokenizer's pair
  * template, token types 1 on the second segment), dispatched like an embedding request: batched,
@@ -109,7 +112,14 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
 /* The state of one task request, in the connection's arena. */
 /* TASK_PREDICT_ROOT: the root route's /predict, which answers one text as a batch of one ([[..]],
  * the shape the Inference API gives and huggingface_hub's text_classification reads) */
-enum task_kind { TASK_RERANK, TASK_RERANK_V1, TASK_SIMILARITY, TASK_PREDICT, TASK_PREDICT_ROOT };
+enum task_kind {
+    TASK_RERANK,
+    TASK_RERANK_V1,
+    TASK_SIMILARITY,
+    TASK_PREDICT,
+    TASK_PREDICT_ROOT,
+    TASK_EMBED_SPARSE
+};
 
 struct task {
     enum task_kind kind;
@@ -234,6 +244,45 @@ static int similarity_decode(struct hs_server *s, struct hs_arena *a, json_t *ro
     return 0;
 }
 
+/* "inputs": one text or a non-empty array of texts, each tokenized with the options o. */
+static int texts_decode(struct hs_server *s, struct hs_arena *a, json_t *root,
+                        const struct hs__text_opts *o, struct task *t, char *msg, size_t cap)
+{
+    json_t *in = json_object_get(root, "inputs");
+    size_t n = json_is_string(in) ? 1 : json_is_array(in) ? json_array_size(in) : 0;
+    if (n == 0) return hs__refuse(msg, cap, 400, "'inputs' must be a text or an array of texts");
+    if (n > (size_t)s->cfg.limits.items_max)
+        return hs__refuse(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+                          s->cfg.limits.items_max);
+    t->seqs = hs_arena_calloc(a, n, sizeof *t->seqs);
+    if (!t->seqs) return hs__refuse(msg, cap, 500, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_is_string(in) ? in : json_array_get(in, i);
+        int status = hs__text_input_opts(s, a, t->sm, x, i, o, &t->seqs[i], msg, cap);
+        if (status) return status;
+        t->tokens += t->seqs[i].n_tokens;
+    }
+    t->n = n;
+    return 0;
+}
+
+/* /embed_sparse: a SPLADE model's vocabulary-wide rows. */
+static int sparse_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
+                         char *msg, size_t cap)
+{
+    int status = 0;
+    t->sm = model_of(s, root, &status, msg, cap);
+    if (!t->sm) return status;
+    if (t->sm->model->config.dims.pool != HS_POOL_SPLADE)
+        return hs__refuse(msg, cap, 400,
+                          "model %s has no masked-LM head: /embed_sparse needs a SPLADE model "
+                          "(config.json architectures *ForMaskedLM, or modules.json SpladePooling)",
+                          t->sm->name);
+    struct hs__text_opts o;
+    if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
+    return texts_decode(s, a, root, &o, t, msg, cap);
+}
+
 /* /predict with the checkpoint's head: texts or pairs. */
 static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
                           char *msg, size_t cap)
@@ -318,6 +367,9 @@ int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const cha
             status = predict_decode(s, a, root, t, msg, cap);
             if (t->kind == TASK_PREDICT_ROOT) t->single = false;
             break;
+        case TASK_EMBED_SPARSE:
+            status = sparse_decode(s, a, root, t, msg, cap);
+            break;
         }
     json_decref(root);
     *out = status ? NULL : t;
@@ -335,7 +387,8 @@ const struct hs_seq *hs__task_seqs(const void *task, size_t *n)
  * the handlers
  */
 
-static const char *const task_names[] = {"rerank", "rerank", "similarity", "predict", "predict"};
+static const char *const task_names[] = {"rerank",  "rerank",  "similarity",
+                                         "predict", "predict", "embed_sparse"};
 
 static enum MHD_Result task_begin(struct conn *k, enum task_kind kind)
 {
@@ -381,6 +434,10 @@ enum MHD_Result hs__cls_predict_begin(struct conn *k)
 enum MHD_Result hs__root_predict_begin(struct conn *k)
 {
     return task_begin(k, TASK_PREDICT_ROOT);
+}
+enum MHD_Result hs__embed_sparse_begin(struct conn *k)
+{
+    return task_begin(k, TASK_EMBED_SPARSE);
 }
 
 struct scored {
@@ -454,6 +511,21 @@ static void similarity_reply(const struct task *t, const float *out, int dim, st
     hs_buf_putc(b, ']');
 }
 
+/* Each row's non-zero entries, by index (TEI's SparseValue). */
+static void sparse_reply(const struct task *t, const float *out, int dim, struct hs_buf *b)
+{
+    hs_buf_putc(b, '[');
+    for (size_t i = 0; i < t->n; i++) {
+        const float *r = out + i * (size_t)dim;
+        hs_buf_puts(b, i ? ",[" : "[");
+        for (int v = 0, k = 0; v < dim; v++)
+            if (r[v] != 0.0f)
+                hs_buf_printf(b, "%s{\"index\":%d,\"value\":%.9g}", k++ ? "," : "", v, r[v]);
+        hs_buf_putc(b, ']');
+    }
+    hs_buf_putc(b, ']');
+}
+
 static void predict_reply(const struct task *t, const float *out, int dim, struct hs_buf *b,
                           struct scored *sc, float *scores)
 {
@@ -505,6 +577,9 @@ enum MHD_Result hs__task_finish(struct conn *k)
     case TASK_PREDICT_ROOT:
         predict_reply(t, j->out, j->dim, &b, sc, scores);
         break;
+    case TASK_EMBED_SPARSE:
+        sparse_reply(t, j->out, j->dim, &b);
+        break;
     }
     return hs__conn_reply(k, &b, NULL, NULL);
 }
@@ -543,8 +618,13 @@ enum MHD_Result hs__info(struct conn *k)
         }
         hs_buf_puts(&b, "}}}");
     } else {
-        hs_buf_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}",
-                      m->config.dims.pool == HS_POOL_CLS ? "cls" : "mean");
+        static const char *const pools[] = {
+            [HS_POOL_MEAN] = "mean",
+            [HS_POOL_CLS] = "cls",
+            [HS_POOL_LAST] = "last_token",
+            [HS_POOL_SPLADE] = "splade",
+        };
+        hs_buf_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}", pools[m->config.dims.pool]);
     }
     hs_buf_printf(&b,
                   ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,"

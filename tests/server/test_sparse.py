@@ -1,0 +1,70 @@
+"""SPLADE: POST /embed_sparse on a masked-LM checkpoint, black-box (TEI's shape).
+
+Reference: tests/golden/splade_tiny.json, transformers' BertForMaskedLM on the committed tiny
+random checkpoint tests/data/tiny-splade (tools/golden/make_tiny_splade.py): per text, max over
+its tokens of log(1 + relu(logits)), its non-zero entries. The server must give the same set of
+indices (the golden's logits are at least 1e-3 away from 0, so the set cannot flip on rounding)
+and every value within 1e-4. Models without a masked-LM head are refused with a 400 naming it;
+/embed on the SPLADE model is refused towards /embed_sparse."""
+import json
+import os
+
+import pytest
+
+from conftest import API_CONFIG
+from hetserve_fixture import ROOT, Server
+
+GOLD = json.load(open(os.path.join(ROOT, "tests", "golden", "splade_tiny.json")))
+SPLADE = os.path.join(ROOT, "tests", "data", "tiny-splade")
+TEXTS = GOLD["texts"]
+
+
+@pytest.fixture(scope="module")
+def sp():
+    s = Server(API_CONFIG, model=SPLADE)
+    yield s
+    s.stop()
+
+
+def compare(got, want):
+    g = {x["index"]: x["value"] for x in got}
+    w = {x["index"]: x["value"] for x in want}
+    assert sorted(g) == [x["index"] for x in got], "entries not in index order"
+    assert set(g) == set(w)
+    return max(abs(g[i] - w[i]) for i in w)
+
+
+def test_embed_sparse_equals_transformers(sp):
+    st, _, r = sp.post("/embed_sparse", {"inputs": TEXTS})
+    assert st == 200, r
+    assert len(r) == len(TEXTS)
+    worst = max(compare(got, want) for got, want in zip(r, GOLD["sparse"]))
+    print("embed_sparse vs transformers: max abs diff %.3g" % worst)
+    assert worst < 1e-4
+    # one text, batched with others or alone: the same answer
+    st, _, one = sp.post("/embed_sparse", {"inputs": TEXTS[3]})
+    assert st == 200 and len(one) == 1
+    assert compare(one[0], GOLD["sparse"][3]) < 1e-4
+    assert all(x["value"] > 0 for x in one[0])
+
+
+def test_embed_sparse_refusals(sp, server):
+    st, _, r = server.post("/embed_sparse", {"inputs": "hello"})
+    assert st == 400 and "masked-LM head" in r["error"]["message"]
+    st, _, r = sp.post("/embed", {"inputs": "hello"})
+    assert st == 400 and "/embed_sparse" in r["error"]["message"]
+    for body, status, words in [({"inputs": []}, 400, "inputs"), ({"inputs": 3}, 400, "inputs"),
+                                ({"inputs": ["a", 3]}, 400, "input[1]"),
+                                ({"inputs": "a", "truncate": 1}, 400, "truncate"),
+                                ({"inputs": "a " * 200}, 413, "truncate"),
+                                ({"inputs": "a", "model": "nope"}, 404, "nope")]:
+        st, _, r = sp.post("/embed_sparse", body)
+        assert st == status and words in r["error"]["message"], (body, r)
+    st, _, r = sp.post("/embed_sparse", {"inputs": "a " * 200, "truncate": True})
+    assert st == 200 and len(r) == 1
+
+
+def test_info_says_splade(sp):
+    st, _, r = sp.get("/info")
+    r = json.loads(r)
+    assert st == 200 and r["model_type"] == {"embedding": {"pooling": "splade"}}
