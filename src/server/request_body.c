@@ -356,6 +356,9 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
             goto out;
         }
         out->dimensions = (int)json_integer_value(jd);
+        if ((status = hs__tasks_check_dims(out->sm->tasks, out->dimensions, full_dim, out->sm->name,
+                                           msg, cap)))
+            goto out;
         if (out->dimensions == full_dim) out->dimensions = 0;
     }
     if (openai) {

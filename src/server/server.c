@@ -648,6 +648,13 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         if (st) goto fail;
         s->n_models++;
         if ((st = hs__tasks_load(sm->model, &sm->tasks, err))) goto fail;
+        if (mc->n_dimensions) {
+            char label[160];
+            snprintf(label, sizeof label, "config: models[%d].dimensions", i);
+            if ((st = hs__tasks_set_dims(sm->tasks, mc->dimensions, mc->n_dimensions,
+                                         sm->model->config.dims.hidden, label, err)))
+                goto fail;
+        }
         snprintf(sm->name, sizeof sm->name, "%s", mc->name[0] ? mc->name : sm->model->name);
         for (int k = 0; k < i; k++)
             if (!strcmp(s->models[k].name, sm->name)) {

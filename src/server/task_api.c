@@ -639,7 +639,12 @@ enum MHD_Result hs__info(struct conn *k)
         if (i) hs_buf_putc(&b, ',');
         hs_buf_json_str(&b, sm->tasks->prompts[i].name, strlen(sm->tasks->prompts[i].name));
     }
-    hs_buf_puts(&b, "]}");
+    /* the declared Matryoshka sizes (null: any size up to dimensions) */
+    hs_buf_puts(&b, "],\"matryoshka_dimensions\":");
+    if (!sm->tasks || !sm->tasks->n_dims) hs_buf_puts(&b, "null");
+    for (int i = 0; sm->tasks && i < sm->tasks->n_dims; i++)
+        hs_buf_printf(&b, "%c%d", i ? ',' : '[', sm->tasks->dims[i]);
+    hs_buf_puts(&b, sm->tasks && sm->tasks->n_dims ? "]}" : "}");
     return hs__conn_send(k, 200, &b, "application/json");
 }
 
