@@ -75,10 +75,12 @@ static int get_text(const struct hs_server *s, json_t *v, const char *what, size
     return 0;
 }
 
-/* One pair (a, b) tokenized for sm with its token types. */
+/* One pair (a, b) tokenized for sm with its token types; a cut keeps the ends of both with
+ * left (HF's truncation_side="left"), their starts otherwise. */
 static int pair_input(const struct hs_server *s, struct hs_arena *a,
                       const struct hs_served_model *sm, json_t *ja, json_t *jb, const char *what,
-                      size_t idx, bool truncate, struct hs_seq *seq, char *msg, size_t cap)
+                      size_t idx, bool truncate, bool left, struct hs_seq *seq, char *msg,
+                      size_t cap)
 {
     const char *ta = NULL, *tb = NULL;
     size_t la = 0, lb = 0;
@@ -92,8 +94,8 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
     int nt = 0, nfull = 0;
     struct hs_error err;
     hs_error_clear(&err);
-    hs_status hs = hs_tokenizer_encode_pair(m->tokenizer, ta, la, tb, lb, ids, ids + seq_max,
-                                            seq_max, &nt, &nfull, &err);
+    hs_status hs = hs_tokenizer_encode_pair_dir(m->tokenizer, ta, la, tb, lb, ids, ids + seq_max,
+                                                seq_max, left, &nt, &nfull, &err);
     if (hs != HS_STATUS_OK)
         return hs__refuse(msg, cap, hs__http_status(hs), "%s[%zu]: %s", what, idx,
                           err.msg[0] ? err.msg : hs_status_str(hs));
@@ -101,7 +103,8 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
         return hs__refuse(
             msg, cap, 413,
             "%s[%zu]: the pair has %d tokens; model %s takes at most %d (set \"truncate\": "
-            "true to cut it, longest first)",
+            "true to cut it, longest first, at the right or with \"truncation_direction\": "
+            "\"left\" at the left)",
             what, idx, nfull, sm->name, seq_max);
     seq->ids = ids;
     seq->type_ids = ids + seq_max;
@@ -152,11 +155,6 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
             t->sm->name, h ? "; it has several: POST /predict" : "");
     struct hs__text_opts o;
     if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
-    if (o.left)
-        return hs__refuse(
-            msg, cap, 400,
-            "'truncation_direction': \"left\" is not supported for pairs (they are cut "
-            "longest first, at the right)");
     json_t *q = json_object_get(root, "query");
     json_t *docs = json_object_get(root, v1 ? "documents" : "texts");
     const char *field = v1 ? "documents" : "texts";
@@ -194,7 +192,8 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
         json_t *d = json_array_get(docs, i);
         /* Cohere's documents may be {"text": ...} objects */
         if (v1 && json_is_object(d)) d = json_object_get(d, "text");
-        if ((status = pair_input(s, a, t->sm, q, d, field, i, o.truncate, &t->seqs[i], msg, cap)))
+        if ((status = pair_input(s, a, t->sm, q, d, field, i, o.truncate, o.left, &t->seqs[i], msg,
+                                 cap)))
             return status;
         t->texts[i] = hs_arena_strndup(a, json_string_value(d), json_string_length(d));
         t->text_lens[i] = json_string_length(d);
@@ -324,12 +323,9 @@ static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root,
         if (json_is_array(x)) {
             if (json_array_size(x) != 2)
                 status = hs__refuse(msg, cap, 400, "inputs[%zu]: a pair is [text, text]", i);
-            else if (o.left)
-                status = hs__refuse(msg, cap, 400,
-                                    "'truncation_direction': \"left\" is not supported for pairs");
             else
                 status = pair_input(s, a, t->sm, json_array_get(x, 0), json_array_get(x, 1),
-                                    "inputs", i, o.truncate, &t->seqs[i], msg, cap);
+                                    "inputs", i, o.truncate, o.left, &t->seqs[i], msg, cap);
         } else {
             status = hs__text_input_opts(s, a, t->sm, x, i, &o, &t->seqs[i], msg, cap);
         }
