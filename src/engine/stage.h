@@ -48,7 +48,9 @@ enum hs_stage_kind {
 /* SPLADE: a masked-LM checkpoint's head on every token (transform dense + act + LayerNorm, then
  * the decoder, tied to the word embeddings, plus its bias), and per sequence the max over its
  * tokens of log(1 + relu(logit)): a pooled row of vocab floats, most of them zero. */
-enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS, HS_POOL_LAST, HS_POOL_SPLADE };
+/* NONE: no pooling, the token embeddings: a sequence's pooled row is its hidden rows, then zeros
+ * up to pool_rows rows (TEI's embed_all). */
+enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS, HS_POOL_LAST, HS_POOL_SPLADE, HS_POOL_NONE };
 
 enum hs_act_fn { HS_ACT_GELU_ERF, HS_ACT_GELU_TANH, HS_ACT_RELU, HS_ACT_SILU };
 
@@ -101,6 +103,7 @@ struct hs_encoder_dims {
     int global_every;       /* with window: layer l is global (full attention) when l % global_every
                                == 0 */
     float rope_theta_local; /* rotary frequency base of the local layers; 0 = rope_theta */
+    int pool_rows;          /* HS_POOL_NONE: token rows per pooled row (the longest sequence) */
 };
 
 /* MPNet's (and T5's bidirectional) relative-position bucket of rel = key - query position, in
@@ -228,7 +231,8 @@ const char *hs_stage_kind_name(enum hs_stage_kind k);
     X(QK_NORM, 13, "qk-norm")                                                                      \
     X(LOCAL_ATTN, 14, "sliding-window attention")                                                  \
     X(FINAL_NORM, 15, "final norm")                                                                \
-    X(POOL_SPLADE, 16, "SPLADE pooling (masked-LM head)")
+    X(POOL_SPLADE, 16, "SPLADE pooling (masked-LM head)")                                          \
+    X(POOL_NONE, 17, "token embeddings (no pooling)")
 
 enum hs_stage_feature {
 #define HS__FEAT_ENUM(name, bit, what) HS_FEAT_##name = 1u << (bit),
@@ -236,10 +240,13 @@ enum hs_stage_feature {
 #undef HS__FEAT_ENUM
 };
 
-/* Floats per pooled row: vocab for SPLADE pooling, hidden otherwise. */
+/* Floats per pooled row: vocab for SPLADE pooling, pool_rows * hidden without pooling, hidden
+ * otherwise. */
 static inline int hs_pooled_dim(const struct hs_encoder_dims *d)
 {
-    return d->pool == HS_POOL_SPLADE ? d->vocab : d->hidden;
+    return d->pool == HS_POOL_SPLADE ? d->vocab
+           : d->pool == HS_POOL_NONE ? d->pool_rows * d->hidden
+                                     : d->hidden;
 }
 
 /* The features (HS_FEAT_* bits) stage st needs of the engine that runs it. */

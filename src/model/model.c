@@ -230,7 +230,34 @@ static const char *base_name(const char *dir, size_t *len)
     return dir + b;
 }
 
-static hs_status load(const char *dir, bool weights, struct hs_model **out, struct hs_error *err)
+/* models[].pooling: a name for each mode a served model may be given instead of its folder's. */
+static const struct {
+    const char *name;
+    enum hs_pool_mode mode;
+} poolings[] = {
+    {"mean", HS_POOL_MEAN},     {"cls", HS_POOL_CLS},   {"last", HS_POOL_LAST},
+    {"splade", HS_POOL_SPLADE}, {"none", HS_POOL_NONE},
+};
+
+static hs_status set_pooling(struct hs_model_config *c, const char *pooling, const char *dir,
+                             struct hs_error *err)
+{
+    if (!pooling || !*pooling) return HS_STATUS_OK;
+    for (size_t i = 0; i < sizeof poolings / sizeof poolings[0]; i++)
+        if (!strcmp(poolings[i].name, pooling)) {
+            c->dims.pool = poolings[i].mode;
+            /* the token embeddings and SPLADE's rows are answered as computed */
+            if (c->dims.pool == HS_POOL_NONE || c->dims.pool == HS_POOL_SPLADE)
+                c->dims.normalize = false;
+            return HS_STATUS_OK;
+        }
+    return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                        "%s: pooling '%.32s' is not one of mean, cls, last, splade, none", dir,
+                        pooling);
+}
+
+static hs_status load(const char *dir, bool weights, const char *pooling, struct hs_model **out,
+                      struct hs_error *err)
 {
     if (!dir || !out || !*dir)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "model load: NULL or empty argument");
@@ -255,6 +282,8 @@ static hs_status load(const char *dir, bool weights, struct hs_model **out, stru
     }
 
     if ((s = hs_model_config_load(dir, &m->config, err))) goto fail;
+    if ((s = set_pooling(&m->config, pooling, dir, err))) goto fail;
+    m->config.dims.pool_rows = m->config.max_seq_len;
 
     struct hs_tokenizer_opts topts = {
         .do_lower_case = m->config.do_lower_case,
@@ -305,12 +334,18 @@ fail:
 
 hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err)
 {
-    return load(dir, true, out, err);
+    return load(dir, true, NULL, out, err);
 }
 
 hs_status hs_model_load_meta(const char *dir, struct hs_model **out, struct hs_error *err)
 {
-    return load(dir, false, out, err);
+    return load(dir, false, NULL, out, err);
+}
+
+hs_status hs_model_load_pooled(const char *dir, bool weights, const char *pooling,
+                               struct hs_model **out, struct hs_error *err)
+{
+    return load(dir, weights, pooling, out, err);
 }
 
 void hs_model_free(struct hs_model *m)

@@ -649,6 +649,7 @@ static const struct endpoint endpoints[] = {
     {"/v1/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_v1_begin, hs__task_finish},
     {"/similarity", "POST", EP_TIMED | EP_MODEL, hs__similarity_begin, hs__task_finish},
     {"/embed_sparse", "POST", EP_TIMED | EP_MODEL, hs__embed_sparse_begin, hs__task_finish},
+    {"/embed_all", "POST", EP_TIMED | EP_MODEL, hs__embed_all_begin, hs__task_finish},
     {"/", "POST", EP_TIMED | EP_MODEL, root_begin, NULL},
     {"/info", "GET", 0, hs__info, NULL},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},

@@ -319,6 +319,7 @@ enum MHD_Result hs__similarity_begin(struct conn *k);
 enum MHD_Result hs__cls_predict_begin(struct conn *k);
 enum MHD_Result hs__root_predict_begin(struct conn *k); /* one text answered as [[...]] */
 enum MHD_Result hs__embed_sparse_begin(struct conn *k);
+enum MHD_Result hs__embed_all_begin(struct conn *k);
 enum MHD_Result hs__task_finish(struct conn *k);
 enum MHD_Result hs__info(struct conn *k);
 /* Decodes a task body (kind: 0 /rerank, 1 /v1/rerank, 2 /similarity, 3 /predict with the

@@ -643,8 +643,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         for (int j = 0; j < (mc->n_engines ? mc->n_engines : 1); j++)
             meta_only &=
                 kind_remote(hs_config_engine(c, mc->n_engines ? mc->engines[j] : mc->engine)->kind);
-        st = meta_only ? hs_model_load_meta(mc->path, &sm->model, err)
-                       : hs_model_load(mc->path, &sm->model, err);
+        st = hs_model_load_pooled(mc->path, !meta_only, mc->pooling, &sm->model, err);
         if (st) goto fail;
         s->n_models++;
         if ((st = hs__tasks_load(sm->model, &sm->tasks, err))) goto fail;

@@ -11,6 +11,9 @@
  *   POST /embed_sparse (a SPLADE model: pooling HS_POOL_SPLADE) {"inputs": text | [text, ...],
  *                     "truncate", "truncation_direction", "prompt_name"} -> per input its non-zero
  *                     entries [{"index", "value"}, ...] by index
+ *   POST /embed_all   (a model served without pooling: HS_POOL_NONE) {"inputs", "truncate",
+ *                     "truncation_direction", "prompt_name"} -> per input its token embeddings
+ *                     [[float] * hidden] * tokens, unnormalized
  *   GET  /info        TEI's fields for the first model
  * A rerank or predict call is one job of many sequences (pairs through the tokenizer's pair
  * template, token types 1 on the second segment), dispatched like an embedding request: batched,
@@ -121,7 +124,8 @@ enum task_kind {
     TASK_SIMILARITY,
     TASK_PREDICT,
     TASK_PREDICT_ROOT,
-    TASK_EMBED_SPARSE
+    TASK_EMBED_SPARSE,
+    TASK_EMBED_ALL
 };
 
 struct task {
@@ -282,6 +286,24 @@ static int sparse_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
     return texts_decode(s, a, root, &o, t, msg, cap);
 }
 
+/* /embed_all: a model served without pooling, its rows per token. */
+static int all_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
+                      char *msg, size_t cap)
+{
+    int status = 0;
+    t->sm = model_of(s, root, &status, msg, cap);
+    if (!t->sm) return status;
+    if (t->sm->model->config.dims.pool != HS_POOL_NONE)
+        return hs__refuse(msg, cap, 400,
+                          "model %s pools its tokens: /embed_all needs a model served with "
+                          "models[].pooling: none (the same folder may be served twice, under "
+                          "two names)",
+                          t->sm->name);
+    struct hs__text_opts o;
+    if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
+    return texts_decode(s, a, root, &o, t, msg, cap);
+}
+
 /* /predict with the checkpoint's head: texts or pairs. */
 static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
                           char *msg, size_t cap)
@@ -366,6 +388,9 @@ int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const cha
         case TASK_EMBED_SPARSE:
             status = sparse_decode(s, a, root, t, msg, cap);
             break;
+        case TASK_EMBED_ALL:
+            status = all_decode(s, a, root, t, msg, cap);
+            break;
         }
     json_decref(root);
     *out = status ? NULL : t;
@@ -383,8 +408,8 @@ const struct hs_seq *hs__task_seqs(const void *task, size_t *n)
  * the handlers
  */
 
-static const char *const task_names[] = {"rerank",  "rerank",  "similarity",
-                                         "predict", "predict", "embed_sparse"};
+static const char *const task_names[] = {"rerank",  "rerank",       "similarity", "predict",
+                                         "predict", "embed_sparse", "embed_all"};
 
 static enum MHD_Result task_begin(struct conn *k, enum task_kind kind)
 {
@@ -434,6 +459,10 @@ enum MHD_Result hs__root_predict_begin(struct conn *k)
 enum MHD_Result hs__embed_sparse_begin(struct conn *k)
 {
     return task_begin(k, TASK_EMBED_SPARSE);
+}
+enum MHD_Result hs__embed_all_begin(struct conn *k)
+{
+    return task_begin(k, TASK_EMBED_ALL);
 }
 
 struct scored {
@@ -522,6 +551,22 @@ static void sparse_reply(const struct task *t, const float *out, int dim, struct
     hs_buf_putc(b, ']');
 }
 
+/* Each input's token rows (the first n_tokens of its padded pooled row). */
+static void all_reply(const struct task *t, const float *out, int dim, int hidden, struct hs_buf *b)
+{
+    hs_buf_putc(b, '[');
+    for (size_t i = 0; i < t->n; i++) {
+        const float *r = out + i * (size_t)dim;
+        hs_buf_puts(b, i ? ",[" : "[");
+        for (int k = 0; k < t->seqs[i].n_tokens; k++) {
+            if (k) hs_buf_putc(b, ',');
+            hs_buf_json_floats(b, r + (size_t)k * (size_t)hidden, (size_t)hidden);
+        }
+        hs_buf_putc(b, ']');
+    }
+    hs_buf_putc(b, ']');
+}
+
 static void predict_reply(const struct task *t, const float *out, int dim, struct hs_buf *b,
                           struct scored *sc, float *scores)
 {
@@ -576,6 +621,9 @@ enum MHD_Result hs__task_finish(struct conn *k)
     case TASK_EMBED_SPARSE:
         sparse_reply(t, j->out, j->dim, &b);
         break;
+    case TASK_EMBED_ALL:
+        all_reply(t, j->out, j->dim, t->sm->model->config.dims.hidden, &b);
+        break;
     }
     return hs__conn_reply(k, &b, NULL, NULL);
 }
@@ -615,10 +663,8 @@ enum MHD_Result hs__info(struct conn *k)
         hs_buf_puts(&b, "}}}");
     } else {
         static const char *const pools[] = {
-            [HS_POOL_MEAN] = "mean",
-            [HS_POOL_CLS] = "cls",
-            [HS_POOL_LAST] = "last_token",
-            [HS_POOL_SPLADE] = "splade",
+            [HS_POOL_MEAN] = "mean",     [HS_POOL_CLS] = "cls",   [HS_POOL_LAST] = "last_token",
+            [HS_POOL_SPLADE] = "splade", [HS_POOL_NONE] = "none",
         };
         hs_buf_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}", pools[m->config.dims.pool]);
     }

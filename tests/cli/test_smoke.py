@@ -287,9 +287,12 @@ def every_endpoint(srv, has_cascade, admin=False, ocr=False):
                        ("/v1/rerank", {"query": TEXTS[0], "documents": TEXTS})):
         s, _, d = srv.request("POST", path, body)
         assert "not a reranker" in json_ok(s, d, 400)["error"]["message"], (path, d[:300])
-    # SPLADE needs a masked-LM checkpoint (tests/server/test_sparse.py serves one)
+    # SPLADE needs a masked-LM checkpoint, token embeddings a model served with pooling: none
+    # (tests/server/test_sparse.py serves both)
     s, _, d = srv.request("POST", "/embed_sparse", {"inputs": TEXTS})
     assert "masked-LM head" in json_ok(s, d, 400)["error"]["message"], d[:300]
+    s, _, d = srv.request("POST", "/embed_all", {"inputs": TEXTS})
+    assert "pooling: none" in json_ok(s, d, 400)["error"]["message"], d[:300]
     # KServe v2 / Open Inference Protocol
     s, _, d = srv.request("GET", "/v2")
     assert {"name", "version", "extensions"} <= set(json_ok(s, d)), d[:300]

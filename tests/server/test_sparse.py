@@ -68,3 +68,52 @@ def test_info_says_splade(sp):
     st, _, r = sp.get("/info")
     r = json.loads(r)
     assert st == 200 and r["model_type"] == {"embedding": {"pooling": "splade"}}
+
+
+TOKENS_CONFIG = API_CONFIG + """models:
+  - path: %s
+  - path: %s
+    name: tiny-splade-tokens
+    pooling: none
+""" % (SPLADE, SPLADE)
+
+
+@pytest.fixture(scope="module")
+def both():
+    """The SPLADE folder served twice: its masked-LM head, and without pooling."""
+    s = Server(TOKENS_CONFIG, model=None)
+    yield s
+    s.stop()
+
+
+def test_embed_all_equals_last_hidden_state(both):
+    """POST /embed_all: per input, a row per token of transformers' last_hidden_state (the
+    encoder of the tiny BertForMaskedLM), unnormalized, within 1e-4."""
+    st, _, r = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": TEXTS})
+    assert st == 200, r
+    worst = 0.0
+    for got, want, ids in zip(r, GOLD["hidden"], GOLD["ids"]):
+        assert len(got) == len(want) == len(ids)
+        assert all(len(row) == 32 for row in got)
+        worst = max(worst, max(abs(a - b) for g, w in zip(got, want) for a, b in zip(g, w)))
+    print("embed_all vs transformers last_hidden_state: max abs diff %.3g" % worst)
+    assert worst < 1e-4
+    st, _, one = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": TEXTS[3]})
+    assert st == 200 and len(one) == 1 and len(one[0]) == len(GOLD["ids"][3])
+    # the same folder's SPLADE model still answers /embed_sparse beside it
+    st, _, r = both.post("/embed_sparse", {"model": "tiny-splade", "inputs": TEXTS[0]})
+    assert st == 200 and compare(r[0], GOLD["sparse"][0]) < 1e-4
+
+
+def test_embed_all_refusals(both, server):
+    st, _, r = server.post("/embed_all", {"inputs": "hello"})
+    assert st == 400 and "pooling: none" in r["error"]["message"], r
+    st, _, r = both.post("/embed", {"model": "tiny-splade-tokens", "inputs": "hello"})
+    assert st == 400 and "/embed_all" in r["error"]["message"], r
+    st, _, r = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": ["a", ""]})
+    assert st == 400 and "input[1]" in r["error"]["message"], r
+    st, _, r = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": "a " * 200})
+    assert st == 413, r
+    st, _, r = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": "a " * 200,
+                                        "truncate": True, "truncation_direction": "left"})
+    assert st == 200 and len(r[0]) == 128

@@ -152,7 +152,7 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
                     HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU |
                     HS_FEAT_RMS_NORM | HS_FEAT_PRE_NORM | HS_FEAT_CAUSAL | HS_FEAT_GQA |
                     HS_FEAT_POOL_LAST | HS_FEAT_QK_NORM | HS_FEAT_LOCAL_ATTN | HS_FEAT_FINAL_NORM |
-                    HS_FEAT_POOL_SPLADE;
+                    HS_FEAT_POOL_SPLADE | HS_FEAT_POOL_NONE;
 }
 
 static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)
@@ -401,6 +401,12 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     const size_t H = (size_t)w->dims.hidden, I = (size_t)w->dims.intermediate;
     const size_t wide = (size_t)act_wide(&w->dims);
     w->scratch_threads = c->threads;
+    if (w->dims.pool == HS_POOL_NONE && spec->seq_max > w->dims.pool_rows) {
+        hs_free(w);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "cpu: sequences of %d tokens, token embeddings of at most %d",
+                            spec->seq_max, w->dims.pool_rows);
+    }
     w->ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->type_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->pos_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
@@ -832,6 +838,16 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
                                (int)d->act, d->ln_eps, scr, nt)) {
                 hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s: a GEMM failed", st->name);
                 return -1;
+            }
+            return 0;
+        }
+        if (d->pool == HS_POOL_NONE) { /* the rows as they are, zeros after the last */
+            const size_t row = (size_t)d->pool_rows * (size_t)H;
+            for (int s = sb; s < se; s++) {
+                const size_t n = (size_t)(w->offsets[s + 1] - w->offsets[s]) * (size_t)H;
+                float *o = w->pooled + (size_t)s * row;
+                memcpy(o, w->hidden + (size_t)w->offsets[s] * (size_t)H, n * sizeof(float));
+                memset(o + n, 0, (row - n) * sizeof(float));
             }
             return 0;
         }
