@@ -418,6 +418,18 @@ def test_embed_from_arguments_and_stdin():
     assert r.returncode == 2 and "usage: hetserve embed" in r.stderr
 
 
+def test_embed_sparse_model():
+    """A SPLADE checkpoint's rows print as their non-zero entries, as /embed_sparse answers."""
+    gold = json.load(open(os.path.join(ROOT, "tests", "golden", "splade_tiny.json")))
+    r = hs("embed", "--model", "tests/data/tiny-splade", gold["texts"][3])
+    assert r.returncode == 0, r.stderr
+    b = json.loads(r.stdout)
+    got = {x["index"]: x["value"] for x in b["data"][0]["sparse"]}
+    want = {x["index"]: x["value"] for x in gold["sparse"][3]}
+    assert b["dim"] == 3000 and set(got) == set(want)
+    assert max(abs(got[i] - want[i]) for i in want) < 1e-4
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "int8"])
 def test_embed_dtypes(dtype, quantized):
     model = quantized if dtype == "int8" else MODEL
