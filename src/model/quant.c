@@ -193,7 +193,7 @@ static hs_status calibrate(const struct hs_model *m, int threads, const char *co
     struct hs_engine_opts eo = {
         .name = "calibration", .threads = threads, .cpu_observe = observe, .cpu_observe_ctx = c};
     hs_status s = hs_engine_create("cpu", &eo, &e, err);
-    float *out = s ? NULL : hs_malloc(sizeof(float) * (size_t)n * c->H);
+    float *out = s ? NULL : hs_malloc(sizeof(float) * (size_t)n * hs_pooled_dim(&m->config.dims));
     if (!s && !out) s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
     if (!s) s = embed(m, e, HS_DTYPE_F32, NULL, texts, idx, n, out, err);
     hs_free(out);

@@ -117,3 +117,35 @@ def test_embed_all_refusals(both, server):
     st, _, r = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": "a " * 200,
                                         "truncate": True, "truncation_direction": "left"})
     assert st == 200 and len(r[0]) == 128
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int8"])
+def test_embed_sparse_reduced_precision(dtype, tmp_path):
+    """A bf16 or int8 lane (int8: a plan searched at load into a copy of the folder): the lane
+    check at load passes, and the rows stay close to transformers' (the encoder computes in the
+    lane's dtype, the masked-LM head in f32)."""
+    m = tmp_path / "tiny-splade"
+    m.mkdir()
+    for f in os.listdir(SPLADE):
+        os.symlink(os.path.join(SPLADE, f), m / f)
+    cfg = API_CONFIG + "models:\n  - path: %s\n    dtype: %s\n" % (m, dtype)
+    try:
+        s = Server(cfg, model=None)
+    except RuntimeError as e:
+        if "cannot run" in str(e) or "dtype" in str(e):
+            pytest.skip("%s is not fast on this CPU" % dtype)
+        raise
+    try:
+        st, _, r = s.post("/embed_sparse", {"inputs": TEXTS})
+        assert st == 200, r
+        worst = 1.0
+        for got, want in zip(r, GOLD["sparse"]):
+            g = {x["index"]: x["value"] for x in got}
+            w = {x["index"]: x["value"] for x in want}
+            dot = sum(g.get(i, 0) * v for i, v in w.items())
+            cos = dot / (sum(v * v for v in g.values()) * sum(v * v for v in w.values())) ** 0.5
+            worst = min(worst, cos)
+        print("embed_sparse %s vs transformers f32: min cosine %.6f" % (dtype, worst))
+        assert worst > 0.99
+    finally:
+        s.stop()
