@@ -335,7 +335,7 @@ bool hs__predict_uses_checkpoint(struct hs_server *s, const char *body, size_t l
 const struct hs_seq *hs__task_seqs(const void *task, size_t *n);
 /* TEI's root route POST /: the task the body's (or the first) model serves: 0 embed,
  * 1 similarity (an embedding model, "inputs" an object), 2 rerank (a classifier, a "query"),
- * 3 predict (a classifier). */
+ * 3 predict (a classifier), 4 embed_sparse (a SPLADE model), 5 embed_all (no pooling). */
 int hs__root_task(struct hs_server *s, const char *body, size_t len);
 
 #endif

@@ -716,7 +716,11 @@ int hs__root_task(struct hs_server *s, const char *body, size_t len)
     int status = 0;
     struct hs_served_model *sm = model_of(s, root, &status, msg, sizeof msg);
     int task = 0;
-    if (sm && sm->tasks && sm->tasks->cls)
+    if (sm && sm->model->config.dims.pool == HS_POOL_SPLADE)
+        task = 4;
+    else if (sm && sm->model->config.dims.pool == HS_POOL_NONE)
+        task = 5;
+    else if (sm && sm->tasks && sm->tasks->cls)
         task = json_object_get(root, "query") ? 2 : 3;
     else if (json_is_object(json_object_get(root, "inputs")))
         task = 1;

@@ -45,6 +45,8 @@ def test_embed_sparse_equals_transformers(sp):
     st, _, one = sp.post("/embed_sparse", {"inputs": TEXTS[3]})
     assert st == 200 and len(one) == 1
     assert compare(one[0], GOLD["sparse"][3]) < 1e-4
+    st, _, root = sp.post("/", {"inputs": TEXTS[3]})  # TEI's root route: the model's task
+    assert st == 200 and compare(root[0], GOLD["sparse"][3]) < 1e-4
     assert all(x["value"] > 0 for x in one[0])
 
 
@@ -98,8 +100,12 @@ def test_embed_all_equals_last_hidden_state(both):
         worst = max(worst, max(abs(a - b) for g, w in zip(got, want) for a, b in zip(g, w)))
     print("embed_all vs transformers last_hidden_state: max abs diff %.3g" % worst)
     assert worst < 1e-4
+    models = json.loads(both.get("/v1/models")[2])["data"]
+    assert [m["task"] for m in models] == ["sparse_embedding", "token_embedding"]
     st, _, one = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": TEXTS[3]})
     assert st == 200 and len(one) == 1 and len(one[0]) == len(GOLD["ids"][3])
+    st, _, root = both.post("/", {"model": "tiny-splade-tokens", "inputs": TEXTS[3]})
+    assert st == 200 and root == one
     # the same folder's SPLADE model still answers /embed_sparse beside it
     st, _, r = both.post("/embed_sparse", {"model": "tiny-splade", "inputs": TEXTS[0]})
     assert st == 200 and compare(r[0], GOLD["sparse"][0]) < 1e-4
