@@ -209,7 +209,8 @@ static hs_status build_stages(struct loader *L)
                         L->err, HS_STATUS_UNSUPPORTED,
                         "%s: SPLADE pooling needs the checkpoint's masked-LM head (BERT's "
                         "cls.predictions.transform.dense, .LayerNorm and the decoder or tied word "
-                        "embeddings); model_type %s has none here",
+                        "embeddings); model_type %s has none here (models[].pooling: mean, cls "
+                        "or last serves its hidden states pooled instead)",
                         L->st_path, m->config.arch->model_type);
             }
     }

@@ -334,10 +334,11 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
     if (out->sm->model->config.dims.pool == HS_POOL_SPLADE ||
         out->sm->model->config.dims.pool == HS_POOL_NONE) {
         const bool sparse = out->sm->model->config.dims.pool == HS_POOL_SPLADE;
-        status = hs__refuse(msg, cap, 400, "model %s %s: POST %s for its vectors", out->sm->name,
+        status = hs__refuse(msg, cap, 400, "model %s %s: POST %s for its vectors%s", out->sm->name,
                             sparse ? "is a sparse (SPLADE) model"
                                    : "is served without pooling (models[].pooling: none)",
-                            sparse ? "/embed_sparse" : "/embed_all");
+                            sparse ? "/embed_sparse" : "/embed_all",
+                            sparse ? " (models[].pooling: mean serves dense ones)" : "");
         goto out;
     }
 

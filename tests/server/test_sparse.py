@@ -77,12 +77,15 @@ TOKENS_CONFIG = API_CONFIG + """models:
   - path: %s
     name: tiny-splade-tokens
     pooling: none
-""" % (SPLADE, SPLADE)
+  - path: %s
+    name: tiny-splade-mean
+    pooling: mean
+""" % (SPLADE, SPLADE, SPLADE)
 
 
 @pytest.fixture(scope="module")
 def both():
-    """The SPLADE folder served twice: its masked-LM head, and without pooling."""
+    """The SPLADE folder served three times: its masked-LM head, without pooling, mean-pooled."""
     s = Server(TOKENS_CONFIG, model=None)
     yield s
     s.stop()
@@ -101,7 +104,7 @@ def test_embed_all_equals_last_hidden_state(both):
     print("embed_all vs transformers last_hidden_state: max abs diff %.3g" % worst)
     assert worst < 1e-4
     models = json.loads(both.get("/v1/models")[2])["data"]
-    assert [m["task"] for m in models] == ["sparse_embedding", "token_embedding"]
+    assert [m["task"] for m in models] == ["sparse_embedding", "token_embedding", "embedding"]
     st, _, one = both.post("/embed_all", {"model": "tiny-splade-tokens", "inputs": TEXTS[3]})
     assert st == 200 and len(one) == 1 and len(one[0]) == len(GOLD["ids"][3])
     st, _, root = both.post("/", {"model": "tiny-splade-tokens", "inputs": TEXTS[3]})
@@ -155,3 +158,19 @@ def test_embed_sparse_reduced_precision(dtype, tmp_path):
         assert worst > 0.99
     finally:
         s.stop()
+
+
+def test_pooling_override_mean(both):
+    """models[].pooling: mean serves the masked-LM folder dense: /embed is the mean of
+    transformers' last_hidden_state rows, L2-normalized (TEI's default normalize)."""
+    st, _, r = both.post("/embed", {"model": "tiny-splade-mean", "inputs": TEXTS})
+    assert st == 200, r
+    worst = 0.0
+    for got, rows in zip(r, GOLD["hidden"]):
+        mean = [sum(c) / len(rows) for c in zip(*rows)]
+        n = sum(x * x for x in mean) ** 0.5
+        worst = max(worst, max(abs(a - b / n) for a, b in zip(got, mean)))
+    print("pooling mean override vs transformers: max abs diff %.3g" % worst)
+    assert worst < 1e-4
+    st, _, r = both.post("/embed", {"model": "tiny-splade", "inputs": "a"})
+    assert st == 400 and "pooling: mean" in r["error"]["message"], r
