@@ -174,3 +174,27 @@ def test_pooling_override_mean(both):
     assert worst < 1e-4
     st, _, r = both.post("/embed", {"model": "tiny-splade", "inputs": "a"})
     assert st == 400 and "pooling: mean" in r["error"]["message"], r
+
+
+def test_sparse_encoder_modules(tmp_path):
+    """A sentence-transformers SparseEncoder folder (modules.json: MLMTransformer, SpladePooling)
+    pools with the masked-LM head whatever config.json's architectures say."""
+    m = tmp_path / "sparse-encoder"
+    m.mkdir()
+    for f in os.listdir(SPLADE):
+        if f != "config.json":
+            os.symlink(os.path.join(SPLADE, f), m / f)
+    cfg = json.load(open(os.path.join(SPLADE, "config.json")))
+    cfg["architectures"] = ["BertModel"]
+    (m / "config.json").write_text(json.dumps(cfg))
+    pre = "sentence_transformers.sparse_encoder.models."
+    (m / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": pre + "MLMTransformer"},
+        {"idx": 1, "name": "1", "path": "1_SpladePooling", "type": pre + "SpladePooling"}]))
+    s = Server(API_CONFIG, model=str(m))
+    try:
+        st, _, r = s.post("/embed_sparse", {"inputs": TEXTS[:2]})
+        assert st == 200, r
+        assert max(compare(g, w) for g, w in zip(r, GOLD["sparse"][:2])) < 1e-4
+    finally:
+        s.stop()
