@@ -61,8 +61,11 @@
  * 4: the architecture table's block parameters: struct hs_encoder_dims gained them (stage.h),
  *    enum hs_weight_role gained FFN_GATE, Q_NORM, K_NORM, FINAL_LN_G / _B before HS_W_SMOOTH
  *    (struct hs_stage grew), enum hs_stage_kind gained HS_STAGE_FINAL_NORM, and
- *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features). */
-#define HS_PLUGIN_ABI_VERSION 4
+ *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features).
+ * 5: pooling modes SPLADE and NONE (enum hs_pool_mode; pooled rows of hs_pooled_dim floats),
+ *    struct hs_encoder_dims gained pool_rows, enum hs_weight_role gained the MLM_* roles at its
+ *    end (struct hs_stage grew), features POOL_SPLADE and POOL_NONE. */
+#define HS_PLUGIN_ABI_VERSION 5
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */
