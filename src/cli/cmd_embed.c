@@ -156,7 +156,7 @@ int hs_cmd_embed(int argc, char **argv)
     hs_placement_single(m, e, &plan);
     struct hs_executor_opts xo = {.batch_max = 32, .dtype = (enum hs_dtype)dtype};
     if (hs_executor_create(m, &plan, &xo, &x, &err) != HS_STATUS_OK) goto fail;
-    const int dim = m->config.dims.hidden;
+    const int dim = hs_pooled_dim(&m->config.dims);
     out = hs_malloc(sizeof(float) * (size_t)dim * (size_t)o.n_texts);
     tokens = hs_malloc(sizeof(int) * (size_t)o.n_texts);
     if (!out || !tokens) {
@@ -171,9 +171,18 @@ int hs_cmd_embed(int argc, char **argv)
     printf(",\"engine\":\"%s\",\"dtype\":\"%s\",\"quant_plan\":%s,\"dim\":%d,\"data\":[",
            hs_engine_name(e), hs_compute_dtype_name((enum hs_dtype)dtype),
            planned ? "true" : "false", dim);
+    /* a SPLADE model's vocabulary-wide rows: their non-zero entries, as /embed_sparse */
+    const bool sparse = m->config.dims.pool == HS_POOL_SPLADE;
     for (int i = 0; i < o.n_texts; i++) {
-        printf("%s{\"index\":%d,\"tokens\":%d,\"embedding\":[", i ? "," : "", i, tokens[i]);
-        for (int j = 0; j < dim; j++) printf("%s%.9g", j ? "," : "", out[(size_t)i * dim + j]);
+        printf("%s{\"index\":%d,\"tokens\":%d,\"%s\":[", i ? "," : "", i, tokens[i],
+               sparse ? "sparse" : "embedding");
+        for (int j = 0, k = 0; j < dim; j++) {
+            const float v = out[(size_t)i * dim + j];
+            if (!sparse)
+                printf("%s%.9g", j ? "," : "", v);
+            else if (v != 0.0f)
+                printf("%s{\"index\":%d,\"value\":%.9g}", k++ ? "," : "", j, v);
+        }
         printf("]}");
     }
     printf("]}\n");

@@ -63,7 +63,10 @@
  *    (struct hs_stage grew), enum hs_stage_kind gained HS_STAGE_FINAL_NORM, and
  *    HS_ENGINE_FEAT_MPNET became the block features of HS_STAGE_FEATURES (caps.features).
  * 5: struct hs_engine_kind gained lends_cores after slice_by (a version-4 plugin's kind ends
- *    before it) and struct hs_engine_opts gained n_borrow_cores / borrow_cores at its end. */
+ *    before it) and struct hs_engine_opts gained n_borrow_cores / borrow_cores at its end;
+ *    pooling modes SPLADE and NONE (enum hs_pool_mode; pooled rows of hs_pooled_dim floats),
+ *    struct hs_encoder_dims gained pool_rows, enum hs_weight_role gained the MLM_* roles at its
+ *    end (struct hs_stage grew), features POOL_SPLADE and POOL_NONE. */
 #define HS_PLUGIN_ABI_VERSION 5
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 

@@ -66,6 +66,8 @@ uint32_t hs_stage_features(const struct hs_stage *st)
         break;
     case HS_STAGE_POOL:
         if (d->pool == HS_POOL_LAST) f |= HS_FEAT_POOL_LAST;
+        if (d->pool == HS_POOL_SPLADE) f |= HS_FEAT_POOL_SPLADE;
+        if (d->pool == HS_POOL_NONE) f |= HS_FEAT_POOL_NONE;
         break;
     case HS_STAGE_FINAL_NORM:
         f |= HS_FEAT_FINAL_NORM;

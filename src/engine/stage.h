@@ -9,7 +9,7 @@
  *
  * Activations between stages (the interchange format at engine boundaries):
  *   hidden: packed fp32 [n_tokens, hidden], sequence after sequence (no padding)
- *   pooled: fp32 [n_seqs, hidden]
+ *   pooled: fp32 [n_seqs, hs_pooled_dim] (hidden; vocab for SPLADE pooling)
  * embed reads token ids and writes hidden; attn, ffn and final_norm read and write hidden
  * (post-LN BERT: x = LN(x + f(x)); pre-norm: x + f(N(x))); pool reads hidden and writes pooled;
  * normalize L2-normalizes pooled.
@@ -45,7 +45,12 @@ enum hs_stage_kind {
     HS_STAGE_COUNT
 };
 
-enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS, HS_POOL_LAST };
+/* SPLADE: a masked-LM checkpoint's head on every token (transform dense + act + LayerNorm, then
+ * the decoder, tied to the word embeddings, plus its bias), and per sequence the max over its
+ * tokens of log(1 + relu(logit)): a pooled row of vocab floats, most of them zero. */
+/* NONE: no pooling, the token embeddings: a sequence's pooled row is its hidden rows, then zeros
+ * up to pool_rows rows (TEI's embed_all). */
+enum hs_pool_mode { HS_POOL_MEAN, HS_POOL_CLS, HS_POOL_LAST, HS_POOL_SPLADE, HS_POOL_NONE };
 
 enum hs_act_fn { HS_ACT_GELU_ERF, HS_ACT_GELU_TANH, HS_ACT_RELU, HS_ACT_SILU };
 
@@ -98,6 +103,7 @@ struct hs_encoder_dims {
     int global_every;       /* with window: layer l is global (full attention) when l % global_every
                                == 0 */
     float rope_theta_local; /* rotary frequency base of the local layers; 0 = rope_theta */
+    int pool_rows;          /* HS_POOL_NONE: token rows per pooled row (the longest sequence) */
 };
 
 /* MPNet's (and T5's bidirectional) relative-position bucket of rel = key - query position, in
@@ -164,6 +170,15 @@ enum hs_weight_role {
      * first and second linear layer (after smoothing); 0 = that layer quantizes its input per
      * token when it runs. From a quantized model folder; only int8 lanes use it. */
     HS_W_ACT_SCALE,
+    /* pool, SPLADE (HS_POOL_SPLADE): the masked-LM head. Transform [hidden, hidden] and bias,
+     * its LayerNorm, the decoder [vocab, hidden] (the word embeddings when tied) and bias
+     * [vocab] */
+    HS_W_MLM_DENSE,
+    HS_W_MLM_DENSE_B,
+    HS_W_MLM_LN_G,
+    HS_W_MLM_LN_B,
+    HS_W_MLM_DECODER,
+    HS_W_MLM_BIAS,
     HS_W_COUNT
 };
 
@@ -215,13 +230,24 @@ const char *hs_stage_kind_name(enum hs_stage_kind k);
     X(POOL_LAST, 12, "last-token pooling")                                                         \
     X(QK_NORM, 13, "qk-norm")                                                                      \
     X(LOCAL_ATTN, 14, "sliding-window attention")                                                  \
-    X(FINAL_NORM, 15, "final norm")
+    X(FINAL_NORM, 15, "final norm")                                                                \
+    X(POOL_SPLADE, 16, "SPLADE pooling (masked-LM head)")                                          \
+    X(POOL_NONE, 17, "token embeddings (no pooling)")
 
 enum hs_stage_feature {
 #define HS__FEAT_ENUM(name, bit, what) HS_FEAT_##name = 1u << (bit),
     HS_STAGE_FEATURES(HS__FEAT_ENUM)
 #undef HS__FEAT_ENUM
 };
+
+/* Floats per pooled row: vocab for SPLADE pooling, pool_rows * hidden without pooling, hidden
+ * otherwise. */
+static inline int hs_pooled_dim(const struct hs_encoder_dims *d)
+{
+    return d->pool == HS_POOL_SPLADE ? d->vocab
+           : d->pool == HS_POOL_NONE ? d->pool_rows * d->hidden
+                                     : d->hidden;
+}
 
 /* The features (HS_FEAT_* bits) stage st needs of the engine that runs it. */
 uint32_t hs_stage_features(const struct hs_stage *st);

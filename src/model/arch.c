@@ -60,7 +60,19 @@ struct arch_row {
         T(FFN, FFN_LN_G, "encoder.layer.%d.output.LayerNorm.weight", H, NONE, GB),                 \
         T(FFN, FFN_LN_B, "encoder.layer.%d.output.LayerNorm.bias", H, NONE, GB)
 
-static const struct hs_arch_tensor bert_tensors[] = {BERT_EMBED(0), BERT_LAYER};
+/* BertForMaskedLM's head (cls.predictions.*), read only for SPLADE pooling (HS_POOL_SPLADE): the
+ * decoder is the word embedding table where the checkpoint ties them (HF then stores no
+ * decoder.weight); the first row of a role that is found wins. */
+#define BERT_MLM                                                                                   \
+    T(POOL, MLM_DENSE, "cls.predictions.transform.dense.weight", H, H, OPT),                       \
+        T(POOL, MLM_DENSE_B, "cls.predictions.transform.dense.bias", H, NONE, OPT),                \
+        T(POOL, MLM_LN_G, "cls.predictions.transform.LayerNorm.weight", H, NONE, OPT | GB),        \
+        T(POOL, MLM_LN_B, "cls.predictions.transform.LayerNorm.bias", H, NONE, OPT | GB),          \
+        T(POOL, MLM_DECODER, "cls.predictions.decoder.weight", V, H, OPT),                         \
+        T(POOL, MLM_DECODER, "embeddings.word_embeddings.weight", V, H, OPT),                      \
+        T(POOL, MLM_BIAS, "cls.predictions.bias", V, NONE, OPT),                                   \
+        T(POOL, MLM_BIAS, "cls.predictions.decoder.bias", V, NONE, OPT)
+static const struct hs_arch_tensor bert_tensors[] = {BERT_EMBED(0), BERT_LAYER, BERT_MLM};
 
 /* HF MPNetModel: no token types; attention.attn.{q,k,v,o}; one relative-position bias table
  * shared by every layer (no %d: every attention stage gets the same tensor). */

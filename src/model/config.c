@@ -209,13 +209,26 @@ static hs_status parse_modules(const json_t *root, const char *label, struct hs_
         const char *base = dot ? dot + 1 : type;
         if (strcmp(base, "Normalize") == 0)
             d->normalize = true;
-        else if (strcmp(base, "Transformer") != 0 && strcmp(base, "Pooling") != 0)
+        else if (strcmp(base, "SpladePooling") == 0) /* sentence-transformers' SparseEncoder */
+            d->pool = HS_POOL_SPLADE;
+        else if (strcmp(base, "Transformer") != 0 && strcmp(base, "Pooling") != 0 &&
+                 strcmp(base, "MLMTransformer") != 0)
             return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                                "%s: module type '%.96s' is not supported (Transformer, Pooling, "
-                                "Normalize)",
+                                "%s: module type '%.96s' is not supported (Transformer, "
+                                "MLMTransformer, Pooling, SpladePooling, Normalize)",
                                 label, type);
     }
     return HS_STATUS_OK;
+}
+
+/* Whether config.json's architectures[0] ends with "ForMaskedLM". */
+static bool masked_lm_config(const json_t *root)
+{
+    const json_t *a = json_object_get(root, "architectures");
+    const json_t *a0 = json_is_array(a) ? json_array_get(a, 0) : NULL;
+    static const char suffix[] = "ForMaskedLM";
+    const size_t k = sizeof suffix - 1, n = json_is_string(a0) ? json_string_length(a0) : 0;
+    return n > k && !strcmp(json_string_value(a0) + n - k, suffix);
 }
 
 static hs_status parse_tokenizer_config(const json_t *root, const char *label,
@@ -278,6 +291,9 @@ hs_status hs_model_config_load(const char *dir, struct hs_model_config *out, str
     s = parse_hf_root(root, label, &c, &c.pad_token_id, err);
     /* a sequence classifier's head (model/seqcls.h) reads the first token, unnormalized */
     if (!s && hs_seqcls_config(root)) c.dims.pool = HS_POOL_CLS;
+    /* a masked-LM checkpoint (SPLADE): its head's max-pooled log(1 + relu(logits)), unless a
+     * 1_Pooling/config.json says how to pool its hidden states */
+    if (!s && masked_lm_config(root)) c.dims.pool = HS_POOL_SPLADE;
     json_decref(root);
     if (s) return s;
 

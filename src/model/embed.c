@@ -8,7 +8,7 @@ hs_status hs_executor_embed_texts(struct hs_executor *x, const char *const *text
                                   float *out, int *tokens, struct hs_error *err)
 {
     const struct hs_model *m = hs_executor_model(x);
-    const int seq_max = hs_executor_opts(x)->seq_max, hidden = m->config.dims.hidden;
+    const int seq_max = hs_executor_opts(x)->seq_max, hidden = hs_pooled_dim(&m->config.dims);
     const int cap_seqs = hs_executor_opts(x)->batch_max,
               cap_tokens = hs_executor_opts(x)->tokens_max;
     int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)cap_tokens);

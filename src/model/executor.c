@@ -307,7 +307,9 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
     const size_t hidden = (size_t)m->config.dims.hidden;
     int multi = x->n_eng > 1;
     for (int s = 0; s < o.slots && multi; s++) {
-        x->xfer[s] = hs_malloc_aligned(sizeof(float) * (size_t)o.tokens_max * hidden, 64);
+        const size_t pooled = (size_t)o.batch_max * (size_t)hs_pooled_dim(&m->config.dims);
+        const size_t tokens = (size_t)o.tokens_max * hidden;
+        x->xfer[s] = hs_malloc_aligned(sizeof(float) * (tokens > pooled ? tokens : pooled), 64);
         if (!x->xfer[s]) goto oom;
     }
     struct hs_ws_spec spec = {.batch_max = o.batch_max,

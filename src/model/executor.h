@@ -8,8 +8,9 @@
  * hs_executor_create prepares every stage on its engine (weights become resident) and creates
  * `slots` workspaces on each engine used, sized for the worst case in opts; after that, running
  * a batch allocates nothing. Each slot is used by one thread at a time; different slots may run
- * concurrently. hs_executor_run writes one embedding (dims.hidden floats) per sequence, pooled
- * and (when the model says so) L2-normalized.
+ * concurrently. hs_executor_run writes one embedding (hs_pooled_dim floats: dims.hidden, or
+ * dims.vocab for SPLADE pooling) per sequence, pooled and (when the model says so)
+ * L2-normalized.
  */
 #ifndef HS_MODEL_EXECUTOR_H
 #define HS_MODEL_EXECUTOR_H
@@ -125,7 +126,7 @@ bool hs_executor_pipelined(const struct hs_executor *x);
 void hs_executor_gate(struct hs_executor *x, int slot);
 void hs_executor_ungate(struct hs_executor *x, int slot);
 
-/* Runs one batch on slot `slot` (0 <= slot < opts.slots). out: [b->n_seqs, hidden] fp32.
+/* Runs one batch on slot `slot` (0 <= slot < opts.slots). out: [b->n_seqs, hs_pooled_dim] fp32.
  * HS_STATUS_INVALID_ARGUMENT when the batch exceeds the workspace sizes; engine failures
  * return their status with the engine's message. timing may be NULL. */
 hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch *b, float *out,
@@ -133,7 +134,7 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
 
 /* Convenience for the CLI, verify and benchmarks (not the serving path): tokenizes n texts
  * (truncating to the model's max_seq_len), runs them in as many batches as the workspace
- * limits need on slot 0, and writes [n, hidden] embeddings to out. tokens (may be NULL)
+ * limits need on slot 0, and writes [n, hs_pooled_dim] embeddings to out. tokens (may be NULL)
  * receives each text's token count. Allocates per call. */
 hs_status hs_executor_embed_texts(struct hs_executor *x, const char *const *texts, int n,
                                   float *out, int *tokens, struct hs_error *err);

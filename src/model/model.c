@@ -147,7 +147,9 @@ static hs_status fill_stage(struct loader *L, struct hs_stage *st)
     const struct hs_arch *a = L->m->config.arch;
     for (int i = 0; i < a->n_tensors; i++) {
         const struct hs_arch_tensor *t = &a->tensors[i];
-        if (t->stage != st->kind) continue;
+        if (t->stage != st->kind || st->w[t->role].data) continue; /* (the first found wins) */
+        /* the masked-LM head's rows are read only where it runs */
+        if (st->kind == HS_STAGE_POOL && st->dims->pool != HS_POOL_SPLADE) continue;
         hs_status s = find_tensor(L, t, st->layer, &st->w[t->role]);
         if (s) return s;
     }
@@ -200,6 +202,16 @@ static hs_status build_stages(struct loader *L)
                 snprintf(st->name, sizeof st->name, layout[j].name, l);
                 hs_status s = fill_stage(L, st);
                 if (s) return s;
+                if (st->kind == HS_STAGE_POOL && d->pool == HS_POOL_SPLADE &&
+                    (!st->w[HS_W_MLM_DENSE].data || !st->w[HS_W_MLM_LN_G].data ||
+                     !st->w[HS_W_MLM_DECODER].data))
+                    return hs_error_set(
+                        L->err, HS_STATUS_UNSUPPORTED,
+                        "%s: SPLADE pooling needs the checkpoint's masked-LM head (BERT's "
+                        "cls.predictions.transform.dense, .LayerNorm and the decoder or tied word "
+                        "embeddings); model_type %s has none here (models[].pooling: mean, cls "
+                        "or last serves its hidden states pooled instead)",
+                        L->st_path, m->config.arch->model_type);
             }
     }
     return HS_STATUS_OK;
@@ -219,7 +231,34 @@ static const char *base_name(const char *dir, size_t *len)
     return dir + b;
 }
 
-static hs_status load(const char *dir, bool weights, struct hs_model **out, struct hs_error *err)
+/* models[].pooling: a name for each mode a served model may be given instead of its folder's. */
+static const struct {
+    const char *name;
+    enum hs_pool_mode mode;
+} poolings[] = {
+    {"mean", HS_POOL_MEAN},     {"cls", HS_POOL_CLS},   {"last", HS_POOL_LAST},
+    {"splade", HS_POOL_SPLADE}, {"none", HS_POOL_NONE},
+};
+
+static hs_status set_pooling(struct hs_model_config *c, const char *pooling, const char *dir,
+                             struct hs_error *err)
+{
+    if (!pooling || !*pooling) return HS_STATUS_OK;
+    for (size_t i = 0; i < sizeof poolings / sizeof poolings[0]; i++)
+        if (!strcmp(poolings[i].name, pooling)) {
+            c->dims.pool = poolings[i].mode;
+            /* the token embeddings and SPLADE's rows are answered as computed */
+            if (c->dims.pool == HS_POOL_NONE || c->dims.pool == HS_POOL_SPLADE)
+                c->dims.normalize = false;
+            return HS_STATUS_OK;
+        }
+    return hs_error_set(err, HS_STATUS_INVALID_INPUT,
+                        "%s: pooling '%.32s' is not one of mean, cls, last, splade, none", dir,
+                        pooling);
+}
+
+static hs_status load(const char *dir, bool weights, const char *pooling, struct hs_model **out,
+                      struct hs_error *err)
 {
     if (!dir || !out || !*dir)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "model load: NULL or empty argument");
@@ -244,6 +283,8 @@ static hs_status load(const char *dir, bool weights, struct hs_model **out, stru
     }
 
     if ((s = hs_model_config_load(dir, &m->config, err))) goto fail;
+    if ((s = set_pooling(&m->config, pooling, dir, err))) goto fail;
+    m->config.dims.pool_rows = m->config.max_seq_len;
 
     struct hs_tokenizer_opts topts = {
         .do_lower_case = m->config.do_lower_case,
@@ -294,12 +335,18 @@ fail:
 
 hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error *err)
 {
-    return load(dir, true, out, err);
+    return load(dir, true, NULL, out, err);
 }
 
 hs_status hs_model_load_meta(const char *dir, struct hs_model **out, struct hs_error *err)
 {
-    return load(dir, false, out, err);
+    return load(dir, false, NULL, out, err);
+}
+
+hs_status hs_model_load_pooled(const char *dir, bool weights, const char *pooling,
+                               struct hs_model **out, struct hs_error *err)
+{
+    return load(dir, weights, pooling, out, err);
 }
 
 void hs_model_free(struct hs_model *m)

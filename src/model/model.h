@@ -36,6 +36,13 @@ hs_status hs_model_load(const char *dir, struct hs_model **out, struct hs_error 
 /* The model's configuration and tokenizer only (a router's: its batches run on workers):
  * weights NULL, no stages (n_stages 0), no quantization plan. */
 hs_status hs_model_load_meta(const char *dir, struct hs_model **out, struct hs_error *err);
+/* hs_model_load (weights) or hs_model_load_meta with the pooling a served model is given instead
+ * of its folder's: "mean", "cls", "last", "splade" (the checkpoint's masked-LM head) or "none"
+ * (the token embeddings, dims.pool_rows = max_seq_len rows per sequence); NULL or "" = the
+ * folder's. SPLADE and none answer their rows unnormalized. HS_STATUS_INVALID_INPUT naming an
+ * unknown one. */
+hs_status hs_model_load_pooled(const char *dir, bool weights, const char *pooling,
+                               struct hs_model **out, struct hs_error *err);
 void hs_model_free(struct hs_model *m);
 
 /* Tokenizes one text for this model: [CLS] .. [SEP] truncated to max_tokens (<= 0: the model's

@@ -289,7 +289,8 @@ static hs_status profile_shape(struct lane_run *r, struct hs_executor *exec, int
                                      hs_stage_kind_name(kind), json_real_value(med));
     }
     /* the whole model through the executor, as the server runs a batch */
-    float *out = st ? NULL : hs_malloc(sizeof(float) * (size_t)batch * r->m->config.dims.hidden);
+    float *out =
+        st ? NULL : hs_malloc(sizeof(float) * (size_t)batch * hs_pooled_dim(&r->m->config.dims));
     if (!st && !out) st = hs_error_set(err, HS_STATUS_NO_MEMORY, "profile: out of memory");
     if (!st) {
         samples_free(&s);
@@ -386,8 +387,9 @@ hs_status hs_profile_lane(const struct hs_model *m, hs_engine_t e, enum hs_dtype
         host_ok &= r.in_hidden[k] != NULL;
     }
     r.out_hidden = hs_malloc_aligned(sizeof(float) * (size_t)tokens_max * H, 64);
-    r.in_pooled = hs_malloc_aligned(sizeof(float) * (size_t)batch_max * H, 64);
-    r.out_pooled = hs_malloc_aligned(sizeof(float) * (size_t)batch_max * H, 64);
+    const size_t P = (size_t)hs_pooled_dim(&m->config.dims); /* a pooled row (SPLADE: vocab) */
+    r.in_pooled = hs_malloc_aligned(sizeof(float) * (size_t)batch_max * P, 64);
+    r.out_pooled = hs_malloc_aligned(sizeof(float) * (size_t)batch_max * P, 64);
     r.ids = hs_malloc(sizeof(int32_t) * (size_t)tokens_max);
     r.lengths = hs_malloc(sizeof(int32_t) * (size_t)batch_max);
     r.offsets = hs_malloc(sizeof(int32_t) * (size_t)(batch_max + 1));

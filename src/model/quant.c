@@ -193,7 +193,7 @@ static hs_status calibrate(const struct hs_model *m, int threads, const char *co
     struct hs_engine_opts eo = {
         .name = "calibration", .threads = threads, .cpu_observe = observe, .cpu_observe_ctx = c};
     hs_status s = hs_engine_create("cpu", &eo, &e, err);
-    float *out = s ? NULL : hs_malloc(sizeof(float) * (size_t)n * c->H);
+    float *out = s ? NULL : hs_malloc(sizeof(float) * (size_t)n * hs_pooled_dim(&m->config.dims));
     if (!s && !out) s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
     if (!s) s = embed(m, e, HS_DTYPE_F32, NULL, texts, idx, n, out, err);
     hs_free(out);
@@ -247,7 +247,7 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "quantize: %d calibration texts; at least %d needed", n,
                             2 * o.heldout_every);
-    const int dim = m->config.dims.hidden;
+    const int dim = hs_pooled_dim(&m->config.dims); /* a row of the answer */
     float *amax = NULL, *smooth = NULL, *act = NULL;
     struct calib cb = {.mu = PTHREAD_MUTEX_INITIALIZER};
     int cal_threads = 0;
@@ -275,7 +275,7 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
 
     /* 1b. int8: input smoothing, its strength chosen on the held-out texts (0 = none) */
     if (o.dtype == HS_DTYPE_I8) {
-        const int H = dim;
+        const int H = m->config.dims.hidden; /* the stages' input channels */
         amax = hs_malloc(sizeof(float) * (size_t)m->n_stages * H);
         smooth = hs_calloc((size_t)m->n_stages * H, sizeof(float));
         float *row = hs_malloc(sizeof(float) * (size_t)H);

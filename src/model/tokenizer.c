@@ -506,7 +506,8 @@ static int special_at(const struct hs_tokenizer *tok, const char *s, size_t left
  * NULL), truncated (longest first, to the right) to max_tokens; type_ids may be NULL. */
 static hs_status encode_json(const struct hs_tokenizer *tok, const char *text, size_t len,
                              const char *pair, size_t pair_len, int32_t *ids, int32_t *type_ids,
-                             int max_tokens, int *n_tokens, int *n_full, struct hs_error *err)
+                             int max_tokens, bool left, int *n_tokens, int *n_full,
+                             struct hs_error *err)
 {
     struct hs_tok_trunc none = {.max_length = -1};
     struct hs_tok_encode_opts o = {.add_special_tokens = true, .truncation = &none};
@@ -516,7 +517,7 @@ static hs_status encode_json(const struct hs_tokenizer *tok, const char *text, s
     if (n_full) *n_full = e.n > INT32_MAX ? INT32_MAX : (int)e.n;
     if (e.n > (size_t)max_tokens) {
         hs_tok_encoding_free(&e);
-        struct hs_tok_trunc t = {.max_length = max_tokens};
+        struct hs_tok_trunc t = {.max_length = max_tokens, .left = left};
         o.truncation = &t;
         if ((st = hs_tok_encode(tok->json, text, len, pair, pair_len, &o, &e, err))) return st;
         if (e.n > (size_t)max_tokens) e.n = (size_t)max_tokens;
@@ -603,13 +604,22 @@ hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a
                                    const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
                                    int max_tokens, int *n_tokens, int *n_full, struct hs_error *err)
 {
+    return hs_tokenizer_encode_pair_dir(tok, a, a_len, b, b_len, ids, type_ids, max_tokens, false,
+                                        n_tokens, n_full, err);
+}
+
+hs_status hs_tokenizer_encode_pair_dir(const struct hs_tokenizer *tok, const char *a, size_t a_len,
+                                       const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
+                                       int max_tokens, bool left, int *n_tokens, int *n_full,
+                                       struct hs_error *err)
+{
     if (!tok || (!a && a_len) || (!b && b_len) || !ids || !type_ids || !n_tokens || max_tokens < 1)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "tokenizer: NULL argument or max_tokens %d < 1", max_tokens);
     if (!tok->json)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED,
                             "tokenizer: pairs need a tokenizer.json (vocab.txt has no template)");
-    return encode_json(tok, a ? a : "", a_len, b ? b : "", b_len, ids, type_ids, max_tokens,
+    return encode_json(tok, a ? a : "", a_len, b ? b : "", b_len, ids, type_ids, max_tokens, left,
                        n_tokens, n_full, err);
 }
 
@@ -627,7 +637,8 @@ hs_status hs_tokenizer_encode(const struct hs_tokenizer *tok, const char *text, 
                             "tokenizer: NULL argument or max_tokens %d < 2", max_tokens);
     if (len == 0) text = "";
     if (tok->json && !tok->plain)
-        return encode_json(tok, text, len, NULL, 0, ids, NULL, max_tokens, n_tokens, n_full, err);
+        return encode_json(tok, text, len, NULL, 0, ids, NULL, max_tokens, false, n_tokens, n_full,
+                           err);
     const unsigned char *s = (const unsigned char *)text;
     size_t n_cps = 0, bad = 0;
     const char *why = "";

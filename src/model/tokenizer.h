@@ -94,6 +94,14 @@ hs_status hs_tokenizer_encode_pair(const struct hs_tokenizer *tok, const char *a
                                    int max_tokens, int *n_tokens, int *n_full,
                                    struct hs_error *err);
 
+/* The same with the direction of the cut: left keeps each sequence's last tokens (HF's
+ * truncation_side="left"; the lengths kept are those of longest first either way, the template's
+ * special tokens stay). */
+hs_status hs_tokenizer_encode_pair_dir(const struct hs_tokenizer *tok, const char *a, size_t a_len,
+                                       const char *b, size_t b_len, int32_t *ids, int32_t *type_ids,
+                                       int max_tokens, bool left, int *n_tokens, int *n_full,
+                                       struct hs_error *err);
+
 /* Number of lines in vocab.txt. */
 int hs_tokenizer_vocab_size(const struct hs_tokenizer *tok);
 /* Token text for an id (owned by the tokenizer, valid until it is freed), or NULL when out of

@@ -235,10 +235,10 @@ hs_status hs_verify_engine(const struct hs_model *m, hs_engine_t e, enum hs_dtyp
     if (!m || !e || !g || !rep)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "verify: missing argument");
     const struct hs_encoder_dims *dims = &m->config.dims;
-    if (g->dim != dims->hidden)
+    if (g->dim != hs_pooled_dim(dims))
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                             "verify: golden embeddings have dim %d, model %s has %d", g->dim,
-                            m->name, dims->hidden);
+                            m->name, hs_pooled_dim(dims));
     memset(rep, 0, sizeof *rep);
     snprintf(rep->engine, sizeof rep->engine, "%s", hs_engine_name(e));
     snprintf(rep->kind, sizeof rep->kind, "%s", hs_engine_kind(e));
@@ -253,7 +253,7 @@ hs_status hs_verify_engine(const struct hs_model *m, hs_engine_t e, enum hs_dtyp
     int batch_max = opts && opts->batch_max > 0 ? opts->batch_max : 32;
     if (batch_max > count) batch_max = count;
     const int seq_max = m->config.max_seq_len;
-    const int H = dims->hidden;
+    const int H = hs_pooled_dim(dims);
 
     /* token ids of every sentence, from the golden set or the model's tokenizer */
     int32_t *ids = hs_malloc((size_t)count * (size_t)seq_max * sizeof(int32_t));
@@ -391,7 +391,7 @@ hs_status hs_verify_lane(struct hs_executor *lane, struct hs_executor *ref, enum
     else
         hs_verify_default_tolerance(dtype, &rep->tol);
     const struct hs_model *m = hs_executor_model(lane);
-    const int H = m->config.dims.hidden;
+    const int H = hs_pooled_dim(&m->config.dims);
     int n = 0;
     const char *const *texts = hs_verify_check_texts(&n);
     float *a = hs_malloc(sizeof(float) * (size_t)n * H),

@@ -291,6 +291,15 @@ static const struct key keys[] = {
     {M("check_cos_mean", check_cos_mean), K_DOUBLE, 0, 1, "0",
      "tolerance of that check, mean cosine; 0 = the lane dtype's (int8 0.998, bf16 0.999, f16 "
      "0.9999)"},
+    {M("pooling", pooling), K_STR, 0, 0, "",
+     "\"\" = the folder's (1_Pooling/config.json, modules.json, config.json's architectures); "
+     "mean | cls | last | splade (the checkpoint's masked-LM head: POST /embed_sparse) | none "
+     "(the token embeddings, unnormalized: POST /embed_all)",
+     .choices = "\"\" | mean | cls | last | splade | none"},
+    {M("dimensions", dimensions), K_INTS, 1, 65536, "",
+     "the Matryoshka sizes it was trained for: a request's dimensions must be one of them (or the "
+     "full width); [] = config.json's matryoshka_dimensions, and without those any size",
+     N(model_cfg, n_dimensions)},
 
     {.section = "models[]",
      .name = "placement",

@@ -156,6 +156,9 @@ struct hs_model_cfg {
     char quantize[8]; /* a lane whose dtype needs a plan the folder lacks: auto (search one at
                          load, cache it) | off */
     double check_cos_min, check_cos_mean; /* its tolerance; 0 = the lane dtype's */
+    char pooling[8];                      /* "" = the folder's; mean | cls | last | splade | none */
+    int n_dimensions; /* declared Matryoshka sizes; 0 = config.json's, else any */
+    int dimensions[32];
     struct hs_placement_cfg placement;
 };
 

@@ -467,9 +467,11 @@ static enum MHD_Result models(struct conn *k)
                       "\"engine\":\"%s\",\"dimensions\":%d,\"max_tokens\":%d,\"task\":\"%s\"}",
                       hs_engine_name(sm->engine), sm->model->config.dims.hidden,
                       sm->model->config.max_seq_len,
-                      !sm->tasks || !sm->tasks->cls   ? "embedding"
-                      : sm->tasks->cls->n_labels == 1 ? "rerank"
-                                                      : "classify");
+                      sm->model->config.dims.pool == HS_POOL_SPLADE ? "sparse_embedding"
+                      : sm->model->config.dims.pool == HS_POOL_NONE ? "token_embedding"
+                      : !sm->tasks || !sm->tasks->cls               ? "embedding"
+                      : sm->tasks->cls->n_labels == 1               ? "rerank"
+                                                                    : "classify");
     }
     hs_buf_puts(&b, "]}");
     return send_buf(k, 200, &b, "application/json", 0);
@@ -649,6 +651,8 @@ static const struct endpoint endpoints[] = {
     {"/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_begin, hs__task_finish},
     {"/v1/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_v1_begin, hs__task_finish},
     {"/similarity", "POST", EP_TIMED | EP_MODEL, hs__similarity_begin, hs__task_finish},
+    {"/embed_sparse", "POST", EP_TIMED | EP_MODEL, hs__embed_sparse_begin, hs__task_finish},
+    {"/embed_all", "POST", EP_TIMED | EP_MODEL, hs__embed_all_begin, hs__task_finish},
     {"/", "POST", EP_TIMED | EP_MODEL, root_begin, NULL},
     {"/info", "GET", 0, hs__info, NULL},
     {"/tokenize", "POST", EP_TIMED, tokenize, NULL},
@@ -691,7 +695,8 @@ static enum MHD_Result predict_begin(struct conn *k)
 /* TEI's (and SageMaker's) root route: the model's task (hs__root_task) answers. */
 static enum MHD_Result root_begin(struct conn *k)
 {
-    static const char *const paths[] = {"/embed", "/similarity", "/rerank", "/predict"};
+    static const char *const paths[] = {"/embed",   "/similarity",   "/rerank",
+                                        "/predict", "/embed_sparse", "/embed_all"};
     int t = hs__root_task(k->srv, k->body, k->body_len);
     k->ep = t == 3 ? &root_predict : endpoint_of(paths[t], "POST");
     return k->ep->begin(k);

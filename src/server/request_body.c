@@ -331,6 +331,17 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
         goto out;
     }
 
+    if (out->sm->model->config.dims.pool == HS_POOL_SPLADE ||
+        out->sm->model->config.dims.pool == HS_POOL_NONE) {
+        const bool sparse = out->sm->model->config.dims.pool == HS_POOL_SPLADE;
+        status = hs__refuse(msg, cap, 400, "model %s %s: POST %s for its vectors%s", out->sm->name,
+                            sparse ? "is a sparse (SPLADE) model"
+                                   : "is served without pooling (models[].pooling: none)",
+                            sparse ? "/embed_sparse" : "/embed_all",
+                            sparse ? " (models[].pooling: mean serves dense ones)" : "");
+        goto out;
+    }
+
     /* options */
     struct hs__text_opts topts;
     if ((status = hs__text_opts_decode(out->sm, root, &topts, msg, cap))) goto out;
@@ -348,6 +359,9 @@ int hs__embed_decode(struct hs_server *s, struct hs_arena *a, bool openai, const
             goto out;
         }
         out->dimensions = (int)json_integer_value(jd);
+        if ((status = hs__tasks_check_dims(out->sm->tasks, out->dimensions, full_dim, out->sm->name,
+                                           msg, cap)))
+            goto out;
         if (out->dimensions == full_dim) out->dimensions = 0;
     }
     if (openai) {

@@ -318,6 +318,8 @@ enum MHD_Result hs__rerank_v1_begin(struct conn *k);
 enum MHD_Result hs__similarity_begin(struct conn *k);
 enum MHD_Result hs__cls_predict_begin(struct conn *k);
 enum MHD_Result hs__root_predict_begin(struct conn *k); /* one text answered as [[...]] */
+enum MHD_Result hs__embed_sparse_begin(struct conn *k);
+enum MHD_Result hs__embed_all_begin(struct conn *k);
 enum MHD_Result hs__task_finish(struct conn *k);
 enum MHD_Result hs__info(struct conn *k);
 /* Decodes a task body (kind: 0 /rerank, 1 /v1/rerank, 2 /similarity, 3 /predict with the
@@ -333,7 +335,7 @@ bool hs__predict_uses_checkpoint(struct hs_server *s, const char *body, size_t l
 const struct hs_seq *hs__task_seqs(const void *task, size_t *n);
 /* TEI's root route POST /: the task the body's (or the first) model serves: 0 embed,
  * 1 similarity (an embedding model, "inputs" an object), 2 rerank (a classifier, a "query"),
- * 3 predict (a classifier). */
+ * 3 predict (a classifier), 4 embed_sparse (a SPLADE model), 5 embed_all (no pooling). */
 int hs__root_task(struct hs_server *s, const char *body, size_t len);
 
 #endif

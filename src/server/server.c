@@ -116,8 +116,8 @@ static void warm_shapes(const struct hs_config *c, const struct hs_engine_cfg *e
         int32_t *ids = hs_malloc(sizeof(int32_t) * (size_t)nb * (size_t)len);
         int32_t *lengths = hs_malloc(sizeof(int32_t) * (size_t)nb);
         int32_t *offsets = hs_malloc(sizeof(int32_t) * (size_t)(nb + 1));
-        float *out =
-            hs_malloc(sizeof(float) * (size_t)nb * (size_t)sl->sm->model->config.dims.hidden);
+        float *out = hs_malloc(sizeof(float) * (size_t)nb *
+                               (size_t)hs_pooled_dim(&sl->sm->model->config.dims));
         if (ids && lengths && offsets && out) {
             for (int i = 0; i < nb * len; i++) ids[i] = pad;
             for (int i = 0; i <= nb; i++) offsets[i] = i * len;
@@ -645,11 +645,17 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
         for (int j = 0; j < (mc->n_engines ? mc->n_engines : 1); j++)
             meta_only &=
                 kind_remote(hs_config_engine(c, mc->n_engines ? mc->engines[j] : mc->engine)->kind);
-        st = meta_only ? hs_model_load_meta(mc->path, &sm->model, err)
-                       : hs_model_load(mc->path, &sm->model, err);
+        st = hs_model_load_pooled(mc->path, !meta_only, mc->pooling, &sm->model, err);
         if (st) goto fail;
         s->n_models++;
         if ((st = hs__tasks_load(sm->model, &sm->tasks, err))) goto fail;
+        if (mc->n_dimensions) {
+            char label[160];
+            snprintf(label, sizeof label, "config: models[%d].dimensions", i);
+            if ((st = hs__tasks_set_dims(sm->tasks, mc->dimensions, mc->n_dimensions,
+                                         sm->model->config.dims.hidden, label, err)))
+                goto fail;
+        }
         snprintf(sm->name, sizeof sm->name, "%s", mc->name[0] ? mc->name : sm->model->name);
         for (int k = 0; k < i; k++)
             if (!strcmp(s->models[k].name, sm->name)) {
@@ -736,7 +742,8 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 /* One batch before serving: the first run's costs (page faults on the weights,
                  * kernels set up) would otherwise land on the first request and on the service-time
                  * model, which a router then trusts for a lane it stops choosing. */
-                float *warm = hs_malloc(sizeof(float) * (size_t)sm->model->config.dims.hidden);
+                float *warm =
+                    hs_malloc(sizeof(float) * (size_t)hs_pooled_dim(&sm->model->config.dims));
                 const char *text = "warm up";
                 /* (a pinned engine pins its caller: this thread's CPUs are put back after) */
                 cpu_set_t cpus;

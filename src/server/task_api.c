@@ -8,6 +8,12 @@
  *   POST /predict     (a model with a checkpoint head, no cascade configured) {"inputs": text |
  *                     [text, ...] | [[a, b], ...], "raw_scores"} -> [{"label", "score"}] best
  *                     first (one per input for an array)
+ *   POST /embed_sparse (a SPLADE model: pooling HS_POOL_SPLADE) {"inputs": text | [text, ...],
+ *                     "truncate", "truncation_direction", "prompt_name"} -> per input its non-zero
+ *                     entries [{"index", "value"}, ...] by index
+ *   POST /embed_all   (a model served without pooling: HS_POOL_NONE) {"inputs", "truncate",
+ *                     "truncation_direction", "prompt_name"} -> per input its token embeddings
+ *                     [[float] * hidden] * tokens, unnormalized
  *   GET  /info        TEI's fields for the first model
  * A rerank or predict call is one job of many sequences (pairs through the tokenizer's pair
  * template, token types 1 on the second segment), dispatched like an embedding request: batched,
@@ -72,10 +78,12 @@ static int get_text(const struct hs_server *s, json_t *v, const char *what, size
     return 0;
 }
 
-/* One pair (a, b) tokenized for sm with its token types. */
+/* One pair (a, b) tokenized for sm with its token types; a cut keeps the ends of both with
+ * left (HF's truncation_side="left"), their starts otherwise. */
 static int pair_input(const struct hs_server *s, struct hs_arena *a,
                       const struct hs_served_model *sm, json_t *ja, json_t *jb, const char *what,
-                      size_t idx, bool truncate, struct hs_seq *seq, char *msg, size_t cap)
+                      size_t idx, bool truncate, bool left, struct hs_seq *seq, char *msg,
+                      size_t cap)
 {
     const char *ta = NULL, *tb = NULL;
     size_t la = 0, lb = 0;
@@ -89,8 +97,8 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
     int nt = 0, nfull = 0;
     struct hs_error err;
     hs_error_clear(&err);
-    hs_status hs = hs_tokenizer_encode_pair(m->tokenizer, ta, la, tb, lb, ids, ids + seq_max,
-                                            seq_max, &nt, &nfull, &err);
+    hs_status hs = hs_tokenizer_encode_pair_dir(m->tokenizer, ta, la, tb, lb, ids, ids + seq_max,
+                                                seq_max, left, &nt, &nfull, &err);
     if (hs != HS_STATUS_OK)
         return hs__refuse(msg, cap, hs__http_status(hs), "%s[%zu]: %s", what, idx,
                           err.msg[0] ? err.msg : hs_status_str(hs));
@@ -98,7 +106,8 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
         return hs__refuse(
             msg, cap, 413,
             "%s[%zu]: the pair has %d tokens; model %s takes at most %d (set \"truncate\": "
-            "true to cut it, longest first)",
+            "true to cut it, longest first, at the right or with \"truncation_direction\": "
+            "\"left\" at the left)",
             what, idx, nfull, sm->name, seq_max);
     seq->ids = ids;
     seq->type_ids = ids + seq_max;
@@ -109,7 +118,15 @@ static int pair_input(const struct hs_server *s, struct hs_arena *a,
 /* The state of one task request, in the connection's arena. */
 /* TASK_PREDICT_ROOT: the root route's /predict, which answers one text as a batch of one ([[..]],
  * the shape the Inference API gives and huggingface_hub's text_classification reads) */
-enum task_kind { TASK_RERANK, TASK_RERANK_V1, TASK_SIMILARITY, TASK_PREDICT, TASK_PREDICT_ROOT };
+enum task_kind {
+    TASK_RERANK,
+    TASK_RERANK_V1,
+    TASK_SIMILARITY,
+    TASK_PREDICT,
+    TASK_PREDICT_ROOT,
+    TASK_EMBED_SPARSE,
+    TASK_EMBED_ALL
+};
 
 struct task {
     enum task_kind kind;
@@ -142,11 +159,6 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
             t->sm->name, h ? "; it has several: POST /predict" : "");
     struct hs__text_opts o;
     if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
-    if (o.left)
-        return hs__refuse(
-            msg, cap, 400,
-            "'truncation_direction': \"left\" is not supported for pairs (they are cut "
-            "longest first, at the right)");
     json_t *q = json_object_get(root, "query");
     json_t *docs = json_object_get(root, v1 ? "documents" : "texts");
     const char *field = v1 ? "documents" : "texts";
@@ -184,7 +196,8 @@ static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, 
         json_t *d = json_array_get(docs, i);
         /* Cohere's documents may be {"text": ...} objects */
         if (v1 && json_is_object(d)) d = json_object_get(d, "text");
-        if ((status = pair_input(s, a, t->sm, q, d, field, i, o.truncate, &t->seqs[i], msg, cap)))
+        if ((status = pair_input(s, a, t->sm, q, d, field, i, o.truncate, o.left, &t->seqs[i], msg,
+                                 cap)))
             return status;
         t->texts[i] = hs_arena_strndup(a, json_string_value(d), json_string_length(d));
         t->text_lens[i] = json_string_length(d);
@@ -234,6 +247,63 @@ static int similarity_decode(struct hs_server *s, struct hs_arena *a, json_t *ro
     return 0;
 }
 
+/* "inputs": one text or a non-empty array of texts, each tokenized with the options o. */
+static int texts_decode(struct hs_server *s, struct hs_arena *a, json_t *root,
+                        const struct hs__text_opts *o, struct task *t, char *msg, size_t cap)
+{
+    json_t *in = json_object_get(root, "inputs");
+    size_t n = json_is_string(in) ? 1 : json_is_array(in) ? json_array_size(in) : 0;
+    if (n == 0) return hs__refuse(msg, cap, 400, "'inputs' must be a text or an array of texts");
+    if (n > (size_t)s->cfg.limits.items_max)
+        return hs__refuse(msg, cap, 413, "%zu inputs; the limit is %d per request", n,
+                          s->cfg.limits.items_max);
+    t->seqs = hs_arena_calloc(a, n, sizeof *t->seqs);
+    if (!t->seqs) return hs__refuse(msg, cap, 500, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_is_string(in) ? in : json_array_get(in, i);
+        int status = hs__text_input_opts(s, a, t->sm, x, i, o, &t->seqs[i], msg, cap);
+        if (status) return status;
+        t->tokens += t->seqs[i].n_tokens;
+    }
+    t->n = n;
+    return 0;
+}
+
+/* /embed_sparse: a SPLADE model's vocabulary-wide rows. */
+static int sparse_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
+                         char *msg, size_t cap)
+{
+    int status = 0;
+    t->sm = model_of(s, root, &status, msg, cap);
+    if (!t->sm) return status;
+    if (t->sm->model->config.dims.pool != HS_POOL_SPLADE)
+        return hs__refuse(msg, cap, 400,
+                          "model %s has no masked-LM head: /embed_sparse needs a SPLADE model "
+                          "(config.json architectures *ForMaskedLM, or modules.json SpladePooling)",
+                          t->sm->name);
+    struct hs__text_opts o;
+    if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
+    return texts_decode(s, a, root, &o, t, msg, cap);
+}
+
+/* /embed_all: a model served without pooling, its rows per token. */
+static int all_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
+                      char *msg, size_t cap)
+{
+    int status = 0;
+    t->sm = model_of(s, root, &status, msg, cap);
+    if (!t->sm) return status;
+    if (t->sm->model->config.dims.pool != HS_POOL_NONE)
+        return hs__refuse(msg, cap, 400,
+                          "model %s pools its tokens: /embed_all needs a model served with "
+                          "models[].pooling: none (the same folder may be served twice, under "
+                          "two names)",
+                          t->sm->name);
+    struct hs__text_opts o;
+    if ((status = hs__text_opts_decode(t->sm, root, &o, msg, cap))) return status;
+    return texts_decode(s, a, root, &o, t, msg, cap);
+}
+
 /* /predict with the checkpoint's head: texts or pairs. */
 static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root, struct task *t,
                           char *msg, size_t cap)
@@ -275,12 +345,9 @@ static int predict_decode(struct hs_server *s, struct hs_arena *a, json_t *root,
         if (json_is_array(x)) {
             if (json_array_size(x) != 2)
                 status = hs__refuse(msg, cap, 400, "inputs[%zu]: a pair is [text, text]", i);
-            else if (o.left)
-                status = hs__refuse(msg, cap, 400,
-                                    "'truncation_direction': \"left\" is not supported for pairs");
             else
                 status = pair_input(s, a, t->sm, json_array_get(x, 0), json_array_get(x, 1),
-                                    "inputs", i, o.truncate, &t->seqs[i], msg, cap);
+                                    "inputs", i, o.truncate, o.left, &t->seqs[i], msg, cap);
         } else {
             status = hs__text_input_opts(s, a, t->sm, x, i, &o, &t->seqs[i], msg, cap);
         }
@@ -318,6 +385,12 @@ int hs__task_decode(struct hs_server *s, struct hs_arena *a, int kind, const cha
             status = predict_decode(s, a, root, t, msg, cap);
             if (t->kind == TASK_PREDICT_ROOT) t->single = false;
             break;
+        case TASK_EMBED_SPARSE:
+            status = sparse_decode(s, a, root, t, msg, cap);
+            break;
+        case TASK_EMBED_ALL:
+            status = all_decode(s, a, root, t, msg, cap);
+            break;
         }
     json_decref(root);
     *out = status ? NULL : t;
@@ -335,7 +408,8 @@ const struct hs_seq *hs__task_seqs(const void *task, size_t *n)
  * the handlers
  */
 
-static const char *const task_names[] = {"rerank", "rerank", "similarity", "predict", "predict"};
+static const char *const task_names[] = {"rerank",  "rerank",       "similarity", "predict",
+                                         "predict", "embed_sparse", "embed_all"};
 
 static enum MHD_Result task_begin(struct conn *k, enum task_kind kind)
 {
@@ -381,6 +455,14 @@ enum MHD_Result hs__cls_predict_begin(struct conn *k)
 enum MHD_Result hs__root_predict_begin(struct conn *k)
 {
     return task_begin(k, TASK_PREDICT_ROOT);
+}
+enum MHD_Result hs__embed_sparse_begin(struct conn *k)
+{
+    return task_begin(k, TASK_EMBED_SPARSE);
+}
+enum MHD_Result hs__embed_all_begin(struct conn *k)
+{
+    return task_begin(k, TASK_EMBED_ALL);
 }
 
 struct scored {
@@ -454,6 +536,37 @@ static void similarity_reply(const struct task *t, const float *out, int dim, st
     hs_buf_putc(b, ']');
 }
 
+/* Each row's non-zero entries, by index (TEI's SparseValue). */
+static void sparse_reply(const struct task *t, const float *out, int dim, struct hs_buf *b)
+{
+    hs_buf_putc(b, '[');
+    for (size_t i = 0; i < t->n; i++) {
+        const float *r = out + i * (size_t)dim;
+        hs_buf_puts(b, i ? ",[" : "[");
+        for (int v = 0, k = 0; v < dim; v++)
+            if (r[v] != 0.0f)
+                hs_buf_printf(b, "%s{\"index\":%d,\"value\":%.9g}", k++ ? "," : "", v, r[v]);
+        hs_buf_putc(b, ']');
+    }
+    hs_buf_putc(b, ']');
+}
+
+/* Each input's token rows (the first n_tokens of its padded pooled row). */
+static void all_reply(const struct task *t, const float *out, int dim, int hidden, struct hs_buf *b)
+{
+    hs_buf_putc(b, '[');
+    for (size_t i = 0; i < t->n; i++) {
+        const float *r = out + i * (size_t)dim;
+        hs_buf_puts(b, i ? ",[" : "[");
+        for (int k = 0; k < t->seqs[i].n_tokens; k++) {
+            if (k) hs_buf_putc(b, ',');
+            hs_buf_json_floats(b, r + (size_t)k * (size_t)hidden, (size_t)hidden);
+        }
+        hs_buf_putc(b, ']');
+    }
+    hs_buf_putc(b, ']');
+}
+
 static void predict_reply(const struct task *t, const float *out, int dim, struct hs_buf *b,
                           struct scored *sc, float *scores)
 {
@@ -505,6 +618,12 @@ enum MHD_Result hs__task_finish(struct conn *k)
     case TASK_PREDICT_ROOT:
         predict_reply(t, j->out, j->dim, &b, sc, scores);
         break;
+    case TASK_EMBED_SPARSE:
+        sparse_reply(t, j->out, j->dim, &b);
+        break;
+    case TASK_EMBED_ALL:
+        all_reply(t, j->out, j->dim, t->sm->model->config.dims.hidden, &b);
+        break;
     }
     return hs__conn_reply(k, &b, NULL, NULL);
 }
@@ -543,8 +662,11 @@ enum MHD_Result hs__info(struct conn *k)
         }
         hs_buf_puts(&b, "}}}");
     } else {
-        hs_buf_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}",
-                      m->config.dims.pool == HS_POOL_CLS ? "cls" : "mean");
+        static const char *const pools[] = {
+            [HS_POOL_MEAN] = "mean",     [HS_POOL_CLS] = "cls",   [HS_POOL_LAST] = "last_token",
+            [HS_POOL_SPLADE] = "splade", [HS_POOL_NONE] = "none",
+        };
+        hs_buf_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}", pools[m->config.dims.pool]);
     }
     hs_buf_printf(&b,
                   ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,"
@@ -559,7 +681,12 @@ enum MHD_Result hs__info(struct conn *k)
         if (i) hs_buf_putc(&b, ',');
         hs_buf_json_str(&b, sm->tasks->prompts[i].name, strlen(sm->tasks->prompts[i].name));
     }
-    hs_buf_puts(&b, "]}");
+    /* the declared Matryoshka sizes (null: any size up to dimensions) */
+    hs_buf_puts(&b, "],\"matryoshka_dimensions\":");
+    if (!sm->tasks || !sm->tasks->n_dims) hs_buf_puts(&b, "null");
+    for (int i = 0; sm->tasks && i < sm->tasks->n_dims; i++)
+        hs_buf_printf(&b, "%c%d", i ? ',' : '[', sm->tasks->dims[i]);
+    hs_buf_puts(&b, sm->tasks && sm->tasks->n_dims ? "]}" : "}");
     return hs__conn_send(k, 200, &b, "application/json");
 }
 
@@ -589,7 +716,11 @@ int hs__root_task(struct hs_server *s, const char *body, size_t len)
     int status = 0;
     struct hs_served_model *sm = model_of(s, root, &status, msg, sizeof msg);
     int task = 0;
-    if (sm && sm->tasks && sm->tasks->cls)
+    if (sm && sm->model->config.dims.pool == HS_POOL_SPLADE)
+        task = 4;
+    else if (sm && sm->model->config.dims.pool == HS_POOL_NONE)
+        task = 5;
+    else if (sm && sm->tasks && sm->tasks->cls)
         task = json_object_get(root, "query") ? 2 : 3;
     else if (json_is_object(json_object_get(root, "inputs")))
         task = 1;

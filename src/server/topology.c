@@ -10,7 +10,7 @@ void hs_topo_lane_opts(const struct hs_config *c, const struct hs_engine_cfg *ec
                        const struct hs_model_config *mc, struct hs_lane_opts *o)
 {
     o->model = name;
-    o->dim = mc->dims.hidden;
+    o->dim = hs_pooled_dim(&mc->dims);
     o->seq_max = mc->max_seq_len;
     o->pad_id = mc->pad_token_id;
     o->batch_window_us =

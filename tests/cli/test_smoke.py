@@ -287,6 +287,12 @@ def every_endpoint(srv, has_cascade, admin=False, ocr=False):
                        ("/v1/rerank", {"query": TEXTS[0], "documents": TEXTS})):
         s, _, d = srv.request("POST", path, body)
         assert "not a reranker" in json_ok(s, d, 400)["error"]["message"], (path, d[:300])
+    # SPLADE needs a masked-LM checkpoint, token embeddings a model served with pooling: none
+    # (tests/server/test_sparse.py serves both)
+    s, _, d = srv.request("POST", "/embed_sparse", {"inputs": TEXTS})
+    assert "masked-LM head" in json_ok(s, d, 400)["error"]["message"], d[:300]
+    s, _, d = srv.request("POST", "/embed_all", {"inputs": TEXTS})
+    assert "pooling: none" in json_ok(s, d, 400)["error"]["message"], d[:300]
     # KServe v2 / Open Inference Protocol
     s, _, d = srv.request("GET", "/v2")
     assert {"name", "version", "extensions"} <= set(json_ok(s, d)), d[:300]
@@ -410,6 +416,18 @@ def test_embed_from_arguments_and_stdin():
     check_embed(hs("embed", "--model", MODEL, "--engine", "cpu:0", "--threads", "1", TEXTS[0]), 1)
     r = hs("embed")
     assert r.returncode == 2 and "usage: hetserve embed" in r.stderr
+
+
+def test_embed_sparse_model():
+    """A SPLADE checkpoint's rows print as their non-zero entries, as /embed_sparse answers."""
+    gold = json.load(open(os.path.join(ROOT, "tests", "golden", "splade_tiny.json")))
+    r = hs("embed", "--model", "tests/data/tiny-splade", gold["texts"][3])
+    assert r.returncode == 0, r.stderr
+    b = json.loads(r.stdout)
+    got = {x["index"]: x["value"] for x in b["data"][0]["sparse"]}
+    want = {x["index"]: x["value"] for x in gold["sparse"][3]}
+    assert b["dim"] == 3000 and set(got) == set(want)
+    assert max(abs(got[i] - want[i]) for i in want) < 1e-4
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "int8"])

@@ -3,9 +3,11 @@
  * /v1/embeddings and /embed: strings, arrays, token-id arrays, encoding_format, dimensions,
  * normalize, priority, timeout_ms), hs__tokenize_body (POST /tokenize, response body included)
  * hs__predict_decode (POST /predict), hs__task_decode (POST /rerank, /v1/rerank, /similarity and
- * the checkpoint head's /predict, path "/predict-head") and hs__root_task (POST /). The served
- * models are the tiny ones of tests/data (tiny-bert-cls first, tiny-mpnet second,
- * tiny-cross-encoder third, with their tasks); only the model is needed, no engine or scheduler.
+ * the checkpoint head's /predict, path "/predict-head", /embed_sparse and /embed_all) and
+ * hs__root_task (POST /). The served models are the tiny ones of tests/data (tiny-bert-cls first,
+ * tiny-mpnet second, tiny-cross-encoder third, tiny-splade fourth, and tiny-splade without
+ * pooling fifth, named tiny-splade-tokens, with their tasks); only the model is needed, no engine
+ * or scheduler.
  *
  * Why not a real server on a loopback port: the decoders are the code that reads client bytes,
  * and called directly they run ~100x faster, deterministically (no threads, batch windows or
@@ -13,7 +15,7 @@
  *
  * Input: a request in miniature.
  *   line 1        the path: /v1/embeddings, /embeddings, /embed, /tokenize, /predict, /rerank,
- *                 /v1/rerank, /similarity, /predict-head or /
+ *                 /v1/rerank, /similarity, /predict-head, /embed_sparse, /embed_all or /
  *   header lines  "X-Priority: v", "X-Timeout-Ms: v" (others ignored), up to an empty line
  *   the rest      the body
  * Checks: an error is 400, 404 or 413 with a message, and the JSON error body the handler would
@@ -57,16 +59,18 @@ static void setup(void)
     srv = calloc(1, sizeof *srv);
     hs_config_defaults(&srv->cfg, NULL);
     static const char *const dirs[] = {"tests/data/tiny-bert-cls", "tests/data/tiny-mpnet",
-                                       "tests/data/tiny-cross-encoder"};
-    for (int i = 0; i < 3; i++) {
+                                       "tests/data/tiny-cross-encoder", "tests/data/tiny-splade",
+                                       "tests/data/tiny-splade"};
+    for (int i = 0; i < 5; i++) {
         struct hs_served_model *sm = &srv->models[i];
         struct hs_error err = {0};
-        if (hs_model_load(fuzz_path(dirs[i]), &sm->model, &err) != HS_STATUS_OK ||
+        if (hs_model_load_pooled(fuzz_path(dirs[i]), true, i == 4 ? "none" : NULL, &sm->model,
+                                 &err) != HS_STATUS_OK ||
             hs__tasks_load(sm->model, &sm->tasks, &err) != HS_STATUS_OK) {
             fprintf(stderr, "fuzz_http: %s\n", err.msg);
             abort();
         }
-        snprintf(sm->name, sizeof sm->name, "%s", sm->model->name);
+        snprintf(sm->name, sizeof sm->name, "%s%s", sm->model->name, i == 4 ? "-tokens" : "");
         srv->n_models++;
     }
 }
@@ -321,9 +325,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             task(2, body, len, prio, timeout, a);
         else if (!strcmp(path, "/predict-head"))
             task(3, body, len, prio, timeout, a);
+        else if (!strcmp(path, "/embed_sparse"))
+            task(5, body, len, prio, timeout, a);
+        else if (!strcmp(path, "/embed_all"))
+            task(6, body, len, prio, timeout, a);
         else if (!strcmp(path, "/")) {
             int t = hs__root_task(srv, body, len);
-            FUZZ_CHECK(t >= 0 && t <= 3);
+            FUZZ_CHECK(t >= 0 && t <= 5);
         }
         hs_arena_destroy(a);
         FUZZ_CHECK(hs_alloc_live() == live);

@@ -75,7 +75,7 @@ def test_v1_rerank_cohere_shape(ce):
     ({"query": "a", "texts": "b"}, 400, "texts"),
     ({"query": "a", "texts": ["b", 3]}, 400, "texts[1]"),
     ({"query": "a", "texts": ["b"], "raw_scores": 1}, 400, "raw_scores"),
-    ({"query": "a", "texts": ["b"], "truncation_direction": "left"}, 400, "pairs"),
+    ({"query": "a", "texts": ["b"], "truncation_direction": "up"}, 400, "truncation_direction"),
     ({"query": "a " * 100, "texts": ["b " * 100]}, 413, "truncate"),
 ])
 def test_rerank_bad_input(ce, body, status, words):
@@ -283,3 +283,31 @@ def test_rerank_on_openvino():
             assert max(abs(x["score"] - want[x["index"]]) for x in r) < 1e-4
     finally:
         s.stop()
+
+
+LEFT = json.load(open(os.path.join(ROOT, "tests", "golden", "pair_left_tiny.json")))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_pairs_cut_like_tokenizers(ce, side):
+    """Pairs longer than the model's 128 tokens, cut longest first at the left (HF's
+    truncation_side="left": each side keeps its end) or the right: transformers' logits on the
+    ids tokenizers keeps (tests/golden/pair_left_tiny.json, tools/golden/gen_pair_truncation.py),
+    through /rerank (one query, one document per call), /v1/rerank and /predict's pairs."""
+    want = LEFT[side]["logits"]
+    assert max(abs(a - b) for a, b in zip(LEFT["left"]["logits"], LEFT["right"]["logits"])) > 1e-2
+    worst = 0.0
+    for (q, d), w in zip(LEFT["pairs"], want):
+        st, _, r = ce.post("/rerank", {"query": q, "texts": [d], "raw_scores": True,
+                                      "truncate": True, "truncation_direction": side})
+        assert st == 200, r
+        worst = max(worst, abs(r[0]["score"] - w))
+        st, _, r = ce.post("/v1/rerank", {"query": q, "documents": [d],
+                                         "truncation_direction": side})
+        assert st == 200, r
+        assert abs(r["results"][0]["relevance_score"] - sigmoid(w)) < 1e-4
+    print("pairs cut at the %s: max abs logit diff %.3g" % (side, worst))
+    assert worst < 1e-4
+    st, _, r = ce.post("/rerank", {"query": LEFT["pairs"][0][0], "texts": [LEFT["pairs"][0][1]],
+                                  "truncation_direction": side})
+    assert st == 413 and "truncate" in r["error"]["message"]

@@ -132,3 +132,58 @@ def test_openai_sdk_dimensions(server):
     assert close(r.data[0].embedding, cut(full.data[0].embedding, 128))
     with pytest.raises(openai.BadRequestError):
         c.embeddings.create(model="all-MiniLM-L6-v2", input=TEXTS, dimensions=1000)
+
+
+@pytest.fixture(scope="module")
+def matryoshka():
+    """MiniLM's files beside a config.json that declares matryoshka_dimensions [64, 128, 256]."""
+    d = tempfile.TemporaryDirectory(prefix="hs_mrl_")
+    m = os.path.join(d.name, "minilm-mrl")
+    os.mkdir(m)
+    for f in os.listdir(MODEL):
+        if f != "config.json":
+            os.symlink(os.path.join(os.path.abspath(MODEL), f), os.path.join(m, f))
+    with open(os.path.join(MODEL, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["matryoshka_dimensions"] = [64, 128, 256]
+    with open(os.path.join(m, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    yield m
+    d.cleanup()
+
+
+def test_declared_matryoshka_sizes(matryoshka, server):
+    s = Server(API_CONFIG, model=matryoshka)
+    try:
+        st, _, full = server.post("/embed", {"inputs": TEXTS})
+        for n in (64, 128, 256, 384):
+            st, _, r = s.post("/embed", {"inputs": TEXTS, "dimensions": n})
+            assert st == 200, r
+            assert close(r[0], cut(full[0], n)) and close(r[1], cut(full[1], n))
+        for n in (1, 100, 383):
+            st, _, r = s.post("/v1/embeddings", {"input": TEXTS, "dimensions": n})
+            assert st == 400, r
+            m = r["error"]["message"]
+            assert "64, 128, 256, or 384" in m and str(n) in m, m
+        st, _, info = s.get("/info")
+        assert json.loads(info)["matryoshka_dimensions"] == [64, 128, 256]
+    finally:
+        s.stop()
+    # nothing declared: any size, and /info says null
+    st, _, info = server.get("/info")
+    assert json.loads(info)["matryoshka_dimensions"] is None
+
+
+def test_config_declares_matryoshka_sizes(matryoshka):
+    """models[].dimensions wins over config.json's; a size wider than the model is refused."""
+    cfg = API_CONFIG + "models:\n  - path: %s\n    dimensions: [32, 96]\n" % matryoshka
+    s = Server(cfg, model=None)
+    try:
+        st, _, r = s.post("/embed", {"inputs": TEXTS[0], "dimensions": 96})
+        assert st == 200 and len(r[0]) == 96
+        st, _, r = s.post("/embed", {"inputs": TEXTS[0], "dimensions": 64})
+        assert st == 400 and "32, 96, or 384" in r["error"]["message"], r
+    finally:
+        s.stop()
+    with pytest.raises(RuntimeError, match="Matryoshka size 512"):
+        Server(API_CONFIG + "models:\n  - path: %s\n    dimensions: [512]\n" % MODEL, model=None)

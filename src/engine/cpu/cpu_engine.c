@@ -67,7 +67,8 @@ struct cpu_ws {
     float *qkv;        /* [tokens_max, qkv_cols] */
     float *tmp;        /* [tokens_max, max(H, I)] : attention context, FFN intermediate */
     float *tmp2;       /* [tokens_max, H] */
-    float *pooled;     /* [batch_max, H] */
+    float *pooled;     /* [batch_max, hs_pooled_dim]: H, or vocab for SPLADE */
+    float *splade;     /* SPLADE: threads x hs__cpu_splade_scratch_floats; NULL otherwise */
     float *ug;         /* gated FFN: [tokens_max, 2I], up | gate; NULL otherwise */
     float *rope;       /* rotary: [seq_max, rotary_dim] cos | sin (kernels.h); NULL otherwise */
     float *rope_local; /* rotary with another base for local layers: the same for it */
@@ -156,7 +157,8 @@ static void cpu_caps(void *vctx, struct hs_engine_caps *out)
     out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
                     HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU |
                     HS_FEAT_RMS_NORM | HS_FEAT_PRE_NORM | HS_FEAT_CAUSAL | HS_FEAT_GQA |
-                    HS_FEAT_POOL_LAST | HS_FEAT_QK_NORM | HS_FEAT_LOCAL_ATTN | HS_FEAT_FINAL_NORM;
+                    HS_FEAT_POOL_LAST | HS_FEAT_QK_NORM | HS_FEAT_LOCAL_ATTN | HS_FEAT_FINAL_NORM |
+                    HS_FEAT_POOL_SPLADE | HS_FEAT_POOL_NONE;
 }
 
 static float *as_f32(struct cpu_prep *p, const struct hs_tensor *t, struct hs_error *err)
@@ -379,6 +381,7 @@ static void cpu_ws_destroy(void *ctx, void *vws)
     hs_free_aligned(w->tmp);
     hs_free_aligned(w->tmp2);
     hs_free_aligned(w->pooled);
+    hs_free_aligned(w->splade);
     hs_free_aligned(w->ug);
     hs_free_aligned(w->rope);
     hs_free_aligned(w->rope_local);
@@ -404,6 +407,12 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     const size_t H = (size_t)w->dims.hidden, I = (size_t)w->dims.intermediate;
     const size_t wide = (size_t)act_wide(&w->dims);
     w->scratch_threads = c->slots;
+    if (w->dims.pool == HS_POOL_NONE && spec->seq_max > w->dims.pool_rows) {
+        hs_free(w);
+        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                            "cpu: sequences of %d tokens, token embeddings of at most %d",
+                            spec->seq_max, w->dims.pool_rows);
+    }
     w->ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->type_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
     w->pos_ids = hs_malloc_aligned(T * sizeof(int32_t), 64);
@@ -412,8 +421,16 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
     w->qkv = hs_malloc_aligned(T * (size_t)qkv_cols(&w->dims) * sizeof(float), 64);
     w->tmp = hs_malloc_aligned(T * wide * sizeof(float), 64);
     w->tmp2 = hs_malloc_aligned(T * H * sizeof(float), 64);
-    w->pooled = hs_malloc_aligned(B * H * sizeof(float), 64);
+    w->pooled = hs_malloc_aligned(B * (size_t)hs_pooled_dim(&w->dims) * sizeof(float), 64);
     bool extra_ok = true;
+    if (w->dims.pool == HS_POOL_SPLADE) {
+        w->splade = hs_malloc_aligned(
+            (size_t)c->slots *
+                (size_t)hs__cpu_splade_scratch_floats(w->dims.hidden, w->dims.vocab) *
+                sizeof(float),
+            64);
+        extra_ok = extra_ok && w->splade;
+    }
     if (w->dims.ffn == HS_FFN_GATED) {
         w->ug = hs_malloc_aligned(T * 2 * I * sizeof(float), 64);
         extra_ok = extra_ok && w->ug;
@@ -523,7 +540,8 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
     /* ids, type ids, positions, offsets; hidden, q/k/v, the intermediate, the second hidden
      * buffer, pooled */
     *activations =
-        3 * T * 4 + (B + 1) * 4 + f * (T * H + T * qkv_cols(spec->dims) + T * wide + T * H + B * H);
+        3 * T * 4 + (B + 1) * 4 +
+        f * (T * H + T * qkv_cols(spec->dims) + T * wide + T * H + B * hs_pooled_dim(spec->dims));
     if (spec->dims->ffn == HS_FFN_GATED) *activations += f * T * 2 * I; /* up | gate */
     if (spec->dims->pos == HS_POS_ROTARY)
         *activations += f * spec->seq_max * spec->dims->rotary_dim *
@@ -533,6 +551,8 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
                              : 1); /* cos | sin, per base */
     int64_t s = f * threads * hs__cpu_attn_scratch_floats(spec->dims->head_dim, spec->seq_max) +
                 f * threads * 8 * wide;
+    if (spec->dims->pool == HS_POOL_SPLADE)
+        s += f * threads * hs__cpu_splade_scratch_floats(spec->dims->hidden, spec->dims->vocab);
     const uint32_t reduced = (1u << HS_DTYPE_I8) | (1u << HS_DTYPE_BF16);
     if (spec->dtypes == 0 || (spec->dtypes & reduced)) {
         const int64_t rows = T + (int64_t)threads * HS_QL_ROW_PAD;
@@ -667,7 +687,7 @@ static hs_status cpu_act_write(void *ctx, void *vws, enum hs_act_buf buf, const 
     if (buf == HS_ACT_BUF_HIDDEN)
         memcpy(w->hidden, src, sizeof(float) * (size_t)w->n_tokens * (size_t)w->dims.hidden);
     else
-        memcpy(w->pooled, src, sizeof(float) * (size_t)w->n_seqs * (size_t)w->dims.hidden);
+        memcpy(w->pooled, src, sizeof(float) * (size_t)w->n_seqs * (size_t)hs_pooled_dim(&w->dims));
     return HS_STATUS_OK;
 }
 
@@ -678,7 +698,7 @@ static hs_status cpu_act_read(void *ctx, void *vws, enum hs_act_buf buf, float *
     if (buf == HS_ACT_BUF_HIDDEN)
         memcpy(dst, w->hidden, sizeof(float) * (size_t)w->n_tokens * (size_t)w->dims.hidden);
     else
-        memcpy(dst, w->pooled, sizeof(float) * (size_t)w->n_seqs * (size_t)w->dims.hidden);
+        memcpy(dst, w->pooled, sizeof(float) * (size_t)w->n_seqs * (size_t)hs_pooled_dim(&w->dims));
     return HS_STATUS_OK;
 }
 
@@ -826,6 +846,28 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
                      d->norm, nt);
         return 0;
     case HS_STAGE_POOL:
+        if (d->pool == HS_POOL_SPLADE) {
+            const int V = d->vocab;
+            float *scr = w->splade + (size_t)slot * (size_t)hs__cpu_splade_scratch_floats(H, V);
+            if (hs__cpu_splade(w->hidden, w->pooled + (size_t)sb * V, w->offsets + sb, se - sb, H,
+                               V, p->w[HS_W_MLM_DENSE], p->w[HS_W_MLM_DENSE_B], p->w[HS_W_MLM_LN_G],
+                               p->w[HS_W_MLM_LN_B], p->w[HS_W_MLM_DECODER], p->w[HS_W_MLM_BIAS],
+                               (int)d->act, d->ln_eps, scr, nt)) {
+                hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s: a GEMM failed", st->name);
+                return -1;
+            }
+            return 0;
+        }
+        if (d->pool == HS_POOL_NONE) { /* the rows as they are, zeros after the last */
+            const size_t row = (size_t)d->pool_rows * (size_t)H;
+            for (int s = sb; s < se; s++) {
+                const size_t n = (size_t)(w->offsets[s + 1] - w->offsets[s]) * (size_t)H;
+                float *o = w->pooled + (size_t)s * row;
+                memcpy(o, w->hidden + (size_t)w->offsets[s] * (size_t)H, n * sizeof(float));
+                memset(o + n, 0, (row - n) * sizeof(float));
+            }
+            return 0;
+        }
         hs__cpu_pool(w->hidden, w->pooled + (size_t)sb * H, w->offsets + sb, se - sb, H, d->pool,
                      nt);
         return 0;

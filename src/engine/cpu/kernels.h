@@ -52,6 +52,18 @@ int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
 void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
                   enum hs_pool_mode mode, int threads);
 
+/* SPLADE pooling (HS_POOL_SPLADE): for each sequence i, out[i][v] = max over its tokens of
+ * log(1 + relu(z[v])), z = dec(LN(act(dense(x)))) + b_dec, the masked-LM head (act: enum
+ * hs_act_fn; LayerNorm with eps). out is [n_seqs, vocab]. Tokens go through the head
+ * HS_CPU_SPLADE_ROWS at a time in scratch (hs__cpu_splade_scratch_floats floats). 0, or -1 when
+ * a GEMM fails. */
+#define HS_CPU_SPLADE_ROWS 16
+int64_t hs__cpu_splade_scratch_floats(int hidden, int vocab);
+int hs__cpu_splade(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
+                   int vocab, const float *w_dense, const float *b_dense, const float *ln_g,
+                   const float *ln_b, const float *w_dec, const float *b_dec, int act, float eps,
+                   float *scratch, int threads);
+
 /* out[i] /= max(||out[i]||, 1e-12) */
 void hs__cpu_l2_normalize(float *x, int rows, int n, int threads);
 
