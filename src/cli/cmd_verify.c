@@ -1,6 +1,6 @@
 /* hetserve verify — every available engine against the golden embeddings.
  *
- *   hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]] [--dtype
+ *   hetserve verify [--model DIR] [--golden DIR|FILE.json] [--engine KIND[,KIND..]] [--dtype
  * f32|f16|bf16|int8]
  *                   [--batch N] [--limit N] [--min X] [--mean Y]
  *
@@ -28,7 +28,8 @@ static void usage(FILE *f)
                "                       [--dtype f32|f16|bf16|int8] [--batch N] [--limit N]\n"
                "                       [--min X] [--mean Y]\n"
                "  --golden DIR   folder with embeddings.json + embeddings.f32 "
-               "(default $HS_GOLDEN_DIR, else tests/golden)\n"
+               "(default $HS_GOLDEN_DIR, else tests/golden),\n"
+               "                 or a NAME.json with NAME.f32 beside it\n"
                "  --min/--mean   override the declared tolerance (cosine)\n");
 }
 
