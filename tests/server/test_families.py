@@ -182,3 +182,30 @@ def test_quantize_every_family(family, small_calib, tmp_path):
     for lane in lanes:
         cmin, cmean, result = rows[lane]
         assert result == "PASS" and cmin >= 0.99 and cmean >= 0.998, (lane, out.stdout)
+
+
+BARE_DIR = os.path.join(os.path.dirname(BINARY), "test-plugins")
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(BARE_DIR, "libhs_engine_bare.so")),
+                    reason="the test engine plugin libhs_engine_bare.so is not built")
+@pytest.mark.parametrize("family", ["gte", "qwen3"])
+def test_verify_skips_an_engine_by_capability(family):
+    """An engine kind without the family's block features (the test plugin "bare": every stage,
+    no feature) is skipped by verify with the missing features named, and the run passes on
+    the engines that have them; a family it could prepare reaches it and fails there."""
+    model = os.path.join(ROOT, "tests", "data", "tiny-" + family)
+    env = dict(os.environ, HS_PLUGIN_PATH=BARE_DIR, OMP_WAIT_POLICY="passive")
+    out = subprocess.run([BINARY, "verify", "--model", model, "--golden",
+                          os.path.join(ROOT, "tests", "golden", VERIFY_FAMILIES[family] + ".json"),
+                          "--engine", "cpu,bare"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0 and "verify: all passed" in out.stdout, out.stdout + out.stderr
+    bare = [l for l in out.stdout.splitlines() if l.startswith("bare0")]
+    assert len(bare) == 1 and "skipped: this engine does not implement" in bare[0], out.stdout
+    assert "rotary positions" in bare[0] and "gated FFN" in bare[0], bare[0]
+    # BERT needs no block feature: the bare engine is asked, refuses to compute, and verify fails
+    out = subprocess.run([BINARY, "verify", "--model", os.path.join(ROOT, "tests", "data", "tiny-bert-cls"),
+                          "--golden", os.path.join(ROOT, "tests", "golden", "tiny_cls.json"),
+                          "--engine", "bare", "--limit", "2"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 1 and "ERROR: bare: computes nothing" in out.stdout, out.stdout
