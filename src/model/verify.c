@@ -130,10 +130,9 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
                          with_ids, count);
         goto done;
     }
-    if (with_ids == 0) {
+    if (with_ids == 0) { /* the sentences are tokenized: text_bytes stays */
         hs_free(g->ids);
         hs_free(g->n_ids);
-        hs_free(g->text_bytes);
         g->ids = NULL;
         g->n_ids = NULL;
     }
