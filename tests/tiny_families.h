@@ -1,6 +1,7 @@
 /* The tiny random checkpoint of every row of the architecture table (tests/data/tiny-<family>,
- * made by tools/golden/make_tiny_<family>.py or, for bert and mpnet, gen_embeddings.py) with its
- * reference embeddings (tests/golden/<golden>.{json,f32}, transformers or sentence-transformers)
+ * made by tools/golden/make_tiny_<family>.py) with its reference embeddings
+ * (tests/golden/<golden>.{json,f32}: transformers, or for bert and mpnet sentence-transformers
+ * through gen_embeddings.py)
  * and the block features its stages need all together. One list for tests/model/test_arch.c
  * and the conformance suite (tests/engine/test_conformance.c); tests/server/test_families.py
  * keeps the same families. A new family adds its line here. */
