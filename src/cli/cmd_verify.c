@@ -1,6 +1,6 @@
 /* hetserve verify — every available engine against the golden embeddings.
  *
- *   hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]] [--dtype
+ *   hetserve verify [--model DIR] [--golden DIR|FILE.json] [--engine KIND[,KIND..]] [--dtype
  * f32|f16|bf16|int8]
  *                   [--batch N] [--limit N] [--min X] [--mean Y]
  *
@@ -8,9 +8,10 @@
  * offers (or the one named), prints one line: min and mean cosine against the golden fp32
  * embeddings, the tolerance, and PASS/FAIL; or "skipped: <why>": the kind is not built in, has
  * no device here, runs no stages here (remote), the device does not compute in that dtype (its
- * own claim, hs_engine_device_caps, not the kind's), or int8 without a quantization plan. Exit
- * status: 0 when every engine that ran passed, 1 when one failed or could not run or none ran, 2 on
- * a usage error.
+ * own claim, hs_engine_device_caps, not the kind's), the engine does not implement a block feature
+ * the model needs (named: rotary positions, RMSNorm, ...), or int8 without a quantization plan.
+ * Exit status: 0 when every engine that ran passed, 1 when one failed or could not run or none ran,
+ * 2 on a usage error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static void usage(FILE *f)
                "                       [--dtype f32|f16|bf16|int8] [--batch N] [--limit N]\n"
                "                       [--min X] [--mean Y]\n"
                "  --golden DIR   folder with embeddings.json + embeddings.f32 "
-               "(default $HS_GOLDEN_DIR, else tests/golden)\n"
+               "(default $HS_GOLDEN_DIR, else tests/golden),\n"
+               "                 or a NAME.json with NAME.f32 beside it\n"
                "  --min/--mean   override the declared tolerance (cosine)\n");
 }
 
@@ -137,6 +139,8 @@ int hs_cmd_verify(int argc, char **argv)
            vo.limit > 0 && vo.limit < g->count ? vo.limit : g->count, golden_dir);
     print_header();
 
+    uint32_t need = 0; /* block features the model's stages need (engine/stage.h) */
+    for (int i = 0; i < m->n_stages; i++) need |= hs_stage_features(&m->stages[i]);
     int ran = 0, failed = 0;
     if (kinds) { /* a named kind that is unknown or not built is reported, not skipped */
         for (const char *p = kinds; *p;) {
@@ -190,6 +194,15 @@ int hs_cmd_verify(int argc, char **argv)
             if (!caps.stages) { /* remote: its batches run on workers (tests/cluster) */
                 printf("%-10s %-6s skipped: runs no stages on this machine (%s)\n",
                        hs_engine_name(e), kind, caps.device);
+                hs_engine_destroy(e);
+                continue;
+            }
+            if (need & ~caps.features) { /* the model's blocks the engine does not declare */
+                char what[256];
+                hs_stage_features_str(need & ~caps.features, what, sizeof what);
+                printf("%-10s %-6s skipped: this engine does not implement %s (the blocks of "
+                       "%s)\n",
+                       hs_engine_name(e), kind, what, m->name);
                 hs_engine_destroy(e);
                 continue;
             }

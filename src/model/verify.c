@@ -130,10 +130,9 @@ hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_
                          with_ids, count);
         goto done;
     }
-    if (with_ids == 0) {
+    if (with_ids == 0) { /* the sentences are tokenized: text_bytes stays */
         hs_free(g->ids);
         hs_free(g->n_ids);
-        hs_free(g->text_bytes);
         g->ids = NULL;
         g->n_ids = NULL;
     }
@@ -171,6 +170,14 @@ done:
 hs_status hs_golden_load_dir(const char *dir, struct hs_golden **out, struct hs_error *err)
 {
     char jp[4096], fp[4096];
+    size_t n = strlen(dir);
+    if (n > 5 && strcmp(dir + n - 5, ".json") == 0) { /* NAME.json with NAME.f32 beside it */
+        if (n >= sizeof jp)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "golden file path too long");
+        snprintf(jp, sizeof jp, "%s", dir);
+        snprintf(fp, sizeof fp, "%.*s.f32", (int)(n - 5), dir);
+        return hs_golden_load(jp, fp, out, err);
+    }
     int a = snprintf(jp, sizeof jp, "%s/embeddings.json", dir);
     int b = snprintf(fp, sizeof fp, "%s/embeddings.f32", dir);
     if (a < 0 || b < 0 || (size_t)a >= sizeof jp || (size_t)b >= sizeof fp)

@@ -42,7 +42,8 @@ struct hs_golden {
  * hs_golden_free. */
 hs_status hs_golden_load(const char *json_path, const char *f32_path, struct hs_golden **out,
                          struct hs_error *err);
-/* Loads <dir>/embeddings.json and <dir>/embeddings.f32. */
+/* Loads <dir>/embeddings.json and <dir>/embeddings.f32; or, when dir ends in ".json", that
+ * file and the ".f32" of the same name beside it (tests/golden/tiny_<family>.json). */
 hs_status hs_golden_load_dir(const char *dir, struct hs_golden **out, struct hs_error *err);
 void hs_golden_free(struct hs_golden *g);
 

@@ -143,12 +143,31 @@ struct task {
     long long timeout_ms;
 };
 
+static bool reranks(const struct hs_served_model *sm)
+{
+    const struct hs_seqcls *h = sm->tasks ? sm->tasks->cls : NULL;
+    return h && h->n_labels == 1;
+}
+
+/* The model a rerank names; without one (TEI's /rerank has no model field), the first served
+ * model that reranks, so that a server with an embedder first and a cross-encoder beside it
+ * (configs/rag.yaml) reranks with the cross-encoder. */
+static struct hs_served_model *reranker_of(struct hs_server *s, json_t *root, int *status,
+                                           char *msg, size_t cap)
+{
+    json_t *jm = json_object_get(root, "model");
+    if (!jm || json_is_null(jm))
+        for (int i = 0; i < s->n_models; i++)
+            if (reranks(&s->models[i])) return &s->models[i];
+    return model_of(s, root, status, msg, cap);
+}
+
 /* /rerank and /v1/rerank. */
 static int rerank_decode(struct hs_server *s, struct hs_arena *a, json_t *root, bool v1,
                          struct task *t, char *msg, size_t cap)
 {
     int status = 0;
-    t->sm = model_of(s, root, &status, msg, cap);
+    t->sm = reranker_of(s, root, &status, msg, cap);
     if (!t->sm) return status;
     const struct hs_seqcls *h = t->sm->tasks ? t->sm->tasks->cls : NULL;
     if (!h || h->n_labels != 1)

@@ -16,7 +16,10 @@
  *   - statistics: batches, sequences and tokens counted exactly, busy time > 0;
  *   - the architecture table's blocks (rotary, gated FFN, pre-norm, RMSNorm, causal and
  *     grouped-query attention, local windows, qk-norm, final norm, last-token pooling): matched
- *     where the engine declares them, refused at load, named, where it does not.
+ *     where the engine declares them, refused at load, named, where it does not;
+ *   - every family's tiny checkpoint (tests/tiny_families.h) against its transformers reference
+ *     embeddings: matched within the dtype's tolerance, or skipped by capability with the missing
+ *     features named; "# family lane dtype min mean" lines are the evidence of docs/MODELS.md.
  * And the guards: an engine that runs no stage here (remote's shape: caps and nothing else) is
  * refused by the executor and by every per-batch wrapper with a clear error, never called
  * through a NULL method; an interface that claims stages without their methods is refused at
@@ -32,7 +35,10 @@
 
 #include "engine/engine.h"
 #include "model/executor.h"
+#include "model/model.h"
+#include "model/verify.h"
 #include "refmodel.h"
+#include "tiny_families.h"
 
 /* What a dtype promises against the fp64 reference. Stage: worst cosine of a token's hidden
  * state; model: worst cosine of a pooled embedding; invariance: largest |difference| allowed
@@ -607,6 +613,65 @@ static void block_families_match_reference(void **state)
         }
 }
 
+/* Every family's tiny checkpoint (tests/tiny_families.h) on every lane, against its transformers
+ * reference embeddings (tests/golden/tiny_*): f32 min and mean cosine >= 0.99999, the other
+ * dtypes within their declared tolerance (hs_verify_default_tolerance; int8 here without a
+ * quantization plan, every matrix quantized). A lane whose engine lacks a block feature the
+ * family needs is refused at load with the features named, and skipped with that line. Each
+ * lane that ran prints the evidence line "# family lane dtype min mean" (docs/MODELS.md). */
+static void tiny_checkpoints_match_transformers(void **state)
+{
+    (void)state;
+    find_lanes();
+    for (int f = 0; f < N_TINY_FAMILIES; f++) {
+        const struct tiny_family *fam = &tiny_families[f];
+        struct hs_error err = {0};
+        struct hs_model *m = NULL;
+        struct hs_golden *g = NULL;
+        if (hs_model_load(hs_test_path(fam->dir), &m, &err)) fail_msg("%s: %s", fam->dir, err.msg);
+        char json[1024], f32[1024], rel[256];
+        snprintf(rel, sizeof rel, "tests/golden/%s.json", fam->golden);
+        snprintf(json, sizeof json, "%s", hs_test_path(rel));
+        snprintf(rel, sizeof rel, "tests/golden/%s.f32", fam->golden);
+        snprintf(f32, sizeof f32, "%s", hs_test_path(rel));
+        if (hs_golden_load(json, f32, &g, &err)) fail_msg("%s", err.msg);
+        uint32_t need = 0;
+        for (int s = 0; s < m->n_stages; s++) need |= hs_stage_features(&m->stages[s]);
+        assert_int_equal(need, fam->features);
+        for (int i = 0; i < n_lanes; i++) {
+            const struct lane *l = &lanes[i];
+            hs_engine_t e = make(l);
+            struct hs_engine_caps caps;
+            hs_engine_caps(e, &caps);
+            struct hs_verify_tolerance tol;
+            hs_verify_default_tolerance(l->dtype, &tol);
+            if (l->dtype == HS_DTYPE_F32) tol = (struct hs_verify_tolerance){0.99999, 0.99999};
+            struct hs_verify_report rep;
+            err = (struct hs_error){0};
+            hs_status s = hs_verify_engine(m, e, l->dtype, g, &tol,
+                                           &(struct hs_verify_opts){.batch_max = 4}, &rep, &err);
+            if (need & ~caps.features) {
+                assert_int_equal(s, HS_STATUS_UNSUPPORTED);
+                assert_non_null(strstr(err.msg, "does not implement"));
+                printf("conformance %s, %s: skipped by capability (%s)\n", l->label, fam->arch,
+                       err.msg);
+            } else {
+                if (s) fail_msg("%s on %s: %s", fam->arch, l->label, err.msg);
+                printf("# %s %s%d %s %.8f %.8f (1 - min %.1e)\n", fam->arch, l->kind->name,
+                       l->device, hs_compute_dtype_name(l->dtype), rep.cos_min, rep.cos_mean,
+                       1.0 - rep.cos_min);
+                if (!rep.pass)
+                    fail_msg("%s on %s: min %.8f mean %.8f below %.6f / %.6f (sequence %d)",
+                             fam->arch, l->label, rep.cos_min, rep.cos_mean, tol.cos_min,
+                             tol.cos_mean, rep.worst);
+            }
+            hs_engine_destroy(e);
+        }
+        hs_golden_free(g);
+        hs_model_free(m);
+    }
+}
+
 int main(void)
 {
     find_lanes();
@@ -619,6 +684,7 @@ int main(void)
         cmocka_unit_test(pairs_unnormalized_match_cpu_f32),
         cmocka_unit_test(an_engine_without_stages_is_refused_not_called),
         cmocka_unit_test(block_families_match_reference),
+        cmocka_unit_test(tiny_checkpoints_match_transformers),
     };
     return cmocka_run_group_tests_name("engine_conformance", tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * Also: the table's lookups, and an engine without a block feature refusing a stage that needs
  * it with the feature named. */
 #include "testutil.h"
+#include "tiny_families.h"
 
 #include <limits.h>
 #include <math.h>
@@ -21,28 +22,6 @@
 #include "model/verify.h"
 #include "model/weights.h"
 
-struct family {
-    const char *dir, *golden, *arch;
-    uint32_t features; /* block features the model's stages need, all together */
-};
-
-#define F(x) HS_FEAT_##x
-static const struct family families[] = {
-    {"tests/data/tiny-roberta", "tiny_roberta", "roberta", F(POS_OFFSET)},
-    {"tests/data/tiny-distilbert", "tiny_distilbert", "distilbert", F(NO_TOKEN_TYPES)},
-    {"tests/data/tiny-nomic-bert", "tiny_nomic_bert", "nomic_bert",
-     F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(ACT_SILU)},
-    {"tests/data/tiny-gte", "tiny_gte", "new",
-     F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN)},
-    {"tests/data/tiny-modernbert", "tiny_modernbert", "modernbert",
-     F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(PRE_NORM) | F(LOCAL_ATTN) |
-         F(FINAL_NORM)},
-    {"tests/data/tiny-qwen3", "tiny_qwen3", "qwen3",
-     F(NO_TOKEN_TYPES) | F(NO_BIAS) | F(ROTARY) | F(GATED_FFN) | F(ACT_SILU) | F(RMS_NORM) |
-         F(PRE_NORM) | F(CAUSAL) | F(GQA) | F(POOL_LAST) | F(QK_NORM) | F(FINAL_NORM)},
-};
-#undef F
-
 static uint32_t model_features(const struct hs_model *m)
 {
     uint32_t f = 0;
@@ -50,7 +29,7 @@ static uint32_t model_features(const struct hs_model *m)
     return f;
 }
 
-static void check_family(const struct family *fam)
+static void check_family(const struct tiny_family *fam)
 {
     struct hs_error err = {0};
     struct hs_model *m = NULL;
@@ -103,7 +82,7 @@ static void check_family(const struct family *fam)
 /* Every other local engine kind present (OpenVINO; CUDA where a GPU is): a family whose block
  * features it declares matches the reference in f32 within the engine's declared tolerance;
  * one it cannot run is refused at prepare, the missing features named. */
-static void check_other_engines(const struct family *fam)
+static void check_other_engines(const struct tiny_family *fam)
 {
     struct hs_error err = {0};
     struct hs_model *m = NULL;
@@ -150,14 +129,13 @@ static void check_other_engines(const struct family *fam)
 static void other_engines_run_or_refuse(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        check_other_engines(&families[i]);
+    for (int i = 0; i < N_TINY_FAMILIES; i++) check_other_engines(&tiny_families[i]);
 }
 
 static void families_match_transformers(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) check_family(&families[i]);
+    for (int i = 0; i < N_TINY_FAMILIES; i++) check_family(&tiny_families[i]);
 }
 
 static void table_lookups(void **state)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "engine/engine.h"
@@ -111,6 +112,35 @@ static void tiny_cls_f16_matches_sentence_transformers(void **state)
     check_embeddings(m, g, 1);
     hs_golden_free(g);
     hs_model_free(m);
+}
+
+/* A golden set named by its .json (hetserve verify --golden tests/golden/tiny_cls.json): the
+ * .f32 of the same name beside it, the same set as the two paths give; a .json without its .f32
+ * is refused, naming the .f32. */
+static void golden_set_by_file_name(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    struct hs_golden *a = NULL, *b = NULL;
+    char json[1024], f32[1024];
+    snprintf(json, sizeof json, "%s", hs_test_path("tests/golden/tiny_cls.json"));
+    snprintf(f32, sizeof f32, "%s", hs_test_path("tests/golden/tiny_cls.f32"));
+    if (hs_golden_load(json, f32, &a, &err)) fail_msg("%s", err.msg);
+    if (hs_golden_load_dir(json, &b, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(a->count, b->count);
+    assert_int_equal(a->dim, b->dim);
+    assert_memory_equal(a->emb, b->emb, sizeof(float) * (size_t)a->count * (size_t)a->dim);
+    hs_golden_free(a);
+    hs_golden_free(b);
+    static const char text[] = "{\"count\": 1, \"dim\": 2, \"sentences\": [\"a\"]}";
+    const char *lone = hs_test_write_temp(text, sizeof text - 1, ".json");
+    b = NULL;
+    assert_int_not_equal(hs_golden_load_dir(lone, &b, &err), HS_STATUS_OK);
+    assert_null(b);
+    char want[1024];
+    snprintf(want, sizeof want, "%.*s.f32", (int)(strlen(lone) - 5), lone);
+    if (!strstr(err.msg, want)) fail_msg("message '%s' does not name %s", err.msg, want);
+    unlink(lone);
 }
 
 /* The MPNet path in CI: tests/data/tiny-mpnet (random, F16, 3 layers, relative-position bias
@@ -228,6 +258,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_cls_f16_matches_sentence_transformers),
+        cmocka_unit_test(golden_set_by_file_name),
         cmocka_unit_test(minilm_matches_sentence_transformers),
         cmocka_unit_test(tiny_mpnet_matches_sentence_transformers),
         cmocka_unit_test(mpnet_matches_sentence_transformers),
