@@ -22,6 +22,7 @@
 #include "model/model.h"
 #ifdef HS_HAVE_CUDA
 #include "engine/cuda/cuda.h"
+#include "engine/cuda/cuda_impl.h"
 #endif
 
 #define STAGE_COS_MIN  0.999
@@ -495,7 +496,8 @@ static double check_family(const char *dir)
     struct tbatch *tb = malloc(sizeof *tb);
     assert_non_null(tb);
     make_batch(tb, lens, n, limit, d->vocab);
-    float *ref = malloc(sizeof(float) * (size_t)n * H), *got = malloc(sizeof(float) * (size_t)n * H);
+    float *ref = malloc(sizeof(float) * (size_t)n * H),
+          *got = malloc(sizeof(float) * (size_t)n * H);
     assert_non_null(ref);
     assert_non_null(got);
     if (hs_executor_run(xc, 0, &tb->b, ref, NULL, &err)) fail_msg("%s cpu: %s", dir, err.msg);
@@ -509,8 +511,8 @@ static double check_family(const char *dir)
             sum += c;
         }
     }
-    printf("  %-28s %2d seqs (len %d..%d): min cos %.7f (seq %d, len %d), mean %.7f\n", m->name,
-           n, lens[0], lens[n - 1], mn, worst, lens[worst], sum / (2 * n));
+    printf("  %-28s %2d seqs (len %d..%d): min cos %.7f (seq %d, len %d), mean %.7f\n", m->name, n,
+           lens[0], lens[n - 1], mn, worst, lens[worst], sum / (2 * n));
     free(ref);
     free(got);
     free(tb);
@@ -557,6 +559,32 @@ static void tiny_families_match_cpu(void **state)
     assert_int_equal(failed, 0);
 }
 
+/* ---- the kernels one by one against host references (cuda_kernel_checks.h) ---- */
+#ifdef HS_HAVE_CUDA
+#include "cuda_kernel_checks.h"
+#else
+static void kernel_attention(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+static void kernel_qk_rope(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+static void kernel_norms(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+static void kernel_glu_pool(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+#endif
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -589,9 +617,16 @@ static void bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(no_device_behaviour), cmocka_unit_test(caps_and_dtype),
-        cmocka_unit_test(per_stage_head32),    cmocka_unit_test(per_stage_head64),
-        cmocka_unit_test(whole_model),         cmocka_unit_test(bad_input),
+        cmocka_unit_test(no_device_behaviour),
+        cmocka_unit_test(caps_and_dtype),
+        cmocka_unit_test(per_stage_head32),
+        cmocka_unit_test(per_stage_head64),
+        cmocka_unit_test(whole_model),
+        cmocka_unit_test(bad_input),
+        cmocka_unit_test(kernel_attention),
+        cmocka_unit_test(kernel_qk_rope),
+        cmocka_unit_test(kernel_norms),
+        cmocka_unit_test(kernel_glu_pool),
         cmocka_unit_test(tiny_families_match_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
