@@ -63,6 +63,33 @@ if(HS_CUDA_ENABLED)
   target_link_libraries(hetserve_lib PUBLIC CUDA::cudart_static CUDA::cublasLt)
   # nvcc's host objects may need the C++ runtime; executables are linked by the C driver.
   target_link_libraries(hetserve_lib PUBLIC stdc++)
+  # test_cuda_emu: the kernel checks of test_cuda on the CPU, the kernels compiled from their
+  # own source as C++ and run by an emulator of the CUDA execution model (tests/engine/cuda_emu)
+  if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
+    enable_language(CXX)
+    set(_hs_emu_dir ${CMAKE_CURRENT_LIST_DIR}/../tests/engine/cuda_emu)
+    set(_hs_emu_src "")
+    foreach(k attention kernels norm rotary)
+      set(_in ${CMAKE_CURRENT_LIST_DIR}/../src/engine/cuda/${k}.cu)
+      set(_out ${CMAKE_BINARY_DIR}/cuda_emu/${k}.emu.cpp)
+      add_custom_command(OUTPUT ${_out}
+        COMMAND ${CMAKE_COMMAND} -DIN=${_in} -DOUT=${_out} -P ${_hs_emu_dir}/emu_cu.cmake
+        DEPENDS ${_in} ${_hs_emu_dir}/emu_cu.cmake VERBATIM)
+      list(APPEND _hs_emu_src ${_out})
+    endforeach()
+    add_executable(test_cuda_emu ${_hs_emu_dir}/driver.c ${_hs_emu_dir}/emu_rt.cpp
+      ${CMAKE_CURRENT_LIST_DIR}/../src/core/tensor.c ${_hs_emu_src})
+    set_source_files_properties(${_hs_emu_src} PROPERTIES COMPILE_OPTIONS
+      "-include;${_hs_emu_dir}/emu.h;-w")
+    set_target_properties(test_cuda_emu PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON)
+    target_include_directories(test_cuda_emu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../src
+      ${CMAKE_CURRENT_LIST_DIR}/../tests ${_hs_emu_dir} ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(test_cuda_emu PRIVATE $<$<COMPILE_LANGUAGE:C>:${HS_WARN}>)
+    find_package(Threads REQUIRED)
+    target_link_libraries(test_cuda_emu PRIVATE PkgConfig::CMOCKA Threads::Threads m)
+    add_test(NAME test_cuda_emu COMMAND test_cuda_emu)
+    set_tests_properties(test_cuda_emu PROPERTIES TIMEOUT 300)
+  endif()
   message(STATUS "hetserve: CUDA engine ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "archs ${CMAKE_CUDA_ARCHITECTURES})")
 else()

@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(ATT_Q)
                         dot = fmaf(q[4 * d4 + 2], kv.z, dot);
                         dot = fmaf(q[4 * d4 + 3], kv.w, dot);
                     }
-                    if (rel) dot = fmaf(rel[kj], LOG2E, dot); /* bias of relative position kj - qi */
+                    if (rel)
+                        dot = fmaf(rel[kj], LOG2E, dot); /* bias of relative position kj - qi */
                     sc[j] = dot;
                     tmax = fmaxf(tmax, dot);
                 } else {
@@ -176,8 +177,8 @@ template <int D>
 static void launch(dim3 grid, cudaStream_t s, const uint16_t *qkv, const int32_t *lengths, int S,
                    const struct hs__cuda_attn_shape *a, float qscale, uint16_t *ctx)
 {
-    attention_kernel<D><<<grid, ATT_Q, 0, s>>>((const __half *)qkv, lengths, S, *a, qscale,
-                                               (__half *)ctx);
+    attention_kernel<D>
+        <<<grid, ATT_Q, 0, s>>>((const __half *)qkv, lengths, S, *a, qscale, (__half *)ctx);
 }
 
 extern "C" cudaError_t hs__cuda_attention(const uint16_t *qkv, const int32_t *lengths, int B, int S,

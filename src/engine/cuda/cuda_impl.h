@@ -90,11 +90,11 @@ cudaError_t hs__cuda_act_f16(uint16_t *y, int64_t n, int act, cudaStream_t s);
  * hs_attn_shape): query head h reads key / value head h / (heads / kv_heads). */
 struct hs__cuda_attn_shape {
     int heads, kv_heads, head_dim;
-    int stride;      /* halves per row of qkv */
+    int stride;       /* halves per row of qkv */
     int k_off, v_off; /* first k and v column (q starts at 0) */
-    int ctx_stride;  /* halves per row of ctx (>= heads * head_dim) */
-    int causal;      /* a query sees only keys at or before it */
-    int window;      /* > 0: only keys within this distance (inclusive) */
+    int ctx_stride;   /* halves per row of ctx (>= heads * head_dim) */
+    int causal;       /* a query sees only keys at or before it */
+    int window;       /* > 0: only keys within this distance (inclusive) */
     /* NULL or [heads, 2 * rel_span - 1] fp32: the score bias of key j seen from query i at
      * rel[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span */
     const float *rel;
@@ -167,7 +167,8 @@ struct hs__cuda_prep {
     struct hs_encoder_dims d;
     void *mem;
     size_t bytes;
-    /* embed (fp16): word [vocab, H]; pos [max_positions, H] or NULL; type [type_vocab, H] or NULL */
+    /* embed (fp16): word [vocab, H]; pos [max_positions, H] or NULL; type [type_vocab, H] or NULL
+     */
     uint16_t *word, *pos, *type;
     /* attn: wqkv [nq + 2 nkv, H] and bqkv fp16; wo [H, nq] fp16, bo fp32; q_norm, k_norm fp32
      * [head_dim] or NULL; rel fp32 [heads, 2 rel_span - 1] or NULL */

@@ -94,9 +94,9 @@ struct cuda_ws {
     uint16_t *ug;      /* gated FFN: [rows_max, 2I] up | gate; NULL otherwise */
     float *rope;       /* rotary: [seq_max, rotary_dim] cos | sin; NULL otherwise */
     float *rope_local; /* rotary with another base for the local layers; NULL otherwise */
-    int32_t *dints; /* ids | types | lengths | offsets of the current (B, S) */
-    int32_t *hints; /* pinned mirror */
-    float *hstage;  /* pinned staging for hidden / pooled copies */
+    int32_t *dints;    /* ids | types | lengths | offsets of the current (B, S) */
+    int32_t *hints;    /* pinned mirror */
+    float *hstage;     /* pinned staging for hidden / pooled copies */
     size_t hstage_floats;
     /* current batch */
     bool have_batch;
@@ -282,8 +282,8 @@ static hs_status cuda_ws_create(void *ctx, const struct hs_ws_spec *spec, void *
     const int64_t nq = (int64_t)w->d.heads * w->d.head_dim;
     const int64_t nqkv = nq + 2 * (int64_t)hs__cuda_kv_heads(&w->d) * w->d.head_dim;
     const bool rotary = w->d.pos == HS_POS_ROTARY;
-    const bool two_bases = rotary && w->d.rope_theta_local > 0.0f &&
-                           w->d.rope_theta_local != w->d.rope_theta;
+    const bool two_bases =
+        rotary && w->d.rope_theta_local > 0.0f && w->d.rope_theta_local != w->d.rope_theta;
     const size_t rope_bytes = (size_t)spec->seq_max * (size_t)w->d.rotary_dim * 4;
     const int64_t packed_rows = spec->tokens_max > R ? spec->tokens_max : R;
 
@@ -470,8 +470,8 @@ static hs_status enqueue_stage(struct cuda_ws *w, const struct hs__cuda_prep *p,
         if (d->norm_pre)
             CUDA_TRY(hs__cuda_residual_add(w->x, w->y, R, H, w->xh, st), "residual kernel");
         else
-            CUDA_TRY(hs__cuda_add_norm(w->x, w->y, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R,
-                                       H, w->xh, st),
+            CUDA_TRY(hs__cuda_add_norm(w->x, w->y, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                       w->xh, st),
                      "add+norm kernel");
         return HS_STATUS_OK;
     }
@@ -502,8 +502,8 @@ static hs_status enqueue_stage(struct cuda_ws *w, const struct hs__cuda_prep *p,
         if (d->norm_pre)
             CUDA_TRY(hs__cuda_residual_add(w->x, w->y, R, H, w->xh, st), "residual kernel");
         else
-            CUDA_TRY(hs__cuda_add_norm(w->x, w->y, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R,
-                                       H, w->xh, st),
+            CUDA_TRY(hs__cuda_add_norm(w->x, w->y, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                       w->xh, st),
                      "add+norm kernel");
         return HS_STATUS_OK;
     case HS_STAGE_FINAL_NORM:

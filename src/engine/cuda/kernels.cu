@@ -6,7 +6,7 @@
 
 #include "engine/cuda/cuda_impl.h"
 
-#define ROW_WARPS   4 /* rows (warps) per block of the row kernels */
+#define ROW_WARPS 4 /* rows (warps) per block of the row kernels */
 
 static __device__ __forceinline__ float warp_sum(float v)
 {
@@ -178,8 +178,7 @@ extern "C" cudaError_t hs__cuda_glu(const uint16_t *ug, int rows, int n, int act
 {
     const long long total = (long long)rows * n;
     if (total <= 0 || act < 0 || act > 4) return cudaErrorInvalidValue;
-    glu_kernel<<<flat_blocks(total), 256, 0, s>>>((const __half *)ug, total, n, act,
-                                                  (__half *)out);
+    glu_kernel<<<flat_blocks(total), 256, 0, s>>>((const __half *)ug, total, n, act, (__half *)out);
     return cudaGetLastError();
 }
 

@@ -166,8 +166,8 @@ static cudaError_t row_norm(float *x, const float *y, const float *gamma, const 
 {
     if (H <= 0 || H > HS_CUDA_HIDDEN_MAX || rows <= 0 || (norm != 0 && norm != 1))
         return cudaErrorInvalidValue;
-    row_norm_kernel<<<row_blocks(rows), ROW_WARPS * 32, 0, s>>>(x, y, gamma, beta, norm, eps,
-                                                                 rows, H, (__half *)xh, mode);
+    row_norm_kernel<<<row_blocks(rows), ROW_WARPS * 32, 0, s>>>(x, y, gamma, beta, norm, eps, rows,
+                                                                H, (__half *)xh, mode);
     return cudaGetLastError();
 }
 

@@ -363,9 +363,9 @@ hs_status hs__cuda_prepare(int device, const struct hs_stage *st, struct hs__cud
         if (p->mem) cudaFree(p->mem);
         (void)cudaGetLastError();
         hs_free(p);
-        return hs_error_set(err, ce == cudaErrorMemoryAllocation ? HS_STATUS_NO_MEMORY
-                                                                 : HS_STATUS_ENGINE,
-                            "cuda: upload of stage weights: %s", cudaGetErrorString(ce));
+        return hs_error_set(
+            err, ce == cudaErrorMemoryAllocation ? HS_STATUS_NO_MEMORY : HS_STATUS_ENGINE,
+            "cuda: upload of stage weights: %s", cudaGetErrorString(ce));
     }
     p->bytes = u.used;
     p->word = at(p->mem, o_word);

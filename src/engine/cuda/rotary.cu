@@ -70,8 +70,8 @@ extern "C" cudaError_t hs__cuda_qk_rope(uint16_t *qkv, int rows, int S, int stri
     const long long items = (long long)rows * (heads + kv_heads);
     const long long blocks = (items + ROPE_WARPS - 1) / ROPE_WARPS;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-    qk_rope_kernel<<<(unsigned)blocks, ROPE_WARPS * 32, 0, s>>>(
-        (__half *)qkv, items, S, stride, heads, kv_heads, D, k_off, q_norm, k_norm, eps, rot_dim,
-        cs);
+    qk_rope_kernel<<<(unsigned)blocks, ROPE_WARPS * 32, 0, s>>>((__half *)qkv, items, S, stride,
+                                                                heads, kv_heads, D, k_off, q_norm,
+                                                                k_norm, eps, rot_dim, cs);
     return cudaGetLastError();
 }
