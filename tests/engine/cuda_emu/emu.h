@@ -20,10 +20,10 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <ucontext.h>
+
 #include <algorithm>
-#include <barrier>
-#include <memory>
-#include <thread>
+#include <functional>
 #include <vector>
 
 using std::max;
@@ -36,34 +36,49 @@ using std::min;
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 
+/* The threads of the block being run: fibers (ucontext) on the calling thread, switched at
+ * barriers. A fiber waiting at the block barrier (kind 1) or at its warp's (kind 2) is resumed
+ * once every live fiber of the block (of the warp) waits there. */
+struct emu_fiber {
+    ucontext_t ctx;
+    int wait; /* 0 runnable, 1 block barrier, 2 warp barrier, 3 done */
+};
 struct emu_block {
-    std::barrier<> *bar;
-    std::vector<std::unique_ptr<std::barrier<>>> warp_bar;
-    std::vector<float> xch; /* one slot per thread */
+    std::vector<emu_fiber> f;
+    std::vector<float> xch; /* one slot per thread (warp shuffles) */
+    ucontext_t sched;
+    unsigned cur;
 };
 
 extern emu_block *emu_cur;
-extern thread_local uint3 threadIdx;
-extern uint3 blockIdx;
+extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
+
+static inline void emu_wait(int kind)
+{
+    emu_block *b = emu_cur;
+    const unsigned me = b->cur;
+    b->f[me].wait = kind;
+    swapcontext(&b->f[me].ctx, &b->sched);
+}
 
 static inline void __syncthreads()
 {
-    emu_cur->bar->arrive_and_wait();
+    emu_wait(1);
 }
 
 static inline void __syncwarp(unsigned = 0xffffffffu)
 {
-    emu_cur->warp_bar[threadIdx.x / 32]->arrive_and_wait();
+    emu_wait(2);
 }
 
 static inline float __shfl_xor_sync(unsigned, float v, int o)
 {
     const int t = (int)threadIdx.x, w = t / 32;
     emu_cur->xch[t] = v;
-    emu_cur->warp_bar[w]->arrive_and_wait();
+    emu_wait(2);
     const float r = emu_cur->xch[w * 32 + ((t % 32) ^ o)];
-    emu_cur->warp_bar[w]->arrive_and_wait();
+    emu_wait(2);
     return r;
 }
 
@@ -72,6 +87,8 @@ struct emu_cfg {
     emu_cfg(dim3 g_, dim3 b_, size_t = 0, cudaStream_t = 0) : g(g_), b(b_) {}
 };
 
+void emu_run_block(unsigned nt, const std::function<void()> &body);
+
 /* arguments are converted to the kernel's parameter types as a launch does (NULL included) */
 template <typename... P, typename... A> void emu_launch(emu_cfg c, void (*f)(P...), A... a)
 {
@@ -79,26 +96,12 @@ template <typename... P, typename... A> void emu_launch(emu_cfg c, void (*f)(P..
     blockDim = c.b;
     const unsigned nt = c.b.x * c.b.y * c.b.z;
     if (c.b.y != 1 || c.b.z != 1 || nt % 32 || nt == 0) abort();
+    const std::function<void()> body = [&] { f(((P)a)...); };
     for (unsigned z = 0; z < c.g.z; z++)
         for (unsigned y = 0; y < c.g.y; y++)
             for (unsigned x = 0; x < c.g.x; x++) {
-                emu_block blk;
-                std::barrier<> bar(nt);
-                blk.bar = &bar;
-                for (unsigned w = 0; w < nt / 32; w++)
-                    blk.warp_bar.emplace_back(new std::barrier<>(32));
-                blk.xch.assign(nt, 0.0f);
-                emu_cur = &blk;
                 blockIdx = make_uint3(x, y, z);
-                std::vector<std::thread> th;
-                for (unsigned t = 0; t < nt; t++)
-                    th.emplace_back([&, t] {
-                        threadIdx = make_uint3(t, 0, 0);
-                        f(((P)a)...);
-                        bar.arrive_and_drop();
-                        blk.warp_bar[t / 32]->arrive_and_drop();
-                    });
-                for (auto &t : th) t.join();
+                emu_run_block(nt, body);
             }
 }
 
