@@ -3,7 +3,8 @@
  *
  * Weights: uploaded once in stage_prepare as fp16 (GEMM weights, embeddings, the biases of
  * fp16-output GEMMs) or fp32 (LayerNorm parameters, the biases of fp32-output GEMMs); no fp32
- * copy of a GEMM weight stays on the device. Q, K and V are fused into one [3H, H] weight.
+ * copy of a GEMM weight stays on the device. Q, K and V are fused into one
+ * [nq + 2 nkv, H] weight, a gated FFN's up and gate into one [2I, H] (prep.c).
  *
  * Activations: a padded batch (B sequences x S = batch.seq_max rows, see cuda_impl.h). The
  * residual stream stays fp32 between LayerNorms; GEMM inputs and the QKV, attention and FFN
