@@ -105,6 +105,17 @@ if(HS_CUDA_ENABLED)
     target_compile_options(test_cuda_engine_emu PRIVATE ${HS_WARN})
     target_link_libraries(test_cuda_engine_emu PRIVATE hetserve_lib PkgConfig::CMOCKA
       Threads::Threads)
+    # test_conformance_emu: the conformance suite with the emulated cuda lane (by hand: minutes)
+    add_executable(test_conformance_emu
+      ${CMAKE_CURRENT_LIST_DIR}/../tests/engine/test_conformance.c
+      ${CMAKE_CURRENT_LIST_DIR}/../tests/testutil.c ${CMAKE_CURRENT_LIST_DIR}/../tests/refmodel.c
+      ${_hs_src}/engine/cuda/engine.c ${_hs_src}/engine/cuda/prep.c ${_hs_emu_dir}/gemm_emu.c
+      ${_hs_emu_dir}/runtime_emu.c $<TARGET_OBJECTS:hs_cuda_emu_kernels>)
+    target_include_directories(test_conformance_emu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../tests)
+    target_compile_definitions(test_conformance_emu PRIVATE HS_CUDA_EMU=1)
+    target_compile_options(test_conformance_emu PRIVATE ${HS_WARN})
+    target_link_libraries(test_conformance_emu PRIVATE hetserve_lib PkgConfig::CMOCKA
+      Threads::Threads)
     # under ctest: every tiny family checkpoint (the whole of test_cuda runs by hand, minutes)
     add_test(NAME test_cuda_engine_emu COMMAND test_cuda_engine_emu)
     set_tests_properties(test_cuda_engine_emu PROPERTIES TIMEOUT 900 ENVIRONMENT
