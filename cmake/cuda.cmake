@@ -65,7 +65,9 @@ if(HS_CUDA_ENABLED)
   target_link_libraries(hetserve_lib PUBLIC stdc++)
   # test_cuda_emu: the kernel checks of test_cuda on the CPU, the kernels compiled from their
   # own source as C++ and run by an emulator of the CUDA execution model (tests/engine/cuda_emu)
-  if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
+  # (not under the sanitizers: they do not follow the emulator's fiber stacks, ucontext)
+  if((BUILD_TESTING OR NOT DEFINED BUILD_TESTING) AND NOT HS_SANITIZE AND NOT HS_TSAN
+     AND NOT HS_FUZZ)
     enable_language(CXX)
     set(_hs_emu_dir ${CMAKE_CURRENT_LIST_DIR}/../tests/engine/cuda_emu)
     set(_hs_emu_src "")
