@@ -63,6 +63,66 @@ if(HS_CUDA_ENABLED)
   target_link_libraries(hetserve_lib PUBLIC CUDA::cudart_static CUDA::cublasLt)
   # nvcc's host objects may need the C++ runtime; executables are linked by the C driver.
   target_link_libraries(hetserve_lib PUBLIC stdc++)
+  # test_cuda_emu: the kernel checks of test_cuda on the CPU, the kernels compiled from their
+  # own source as C++ and run by an emulator of the CUDA execution model (tests/engine/cuda_emu)
+  # (not under the sanitizers: they do not follow the emulator's fiber stacks, ucontext)
+  if((BUILD_TESTING OR NOT DEFINED BUILD_TESTING) AND NOT HS_SANITIZE AND NOT HS_TSAN
+     AND NOT HS_FUZZ)
+    enable_language(CXX)
+    set(_hs_emu_dir ${CMAKE_CURRENT_LIST_DIR}/../tests/engine/cuda_emu)
+    set(_hs_emu_src "")
+    foreach(k attention kernels norm rotary)
+      set(_in ${CMAKE_CURRENT_LIST_DIR}/../src/engine/cuda/${k}.cu)
+      set(_out ${CMAKE_BINARY_DIR}/cuda_emu/${k}.emu.cpp)
+      add_custom_command(OUTPUT ${_out}
+        COMMAND ${CMAKE_COMMAND} -DIN=${_in} -DOUT=${_out} -P ${_hs_emu_dir}/emu_cu.cmake
+        DEPENDS ${_in} ${_hs_emu_dir}/emu_cu.cmake VERBATIM)
+      list(APPEND _hs_emu_src ${_out})
+    endforeach()
+    set(_hs_src ${CMAKE_CURRENT_LIST_DIR}/../src)
+    add_library(hs_cuda_emu_kernels OBJECT ${_hs_emu_dir}/emu_rt.cpp ${_hs_emu_src})
+    set_source_files_properties(${_hs_emu_src} PROPERTIES COMPILE_OPTIONS
+      "-include;${_hs_emu_dir}/emu.h;-w")
+    set_target_properties(hs_cuda_emu_kernels PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON)
+    target_include_directories(hs_cuda_emu_kernels PRIVATE ${_hs_src} ${_hs_emu_dir}
+      ${CUDAToolkit_INCLUDE_DIRS})
+    find_package(Threads REQUIRED)
+    add_executable(test_cuda_emu ${_hs_emu_dir}/driver.c ${_hs_src}/core/tensor.c
+      $<TARGET_OBJECTS:hs_cuda_emu_kernels>)
+    target_include_directories(test_cuda_emu PRIVATE ${_hs_src}
+      ${CMAKE_CURRENT_LIST_DIR}/../tests ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(test_cuda_emu PRIVATE ${HS_WARN})
+    target_link_libraries(test_cuda_emu PRIVATE PkgConfig::CMOCKA Threads::Threads m stdc++)
+    add_test(NAME test_cuda_emu COMMAND test_cuda_emu)
+    set_tests_properties(test_cuda_emu PROPERTIES TIMEOUT 300)
+    # test_cuda_engine_emu: test_cuda itself, whole engine (engine.c, prep.c) on the emulated
+    # kernels, a host GEMM and a host runtime (tests/engine/cuda_emu): the glue between
+    # stages, weights and buffers checked against the CPU engine without a GPU
+    add_executable(test_cuda_engine_emu ${CMAKE_CURRENT_LIST_DIR}/../tests/engine/test_cuda.c
+      ${CMAKE_CURRENT_LIST_DIR}/../tests/testutil.c ${_hs_src}/engine/cuda/engine.c
+      ${_hs_src}/engine/cuda/prep.c ${_hs_emu_dir}/gemm_emu.c ${_hs_emu_dir}/runtime_emu.c
+      $<TARGET_OBJECTS:hs_cuda_emu_kernels>)
+    target_include_directories(test_cuda_engine_emu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../tests)
+    target_compile_definitions(test_cuda_engine_emu PRIVATE HS_CUDA_EMU=1)
+    target_compile_options(test_cuda_engine_emu PRIVATE ${HS_WARN})
+    target_link_libraries(test_cuda_engine_emu PRIVATE hetserve_lib PkgConfig::CMOCKA
+      Threads::Threads)
+    # test_conformance_emu: the conformance suite with the emulated cuda lane (by hand: minutes)
+    add_executable(test_conformance_emu
+      ${CMAKE_CURRENT_LIST_DIR}/../tests/engine/test_conformance.c
+      ${CMAKE_CURRENT_LIST_DIR}/../tests/testutil.c ${CMAKE_CURRENT_LIST_DIR}/../tests/refmodel.c
+      ${_hs_src}/engine/cuda/engine.c ${_hs_src}/engine/cuda/prep.c ${_hs_emu_dir}/gemm_emu.c
+      ${_hs_emu_dir}/runtime_emu.c $<TARGET_OBJECTS:hs_cuda_emu_kernels>)
+    target_include_directories(test_conformance_emu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../tests)
+    target_compile_definitions(test_conformance_emu PRIVATE HS_CUDA_EMU=1)
+    target_compile_options(test_conformance_emu PRIVATE ${HS_WARN})
+    target_link_libraries(test_conformance_emu PRIVATE hetserve_lib PkgConfig::CMOCKA
+      Threads::Threads)
+    # under ctest: every tiny family checkpoint (the whole of test_cuda runs by hand, minutes)
+    add_test(NAME test_cuda_engine_emu COMMAND test_cuda_engine_emu)
+    set_tests_properties(test_cuda_engine_emu PROPERTIES TIMEOUT 900 ENVIRONMENT
+      "HS_SOURCE_DIR=${CMAKE_SOURCE_DIR};HS_TEST_FILTER=tiny_*;HS_CUDA_GRAPHS=0;OMP_WAIT_POLICY=passive")
+  endif()
   message(STATUS "hetserve: CUDA engine ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "archs ${CMAKE_CUDA_ARCHITECTURES})")
 else()

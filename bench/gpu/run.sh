@@ -5,17 +5,23 @@
 #       converts models/all-MiniLM-L6-v2 to fp16 into bench/out/minilm-f16 (~45 MB) and
 #       downloads the build's Debian dependencies (.deb) into bench/out/debs (~7 MB), both
 #       git-ignored, to be carried to the GPU machine.
-#   bench/gpu/run.sh [--out DIR] [--iters N]          on the GPU machine
-#       unpacks missing build dependencies, builds with CUDA, runs test_cuda, `hetserve verify`
-#       on the GPU (and on the CPU engine for reference), benchmarks hetserve vs PyTorch fp16 on
-#       MiniLM (batch 1/32/256 x seq 16/128/256) and on a random BERT-base (batch 1/256 x 128),
-#       probes the fp16 GEMM peak, serves a cuda engine sliced into streams (slices_check.py),
+#   bench/gpu/run.sh [--out DIR] [--iters N] [--budget S]   on the GPU machine
+#       unpacks missing build dependencies, builds with CUDA, then FIRST checks every model
+#       family on the GPU (test_cuda: each tests/data/tiny-* checkpoint in fp16 against the CPU
+#       engine f32; test_arch: each family against its transformers golden; test_conformance:
+#       the block cases against the fp64 reference), printing one FAMILIES line; then
+#       `hetserve verify` on the GPU (and on the CPU engine for reference), benchmarks hetserve
+#       vs PyTorch fp16 on MiniLM (batch 1/32/256 x seq 16/128/256) and on a random BERT-base
+#       (batch 1/256 x 128), probes the fp16 GEMM peak, serves a cuda engine sliced into streams (slices_check.py),
 #       and writes results.csv + summary.txt to --out ($OUT).
 #   bench/gpu/run.sh --cpu-only [--out DIR]           dry run of everything that runs on a CPU:
 #       build, test_cuda (skips), verify on the CPU engine, the bench harness on the CPU engine
 #       with tiny counts, the summary.
 # Every step runs even when an earlier one failed; status.txt lists each step's exit status and
-# the script exits non-zero when a required step failed.
+# the script exits non-zero when a required step failed. Time budget (--budget, default 300 s on
+# the GPU, 3600 s for --cpu-only; build included): every step after the build runs under
+# `timeout` of the time left, and a step that cannot start with 20 s left is skipped
+# ("skipped-budget" in status.txt; a skipped required step fails the run).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -23,17 +29,23 @@ cd "$ROOT"
 MODE=gpu
 OUTDIR=${OUT:-bench/out/gpu}
 ITERS=20
+BUDGET=
+T_START=$(date +%s)
 while [ $# -gt 0 ]; do
   case "$1" in
     --prepare) MODE=prepare ;;
     --cpu-only) MODE=cpu ;;
     --out) OUTDIR=$2; shift ;;
     --iters) ITERS=$2; shift ;;
-    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
+    --budget) BUDGET=$2; shift ;;
+    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+
+# the GPU run is sized for a short device lease; the CPU dry run builds on few cores
+[ -n "$BUDGET" ] || { [ "$MODE" = cpu ] && BUDGET=3600 || BUDGET=300; }
 
 MODEL16=bench/out/minilm-f16
 DEBS=bench/out/debs
@@ -55,10 +67,21 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 STATUS=$OUTDIR/status.txt
 : >"$STATUS"
+left() { echo $((BUDGET - ($(date +%s) - T_START))); }
 step() { # name required(1/0) command...
   local name=$1 req=$2; shift 2
-  echo "=== $name: $*"
-  "$@"
+  local l; l=$(left)
+  if [ "$(type -t "$1")" = function ]; then
+    echo "=== $name: $* ($l s of the budget left)"
+    "$@"
+  elif [ "$l" -lt 20 ]; then
+    echo "=== $name: SKIPPED (budget: $l s left)"
+    echo "$name skipped-budget" >>"$STATUS"
+    return 0
+  else
+    echo "=== $name: $* (timeout $l s)"
+    timeout --kill-after=5 "$l" "$@"
+  fi
   local rc=$?
   echo "$name $rc" >>"$STATUS"
   [ $rc -ne 0 ] && echo "=== $name FAILED ($rc)$([ "$req" = 1 ] && echo ', required')"
@@ -99,12 +122,29 @@ CUDA_FLAG=-DHS_CUDA=ON
 [ "$MODE" = cpu ] && CUDA_FLAG=-DHS_CUDA=AUTO
 build() {
   cmake -S . -B "$BUILD" "$CUDA_FLAG" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$BUILD" -j "$JOBS" --target hetserve test_cuda bench_engine
+    cmake --build "$BUILD" -j "$JOBS" --target hetserve test_cuda test_arch test_conformance \
+      bench_engine
 }
 step build 1 build 2>&1 | tee "$OUTDIR/build.log" | tail -25
 [ -x "$BUILD/hetserve" ] || { echo "run.sh: build failed, see build.log"; exit 1; }
 
+# --- every model family first: the CUDA engine runs each block feature of stage.h
+export HS_SOURCE_DIR=$ROOT
 step test_cuda 1 "$BUILD/test_cuda" 2>&1 | tee "$OUTDIR/test_cuda.txt"
+step test_arch 1 "$BUILD/test_arch" 2>&1 | tee "$OUTDIR/test_arch.txt"
+step test_conformance 1 "$BUILD/test_conformance" 2>&1 | tee "$OUTDIR/test_conformance.txt"
+{
+  echo "--- families on the GPU (fp16 vs CPU f32, per tiny checkpoint):"
+  grep -E '^  tiny-|tiny families|FAIL|skipped' "$OUTDIR/test_cuda.txt"
+  echo "--- families vs transformers goldens (test_arch, other engines):"
+  grep -E '^# .* cuda |refused' "$OUTDIR/test_arch.txt"
+  echo "--- block cases vs the fp64 reference (test_conformance):"
+  grep -E '^conformance .*cuda.*(ok|refused)' "$OUTDIR/test_conformance.txt"
+  fam_ok=1
+  for t in test_cuda test_arch test_conformance; do grep -q "^$t 0$" "$STATUS" || fam_ok=0; done
+  grep -q "tiny families: [0-9]* checked, 0 below" "$OUTDIR/test_cuda.txt" || fam_ok=0
+  echo "FAMILIES: $([ $fam_ok = 1 ] && echo PASS || echo FAIL) (status: $(grep -E '^test_(cuda|arch|conformance) ' "$STATUS" | tr '\n' ' '))"
+} 2>&1 | tee "$OUTDIR/families.txt"
 
 # --- verify: the golden set is fp32 MiniLM; the GPU path rounds weights to fp16 anyway, so the
 # carried fp16 copy is exact for it. On the CPU engine the rounded weights cost a little, so
@@ -170,6 +210,7 @@ if [ -f "$CSV" ]; then
   python3 bench/gpu/summarize.py "$CSV" >"$OUTDIR/summary.txt" 2>&1
   {
     echo
+    grep -h "FAMILIES:" "$OUTDIR/families.txt" 2>/dev/null
     grep -h "cuda graphs:" "$OUTDIR/bench.txt" 2>/dev/null
     grep -h -E "PASS|FAIL|skipped|ERROR" "$OUTDIR/verify.txt" 2>/dev/null
     echo "step statuses:"; cat "$STATUS"
@@ -178,4 +219,4 @@ if [ -f "$CSV" ]; then
 fi
 # a failed required step (see status.txt) fails the run (steps run in pipelines, i.e. subshells,
 # so their statuses are read back from the file)
-! grep -qE '^(build|test_cuda|verify_cuda|verify_cpu|bench_hetserve|bench_hetserve_bertbase|gen_tiny|bench_cpu_minilm|bench_cpu_tiny) [1-9]' "$STATUS"
+! grep -qE '^(build|test_cuda|test_arch|test_conformance|verify_cuda|verify_cpu|bench_hetserve|bench_hetserve_bertbase|gen_tiny|bench_cpu_minilm|bench_cpu_tiny) ([1-9]|skipped)' "$STATUS"

@@ -674,6 +674,9 @@ static void tiny_checkpoints_match_transformers(void **state)
 
 int main(void)
 {
+#ifdef HS_CUDA_EMU /* HS_TEST_FILTER: the tests to run (a cmocka pattern), e.g. "block_*" */
+    if (getenv("HS_TEST_FILTER")) cmocka_set_test_filter(getenv("HS_TEST_FILTER"));
+#endif
     find_lanes();
     for (int i = 0; i < n_lanes; i++) printf("conformance: %s\n", lanes[i].label);
     const struct CMUnitTest tests[] = {

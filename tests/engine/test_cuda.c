@@ -10,6 +10,7 @@
  * >= 0.9999 (the `hetserve verify` defaults for F16). */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,14 +19,18 @@
 #include "core/alloc.h"
 #include "engine/engine.h"
 #include "model/executor.h"
+#include "model/model.h"
 #ifdef HS_HAVE_CUDA
 #include "engine/cuda/cuda.h"
+#include "engine/cuda/cuda_impl.h"
 #endif
 
 #define STAGE_COS_MIN  0.999
 #define STAGE_ABS_MAX  0.05
 #define MODEL_COS_MIN  0.999
 #define MODEL_COS_MEAN 0.9999
+/* every tiny family checkpoint (tests/data/tiny-*), GPU fp16 against the CPU engine's f32 */
+#define FAMILY_COS_MIN 0.9999
 
 static bool have_gpu(void)
 {
@@ -264,8 +269,8 @@ static void caps_and_dtype(void **state)
                      HS_STATUS_UNSUPPORTED);
     /* an unsupported head size is refused at prepare, not at run time */
     struct hs_encoder_dims odd = t->model.config.dims;
-    odd.heads = 4;
-    odd.head_dim = 16;
+    odd.heads = 2;
+    odd.head_dim = 24; /* (8, 16, 32, 64 and 128 run) */
     struct hs_stage st = t->model.stages[1];
     st.dims = &odd;
     assert_int_equal(hs_engine_stage_prepare(e, &st, HS_DTYPE_F16, &prep, &err),
@@ -451,6 +456,140 @@ static void whole_model(void **state)
     toy_free(t);
 }
 
+/* One tiny checkpoint: every stage prepared on the GPU (the engine declares every feature the
+ * model's stages need), the whole model on a batch of lengths around the attention tiles and the
+ * model's limit, twice (direct, then captured), each sequence's embedding against the CPU f32
+ * engine's. Returns the worst cosine. */
+static double check_family(const char *dir)
+{
+    struct hs_error err;
+    hs_error_clear(&err);
+    struct hs_model *m = NULL;
+    if (hs_model_load(dir, &m, &err)) fail_msg("%s: %s", dir, err.msg);
+    hs_engine_t cpu = make_engine("cpu"), gpu = make_engine("cuda");
+    struct hs_engine_caps caps;
+    hs_engine_caps(gpu, &caps);
+    uint32_t need = 0;
+    for (int i = 0; i < m->n_stages; i++) need |= hs_stage_features(&m->stages[i]);
+    if (need & ~caps.features) {
+        char names[512];
+        fail_msg("%s: cuda lacks %s", dir,
+                 hs_stage_features_str(need & ~caps.features, names, sizeof names));
+    }
+    const struct hs_encoder_dims *d = &m->config.dims;
+    int limit = m->config.max_seq_len;
+    if (limit > d->max_positions - d->pos_offset) limit = d->max_positions - d->pos_offset;
+#ifdef HS_CUDA_EMU /* the emulated engine (cuda_emu): fewer, shorter sequences, same paths */
+    static const int want[] = {1, 5, 17, 33, 40};
+#else
+    static const int want[] = {1, 2, 5, 16, 17, 31, 33, 40, 64, 65, 100, 128};
+#endif
+    const int n_want = (int)(sizeof want / sizeof want[0]);
+    int lens[12], n = 0;
+    for (int i = 0; i < n_want; i++) lens[n++] = want[i] < limit ? want[i] : limit;
+    const int H = d->hidden;
+    struct hs_placement pc, pg;
+    hs_placement_single(m, cpu, &pc);
+    hs_placement_single(m, gpu, &pg);
+    struct hs_executor_opts o = {
+        .batch_max = n, .tokens_max = n * limit, .seq_max = limit, .slots = 1};
+    struct hs_executor *xc = NULL, *xg = NULL;
+    o.dtype = HS_DTYPE_F32;
+    if (hs_executor_create(m, &pc, &o, &xc, &err)) fail_msg("%s cpu: %s", dir, err.msg);
+    o.dtype = HS_DTYPE_F16;
+    if (hs_executor_create(m, &pg, &o, &xg, &err)) fail_msg("%s cuda: %s", dir, err.msg);
+    struct tbatch *tb = malloc(sizeof *tb);
+    assert_non_null(tb);
+    make_batch(tb, lens, n, limit, d->vocab);
+    float *ref = malloc(sizeof(float) * (size_t)n * H),
+          *got = malloc(sizeof(float) * (size_t)n * H);
+    assert_non_null(ref);
+    assert_non_null(got);
+    if (hs_executor_run(xc, 0, &tb->b, ref, NULL, &err)) fail_msg("%s cpu: %s", dir, err.msg);
+    double mn = 1.0, sum = 0.0;
+    int worst = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        if (hs_executor_run(xg, 0, &tb->b, got, NULL, &err)) fail_msg("%s cuda: %s", dir, err.msg);
+        for (int i = 0; i < n; i++) {
+            const double c = cosine(ref + (size_t)i * H, got + (size_t)i * H, H);
+            if (c < mn || isnan(c)) mn = c, worst = i;
+            sum += c;
+        }
+    }
+    printf("  %-28s %2d seqs (len %d..%d): min cos %.7f (seq %d, len %d), mean %.7f\n", m->name, n,
+           lens[0], lens[n - 1], mn, worst, lens[worst], sum / (2 * n));
+    free(ref);
+    free(got);
+    free(tb);
+    hs_executor_free(xc);
+    hs_executor_free(xg);
+    hs_engine_destroy(cpu);
+    hs_engine_destroy(gpu);
+    hs_model_free(m);
+    return mn;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void tiny_families_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    char data[1024];
+    snprintf(data, sizeof data, "%s", hs_test_path("tests/data"));
+    DIR *dir = opendir(data);
+    assert_non_null(dir);
+    char *names[64];
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dir)) && n < 64;)
+        if (!strncmp(de->d_name, "tiny-", 5)) names[n++] = strdup(de->d_name);
+    closedir(dir);
+    qsort(names, (size_t)n, sizeof names[0], name_cmp);
+    assert_true(n >= 8);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", data, names[i]);
+        const double mn = check_family(path);
+        if (!(mn >= FAMILY_COS_MIN)) {
+            printf("  %s: FAIL (min cos %.7f < %.4f)\n", names[i], mn, FAMILY_COS_MIN);
+            failed++;
+        }
+        free(names[i]);
+    }
+    printf("  tiny families: %d checked, %d below min cos %.4f\n", n, failed, FAMILY_COS_MIN);
+    assert_int_equal(failed, 0);
+}
+
+/* ---- the kernels one by one against host references (cuda_kernel_checks.h) ---- */
+#ifdef HS_HAVE_CUDA
+#include "cuda_kernel_checks.h"
+#else
+static void kernel_attention(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+static void kernel_qk_rope(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+static void kernel_norms(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+static void kernel_glu_pool(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+#endif
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -482,10 +621,21 @@ static void bad_input(void **state)
 
 int main(void)
 {
+#ifdef HS_CUDA_EMU /* HS_TEST_FILTER: the tests to run (a cmocka pattern), e.g. "tiny_*" */
+    if (getenv("HS_TEST_FILTER")) cmocka_set_test_filter(getenv("HS_TEST_FILTER"));
+#endif
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(no_device_behaviour), cmocka_unit_test(caps_and_dtype),
-        cmocka_unit_test(per_stage_head32),    cmocka_unit_test(per_stage_head64),
-        cmocka_unit_test(whole_model),         cmocka_unit_test(bad_input),
+        cmocka_unit_test(no_device_behaviour),
+        cmocka_unit_test(caps_and_dtype),
+        cmocka_unit_test(per_stage_head32),
+        cmocka_unit_test(per_stage_head64),
+        cmocka_unit_test(whole_model),
+        cmocka_unit_test(bad_input),
+        cmocka_unit_test(kernel_attention),
+        cmocka_unit_test(kernel_qk_rope),
+        cmocka_unit_test(kernel_norms),
+        cmocka_unit_test(kernel_glu_pool),
+        cmocka_unit_test(tiny_families_match_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

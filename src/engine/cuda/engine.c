@@ -1,8 +1,10 @@
-/* hetserve CUDA engine — the engine interface on one NVIDIA GPU, in fp16.
+/* hetserve CUDA engine — the engine interface on one NVIDIA GPU, in fp16. Every block feature
+ * of stage.h runs here (caps.features), stage for stage as on the CPU engine.
  *
  * Weights: uploaded once in stage_prepare as fp16 (GEMM weights, embeddings, the biases of
  * fp16-output GEMMs) or fp32 (LayerNorm parameters, the biases of fp32-output GEMMs); no fp32
- * copy of a GEMM weight stays on the device. Q, K and V are fused into one [3H, H] weight.
+ * copy of a GEMM weight stays on the device. Q, K and V are fused into one
+ * [nq + 2 nkv, H] weight, a gated FFN's up and gate into one [2I, H] (prep.c).
  *
  * Activations: a padded batch (B sequences x S = batch.seq_max rows, see cuda_impl.h). The
  * residual stream stays fp32 between LayerNorms; GEMM inputs and the QKV, attention and FFN
@@ -70,26 +72,9 @@ struct cuda_engine {
     bool exact_gelu; /* erf GELU in its own kernel (default), else cuBLASLt's fused GELU */
 };
 
-struct cuda_prep {
-    enum hs_stage_kind kind;
-    struct hs_encoder_dims d;
-    void *mem; /* one device allocation holding every tensor below */
-    size_t bytes;
-    /* embed */
-    uint16_t *word, *pos, *type;
-    /* attn */
-    uint16_t *wqkv, *bqkv, *wo;
-    float *bo;
-    /* ffn */
-    uint16_t *w1, *b1, *w2;
-    float *b2;
-    /* embed / attn / ffn LayerNorm */
-    float *ln_g, *ln_b;
-};
-
 struct graph_entry {
     int B, S, n;
-    struct cuda_prep *preps[PENDING_MAX];
+    struct hs__cuda_prep *preps[PENDING_MAX];
     bool seen_once;       /* ran directly once; capture on the next run */
     cudaGraphExec_t exec; /* NULL until captured */
 };
@@ -107,9 +92,12 @@ struct cuda_ws {
     size_t dbytes;
     float *x, *y, *pooled;
     uint16_t *xh, *qkv, *ctx, *mid;
-    int32_t *dints; /* ids | types | lengths | offsets of the current (B, S) */
-    int32_t *hints; /* pinned mirror */
-    float *hstage;  /* pinned staging for hidden / pooled copies */
+    uint16_t *ug;      /* gated FFN: [rows_max, 2I] up | gate; NULL otherwise */
+    float *rope;       /* rotary: [seq_max, rotary_dim] cos | sin; NULL otherwise */
+    float *rope_local; /* rotary with another base for the local layers; NULL otherwise */
+    int32_t *dints;    /* ids | types | lengths | offsets of the current (B, S) */
+    int32_t *hints;    /* pinned mirror */
+    float *hstage;     /* pinned staging for hidden / pooled copies */
     size_t hstage_floats;
     /* current batch */
     bool have_batch;
@@ -118,7 +106,7 @@ struct cuda_ws {
     cudaEvent_t mark; /* end of the last copy (start of compute) */
     /* queued stages */
     int n_pending;
-    struct cuda_prep *pending[PENDING_MAX];
+    struct hs__cuda_prep *pending[PENDING_MAX];
     /* graphs */
     bool graphs;
     int n_graphs;
@@ -194,8 +182,12 @@ static void cuda_caps(void *ctx, struct hs_engine_caps *out)
     out->threads = e->sm_count;
     out->mem_bytes = e->mem_bytes;
     out->dtypes = 1u << HS_DTYPE_F16;
-    out->stages = (1u << HS_STAGE_EMBED) | (1u << HS_STAGE_ATTN) | (1u << HS_STAGE_FFN) |
-                  (1u << HS_STAGE_POOL) | (1u << HS_STAGE_NORMALIZE);
+    out->stages = (1u << HS_STAGE_COUNT) - 1;
+    /* every block feature of stage.h: kernels in norm.cu, rotary.cu, attention.cu, kernels.cu */
+    out->features = HS_FEAT_REL_POS_BIAS | HS_FEAT_POS_OFFSET | HS_FEAT_NO_TOKEN_TYPES |
+                    HS_FEAT_NO_BIAS | HS_FEAT_ROTARY | HS_FEAT_GATED_FFN | HS_FEAT_ACT_SILU |
+                    HS_FEAT_RMS_NORM | HS_FEAT_PRE_NORM | HS_FEAT_CAUSAL | HS_FEAT_GQA |
+                    HS_FEAT_POOL_LAST | HS_FEAT_QK_NORM | HS_FEAT_LOCAL_ATTN | HS_FEAT_FINAL_NORM;
     out->batch_max = 65535;
     out->seq_max = 0;
     size_t v = cublasLtGetVersion();
@@ -211,87 +203,7 @@ static bool cuda_supports(void *ctx, enum hs_stage_kind kind, enum hs_dtype dtyp
            seq >= 0;
 }
 
-/* ---------- stage preparation ---------- */
-
-static hs_status check_dims(const struct hs_encoder_dims *d, struct hs_error *err)
-{
-    if (d->hidden <= 0 || d->heads <= 0 || d->hidden % d->heads != 0 ||
-        d->head_dim != d->hidden / d->heads || d->intermediate <= 0 || d->layers <= 0)
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cuda: inconsistent dimensions");
-    if (d->hidden > HS_CUDA_HIDDEN_MAX || d->hidden % 8 != 0 || d->intermediate % 8 != 0)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "cuda: hidden %d / intermediate %d not supported (hidden <= %d, both "
-                            "multiples of 8)",
-                            d->hidden, d->intermediate, HS_CUDA_HIDDEN_MAX);
-    if (!hs__cuda_attention_supports(d->head_dim))
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED,
-                            "cuda: head size %d not supported (32 or 64)", d->head_dim);
-    if (d->act != HS_ACT_GELU_ERF && d->act != HS_ACT_GELU_TANH)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: only GELU activations");
-    return HS_STATUS_OK;
-}
-
-static hs_status check_weight(const struct hs_stage *st, enum hs_weight_role r, int64_t numel,
-                              struct hs_error *err)
-{
-    const struct hs_tensor *t = &st->w[r];
-    if (!t->data)
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cuda: %s: weight role %d missing",
-                            st->name, (int)r);
-    if (t->dtype != HS_DTYPE_F32 && t->dtype != HS_DTYPE_F16 && t->dtype != HS_DTYPE_BF16)
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: %s: weight role %d has dtype %s",
-                            st->name, (int)r, hs_dtype_name(t->dtype));
-    if (hs_tensor_numel(t) != numel)
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                            "cuda: %s: weight role %d has %lld elements, expected %lld", st->name,
-                            (int)r, (long long)hs_tensor_numel(t), (long long)numel);
-    return HS_STATUS_OK;
-}
-
-/* Host-side layout of a prep's device block: one staging buffer mirrors it byte for byte and is
- * copied up in one cudaMemcpy. */
-struct upload {
-    unsigned char *host;
-    size_t used, cap;
-};
-
-static void *upload_take(struct upload *u, size_t bytes, size_t *offset)
-{
-    *offset = u->used;
-    void *p = u->host + u->used;
-    u->used += align_up(bytes);
-    return p;
-}
-
-static size_t up_f16(struct upload *u, const struct hs_tensor *t, float *tmp, int64_t n)
-{
-    size_t off;
-    uint16_t *dst = upload_take(u, (size_t)n * 2, &off);
-    hs_to_fp32(t->dtype, t->data, tmp, (size_t)n);
-    for (int64_t i = 0; i < n; i++) dst[i] = hs_fp32_to_fp16(tmp[i]);
-    return off;
-}
-
-/* n tensors of `each` elements, converted to fp16 one after the other with no gap */
-static size_t up_f16_stack(struct upload *u, const struct hs_tensor *const *ts, int n, float *tmp,
-                           int64_t each)
-{
-    size_t off;
-    uint16_t *dst = upload_take(u, (size_t)(n * each) * 2, &off);
-    for (int k = 0; k < n; k++) {
-        hs_to_fp32(ts[k]->dtype, ts[k]->data, tmp, (size_t)each);
-        for (int64_t i = 0; i < each; i++) dst[k * each + i] = hs_fp32_to_fp16(tmp[i]);
-    }
-    return off;
-}
-
-static size_t up_f32(struct upload *u, const struct hs_tensor *t, int64_t n)
-{
-    size_t off;
-    float *dst = upload_take(u, (size_t)n * 4, &off);
-    hs_to_fp32(t->dtype, t->data, dst, (size_t)n);
-    return off;
-}
+/* ---------- stage preparation (prep.c) ---------- */
 
 static hs_status cuda_stage_prepare(void *ctx, const struct hs_stage *st, enum hs_dtype dtype,
                                     void **prep_out, struct hs_error *err)
@@ -301,138 +213,9 @@ static hs_status cuda_stage_prepare(void *ctx, const struct hs_stage *st, enum h
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: computes in F16 only (asked %s)",
                             hs_dtype_name(dtype));
     if (!st->dims) return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cuda: stage has no dims");
-    const struct hs_encoder_dims *d = st->dims;
-    hs_status s = check_dims(d, err);
+    struct hs__cuda_prep *p = NULL;
+    hs_status s = hs__cuda_prepare(e->device, st, &p, err);
     if (s) return s;
-    const int64_t H = d->hidden, I = d->intermediate;
-
-    /* shapes first, so a bad model fails before anything is allocated */
-    int64_t max_n = 0; /* largest tensor, for the conversion buffer */
-    switch (st->kind) {
-    case HS_STAGE_EMBED:
-        if (d->vocab <= 0 || d->max_positions <= 0 || d->type_vocab <= 0)
-            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cuda: embed: bad vocab sizes");
-        if ((s = check_weight(st, HS_W_WORD_EMB, (int64_t)d->vocab * H, err)) ||
-            (s = check_weight(st, HS_W_POS_EMB, (int64_t)d->max_positions * H, err)) ||
-            (s = check_weight(st, HS_W_TYPE_EMB, (int64_t)d->type_vocab * H, err)) ||
-            (s = check_weight(st, HS_W_EMB_LN_G, H, err)) ||
-            (s = check_weight(st, HS_W_EMB_LN_B, H, err)))
-            return s;
-        max_n = (int64_t)d->vocab * H;
-        if ((int64_t)d->max_positions * H > max_n) max_n = (int64_t)d->max_positions * H;
-        break;
-    case HS_STAGE_ATTN:
-        if ((s = check_weight(st, HS_W_Q, H * H, err)) ||
-            (s = check_weight(st, HS_W_Q_B, H, err)) ||
-            (s = check_weight(st, HS_W_K, H * H, err)) ||
-            (s = check_weight(st, HS_W_K_B, H, err)) ||
-            (s = check_weight(st, HS_W_V, H * H, err)) ||
-            (s = check_weight(st, HS_W_V_B, H, err)) ||
-            (s = check_weight(st, HS_W_ATTN_OUT, H * H, err)) ||
-            (s = check_weight(st, HS_W_ATTN_OUT_B, H, err)) ||
-            (s = check_weight(st, HS_W_ATTN_LN_G, H, err)) ||
-            (s = check_weight(st, HS_W_ATTN_LN_B, H, err)))
-            return s;
-        max_n = H * H;
-        break;
-    case HS_STAGE_FFN:
-        if ((s = check_weight(st, HS_W_FFN_IN, I * H, err)) ||
-            (s = check_weight(st, HS_W_FFN_IN_B, I, err)) ||
-            (s = check_weight(st, HS_W_FFN_OUT, H * I, err)) ||
-            (s = check_weight(st, HS_W_FFN_OUT_B, H, err)) ||
-            (s = check_weight(st, HS_W_FFN_LN_G, H, err)) ||
-            (s = check_weight(st, HS_W_FFN_LN_B, H, err)))
-            return s;
-        max_n = I * H;
-        break;
-    case HS_STAGE_POOL:
-    case HS_STAGE_NORMALIZE:
-        break;
-    default:
-        return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: stage kind %d", (int)st->kind);
-    }
-
-    struct cuda_prep *p = hs_calloc(1, sizeof *p);
-    if (!p) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cuda: prep");
-    p->kind = st->kind;
-    p->d = *d;
-    if (max_n == 0) {
-        *prep_out = p;
-        return HS_STATUS_OK;
-    }
-
-    /* an upper bound of the block: every tensor of the stage, aligned */
-    size_t cap = 0;
-    for (int r = 0; r < HS_W_COUNT; r++)
-        if (st->w[r].data) cap += align_up((size_t)hs_tensor_numel(&st->w[r]) * 4);
-    struct upload u = {.host = hs_malloc(cap), .used = 0, .cap = cap};
-    float *tmp = hs_malloc((size_t)max_n * sizeof(float));
-    if (!u.host || !tmp) {
-        hs_free(u.host);
-        hs_free(tmp);
-        hs_free(p);
-        return hs_error_set(err, HS_STATUS_NO_MEMORY, "cuda: %s: staging %zu bytes", st->name, cap);
-    }
-    size_t o_word = 0, o_pos = 0, o_type = 0, o_g = 0, o_b = 0, o_wqkv = 0, o_bqkv = 0, o_wo = 0,
-           o_bo = 0, o_w1 = 0, o_b1 = 0, o_w2 = 0, o_b2 = 0;
-    switch (st->kind) {
-    case HS_STAGE_EMBED:
-        o_word = up_f16(&u, &st->w[HS_W_WORD_EMB], tmp, (int64_t)d->vocab * H);
-        o_pos = up_f16(&u, &st->w[HS_W_POS_EMB], tmp, (int64_t)d->max_positions * H);
-        o_type = up_f16(&u, &st->w[HS_W_TYPE_EMB], tmp, (int64_t)d->type_vocab * H);
-        o_g = up_f32(&u, &st->w[HS_W_EMB_LN_G], H);
-        o_b = up_f32(&u, &st->w[HS_W_EMB_LN_B], H);
-        break;
-    case HS_STAGE_ATTN: {
-        /* [Wq; Wk; Wv] rows stacked: one GEMM gives Q | K | V per token */
-        const struct hs_tensor *w3[3] = {&st->w[HS_W_Q], &st->w[HS_W_K], &st->w[HS_W_V]};
-        const struct hs_tensor *b3[3] = {&st->w[HS_W_Q_B], &st->w[HS_W_K_B], &st->w[HS_W_V_B]};
-        o_wqkv = up_f16_stack(&u, w3, 3, tmp, H * H);
-        o_bqkv = up_f16_stack(&u, b3, 3, tmp, H);
-        o_wo = up_f16(&u, &st->w[HS_W_ATTN_OUT], tmp, H * H);
-        o_bo = up_f32(&u, &st->w[HS_W_ATTN_OUT_B], H);
-        o_g = up_f32(&u, &st->w[HS_W_ATTN_LN_G], H);
-        o_b = up_f32(&u, &st->w[HS_W_ATTN_LN_B], H);
-        break;
-    }
-    case HS_STAGE_FFN:
-        o_w1 = up_f16(&u, &st->w[HS_W_FFN_IN], tmp, I * H);
-        o_b1 = up_f16(&u, &st->w[HS_W_FFN_IN_B], tmp, I);
-        o_w2 = up_f16(&u, &st->w[HS_W_FFN_OUT], tmp, H * I);
-        o_b2 = up_f32(&u, &st->w[HS_W_FFN_OUT_B], H);
-        o_g = up_f32(&u, &st->w[HS_W_FFN_LN_G], H);
-        o_b = up_f32(&u, &st->w[HS_W_FFN_LN_B], H);
-        break;
-    default:
-        break;
-    }
-    hs_free(tmp);
-    HS_ASSERT(u.used <= u.cap);
-
-    cudaError_t ce = cudaSetDevice(e->device);
-    if (ce == cudaSuccess) ce = cudaMalloc(&p->mem, u.used);
-    if (ce == cudaSuccess) ce = cudaMemcpy(p->mem, u.host, u.used, cudaMemcpyHostToDevice);
-    hs_free(u.host);
-    if (ce != cudaSuccess) {
-        if (p->mem) cudaFree(p->mem);
-        hs_free(p);
-        return cuda_fail(err, ce, "upload of stage weights");
-    }
-    p->bytes = u.used;
-    unsigned char *m = p->mem;
-    p->word = (uint16_t *)(m + o_word);
-    p->pos = (uint16_t *)(m + o_pos);
-    p->type = (uint16_t *)(m + o_type);
-    p->wqkv = (uint16_t *)(m + o_wqkv);
-    p->bqkv = (uint16_t *)(m + o_bqkv);
-    p->wo = (uint16_t *)(m + o_wo);
-    p->bo = (float *)(m + o_bo);
-    p->w1 = (uint16_t *)(m + o_w1);
-    p->b1 = (uint16_t *)(m + o_b1);
-    p->w2 = (uint16_t *)(m + o_w2);
-    p->b2 = (float *)(m + o_b2);
-    p->ln_g = (float *)(m + o_g);
-    p->ln_b = (float *)(m + o_b);
     COUNTERS_UPDATE(g_counters.weight_bytes += (int64_t)p->bytes);
     *prep_out = p;
     return HS_STATUS_OK;
@@ -441,7 +224,7 @@ static hs_status cuda_stage_prepare(void *ctx, const struct hs_stage *st, enum h
 static void cuda_stage_release(void *ctx, void *prep)
 {
     struct cuda_engine *e = ctx;
-    struct cuda_prep *p = prep;
+    struct hs__cuda_prep *p = prep;
     if (!p) return;
     if (p->mem) {
         cudaSetDevice(e->device);
@@ -479,15 +262,13 @@ static hs_status cuda_ws_create(void *ctx, const struct hs_ws_spec *spec, void *
     struct cuda_engine *e = ctx;
     if (!spec->dims || spec->batch_max <= 0 || spec->seq_max <= 0 || spec->tokens_max <= 0)
         return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cuda: bad workspace spec");
-    hs_status s = check_dims(spec->dims, err);
+    hs_status s = hs__cuda_check_dims(spec->dims, err);
     if (s) return s;
     if (spec->batch_max > 65535)
         return hs_error_set(err, HS_STATUS_UNSUPPORTED, "cuda: batch_max %d > 65535",
                             spec->batch_max);
-    if (spec->seq_max > spec->dims->max_positions)
-        return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
-                            "cuda: seq_max %d exceeds the model's %d positions", spec->seq_max,
-                            spec->dims->max_positions);
+    /* (a longer bucket than the model's positions is fine, as on the CPU engine: batch_begin
+     * refuses a sequence longer than the positions) */
     struct cuda_ws *w = hs_calloc(1, sizeof *w);
     if (!w) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cuda: workspace");
     w->magic = WS_MAGIC;
@@ -499,6 +280,12 @@ static hs_status cuda_ws_create(void *ctx, const struct hs_ws_spec *spec, void *
     w->rows_max = (int64_t)spec->batch_max * spec->seq_max;
     w->graphs = e->graphs;
     const int64_t H = w->d.hidden, I = w->d.intermediate, R = w->rows_max;
+    const int64_t nq = (int64_t)w->d.heads * w->d.head_dim;
+    const int64_t nqkv = nq + 2 * (int64_t)hs__cuda_kv_heads(&w->d) * w->d.head_dim;
+    const bool rotary = w->d.pos == HS_POS_ROTARY;
+    const bool two_bases =
+        rotary && w->d.rope_theta_local > 0.0f && w->d.rope_theta_local != w->d.rope_theta;
+    const size_t rope_bytes = (size_t)spec->seq_max * (size_t)w->d.rotary_dim * 4;
     const int64_t packed_rows = spec->tokens_max > R ? spec->tokens_max : R;
 
     cudaError_t ce = cudaSetDevice(e->device);
@@ -513,10 +300,13 @@ static hs_status cuda_ws_create(void *ctx, const struct hs_ws_spec *spec, void *
 
     size_t sz_x = align_up((size_t)R * H * 4), sz_y = align_up((size_t)packed_rows * H * 4),
            sz_pool = align_up((size_t)spec->batch_max * H * 4), sz_xh = align_up((size_t)R * H * 2),
-           sz_qkv = align_up((size_t)R * H * 6), sz_ctx = sz_xh,
+           sz_qkv = align_up((size_t)R * (size_t)nqkv * 2), sz_ctx = align_up((size_t)R * nq * 2),
            sz_mid = align_up((size_t)R * I * 2),
+           sz_ug = w->d.ffn == HS_FFN_GATED ? align_up((size_t)R * I * 4) : 0,
+           sz_rope = rotary ? align_up(rope_bytes) : 0, sz_rope_l = two_bases ? sz_rope : 0,
            sz_ints = align_up((size_t)(2 * R + 2 * spec->batch_max + 1) * 4);
-    w->dbytes = sz_x + sz_y + sz_pool + sz_xh + sz_qkv + sz_ctx + sz_mid + sz_ints;
+    w->dbytes = sz_x + sz_y + sz_pool + sz_xh + sz_qkv + sz_ctx + sz_mid + sz_ug + sz_rope +
+                sz_rope_l + sz_ints;
     ce = cudaMalloc(&w->dmem, w->dbytes);
     if (ce != cudaSuccess) {
         w->dmem = NULL;
@@ -543,7 +333,33 @@ static hs_status cuda_ws_create(void *ctx, const struct hs_ws_spec *spec, void *
     m += sz_ctx;
     w->mid = (uint16_t *)m;
     m += sz_mid;
+    w->ug = sz_ug ? (uint16_t *)m : NULL;
+    m += sz_ug;
+    w->rope = sz_rope ? (float *)m : NULL;
+    m += sz_rope;
+    w->rope_local = sz_rope_l ? (float *)m : NULL;
+    m += sz_rope_l;
     w->dints = (int32_t *)m;
+    if (rotary) { /* the cos | sin tables, once: they depend only on the bucket limit */
+        float *cs = hs_malloc(rope_bytes);
+        if (!cs) {
+            ws_free(w);
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cuda: rotary table");
+        }
+        hs__cuda_rope_table(cs, spec->seq_max, w->d.rotary_dim, w->d.rope_theta,
+                            w->d.rope_freq_div);
+        ce = cudaMemcpy(w->rope, cs, rope_bytes, cudaMemcpyHostToDevice);
+        if (ce == cudaSuccess && two_bases) {
+            hs__cuda_rope_table(cs, spec->seq_max, w->d.rotary_dim, w->d.rope_theta_local,
+                                w->d.rope_freq_div);
+            ce = cudaMemcpy(w->rope_local, cs, rope_bytes, cudaMemcpyHostToDevice);
+        }
+        hs_free(cs);
+        if (ce != cudaSuccess) {
+            ws_free(w);
+            return cuda_fail(err, ce, "upload of the rotary tables");
+        }
+    }
 
     w->hstage_floats =
         (size_t)(spec->tokens_max > spec->batch_max ? spec->tokens_max : spec->batch_max) * H;
@@ -586,49 +402,122 @@ static struct ints ints_at(int32_t *base, int B, int S)
     return v;
 }
 
-static hs_status enqueue_stage(struct cuda_ws *w, const struct cuda_prep *p, struct hs_error *err)
+/* The stage norm's kind for the row kernels: 0 LayerNorm, 1 RMSNorm. */
+static int norm_code(const struct hs_encoder_dims *d)
+{
+    return d->norm == HS_NORM_RMS ? 1 : 0;
+}
+
+/* The activation codes of the kernels (cuda_impl.h): enum hs_act_fn + 1. */
+static int act_code(enum hs_act_fn a)
+{
+    return (int)a + 1;
+}
+
+/* Queues one stage, mirroring the CPU engine's stage_slice step for step (cpu_engine.c). */
+static hs_status enqueue_stage(struct cuda_ws *w, const struct hs__cuda_prep *p,
+                               struct hs_error *err)
 {
     const int B = w->B, S = w->S;
     const int R = B * S;
     const struct hs_encoder_dims *d = &p->d;
-    const int H = d->hidden, I = d->intermediate;
+    const int H = d->hidden, I = d->intermediate, D = d->head_dim;
+    const int nq = d->heads * D, nkv = hs__cuda_kv_heads(d) * D, nqkv = nq + 2 * nkv;
     const struct ints in = ints_at(w->dints, B, S);
     cudaStream_t st = w->stream;
     hs_status s;
     switch (p->kind) {
     case HS_STAGE_EMBED:
-        CUDA_TRY(hs__cuda_embed(in.ids, in.types, in.lengths, p->word, p->pos, p->type, p->ln_g,
-                                p->ln_b, d->ln_eps, B, S, H, w->x, w->xh, st),
+        CUDA_TRY(hs__cuda_embed(in.ids, in.types, in.lengths, p->word, p->pos, p->type,
+                                d->pos_offset, p->ln_g, p->ln_b, d->ln_eps, B, S, H, w->x, w->xh,
+                                st),
                  "embed kernel");
         return HS_STATUS_OK;
-    case HS_STAGE_ATTN:
-        s = hs__cuda_linear(w->gemm, st, R, 3 * H, H, w->xh, p->wqkv, p->bqkv, HS_CUDA_EPI_BIAS,
+    case HS_STAGE_ATTN: {
+        /* layer l is local when the family has a window and l is not a global layer */
+        const bool local = d->window > 0 && d->global_every > 0 && p->layer % d->global_every;
+        if (d->norm_pre && p->ln_g) /* (absent: an identity norm; xh is half(x) already) */
+            CUDA_TRY(hs__cuda_norm_half(w->x, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                        w->xh, st),
+                     "pre-norm kernel");
+        s = hs__cuda_linear(w->gemm, st, R, nqkv, H, w->xh, p->wqkv, p->bqkv, HS_CUDA_EPI_BIAS,
                             false, w->qkv, err);
         if (s) return s;
-        CUDA_TRY(hs__cuda_attention(w->qkv, in.lengths, B, S, d->heads, d->head_dim,
-                                    1.0f / sqrtf((float)d->head_dim), w->ctx, st),
+        const float *cs = NULL;
+        if (d->pos == HS_POS_ROTARY) cs = local && w->rope_local ? w->rope_local : w->rope;
+        if (cs || p->q_norm || p->k_norm)
+            CUDA_TRY(hs__cuda_qk_rope(w->qkv, R, S, nqkv, d->heads, hs__cuda_kv_heads(d), D, nq,
+                                      p->q_norm, p->k_norm, d->ln_eps, d->rotary_dim, cs, st),
+                     "qk-norm / rotary kernel");
+        const struct hs__cuda_attn_shape shape = {
+            .heads = d->heads,
+            .kv_heads = hs__cuda_kv_heads(d),
+            .head_dim = D,
+            .stride = nqkv,
+            .k_off = nq,
+            .v_off = nq + nkv,
+            .ctx_stride = nq,
+            .causal = d->causal,
+            .window = local ? d->window : 0,
+            .rel = p->rel,
+            .rel_span = p->rel_span,
+        };
+        CUDA_TRY(hs__cuda_attention(w->qkv, in.lengths, B, S, &shape, 1.0f / sqrtf((float)D),
+                                    w->ctx, st),
                  "attention kernel");
-        s = hs__cuda_linear(w->gemm, st, R, H, H, w->ctx, p->wo, p->bo, HS_CUDA_EPI_BIAS, true,
+        s = hs__cuda_linear(w->gemm, st, R, H, nq, w->ctx, p->wo, p->bo, HS_CUDA_EPI_BIAS, true,
                             w->y, err);
         if (s) return s;
-        CUDA_TRY(hs__cuda_add_ln(w->x, w->y, p->ln_g, p->ln_b, d->ln_eps, R, H, w->xh, st),
-                 "add+layernorm kernel");
+        if (d->norm_pre)
+            CUDA_TRY(hs__cuda_residual_add(w->x, w->y, R, H, w->xh, st), "residual kernel");
+        else
+            CUDA_TRY(hs__cuda_add_norm(w->x, w->y, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                       w->xh, st),
+                     "add+norm kernel");
         return HS_STATUS_OK;
+    }
     case HS_STAGE_FFN:
-        s = hs__cuda_linear(w->gemm, st, R, I, H, w->xh, p->w1, p->b1, HS_CUDA_EPI_BIAS_GELU, false,
-                            w->mid, err);
-        if (s) return s;
+        if (d->norm_pre && p->ln_g)
+            CUDA_TRY(hs__cuda_norm_half(w->x, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                        w->xh, st),
+                     "pre-norm kernel");
+        if (d->ffn == HS_FFN_GATED) {
+            s = hs__cuda_linear(w->gemm, st, R, 2 * I, H, w->xh, p->w1, p->b1, HS_CUDA_EPI_BIAS,
+                                false, w->ug, err);
+            if (s) return s;
+            CUDA_TRY(hs__cuda_glu(w->ug, R, I, act_code(d->act), w->mid, st), "gated FFN kernel");
+        } else if (d->act == HS_ACT_GELU_ERF || d->act == HS_ACT_GELU_TANH) {
+            s = hs__cuda_linear(w->gemm, st, R, I, H, w->xh, p->w1, p->b1, HS_CUDA_EPI_BIAS_GELU,
+                                false, w->mid, err);
+            if (s) return s;
+        } else {
+            s = hs__cuda_linear(w->gemm, st, R, I, H, w->xh, p->w1, p->b1, HS_CUDA_EPI_BIAS, false,
+                                w->mid, err);
+            if (s) return s;
+            CUDA_TRY(hs__cuda_act_f16(w->mid, (int64_t)R * I, act_code(d->act), st),
+                     "activation kernel");
+        }
         s = hs__cuda_linear(w->gemm, st, R, H, I, w->mid, p->w2, p->b2, HS_CUDA_EPI_BIAS, true,
                             w->y, err);
         if (s) return s;
-        CUDA_TRY(hs__cuda_add_ln(w->x, w->y, p->ln_g, p->ln_b, d->ln_eps, R, H, w->xh, st),
-                 "add+layernorm kernel");
+        if (d->norm_pre)
+            CUDA_TRY(hs__cuda_residual_add(w->x, w->y, R, H, w->xh, st), "residual kernel");
+        else
+            CUDA_TRY(hs__cuda_add_norm(w->x, w->y, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                       w->xh, st),
+                     "add+norm kernel");
         return HS_STATUS_OK;
-    case HS_STAGE_POOL:
-        CUDA_TRY(
-            hs__cuda_pool(w->x, in.lengths, B, S, H, d->pool == HS_POOL_CLS ? 1 : 0, w->pooled, st),
-            "pool kernel");
+    case HS_STAGE_FINAL_NORM:
+        if (p->ln_g)
+            CUDA_TRY(hs__cuda_add_norm(w->x, NULL, p->ln_g, p->ln_b, norm_code(d), d->ln_eps, R, H,
+                                       w->xh, st),
+                     "final norm kernel");
         return HS_STATUS_OK;
+    case HS_STAGE_POOL: {
+        const int mode = d->pool == HS_POOL_CLS ? 1 : d->pool == HS_POOL_LAST ? 2 : 0;
+        CUDA_TRY(hs__cuda_pool(w->x, in.lengths, B, S, H, mode, w->pooled, st), "pool kernel");
+        return HS_STATUS_OK;
+    }
     case HS_STAGE_NORMALIZE:
         if (!d->normalize) return HS_STATUS_OK; /* the model has no Normalize module */
         CUDA_TRY(hs__cuda_l2norm(w->pooled, B, H, st), "normalize kernel");
@@ -759,6 +648,10 @@ static hs_status cuda_batch_begin(void *ctx, void *ws, const struct hs_batch *b,
         if (len < 1 || len > S || b->offsets[i + 1] - b->offsets[i] != len)
             return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
                                 "cuda: sequence %d has length %d (bucket %d)", i, len, S);
+        if (len > w->d.max_positions - w->d.pos_offset)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "cuda: sequence %d has length %d (limit %d positions)", i, len,
+                                w->d.max_positions - w->d.pos_offset);
     }
     /* the previous batch's copies may still read the pinned buffers */
     CUDA_TRY(cudaStreamSynchronize(w->stream), "stream synchronize");
@@ -834,7 +727,7 @@ static hs_status cuda_run_stage(void *ctx, void *ws, const struct hs_stage *st, 
                                 struct hs_error *err)
 {
     struct cuda_ws *w = ws;
-    struct cuda_prep *p = prep;
+    struct hs__cuda_prep *p = prep;
     hs_status s = ws_check(ctx, ws, err);
     if (!s) s = need_batch(w, err);
     if (s) return s;

@@ -1,53 +1,17 @@
-/* hetserve CUDA engine — row kernels: embedding + LayerNorm, residual + LayerNorm, bias and
- * activation epilogues, packed <-> padded conversion, pooling, L2 normalization.
+/* hetserve CUDA engine — bias and activation epilogues, the gated FFN's product, packed <->
+ * padded conversion, pooling, L2 normalization (norms and the embedding: norm.cu).
  * Contracts in cuda_impl.h. */
 #include <cuda_fp16.h>
 #include <math.h>
 
 #include "engine/cuda/cuda_impl.h"
 
-#define LN_PER_LANE (HS_CUDA_HIDDEN_MAX / 32)
-#define ROW_WARPS   4 /* rows (warps) per block of the row kernels */
+#define ROW_WARPS 4 /* rows (warps) per block of the row kernels */
 
 static __device__ __forceinline__ float warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
-}
-
-/* LayerNorm of one row held by a warp (lane holds columns i * 32 + lane); stores x and xh.
- * Two passes over the registers: mean, then variance of the centred values (no cancellation). */
-static __device__ __forceinline__ void ln_store(float (&v)[LN_PER_LANE], int H, int lane,
-                                                const float *gamma, const float *beta, float eps,
-                                                float *xrow, __half *xhrow)
-{
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < LN_PER_LANE; i++) {
-        if (i * 32 >= H) break;
-        if (i * 32 + lane < H) sum += v[i];
-    }
-    const float mean = warp_sum(sum) / (float)H;
-    float sq = 0.0f;
-#pragma unroll
-    for (int i = 0; i < LN_PER_LANE; i++) {
-        if (i * 32 >= H) break;
-        if (i * 32 + lane < H) {
-            const float d = v[i] - mean;
-            sq += d * d;
-        }
-    }
-    const float rstd = rsqrtf(warp_sum(sq) / (float)H + eps);
-#pragma unroll
-    for (int i = 0; i < LN_PER_LANE; i++) {
-        if (i * 32 >= H) break;
-        const int c = i * 32 + lane;
-        if (c < H) {
-            const float o = (v[i] - mean) * rstd * gamma[c] + beta[c];
-            xrow[c] = o;
-            xhrow[c] = __float2half_rn(o);
-        }
-    }
 }
 
 static __device__ __forceinline__ void zero_row(int H, int lane, float *xrow, __half *xhrow)
@@ -56,52 +20,6 @@ static __device__ __forceinline__ void zero_row(int H, int lane, float *xrow, __
         xrow[c] = 0.0f;
         if (xhrow) xhrow[c] = __float2half_rn(0.0f);
     }
-}
-
-__global__ void embed_kernel(const int32_t *ids, const int32_t *types, const int32_t *lengths,
-                             const __half *word, const __half *pos, const __half *type,
-                             const float *gamma, const float *beta, float eps, int B, int S, int H,
-                             float *x, __half *xh)
-{
-    const int lane = threadIdx.x & 31;
-    const long long r = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
-    if (r >= (long long)B * S) return;
-    const int b = (int)(r / S), s = (int)(r % S);
-    float *xrow = x + r * H;
-    __half *xhrow = xh + r * H;
-    if (s >= lengths[b]) {
-        zero_row(H, lane, xrow, xhrow);
-        return;
-    }
-    const __half *w = word + (long long)ids[r] * H;
-    const __half *p = pos + (long long)s * H;
-    const __half *t = type + (long long)(types ? types[r] : 0) * H;
-    float v[LN_PER_LANE];
-#pragma unroll
-    for (int i = 0; i < LN_PER_LANE; i++) {
-        if (i * 32 >= H) break;
-        const int c = i * 32 + lane;
-        v[i] = c < H ? __half2float(w[c]) + __half2float(p[c]) + __half2float(t[c]) : 0.0f;
-    }
-    ln_store(v, H, lane, gamma, beta, eps, xrow, xhrow);
-}
-
-__global__ void add_ln_kernel(float *x, const float *y, const float *gamma, const float *beta,
-                              float eps, int rows, int H, __half *xh)
-{
-    const int lane = threadIdx.x & 31;
-    const long long r = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    float *xrow = x + r * H;
-    const float *yrow = y + r * H;
-    float v[LN_PER_LANE];
-#pragma unroll
-    for (int i = 0; i < LN_PER_LANE; i++) {
-        if (i * 32 >= H) break;
-        const int c = i * 32 + lane;
-        v[i] = c < H ? xrow[c] + yrow[c] : 0.0f;
-    }
-    ln_store(v, H, lane, gamma, beta, eps, xrow, xh + r * H);
 }
 
 static __device__ __forceinline__ float act_apply(float v, int act)
@@ -115,6 +33,8 @@ static __device__ __forceinline__ float act_apply(float v, int act)
     }
     case 3:
         return v > 0.0f ? v : 0.0f;
+    case 4:
+        return v / (1.0f + expf(-v));
     default:
         return v;
     }
@@ -134,6 +54,18 @@ __global__ void bias_f32_kernel(float *y, const float *bias, long long n, int N)
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x)
         y[i] += bias[i % N];
+}
+
+/* out[r, j] = act(ug[r, n + j]) * ug[r, j]: gate is the second half of each row of 2n. */
+__global__ void glu_kernel(const __half *ug, long long total, int n, int act, __half *out)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long r = i / n, j = i % n;
+        const __half *row = ug + r * 2 * n;
+        const float up = __half2float(row[j]), gate = __half2float(row[n + j]);
+        out[i] = __float2half_rn(act_apply(gate, act) * up);
+    }
 }
 
 __global__ void pack_kernel(const float *x, const int32_t *lengths, const int32_t *offsets, int B,
@@ -178,11 +110,11 @@ __global__ void pool_kernel(const float *x, const int32_t *lengths, int S, int H
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= H) return;
     const float *base = x + (long long)b * S * H + c;
-    if (mode == 1) {
-        pooled[(long long)b * H + c] = base[0];
+    const int len = lengths[b];
+    if (mode == 1 || mode == 2) {
+        pooled[(long long)b * H + c] = base[mode == 1 ? 0 : (long long)(len - 1) * H];
         return;
     }
-    const int len = lengths[b];
     float sum = 0.0f;
     for (int s = 0; s < len; s++) sum += base[(long long)s * H];
     pooled[(long long)b * H + c] = sum / (float)len;
@@ -215,29 +147,6 @@ static unsigned flat_blocks(long long n)
     return (unsigned)(b < 1 ? 1 : b);
 }
 
-extern "C" cudaError_t hs__cuda_embed(const int32_t *ids, const int32_t *types,
-                                      const int32_t *lengths, const uint16_t *word,
-                                      const uint16_t *pos, const uint16_t *type, const float *gamma,
-                                      const float *beta, float eps, int B, int S, int H, float *x,
-                                      uint16_t *xh, cudaStream_t s)
-{
-    if (H > HS_CUDA_HIDDEN_MAX || B <= 0 || S <= 0) return cudaErrorInvalidValue;
-    embed_kernel<<<row_blocks((long long)B * S), ROW_WARPS * 32, 0, s>>>(
-        ids, types, lengths, (const __half *)word, (const __half *)pos, (const __half *)type, gamma,
-        beta, eps, B, S, H, x, (__half *)xh);
-    return cudaGetLastError();
-}
-
-extern "C" cudaError_t hs__cuda_add_ln(float *x, const float *y, const float *gamma,
-                                       const float *beta, float eps, int rows, int H, uint16_t *xh,
-                                       cudaStream_t s)
-{
-    if (H > HS_CUDA_HIDDEN_MAX || rows <= 0) return cudaErrorInvalidValue;
-    add_ln_kernel<<<row_blocks(rows), ROW_WARPS * 32, 0, s>>>(x, y, gamma, beta, eps, rows, H,
-                                                              (__half *)xh);
-    return cudaGetLastError();
-}
-
 extern "C" cudaError_t hs__cuda_bias_act_f16(uint16_t *y, const uint16_t *bias, int rows, int N,
                                              int act, cudaStream_t s)
 {
@@ -261,6 +170,15 @@ extern "C" cudaError_t hs__cuda_act_f16(uint16_t *y, int64_t n, int act, cudaStr
 {
     if (n <= 0) return cudaErrorInvalidValue;
     bias_act_f16_kernel<<<flat_blocks(n), 256, 0, s>>>((__half *)y, NULL, (long long)n, 1, act);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t hs__cuda_glu(const uint16_t *ug, int rows, int n, int act, uint16_t *out,
+                                    cudaStream_t s)
+{
+    const long long total = (long long)rows * n;
+    if (total <= 0 || act < 0 || act > 4) return cudaErrorInvalidValue;
+    glu_kernel<<<flat_blocks(total), 256, 0, s>>>((const __half *)ug, total, n, act, (__half *)out);
     return cudaGetLastError();
 }
 
