@@ -604,33 +604,50 @@ static dnnl_status_t execute(struct hs_ql_cache *c, int slot, struct ql_entry *e
     return s;
 }
 
+/* One row of x quantized for w's input (its smoothing, static or per-token scale) or rounded
+ * to bf16; returns the int8 scale. */
+static float quant_input(const struct hs_ql_weights *w, const float *x, void *q, int avx512)
+{
+    const int k = w->k;
+    if (w->dtype != HS_DTYPE_I8) {
+        bf16_row(x, q, k);
+        return 0.0f;
+    }
+    if (w->act_scale > 0.0f) {
+        quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale);
+        return w->act_scale;
+    }
+    if (avx512) return quant_row_avx512(x, w->inv_smooth, q, k);
+    float tmp[k > 0 && w->inv_smooth ? k : 1];
+    return quant_row(x, w->inv_smooth, q, k, tmp);
+}
+
+int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next)
+{
+    return w->dtype == HS_DTYPE_I8 && next && next->dtype == HS_DTYPE_I8 && next->k == w->n &&
+           !next->inv_smooth;
+}
+
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
-               int32_t *acc, struct hs_error *err)
+               int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err)
 {
     const int n = w->n, k = w->k;
     if (slot < 0 || slot >= c->slots) {
         hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear slot %d of %d", slot, c->slots);
         return -1;
     }
+    if ((next && (!hs__ql_chainable(w, next) || !qnext)) || (!x && w->dtype != HS_DTYPE_I8)) {
+        hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear layers cannot be chained");
+        return -1;
+    }
     const int i8 = w->dtype == HS_DTYPE_I8;
     const size_t esz = i8 ? 1 : 2;
     const int avx512 = i8 && have_avx512bw();
+    if (x) { /* (NULL: a chained producer already quantized the input into qsrc and sx) */
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int r = 0; r < rows; r++) {
-        if (i8 && w->act_scale > 0.0f) {
-            quant_row_static(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k,
-                             1.0f / w->act_scale);
-            sx[r] = w->act_scale;
-        } else if (i8 && avx512) {
-            sx[r] = quant_row_avx512(x + (size_t)r * k, w->inv_smooth,
-                                     (int8_t *)qsrc + (size_t)r * k, k);
-        } else if (i8) {
-            float tmp[k > 0 && w->inv_smooth ? k : 1];
-            sx[r] =
-                quant_row(x + (size_t)r * k, w->inv_smooth, (int8_t *)qsrc + (size_t)r * k, k, tmp);
-        } else
-            bf16_row(x + (size_t)r * k, (uint16_t *)qsrc + (size_t)r * k, k);
+        for (int r = 0; r < rows; r++)
+            sx[r] = quant_input(w, x + (size_t)r * k, (char *)qsrc + (size_t)r * k * esz, avx512);
     }
     /* Fused: the leading rows that fill a bucket exactly go straight into y; the rest (fewer
      * than a bucket step) into the padded accumulator buffer, copied out after. Rows past
@@ -638,10 +655,10 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
      * there. The bucket padding rows of sx and of the source are read but never used. */
     const struct ql_epi want = {!i8, !i8 && bias != NULL, i8 ? -1 : act};
     const int main_rows = exact_rows(rows);
-    int done = 0, unfused = 0;
+    int done = 0, unfused = !want.fused;
     dnnl_status_t s = dnnl_success;
     int failed_mb = row_bucket(rows);
-    for (int part = 0; part < 2 && s == dnnl_success && done < rows; part++) {
+    for (int part = 0; part < 2 && !unfused && s == dnnl_success && done < rows; part++) {
         const int pr = part == 0 && main_rows > 0 ? main_rows : rows - done;
         const int mb = row_bucket(pr);
         struct ql_entry *e = lookup(c, w, mb, &want);
@@ -678,10 +695,17 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         }
         s = execute(c, slot, e, w, (char *)qsrc + (size_t)r0 * k * esz, NULL, acc);
         if (s != dnnl_success) break;
-        float *yd = y + (size_t)r0 * n;
-        const float *sxd = sx + r0;
+        float *yd = next ? NULL : y + (size_t)r0 * n;
+        float *sxd = sx + r0;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
         for (int r = 0; r < left; r++) {
+            if (next) { /* the row never leaves L1 in fp32: it goes out as next's input */
+                float row[n];
+                dequant_row(acc + (size_t)r * n, w->scale, sxd[r], row, n);
+                hs__cpu_bias_act_row(row, bias, n, act);
+                sxd[r] = quant_input(next, row, (int8_t *)qnext + (size_t)(r0 + r) * n, avx512);
+                continue;
+            }
             float *yr = yd + (size_t)r * n;
             if (i8)
                 dequant_row(acc + (size_t)r * n, w->scale, sxd[r], yr, n);
