@@ -706,25 +706,33 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
     return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, nt);
 }
 
-/* int8 FFN: the first layer's epilogue quantizes its activated rows straight into the second
- * layer's input (hs__ql_run chaining), in the upper half of this slice's source buffer, which
- * int8 (one byte a value, the buffer is sized for bf16's two) leaves free. Returns 1 when
- * done, 0 when the pair cannot chain (the caller runs the layers apart), -1 on failure. */
+/* int8 / bf16 FFN: the first layer's epilogue writes its activated rows straight as the second
+ * layer's input (hs__ql_run chaining). int8: into the upper half of this slice's source buffer,
+ * which int8 (one byte a value; the buffer is sized for bf16's two) leaves free. bf16: into the
+ * accumulator buffer, which the fused bf16 epilogue does not need; the second layer then takes
+ * the source buffer as its accumulators. Returns 1 when done, 0 when the pair cannot chain
+ * (the caller runs the layers apart), -1 on failure. */
 static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bias, float *y,
                      int rows, int act, int nt)
 {
     struct cpu_ws *w = sc->w;
     const struct hs_ql_weights *a = &sc->p->ql[QL_FFN_IN], *b = &sc->p->ql[QL_FFN_OUT];
-    if (sc->p->dtype != HS_DTYPE_I8 || !w->ql || act < 0 || !hs__ql_chainable(a, b)) return 0;
+    const enum hs_dtype dt = sc->p->dtype;
+    if ((dt != HS_DTYPE_I8 && dt != HS_DTYPE_BF16) || !w->ql || act < 0 || !hs__ql_chainable(a, b))
+        return 0;
     const size_t widest = (size_t)ql_widest(&w->dims), wide = (size_t)act_wide(&w->dims);
     const size_t r0 = (size_t)sc->row_base;
     char *qsrc = (char *)w->ql_src + r0 * wide * 2;
-    char *qmid = qsrc + ((size_t)rows + HS_QL_ROW_PAD) * wide;
-    if (hs__ql_run(w->ql, sc->slot, a, x, bias, NULL, rows, act, nt, qsrc, w->ql_sx + r0,
-                   w->ql_acc + r0 * widest, b, qmid, sc->err))
+    int32_t *acc = w->ql_acc + r0 * widest;
+    float *sx = w->ql_sx + r0;
+    void *qmid =
+        dt == HS_DTYPE_I8 ? (void *)(qsrc + ((size_t)rows + HS_QL_ROW_PAD) * wide) : (void *)acc;
+    int32_t *acc2 = dt == HS_DTYPE_I8 ? acc : (int32_t *)(void *)qsrc;
+    if (hs__ql_run(w->ql, sc->slot, a, x, bias, NULL, rows, act, nt, qsrc, sx, acc, b, qmid,
+                   sc->err))
         return -1;
-    if (hs__ql_run(w->ql, sc->slot, b, NULL, NULL, y, rows, -1, nt, qmid, w->ql_sx + r0,
-                   w->ql_acc + r0 * widest, NULL, NULL, sc->err))
+    if (hs__ql_run(w->ql, sc->slot, b, NULL, NULL, y, rows, -1, nt, qmid, sx, acc2, NULL, NULL,
+                   sc->err))
         return -1;
     return 1;
 }

@@ -74,8 +74,9 @@ int64_t hs__ql_src_bytes(int rows, int k)
  * do not broadcast (they fall back to the reference kernel, ~100x slower). */
 struct ql_epi {
     int fused;
-    int bias; /* fused: a bias is added */
-    int act;  /* fused: enum hs_act_fn, or -1 */
+    int bias;     /* fused: a bias is added */
+    int act;      /* fused: enum hs_act_fn, or -1 */
+    int dst_bf16; /* fused: y is written in bf16 (the next bf16 layer's input), not fp32 */
 };
 
 static int eltwise_alg(int act, dnnl_alg_kind_t *alg, float *alpha)
@@ -129,7 +130,8 @@ static dnnl_status_t make_pd(enum hs_dtype dtype, int mb, int n, int k,
 {
     dnnl_memory_desc_t smd, wmd, dmd;
     dnnl_dims_t sd = {mb, k}, wd = {k, n}, dd = {mb, n};
-    const dnnl_data_type_t dst_type = epi->fused ? dnnl_f32 : acc_type(dtype);
+    const dnnl_data_type_t dst_type =
+        epi->fused ? (epi->dst_bf16 ? dnnl_bf16 : dnnl_f32) : acc_type(dtype);
     dnnl_status_t s = dnnl_memory_desc_init_by_tag(&smd, 2, sd, src_type(dtype), dnnl_ab);
     if (s == dnnl_success) {
         if (weights_md)
@@ -230,7 +232,7 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     dnnl_memory_desc_t user_md;
     dnnl_dims_t wd = {k, n};
     /* (the weights' layout depends on the source type and the ISA, not on the epilogue) */
-    const struct ql_epi plain_epi = {0, 0, -1};
+    const struct ql_epi plain_epi = {0, 0, -1, 0};
     dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &plain_epi, &pd);
     const dnnl_memory_desc_t *packed_md =
         s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
@@ -386,7 +388,7 @@ static struct ql_entry *entry_make(const struct hs_ql_cache *c, const struct hs_
         e->slot ? make_pd(w->dtype, mb, w->n, w->k, w->md, epi, &pd) : dnnl_out_of_memory;
     e->fused = epi->fused && s == dnnl_success;
     if (s != dnnl_success && s != dnnl_out_of_memory && epi->fused) {
-        const struct ql_epi plain = {0, 0, -1};
+        const struct ql_epi plain = {0, 0, -1, 0};
         s = make_pd(w->dtype, mb, w->n, w->k, w->md, &plain, &pd);
     }
     if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
@@ -426,7 +428,8 @@ static struct ql_entry *lookup(struct hs_ql_cache *c, const struct hs_ql_weights
     for (int i = 0; i < c->n && !found; i++) {
         struct ql_entry *e = c->entries[i];
         if (e->mb == mb && e->n == w->n && e->k == w->k && e->dtype == w->dtype &&
-            e->epi.fused == epi->fused && e->epi.bias == epi->bias && e->epi.act == epi->act)
+            e->epi.fused == epi->fused && e->epi.bias == epi->bias && e->epi.act == epi->act &&
+            e->epi.dst_bf16 == epi->dst_bf16)
             found = e;
     }
     if (!found && (c->n < c->cap ||
@@ -624,8 +627,8 @@ static float quant_input(const struct hs_ql_weights *w, const float *x, void *q,
 
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next)
 {
-    return w->dtype == HS_DTYPE_I8 && next && next->dtype == HS_DTYPE_I8 && next->k == w->n &&
-           !next->inv_smooth;
+    return next && w->dtype == next->dtype && next->k == w->n &&
+           (w->dtype == HS_DTYPE_BF16 || (w->dtype == HS_DTYPE_I8 && !next->inv_smooth));
 }
 
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
@@ -637,7 +640,7 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear slot %d of %d", slot, c->slots);
         return -1;
     }
-    if ((next && (!hs__ql_chainable(w, next) || !qnext)) || (!x && w->dtype != HS_DTYPE_I8)) {
+    if (next && (!hs__ql_chainable(w, next) || !qnext)) {
         hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear layers cannot be chained");
         return -1;
     }
@@ -653,8 +656,9 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
      * than a bucket step) into the padded accumulator buffer, copied out after. Rows past
      * `rows` in y may belong to another thread's slice, so nothing but exact buckets writes
      * there. The bucket padding rows of sx and of the source are read but never used. */
-    const struct ql_epi want = {!i8, !i8 && bias != NULL, i8 ? -1 : act};
-    const int main_rows = exact_rows(rows);
+    const struct ql_epi want = {!i8, !i8 && bias != NULL, i8 ? -1 : act, !i8 && next};
+    /* chained bf16: qnext has room for the bucket's padding rows, one execution fills it */
+    const int main_rows = want.dst_bf16 ? 0 : exact_rows(rows);
     int done = 0, unfused = !want.fused;
     dnnl_status_t s = dnnl_success;
     int failed_mb = row_bucket(rows);
@@ -673,9 +677,12 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
             break;
         }
         const int direct = mb == pr && part == 0;
-        s = execute(c, slot, e, w, src, bias,
-                    direct ? (void *)(y + (size_t)done * n) : (void *)acc);
-        if (s == dnnl_success && !direct)
+        if (want.dst_bf16)
+            s = execute(c, slot, e, w, src, bias, qnext);
+        else
+            s = execute(c, slot, e, w, src, bias,
+                        direct ? (void *)(y + (size_t)done * n) : (void *)acc);
+        if (s == dnnl_success && !direct && !want.dst_bf16)
             memcpy(y + (size_t)done * n, acc, sizeof(float) * (size_t)pr * (size_t)n);
         done += pr;
     }
@@ -685,7 +692,7 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
      * so chunking changes no result). */
     const int chunk = chunk_rows(n, nt);
     for (int r0 = done; s == dnnl_success && unfused && r0 < rows; r0 += chunk) {
-        const struct ql_epi plain = {0, 0, -1};
+        const struct ql_epi plain = {0, 0, -1, 0};
         const int left = rows - r0 < chunk ? rows - r0 : chunk, mb = row_bucket(left);
         struct ql_entry *e = lookup(c, w, mb, &plain);
         if (!e) {
@@ -701,9 +708,12 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         for (int r = 0; r < left; r++) {
             if (next) { /* the row never leaves L1 in fp32: it goes out as next's input */
                 float row[n];
-                dequant_row(acc + (size_t)r * n, w->scale, sxd[r], row, n);
+                if (i8)
+                    dequant_row(acc + (size_t)r * n, w->scale, sxd[r], row, n);
+                else
+                    memcpy(row, (const float *)acc + (size_t)r * n, sizeof(float) * (size_t)n);
                 hs__cpu_bias_act_row(row, bias, n, act);
-                sxd[r] = quant_input(next, row, (int8_t *)qnext + (size_t)(r0 + r) * n, avx512);
+                sxd[r] = quant_input(next, row, (char *)qnext + (size_t)(r0 + r) * n * esz, avx512);
                 continue;
             }
             float *yr = yd + (size_t)r * n;

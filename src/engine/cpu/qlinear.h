@@ -63,11 +63,13 @@ int64_t hs__ql_src_bytes(int rows, int k);
  * qsrc: >= hs__ql_src_bytes(rows, k) bytes; sx: >= rows + HS_QL_ROW_PAD floats; acc: int8:
  * (rows + HS_QL_ROW_PAD) * n int32; bf16: (rows + HS_QL_ROW_PAD) * n floats (the rows that do
  * not fill a bucket are computed there, then copied to y).
- * Chaining two int8 layers (hs__ql_chainable(w, next)): with next given, y is not written; the
- * epilogue quantizes each finished row as next's input into qnext ((rows + HS_QL_ROW_PAD) * n
- * bytes, not overlapping qsrc) and its scale into sx; then next runs with x NULL and qsrc =
- * qnext, the same sx. The result is the same as running the two layers apart, without the fp32
- * intermediate ever going to memory. Returns 0, or -1 when oneDNN fails (message in err). */
+ * Chaining two layers of one dtype (hs__ql_chainable(w, next)): with next given, y is not
+ * written; the epilogue writes each finished row as next's input (int8 and its scale into sx,
+ * or bf16) into qnext ((rows + HS_QL_ROW_PAD) * n values, not overlapping qsrc or acc); then
+ * next runs with x NULL and qsrc = qnext, the same sx, and an acc that does not overlap qnext.
+ * The result is that of running the two layers apart (bf16: oneDNN rounds the fused output to
+ * bf16 as bf16_row does, to nearest even), without the fp32 intermediate going to memory.
+ * Returns 0, or -1 when oneDNN fails (message in err). */
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next);
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
