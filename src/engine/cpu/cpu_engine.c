@@ -718,9 +718,12 @@ static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bi
     struct cpu_ws *w = sc->w;
     const struct hs_ql_weights *a = &sc->p->ql[QL_FFN_IN], *b = &sc->p->ql[QL_FFN_OUT];
     const enum hs_dtype dt = sc->p->dtype;
-    if ((dt != HS_DTYPE_I8 && dt != HS_DTYPE_BF16) || !w->ql || act < 0 || !hs__ql_chainable(a, b))
-        return 0;
     const size_t widest = (size_t)ql_widest(&w->dims), wide = (size_t)act_wide(&w->dims);
+    /* bf16: the second layer's fp32 tail rows (up to a bucket past `rows`) go to the source
+     * buffer, which holds them when it is at least twice as wide as the output */
+    if ((dt != HS_DTYPE_I8 && dt != HS_DTYPE_BF16) || !w->ql || act < 0 ||
+        !hs__ql_chainable(a, b) || (dt == HS_DTYPE_BF16 && wide < 2 * (size_t)b->n))
+        return 0;
     const size_t r0 = (size_t)sc->row_base;
     char *qsrc = (char *)w->ql_src + r0 * wide * 2;
     int32_t *acc = w->ql_acc + r0 * widest;
@@ -728,9 +731,9 @@ static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bi
     void *qmid =
         dt == HS_DTYPE_I8 ? (void *)(qsrc + ((size_t)rows + HS_QL_ROW_PAD) * wide) : (void *)acc;
     int32_t *acc2 = dt == HS_DTYPE_I8 ? acc : (int32_t *)(void *)qsrc;
-    if (hs__ql_run(w->ql, sc->slot, a, x, bias, NULL, rows, act, nt, qsrc, sx, acc, b, qmid,
-                   sc->err))
-        return -1;
+    const int first = hs__ql_run(w->ql, sc->slot, a, x, bias, NULL, rows, act, nt, qsrc, sx, acc, b,
+                                 qmid, sc->err);
+    if (first) return first < 0 ? -1 : 0;
     if (hs__ql_run(w->ql, sc->slot, b, NULL, NULL, y, rows, -1, nt, qmid, sx, acc2, NULL, NULL,
                    sc->err))
         return -1;

@@ -669,6 +669,7 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         }
         void *src = (char *)qsrc + (size_t)done * k * esz;
         if (!e->fused) { /* the fallback: every remaining row through the accumulators */
+            if (want.dst_bf16) return 1; /* (qnext may be the accumulators: no chain) */
             unfused = 1;
             break;
         }

@@ -69,7 +69,8 @@ int64_t hs__ql_src_bytes(int rows, int k);
  * next runs with x NULL and qsrc = qnext, the same sx, and an acc that does not overlap qnext.
  * The result is that of running the two layers apart (bf16: oneDNN rounds the fused output to
  * bf16 as bf16_row does, to nearest even), without the fp32 intermediate going to memory.
- * Returns 0, or -1 when oneDNN fails (message in err). */
+ * Returns 0; 1 (bf16 chains only) when oneDNN refuses the fused bf16 epilogue a chain needs:
+ * nothing was written, run the layers apart; -1 when oneDNN fails (message in err). */
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next);
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
