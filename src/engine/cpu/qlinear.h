@@ -7,16 +7,21 @@
  *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127); each
  *         row of x is quantized when the layer runs, symmetric per token (sx[i] = max|x[i,:]| /
  *         127), so a sequence's result never depends on the rest of its batch; the s32
- *         accumulator is scaled back by sx[i] * sw[j] in the epilogue, fused with bias and
- *         activation.
- *   bf16: W is rounded to bf16 once; x is rounded per call; fp32 accumulation and output.
+ *         accumulator is scaled back by sx[i] * sw[j] in a C epilogue, one pass per row with
+ *         bias and activation. The GEMM runs in chunks of rows whose accumulators fit in L2,
+ *         so the epilogue reads them from cache (a per-token scale is an [M, 1] broadcast,
+ *         which oneDNN 2.x's brgemm post-ops do not take).
+ *   bf16: W is rounded to bf16 once; x is rounded per call; fp32 accumulation; bias and
+ *         activation are oneDNN post-ops of the matmul, which writes y itself.
+ * Two layers in a row (the FFN) can be chained: the first's epilogue writes the second's int8
+ * / bf16 input directly, so the fp32 intermediate never goes to memory (hs__ql_run).
  *
  * Weights are packed once, at stage prepare, into the blocked layout the primitive wants
  * (the layout does not depend on the number of rows). Primitives depend on the row count: each
- * workspace keeps a cache of them keyed by (dtype, n, k, rows rounded up to a bucket), made
- * on first use of a bucket and kept for the workspace's life. Rows past `rows` inside a bucket
- * are computed and ignored: callers give source and accumulator buffers with HS_QL_ROW_PAD
- * spare rows.
+ * workspace keeps a cache of them keyed by (dtype, n, k, rows rounded up to a bucket,
+ * epilogue), made on first use and kept for the workspace's life. Rows past `rows` inside a
+ * bucket are computed and ignored: callers give source and accumulator buffers with
+ * HS_QL_ROW_PAD spare rows; y is written only for the rows asked.
  */
 #ifndef HS_ENGINE_CPU_QLINEAR_H
 #define HS_ENGINE_CPU_QLINEAR_H
