@@ -733,7 +733,7 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
         const size_t r0 = (size_t)sc->row_base;
         return hs__ql_run(w->ql, sc->slot, q, x, bias, y, rows, act, nt,
                           (char *)w->ql_src + r0 * wide * 2, w->ql_sx + r0, w->ql_acc + r0 * widest,
-                          sc->err);
+                          NULL, NULL, sc->err);
     }
     if (c->observe) c->observe(c->observe_ctx, sc->st, which & 1, x, rows, k);
     if (packed && rows <= c->small_rows) {
@@ -741,6 +741,40 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
         return 0;
     }
     return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, nt);
+}
+
+/* int8 / bf16 FFN: the first layer's epilogue writes its activated rows straight as the second
+ * layer's input (hs__ql_run chaining). int8: into the upper half of this slice's source buffer,
+ * which int8 (one byte a value; the buffer is sized for bf16's two) leaves free. bf16: into the
+ * accumulator buffer, which the fused bf16 epilogue does not need; the second layer then takes
+ * the source buffer as its accumulators. Returns 1 when done, 0 when the pair cannot chain
+ * (the caller runs the layers apart), -1 on failure. */
+static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bias, float *y,
+                     int rows, int act, int nt)
+{
+    struct cpu_ws *w = sc->w;
+    const struct hs_ql_weights *a = &sc->p->ql[QL_FFN_IN], *b = &sc->p->ql[QL_FFN_OUT];
+    const enum hs_dtype dt = sc->p->dtype;
+    const size_t widest = (size_t)ql_widest(&w->dims), wide = (size_t)act_wide(&w->dims);
+    /* bf16: the second layer's fp32 tail rows (up to a bucket past `rows`) go to the source
+     * buffer, which holds them when it is at least twice as wide as the output */
+    if ((dt != HS_DTYPE_I8 && dt != HS_DTYPE_BF16) || !w->ql || act < 0 ||
+        !hs__ql_chainable(a, b) || (dt == HS_DTYPE_BF16 && wide < 2 * (size_t)b->n))
+        return 0;
+    const size_t r0 = (size_t)sc->row_base;
+    char *qsrc = (char *)w->ql_src + r0 * wide * 2;
+    int32_t *acc = w->ql_acc + r0 * widest;
+    float *sx = w->ql_sx + r0;
+    void *qmid =
+        dt == HS_DTYPE_I8 ? (void *)(qsrc + ((size_t)rows + HS_QL_ROW_PAD) * wide) : (void *)acc;
+    int32_t *acc2 = dt == HS_DTYPE_I8 ? acc : (int32_t *)(void *)qsrc;
+    const int first = hs__ql_run(w->ql, sc->slot, a, x, bias, NULL, rows, act, nt, qsrc, sx, acc, b,
+                                 qmid, sc->err);
+    if (first) return first < 0 ? -1 : 0;
+    if (hs__ql_run(w->ql, sc->slot, b, NULL, NULL, y, rows, -1, nt, qmid, sx, acc2, NULL, NULL,
+                   sc->err))
+        return -1;
+    return 1;
 }
 
 /* Runs one stage on sequences [sb, se) of the batch with nt threads. pad and scratch are this
@@ -827,12 +861,17 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
                        -1, nt))
                 return -1;
             hs__cpu_glu(ug, inter, T, I, d->act, nt);
-        } else if (linear(c, &sc, QL_FFN_IN, pad, in, p->w[HS_W_FFN_IN], p->packed_in,
-                          p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt)) {
-            return -1;
+        } else {
+            const int chained = ffn_chain(&sc, in, p->w[HS_W_FFN_IN_B], tmp2, T, (int)d->act, nt);
+            if (chained < 0) return -1;
+            if (!chained && (linear(c, &sc, QL_FFN_IN, pad, in, p->w[HS_W_FFN_IN], p->packed_in,
+                                    p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt) ||
+                             linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],
+                                    p->packed_ffn_out, NULL, tmp2, T, H, I, -1, nt)))
+                return -1;
         }
-        if (linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT], p->packed_ffn_out, NULL,
-                   tmp2, T, H, I, -1, nt))
+        if (p->ffn_w && linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],
+                               p->packed_ffn_out, NULL, tmp2, T, H, I, -1, nt))
             return -1;
         if (d->norm_pre)
             hs__cpu_residual_add(hidden, tmp2, p->w[HS_W_FFN_OUT_B], T, H, nt);

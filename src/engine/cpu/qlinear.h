@@ -7,16 +7,21 @@
  *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127); each
  *         row of x is quantized when the layer runs, symmetric per token (sx[i] = max|x[i,:]| /
  *         127), so a sequence's result never depends on the rest of its batch; the s32
- *         accumulator is scaled back by sx[i] * sw[j] in the epilogue, fused with bias and
- *         activation.
- *   bf16: W is rounded to bf16 once; x is rounded per call; fp32 accumulation and output.
+ *         accumulator is scaled back by sx[i] * sw[j] in a C epilogue, one pass per row with
+ *         bias and activation. The GEMM runs in chunks of rows whose accumulators fit in L2,
+ *         so the epilogue reads them from cache (a per-token scale is an [M, 1] broadcast,
+ *         which oneDNN 2.x's brgemm post-ops do not take).
+ *   bf16: W is rounded to bf16 once; x is rounded per call; fp32 accumulation; bias and
+ *         activation are oneDNN post-ops of the matmul, which writes y itself.
+ * Two layers in a row (the FFN) can be chained: the first's epilogue writes the second's int8
+ * / bf16 input directly, so the fp32 intermediate never goes to memory (hs__ql_run).
  *
  * Weights are packed once, at stage prepare, into the blocked layout the primitive wants
  * (the layout does not depend on the number of rows). Primitives depend on the row count: each
- * workspace keeps a cache of them keyed by (dtype, n, k, rows rounded up to a bucket), made
- * on first use of a bucket and kept for the workspace's life. Rows past `rows` inside a bucket
- * are computed and ignored: callers give source and accumulator buffers with HS_QL_ROW_PAD
- * spare rows.
+ * workspace keeps a cache of them keyed by (dtype, n, k, rows rounded up to a bucket,
+ * epilogue), made on first use and kept for the workspace's life. Rows past `rows` inside a
+ * bucket are computed and ignored: callers give source and accumulator buffers with
+ * HS_QL_ROW_PAD spare rows; y is written only for the rows asked.
  */
 #ifndef HS_ENGINE_CPU_QLINEAR_H
 #define HS_ENGINE_CPU_QLINEAR_H
@@ -61,11 +66,20 @@ int64_t hs__ql_src_bytes(int rows, int k);
 
 /* Runs the layer on `rows` rows of x with nt threads, on cache slot `slot`.
  * qsrc: >= hs__ql_src_bytes(rows, k) bytes; sx: >= rows + HS_QL_ROW_PAD floats; acc: int8:
- * (rows + HS_QL_ROW_PAD) * n int32; bf16: unused (the primitive writes y, which must then have
- * rows + HS_QL_ROW_PAD rows). Returns 0, or -1 when oneDNN fails (message in err). */
+ * (rows + HS_QL_ROW_PAD) * n int32; bf16: (rows + HS_QL_ROW_PAD) * n floats (the rows that do
+ * not fill a bucket are computed there, then copied to y).
+ * Chaining two layers of one dtype (hs__ql_chainable(w, next)): with next given, y is not
+ * written; the epilogue writes each finished row as next's input (int8 and its scale into sx,
+ * or bf16) into qnext ((rows + HS_QL_ROW_PAD) * n values, not overlapping qsrc or acc); then
+ * next runs with x NULL and qsrc = qnext, the same sx, and an acc that does not overlap qnext.
+ * The result is that of running the two layers apart (bf16: oneDNN rounds the fused output to
+ * bf16 as bf16_row does, to nearest even), without the fp32 intermediate going to memory.
+ * Returns 0; 1 (bf16 chains only) when oneDNN refuses the fused bf16 epilogue a chain needs:
+ * nothing was written, run the layers apart; -1 when oneDNN fails (message in err). */
+int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next);
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
-               int32_t *acc, struct hs_error *err);
+               int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err);
 
 /* The GEMM of hs__ql_run alone, the same primitive (and cache entry) the layer uses: qsrc holds
  * `rows` (+ pad) rows already quantized (int8) or rounded (bf16); acc receives the s32 (int8) or
