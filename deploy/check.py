@@ -18,7 +18,7 @@ and deploy/k8s/monitoring/:
      runtimeClassName nvidia exactly when a cuda engine is configured, server.host 0.0.0.0 and
      the port the container exposes, probes on endpoints that src/server/http.c serves;
   4. the HPAs' metrics are the ones prometheus-adapter-rules.yaml defines, and the hetserve
-     metrics those rules query exist in src/server/metrics.c.
+     metrics those rules query are rendered by src/server/*.c.
 Plus: hadolint (pinned there too) finds no warning in deploy/Dockerfile, and every hetserve
 config in deploy/examples/ passes `hetserve config --check`.
 
@@ -130,10 +130,13 @@ def served_paths():
 
 
 def metric_names():
-    """Metric names src/server/metrics.c renders, with the suffixes of histograms."""
-    with open(os.path.join(ROOT, "src/server/metrics.c")) as f:
-        src = f.read()
-    names = set(re.findall(r'"(hetserve_[a-z0-9_]+)', src))
+    """Metric names the server renders (src/server/*.c: metrics.c, and the tenants' series in
+    auth.c), with the suffixes of histograms."""
+    src = ""
+    for path in sorted(glob.glob(os.path.join(ROOT, "src/server/*.c"))):
+        with open(path) as f:
+            src += f.read()
+    names = set(re.findall(r'"(?:# (?:HELP|TYPE) )?(hetserve_[a-z0-9_]+)', src))
     for n in list(names):
         names.update({n + "_bucket", n + "_sum", n + "_count"})
     return names
