@@ -15,11 +15,9 @@ HETSERVE = os.environ.get("HETSERVE_BIN") or os.path.join(SRC, "build", "hetserv
 
 @pytest.fixture
 def tree(tmp_path):
-    """A copy of what deploy/check.py reads: deploy/ and the two sources it greps."""
+    """A copy of what deploy/check.py reads: deploy/ and the server sources it greps."""
     shutil.copytree(os.path.join(SRC, "deploy"), tmp_path / "deploy")
-    (tmp_path / "src" / "server").mkdir(parents=True)
-    for f in ("http.c", "metrics.c"):
-        shutil.copy(os.path.join(SRC, "src", "server", f), tmp_path / "src" / "server" / f)
+    shutil.copytree(os.path.join(SRC, "src", "server"), tmp_path / "src" / "server")
     return tmp_path
 
 
