@@ -14,6 +14,7 @@ struct lease {
     pthread_cond_t cv;
     int running;         /* owners running a stage on the core now */
     bool lent;           /* a borrower runs a stage on it */
+    int waiting;         /* owners waiting for it to come back: no new loan until they ran */
     int64_t last_end_ns; /* when an owner's stage last ended */
     int64_t lent_at_ns;  /* when the current loan began */
     struct hs_cpu_lease_stats st;
@@ -55,7 +56,9 @@ void hs__cpu_lease_take(int core)
     pthread_mutex_lock(&l->mu);
     if (l->lent) {
         const int64_t t0 = hs_now_ns();
+        l->waiting++;
         while (l->lent) pthread_cond_wait(&l->cv, &l->mu);
+        l->waiting--;
         const int64_t dt = hs_now_ns() - t0;
         l->st.waits++;
         l->st.wait_ns += dt;
@@ -82,7 +85,9 @@ bool hs__cpu_lease_borrow(int core, int64_t idle_ns)
     /* a look without the lock first: a busy owner is the common case under load */
     if (pthread_mutex_trylock(&l->mu) != 0) return false;
     const int64_t now = hs_now_ns();
-    const bool ok = !l->lent && l->running == 0 && now - l->last_end_ns >= idle_ns;
+    /* an owner woken by the last return has not run yet: lending again at once would starve it */
+    const bool ok =
+        !l->lent && l->running == 0 && l->waiting == 0 && now - l->last_end_ns >= idle_ns;
     if (ok) {
         l->lent = true;
         l->lent_at_ns = now;
