@@ -77,6 +77,8 @@ struct ql_epi {
     int act;      /* fused: enum hs_act_fn, or -1 */
     int dst_bf16; /* fused: y is written in bf16 (the next bf16 layer's input), not fp32 */
 };
+/* The GEMM alone: accumulators out, no epilogue. */
+static const struct ql_epi ql_plain = {0, 0, -1, 0};
 
 static int eltwise_alg(int act, dnnl_alg_kind_t *alg, float *alpha)
 {
@@ -231,8 +233,7 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     dnnl_memory_desc_t user_md;
     dnnl_dims_t wd = {k, n};
     /* (the weights' layout depends on the source type and the ISA, not on the epilogue) */
-    const struct ql_epi plain_epi = {0, 0, -1, 0};
-    dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &plain_epi, &pd);
+    dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &ql_plain, &pd);
     const dnnl_memory_desc_t *packed_md =
         s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
     if (s == dnnl_success && !packed_md) s = dnnl_runtime_error;
@@ -387,8 +388,7 @@ static struct ql_entry *entry_make(const struct hs_ql_cache *c, const struct hs_
         e->slot ? make_pd(w->dtype, mb, w->n, w->k, w->md, epi, &pd) : dnnl_out_of_memory;
     e->fused = epi->fused && s == dnnl_success;
     if (s != dnnl_success && s != dnnl_out_of_memory && epi->fused) {
-        const struct ql_epi plain = {0, 0, -1, 0};
-        s = make_pd(w->dtype, mb, w->n, w->k, w->md, &plain, &pd);
+        s = make_pd(w->dtype, mb, w->n, w->k, w->md, &ql_plain, &pd);
     }
     if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
     for (int i = 0; s == dnnl_success && i < c->slots; i++) {
@@ -627,6 +627,20 @@ int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *
            (w->dtype == HS_DTYPE_BF16 || (w->dtype == HS_DTYPE_I8 && !next->inv_smooth));
 }
 
+/* 0 for success; else -1 with the message: dnnl_runtime_error stands for a primitive of mb
+ * rows oneDNN could not make, anything else for a failed execution. */
+static int ql_status(dnnl_status_t s, const struct hs_ql_weights *w, int mb, struct hs_error *err)
+{
+    if (s == dnnl_success) return 0;
+    if (s == dnnl_runtime_error)
+        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot make a %s %dx%dx%d matmul",
+                     hs_compute_dtype_name(w->dtype), mb, w->n, w->k);
+    else
+        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN %s matmul failed (%d)",
+                     hs_compute_dtype_name(w->dtype), (int)s);
+    return -1;
+}
+
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
                int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err)
@@ -689,9 +703,8 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
      * so chunking changes no result). */
     const int chunk = chunk_rows(n, nt);
     for (int r0 = done; s == dnnl_success && unfused && r0 < rows; r0 += chunk) {
-        const struct ql_epi plain = {0, 0, -1, 0};
         const int left = rows - r0 < chunk ? rows - r0 : chunk, mb = row_bucket(left);
-        struct ql_entry *e = lookup(c, w, mb, &plain);
+        struct ql_entry *e = lookup(c, w, mb, &ql_plain);
         if (!e) {
             failed_mb = mb;
             s = dnnl_runtime_error;
@@ -721,17 +734,7 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
             hs__cpu_bias_act_row(yr, bias, n, act);
         }
     }
-    if (s == dnnl_runtime_error) {
-        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot make a %s %dx%dx%d matmul",
-                     hs_compute_dtype_name(w->dtype), failed_mb, n, k);
-        return -1;
-    }
-    if (s != dnnl_success) {
-        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN %s matmul failed (%d)",
-                     hs_compute_dtype_name(w->dtype), (int)s);
-        return -1;
-    }
-    return 0;
+    return ql_status(s, w, failed_mb, err);
 }
 
 int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, void *qsrc,
@@ -741,18 +744,7 @@ int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
         hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear slot %d of %d", slot, c->slots);
         return -1;
     }
-    const struct ql_epi plain = {0, 0, -1, 0};
-    struct ql_entry *e = lookup(c, w, row_bucket(rows), &plain);
-    if (!e) {
-        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot make a %s %dx%dx%d matmul",
-                     hs_compute_dtype_name(w->dtype), row_bucket(rows), w->n, w->k);
-        return -1;
-    }
-    dnnl_status_t s = execute(c, slot, e, w, qsrc, NULL, acc);
-    if (s != dnnl_success) {
-        hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN %s matmul failed (%d)",
-                     hs_compute_dtype_name(w->dtype), (int)s);
-        return -1;
-    }
-    return 0;
+    const int mb = row_bucket(rows);
+    struct ql_entry *e = lookup(c, w, mb, &ql_plain);
+    return ql_status(e ? execute(c, slot, e, w, qsrc, NULL, acc) : dnnl_runtime_error, w, mb, err);
 }
