@@ -180,6 +180,10 @@ hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_d
         g->ctx[1] = (struct hs_ocr_stage_ctx){g, g->fb, i};
         const bool fb = g->io && g->fb;
         const int ri = g->requests_max > 0 ? g->requests_max : 1;
+        const int nr = g->io && g->n_routes > 0 ? g->n_routes : 0;
+        if (nr > HS_PIPELINE_MAX_ROUTES)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "stage %s: %d routes (at most %d)",
+                                g->name, nr, HS_PIPELINE_MAX_ROUTES);
         st[i] = (struct hs_pipeline_stage){
             .name = g->name,
             .run = g->io ? g->io->run : gen_op,
@@ -192,7 +196,17 @@ hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_d
             .fallback = fb ? g->io->run : NULL,
             .fallback_ctx = fb ? &g->ctx[1] : NULL,
             .ratio_max = g->ratio_max,
+            .n_routes = nr,
+            .policy = g->policy,
         };
+        for (int k = 0; k < nr; k++) {
+            g->ctx[2 + k] = (struct hs_ocr_stage_ctx){g, g->routes[k], i};
+            st[i].routes[k] = (struct hs_pipeline_route){
+                .name = hs_engine_name(hs_ocr_models_slot_engine(g->routes[k], g->io)),
+                .run = g->io->run,
+                .ctx = &g->ctx[2 + k]};
+        }
+        if (nr) st[i].ctx = &g->ctx[2];
     }
     return hs_pipeline_create(st, n, done, done_ctx, out, err);
 }
