@@ -207,6 +207,13 @@ hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_d
                 .ctx = &g->ctx[2 + k]};
         }
         if (nr) st[i].ctx = &g->ctx[2];
+        if (g->io && !nr) { /* its one engine, by name in the stats */
+            st[i].n_routes = 1;
+            st[i].routes[0] = (struct hs_pipeline_route){
+                .name = hs_engine_name(hs_ocr_models_slot_engine(g->m, g->io)),
+                .run = g->io->run,
+                .ctx = &g->ctx[0]};
+        }
     }
     return hs_pipeline_create(st, n, done, done_ctx, out, err);
 }

@@ -61,8 +61,8 @@ struct lane;
 struct worker {
     struct lane *l;
     pthread_t thread;
-    int64_t t0;      /* when its batch began (0: none) */
-    double pred_s;   /* what the lane's cost line predicted for it */
+    int64_t t0;    /* when its batch began (0: none) */
+    double pred_s; /* what the lane's cost line predicted for it */
 };
 
 /* a stage's queue and workers: lanes 0 .. n_routes-1 run its routes (one when it is not
@@ -79,11 +79,11 @@ struct lane {
     pthread_cond_t not_empty;
     struct worker *w;
     int n_threads;
-    int stop;              /* set by destroy: exit when empty */
-    int64_t ewma_ns;       /* recent batch run time */
-    int64_t run_t0;        /* when the batch running now began (0: none) */
-    int fail_streak;       /* batches in a row that failed every item */
-    int64_t open_until_ns; /* the breaker: open until then */
+    int stop;                 /* set by destroy: exit when empty */
+    int64_t ewma_ns;          /* recent batch run time */
+    int64_t run_t0;           /* when the batch running now began (0: none) */
+    int fail_streak;          /* batches in a row that failed every item */
+    int64_t open_until_ns;    /* the breaker: open until then */
     struct hs_cost_line cost; /* batch seconds against its items */
     struct hs_pipeline_route_stats rs;
 };
@@ -93,9 +93,9 @@ struct stage {
     struct hs_pipeline *p;
     int index;
     struct lane lane[HS_PIPELINE_MAX_ROUTES + 1];
-    int n_lanes, n_routes; /* lanes: the routes, then the fallback when there is one */
-    struct lane *fb;       /* the fallback lane or NULL */
-    unsigned turn;         /* round robin, and ties */
+    int n_lanes, n_routes;   /* lanes: the routes, then the fallback when there is one */
+    struct lane *fb;         /* the fallback lane or NULL */
+    unsigned turn;           /* round robin, and ties */
     pthread_cond_t not_full; /* room in one of its lanes */
     struct hs_pipeline_cap cap;
     struct hs_pipeline_stage_stats stats;

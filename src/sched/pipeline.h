@@ -145,12 +145,12 @@ struct hs_pipeline_stage_stats {
     /* per route (one for a stage that is not routed; the fallback is not one of them) */
     int n_routes;
     struct hs_pipeline_route_stats {
-        int queued;           /* now */
-        int64_t items;        /* items its batches ran */
-        int64_t batches;      /* batches it ran */
-        int64_t run_ns;       /* their run time, summed */
-        int breaker_open;     /* now */
-        double batch_s;       /* its cost line's prediction of one full batch (0: not measured) */
+        int queued;       /* now */
+        int64_t items;    /* items its batches ran */
+        int64_t batches;  /* batches it ran */
+        int64_t run_ns;   /* their run time, summed */
+        int breaker_open; /* now */
+        double batch_s;   /* its cost line's prediction of one full batch (0: not measured) */
     } route[HS_PIPELINE_MAX_ROUTES];
 };
 void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);

@@ -734,7 +734,8 @@ static const struct key keys[] = {
      .flags = F_SCALAR,
      .doc = "engines[].name each (graph_onnx), or {engine, batch_max, batch_fixed, shapes}: "
             "its own batch shape (a static engine's); [] = not routed"},
-#define PR(key, f) .section = "pipelines[].stages[].route.engines[]", .name = key, F(stage_route_cfg, f)
+#define PR(key, f)                                                                                 \
+    .section = "pipelines[].stages[].route.engines[]", .name = key, F(stage_route_cfg, f)
     {PR("engine", engine), K_STR, 0, 0, "", "engines[].name (graph_onnx)", F_REQ},
     {PR("batch_max", batch_max), K_INT, 0, 64, "0", "rows one graph run holds; 0 = the stage's"},
     {PR("batch_fixed", batch_fixed), K_INT, 0, 64, "0",

@@ -215,8 +215,7 @@ static hs_status check_model(const struct hs_config *c, const struct hs_stage_cf
         snprintf(rat, sizeof rat, "%s.route.engines[%d]", at, k);
         for (int q = 0; q < k; q++)
             if (!strcmp(s->routes[q].engine, s->routes[k].engine))
-                return BAD("%s.engine: '%s' is route.engines[%d] too", rat, s->routes[k].engine,
-                           q);
+                return BAD("%s.engine: '%s' is route.engines[%d] too", rat, s->routes[k].engine, q);
         struct hs_stage_cfg on;
         hs_config_stage_on_route(s, k, &on);
         hs_status st = check_on_engine(c, &on, io, limit_side_len, rat, err);

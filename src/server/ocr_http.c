@@ -187,11 +187,12 @@ static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, str
         g->fb = rt->fb;
         g->n_routes = rt->n_routes;
         for (int k = 0; k < rt->n_routes; k++) g->routes[k] = rt->routes[k];
-        g->policy = strcmp(sc->policy, "round_robin") ? HS_PIPELINE_PREDICTED : HS_PIPELINE_ROUND_ROBIN;
+        g->policy =
+            strcmp(sc->policy, "round_robin") ? HS_PIPELINE_PREDICTED : HS_PIPELINE_ROUND_ROBIN;
         g->workers = sc->workers ? sc->workers : 1;
         for (int k = 0; k < rt->n_routes; k++)
-            hs_log_info("pipeline %s: stage %s routed (%s) over %s", pc->name, sc->name,
-                        sc->policy, hs_engine_name(hs_ocr_models_slot_engine(rt->routes[k], rt->io)));
+            hs_log_info("pipeline %s: stage %s routed (%s) over %s", pc->name, sc->name, sc->policy,
+                        hs_engine_name(hs_ocr_models_slot_engine(rt->routes[k], rt->io)));
         if (rt->fb)
             hs_log_info("pipeline %s: stage %s falls back to %s (ratio_max %.2f)", pc->name,
                         sc->name, hs_engine_name(hs_ocr_models_slot_engine(rt->fb, rt->io)),
@@ -536,8 +537,7 @@ static const struct route_series route_series[] = {
     {"queued", "gauge", "items waiting for the engine now", r_queued},
     {"breaker_open", "gauge", "1 while the engine's last batches all failed", r_breaker},
     {"batch_predicted_seconds", "gauge",
-     "a full batch's time on the engine as its cost line predicts it (0: not measured)",
-     r_batch_s},
+     "a full batch's time on the engine as its cost line predicts it (0: not measured)", r_batch_s},
 };
 
 void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)

@@ -534,7 +534,8 @@ static void bad_specs(void **state)
     struct sink k = {0};
     struct hs_pipeline *p;
     struct hs_error err = {0};
-    const struct hs_pipeline_stage bad = {"x", add1, NULL, 1, 4, 65, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0};
+    const struct hs_pipeline_stage bad = {"x",  add1, NULL, 1, 4, 65,    0, 0,
+                                          NULL, NULL, 0,    0, 0, {{0}}, 0};
     assert_int_equal(hs_pipeline_create(&bad, 1, on_done, &k, &p, &err),
                      HS_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "(x)"));
@@ -573,7 +574,8 @@ static void routes_split_work(void **state)
                                        .queue_max = 64,
                                        .batch_max = 1,
                                        .n_routes = 2,
-                                       .policy = rr ? HS_PIPELINE_ROUND_ROBIN : HS_PIPELINE_PREDICTED};
+                                       .policy =
+                                           rr ? HS_PIPELINE_ROUND_ROBIN : HS_PIPELINE_PREDICTED};
         st.routes[0] = (struct hs_pipeline_route){"fast", on_fast, NULL, 0, 0};
         st.routes[1] = (struct hs_pipeline_route){"slow", on_slow, NULL, 0, 2};
         struct hs_pipeline *p;
