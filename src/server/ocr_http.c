@@ -201,11 +201,16 @@ static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, str
     if ((st = hs_ocr_stages_create(p->st, p->n, hs__ocr_done, p, &p->p, err))) return st;
     char desc[512];
     size_t o = 0;
-    for (int j = 0; j < p->n && o < sizeof desc; j++)
-        o += (size_t)snprintf(
-            desc + o, sizeof desc - o, "%s%s%s%s", j ? " -> " : "", p->st[j].name,
-            p->st[j].io ? " on " : "",
-            p->st[j].io ? hs_engine_name(hs_ocr_models_slot_engine(p->rt[j].m, p->rt[j].io)) : "");
+    for (int j = 0; j < p->n && o < sizeof desc; j++) {
+        o += (size_t)snprintf(desc + o, sizeof desc - o, "%s%s%s", j ? " -> " : "", p->st[j].name,
+                              p->st[j].io ? " on " : "");
+        const int nr = p->rt[j].n_routes ? p->rt[j].n_routes : p->st[j].io ? 1 : 0;
+        for (int k = 0; k < nr && o < sizeof desc; k++) /* a routed stage: its engines */
+            o += (size_t)snprintf(
+                desc + o, sizeof desc - o, "%s%s", k ? " | " : "",
+                hs_engine_name(hs_ocr_models_slot_engine(
+                    p->rt[j].n_routes ? p->rt[j].routes[k] : p->rt[j].m, p->rt[j].io)));
+    }
     hs_log_info("pipeline %s at %s: %s", pc->name, pc->endpoint, desc);
     return HS_STATUS_OK;
 }
@@ -729,7 +734,22 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
         for (int j = 0; j < p->n; j++) {
             const struct hs_ocr_models *m = p->rt[j].m, *fb = p->rt[j].fb;
             if (!p->rt[j].io || p->rt[j].io->slot != HS_OCR_SLOT_DET) continue;
-            for (int h = 0; h < m->n_det_sides; h++)
+            for (int k = 0; k < p->rt[j].n_routes; k++) { /* each engine its own sides */
+                const struct hs_ocr_models *r = p->rt[j].routes[k];
+                const char *en = hs_engine_name(hs_ocr_models_slot_engine(r, p->rt[j].io));
+                for (int h = 0; h < r->n_det_sides; h++)
+                    for (int w = 0; w < r->n_det_sides; w++) {
+                        const long long a = atomic_load(&r->det_side_runs[h][w]);
+                        if (a)
+                            hs_buf_printf(out,
+                                          "hetserve_pipeline_stage_graph_shape_runs_total{pipeline="
+                                          "\"%s\",stage=\"%s\",engine=\"%s\",height=\"%d\","
+                                          "width=\"%d\"} %lld\n",
+                                          p->cfg->name, p->st[j].name, en, r->det_sides[h],
+                                          r->det_sides[w], a);
+                    }
+            }
+            for (int h = 0; !p->rt[j].n_routes && h < m->n_det_sides; h++)
                 for (int w = 0; w < m->n_det_sides; w++) {
                     const long long a = atomic_load(&m->det_side_runs[h][w]) +
                                         (fb ? atomic_load(&fb->det_side_runs[h][w]) : 0);
