@@ -72,6 +72,12 @@ static void gen_recognize(void *ctx, void **items, int n, hs_status *st, struct 
     }
 }
 
+/* a request's work in the crop stages' cost lines: its text crops */
+static double crops_of(const void *item)
+{
+    return ((const struct hs_ocr_job *)item)->d.n_boxes;
+}
+
 #define K(x) HS_OP_KIND_##x
 static const struct hs_ocr_graph_io graph_ios[] = {
     {"detect", HS_OCR_SLOT_DET, "detector input -> probability map, one image a run (DBNet)",
@@ -198,6 +204,7 @@ hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_d
             .ratio_max = g->ratio_max,
             .n_routes = nr,
             .policy = g->policy,
+            .units = g->io && g->io->in == HS_OP_KIND_CROPS ? crops_of : NULL,
         };
         for (int k = 0; k < nr; k++) {
             g->ctx[2 + k] = (struct hs_ocr_stage_ctx){g, g->routes[k], i};

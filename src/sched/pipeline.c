@@ -52,6 +52,7 @@ struct slot {
     void *item;
     int64_t deadline_ns;
     int64_t enq_ns;
+    double units; /* its work in the cost line */
 };
 
 struct stage;
@@ -76,6 +77,7 @@ struct lane {
     int workers, batch_max;
     struct slot *ring; /* queue_max slots */
     int head, count;
+    double queued_units;
     pthread_cond_t not_empty;
     struct worker *w;
     int n_threads;
@@ -126,10 +128,17 @@ static void cond_init(pthread_cond_t *c)
 }
 
 /* queue operations, under p->mu */
+static double units_of(const struct stage *s, const void *item)
+{
+    const double u = s->spec.units ? s->spec.units(item) : 1;
+    return u > 0 ? u : 0;
+}
+
 static void q_push(struct lane *l, void *item, int64_t deadline_ns)
 {
     const int i = (l->head + l->count) % l->s->spec.queue_max;
-    l->ring[i] = (struct slot){item, deadline_ns, hs_now_ns()};
+    l->ring[i] = (struct slot){item, deadline_ns, hs_now_ns(), units_of(l->s, item)};
+    l->queued_units += l->ring[i].units;
     l->count++;
     pthread_cond_signal(&l->not_empty);
 }
@@ -139,6 +148,7 @@ static struct slot q_pop(struct lane *l)
     struct slot x = l->ring[l->head];
     l->head = (l->head + 1) % l->s->spec.queue_max;
     l->count--;
+    l->queued_units = l->count ? l->queued_units - x.units : 0;
     pthread_cond_broadcast(&l->s->not_full);
     return x;
 }
@@ -177,14 +187,14 @@ static int overloaded(const struct stage *s, const struct lane *l)
     return batches * per > s->spec.timeout_us * 1000;
 }
 
-/* Predicted seconds until one more item on route l would be done: its queued batches (with the
- * item) by its cost line, and the rest of its running ones (one past its prediction is assumed
- * to need as long again, as the scheduler's lanes do), per worker (under p->mu). */
-static double predict_s(const struct lane *l, int64_t now)
+/* Predicted seconds until one more item of `units` on route l would be done: its queued batches
+ * (with the item) by its cost line, and the rest of its running ones (one past its prediction is
+ * assumed to need as long again, as the scheduler's lanes do), per worker (under p->mu). */
+static double predict_s(const struct lane *l, double units, int64_t now)
 {
     const int items = l->count + 1;
     const int batches = (items + l->batch_max - 1) / l->batch_max;
-    double t = hs_cost_line_s(&l->cost, batches, items);
+    double t = hs_cost_line_s(&l->cost, batches, l->queued_units + units);
     for (int k = 0; k < l->n_threads; k++) {
         const struct worker *w = &l->w[k];
         if (!w->t0) continue;
@@ -197,12 +207,13 @@ static double predict_s(const struct lane *l, int64_t now)
 /* The route an item entering s joins (under p->mu): among those whose breaker admits it (all
  * when none does) and, with room (room: only those), the earliest predicted completion or the
  * next in turn; ties take turns. NULL when room and none has it. */
-static struct lane *pick(struct stage *s, int room)
+static struct lane *pick(struct stage *s, const void *item, int room)
 {
     if (s->n_routes == 1) return !room || !q_full(&s->lane[0]) ? &s->lane[0] : NULL;
     int any_closed = 0;
     for (int k = 0; k < s->n_routes; k++) any_closed |= !breaker_open(&s->lane[k]);
     const int64_t now = hs_now_ns();
+    const double units = units_of(s, item);
     struct lane *best = NULL;
     double best_t = 0;
     const unsigned start = s->turn++;
@@ -210,7 +221,7 @@ static struct lane *pick(struct stage *s, int room)
         struct lane *l = &s->lane[(start + (unsigned)i) % (unsigned)s->n_routes];
         if ((any_closed && breaker_open(l)) || (room && q_full(l))) continue;
         if (s->spec.policy == HS_PIPELINE_ROUND_ROBIN) return l;
-        const double t = predict_s(l, now);
+        const double t = predict_s(l, units, now);
         if (!best || t < best_t) {
             best = l;
             best_t = t;
@@ -243,7 +254,7 @@ static int queued_routes(const struct stage *s)
 static hs_status enter(struct stage *s, void *item, int64_t deadline_ns, int wait,
                        struct hs_error *err)
 {
-    struct lane *l = pick(s, 1);
+    struct lane *l = pick(s, item, 1);
     if (!s->fb) {
         if (!wait && !l)
             return hs_error_set(err, HS_STATUS_OVERLOADED, "pipeline stage %s: queue full (%d)",
@@ -251,7 +262,7 @@ static hs_status enter(struct stage *s, void *item, int64_t deadline_ns, int wai
         /* backpressure: at shutdown this stage's workers still drain the queues */
         while (!l) {
             pthread_cond_wait(&s->not_full, &s->p->mu);
-            l = pick(s, 1);
+            l = pick(s, item, 1);
         }
         q_push(l, item, deadline_ns);
         return HS_STATUS_OK;
@@ -303,6 +314,7 @@ static void *worker(void *arg)
             }
         }
         int n = 0;
+        double units = 0;
         const int64_t now = hs_now_ns();
         while (l->count && n < l->batch_max) {
             struct slot x = q_pop(l);
@@ -326,12 +338,13 @@ static void *worker(void *arg)
                 continue;
             }
             batch[n] = x;
+            units += x.units;
             items[n++] = x.item;
         }
         if (!n) continue;
         s->stats.items_in += n;
         l->run_t0 = wk->t0 = hs_now_ns();
-        wk->pred_s = hs_cost_line_s(&l->cost, 1, n);
+        wk->pred_s = hs_cost_line_s(&l->cost, 1, units);
         if (s->fb && !l->fb)
             for (int i = 0; i < n; i++) hs_pipeline_cap_record(&s->cap, false);
         pthread_mutex_unlock(&p->mu);
@@ -354,9 +367,10 @@ static void *worker(void *arg)
         if (s->n_lanes > 1 && !l->fb && l->fail_streak >= HS_PIPELINE_BREAKER_FAILS)
             l->open_until_ns = hs_now_ns() + HS_PIPELINE_BREAKER_OPEN_MS * 1000000LL;
         if (!l->fail_streak) l->open_until_ns = 0;
-        if (!failed) hs_cost_line_learn(&l->cost, n, dt / 1e9, HS_PIPELINE_COST_ALPHA);
+        if (!failed) hs_cost_line_learn(&l->cost, units, dt / 1e9, HS_PIPELINE_COST_ALPHA);
         l->run_t0 = wk->t0 = 0;
         l->rs.items += n;
+        l->rs.units += units;
         l->rs.batches++;
         l->rs.run_ns += dt;
         s->stats.batches++;
@@ -583,7 +597,8 @@ void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipelin
         out->route[k] = l->rs;
         out->route[k].queued = l->count;
         out->route[k].breaker_open = breaker_open(l);
-        out->route[k].batch_s = hs_cost_line_s(&l->cost, 1, l->batch_max);
+        const double mean = l->rs.items ? l->rs.units / (double)l->rs.items : 1;
+        out->route[k].batch_s = hs_cost_line_s(&l->cost, 1, l->batch_max * mean);
         out->breaker_open &= out->route[k].breaker_open;
     }
     pthread_mutex_unlock(&p->mu);

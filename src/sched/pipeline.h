@@ -25,8 +25,21 @@
  * 429), a timed-out one ends with HS_STATUS_TIMEOUT, a failed one with its own error. A stage
  * without a fallback waits for room instead (backpressure).
  *
+ * A stage may be routed over several engines at once (routes: one function, context, workers
+ * and batch_max each, e.g. the same graph on two devices or in two precisions): each route has
+ * its own queue and workers, and an item entering the stage joins the route whose breaker admits
+ * it and whose queue has room with the earliest predicted completion (policy predicted: its
+ * queued batches and the rest of its running ones, per worker, from a cost line of its batch time
+ * against the work its batch held, sched/costline.h, learned from the batches it ran: units, 1 an
+ * item unless the stage's units() says, e.g. an OCR request's text crops; a route not yet
+ * measured predicts 0, so each gets batches from the start; ties take turns) or in turn (policy
+ * round_robin). A route whose last HS_PIPELINE_BREAKER_FAILS batches all failed is skipped while
+ * another is not. The fallback is taken when no route can take the item (every one full,
+ * overloaded or with its breaker open) and for what a route failed or timed out.
+ *
  * Per stage the pipeline counts items in, out and failed, batches and their sizes, the time items
- * waited in its queue and the time its function ran, failovers, refusals and timeouts
+ * waited in its queue and the time its function ran, failovers, refusals and timeouts, and per
+ * route its items, work, batches, run time, queue, breaker and predicted batch time
  * (hs_pipeline_stage_stats).
  * Thread-safety: submit, stats and destroy may be called from any thread.
  */
@@ -100,6 +113,8 @@ struct hs_pipeline_stage {
     int n_routes;
     struct hs_pipeline_route routes[HS_PIPELINE_MAX_ROUTES];
     enum hs_pipeline_policy policy;
+    /* an item's work in the routes' cost lines (an OCR request's text crops); NULL = 1 each */
+    double (*units)(const void *item);
 };
 
 /* Called once per item, from a stage's worker (or from destroy); must not block for long. */
@@ -150,7 +165,8 @@ struct hs_pipeline_stage_stats {
         int64_t batches;  /* batches it ran */
         int64_t run_ns;   /* their run time, summed */
         int breaker_open; /* now */
-        double batch_s;   /* its cost line's prediction of one full batch (0: not measured) */
+        double units;     /* the work of those items (units) */
+        double batch_s; /* its cost line's prediction of a full batch of mean items (0: none yet) */
     } route[HS_PIPELINE_MAX_ROUTES];
 };
 void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);

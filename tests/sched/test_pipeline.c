@@ -75,9 +75,27 @@ static void in_order_once_each(void **state)
     (void)state;
     struct sink k = {0};
     const struct hs_pipeline_stage st[3] = {
-        {"add", add1, NULL, 2, 16, 4, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
-        {"mul", times3, NULL, 1, 4, 8, 200, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
-        {"add2", add1, NULL, 3, 2, 1, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
+        {.name = "add",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 2,
+         .queue_max = 16,
+         .batch_max = 4,
+         .window_us = 0},
+        {.name = "mul",
+         .run = times3,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 4,
+         .batch_max = 8,
+         .window_us = 200},
+        {.name = "add2",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 3,
+         .queue_max = 2,
+         .batch_max = 1,
+         .window_us = 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -156,8 +174,20 @@ static void backpressure_then_admission_refuses(void **state)
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     /* stage 0 queue 3 batch 1, stage 1 (gated) queue 2 batch 2 */
     const struct hs_pipeline_stage st[2] = {
-        {"first", add1, NULL, 1, 3, 1, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
-        {"slow", gated, &g, 1, 2, 2, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
+        {.name = "first",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 3,
+         .batch_max = 1,
+         .window_us = 0},
+        {.name = "slow",
+         .run = gated,
+         .ctx = &g,
+         .workers = 1,
+         .queue_max = 2,
+         .batch_max = 2,
+         .window_us = 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -200,8 +230,20 @@ static void deadlines_and_shutdown(void **state)
     (void)state;
     struct sink k = {0};
     const struct hs_pipeline_stage st[2] = {
-        {"slow", slow, NULL, 1, 8, 1, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
-        {"next", add1, NULL, 1, 8, 1, 0, 0, NULL, NULL, 0, 0, 0, {{0}}, 0},
+        {.name = "slow",
+         .run = slow,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 8,
+         .batch_max = 1,
+         .window_us = 0},
+        {.name = "next",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 8,
+         .batch_max = 1,
+         .window_us = 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -534,8 +576,8 @@ static void bad_specs(void **state)
     struct sink k = {0};
     struct hs_pipeline *p;
     struct hs_error err = {0};
-    const struct hs_pipeline_stage bad = {"x",  add1, NULL, 1, 4, 65,    0, 0,
-                                          NULL, NULL, 0,    0, 0, {{0}}, 0};
+    const struct hs_pipeline_stage bad = {
+        .name = "x", .run = add1, .workers = 1, .queue_max = 4, .batch_max = 65};
     assert_int_equal(hs_pipeline_create(&bad, 1, on_done, &k, &p, &err),
                      HS_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "(x)"));
@@ -664,6 +706,66 @@ static void route_breaker(void **state)
     assert_int_equal(atomic_load(&k.twice), 0);
 }
 
+/* simulated engines whose batch takes 1 ms a unit (an item's v), marking which ran it */
+static void per_unit(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)st, (void)errs;
+    long ms = 0;
+    for (int i = 0; i < n; i++) ms += ((struct item *)items[i])->v;
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++) ((struct item *)items[i])->path = *(const int *)ctx;
+}
+
+static double v_units(const void *item)
+{
+    return ((const struct item *)item)->v;
+}
+
+/* the routes count the stage's units (their cost lines learn batch time against them), and a
+ * running 30-unit batch's predicted rest sends the next item to the idle route */
+static void routes_weigh_units(void **state)
+{
+    (void)state;
+    struct sink k = {0};
+    static const int one = 1, two = 2;
+    struct hs_pipeline_stage st = {.name = "rec",
+                                   .run = per_unit,
+                                   .workers = 1,
+                                   .queue_max = 8,
+                                   .batch_max = 1,
+                                   .n_routes = 2,
+                                   .units = v_units};
+    st.routes[0] = (struct hs_pipeline_route){"a", per_unit, (void *)&one, 0, 0};
+    st.routes[1] = (struct hs_pipeline_route){"b", per_unit, (void *)&two, 0, 0};
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item it[6];
+    const int v[6] = {2, 2, 4, 4, 30, 1};
+    for (int i = 0; i < 6; i++) it[i] = (struct item){.v = v[i]};
+    for (int i = 0; i < 4; i++) { /* one at a time: both routes measured, 2 and 4 units */
+        assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+        wait_for(&k, i + 1);
+    }
+    struct hs_pipeline_stage_stats x;
+    hs_pipeline_stage_stats(p, 0, &x);
+    assert_true(x.route[0].batches >= 1 && x.route[1].batches >= 1);
+    assert_int_equal(x.route[0].units + x.route[1].units, 12);
+    assert_int_equal(hs_pipeline_submit(p, &it[4], 0, &err), HS_STATUS_OK);
+    for (int i = 0; i < 5000 && x.route[0].queued + x.route[1].queued; i++) {
+        struct timespec ts = {0, 100000}; /* till the 30-unit batch runs */
+        nanosleep(&ts, NULL);
+        hs_pipeline_stage_stats(p, 0, &x);
+    }
+    assert_int_equal(hs_pipeline_submit(p, &it[5], 0, &err), HS_STATUS_OK);
+    wait_for(&k, 6);
+    assert_true(it[4].path == 1 || it[4].path == 2);
+    assert_int_not_equal(it[5].path, it[4].path);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k.twice), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -677,6 +779,7 @@ int main(void)
         cmocka_unit_test(breaker_opens),
         cmocka_unit_test(routes_split_work),
         cmocka_unit_test(route_breaker),
+        cmocka_unit_test(routes_weigh_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
