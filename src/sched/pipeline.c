@@ -86,7 +86,7 @@ struct lane {
     int64_t run_t0;           /* when the batch running now began (0: none) */
     int fail_streak;          /* batches in a row that failed every item */
     int64_t open_until_ns;    /* the breaker: open until then */
-    struct hs_cost_line cost; /* batch seconds against its items */
+    struct hs_cost_line cost; /* batch seconds against the units it held */
     struct hs_pipeline_route_stats rs;
 };
 
