@@ -136,14 +136,19 @@ hs_engine_t hs_ocr_models_slot_engine(const struct hs_ocr_models *m,
                                       const struct hs_ocr_graph_io *io);
 
 /* One stage: an op (op, params) or a model stage (io, m with its graph in the io's slot: det,
- * cls or rec, and fb the same on the fallback engine or NULL). The caller owns it and keeps it
- * (its address) as long as the pipeline; ctx is filled by hs_ocr_stages_create. */
+ * cls or rec, and fb the same on the fallback engine or NULL; routed: n_routes > 0 copies in
+ * routes[], each on its own engine with its own batch shape, instead of m, placed by policy,
+ * sched/pipeline.h). The caller owns it and keeps it (its address) as long as the pipeline; ctx
+ * is filled by hs_ocr_stages_create. */
 struct hs_ocr_stage {
     const char *name;
     const struct hs_op *op;
     const struct hs_ocr_params *params;
     const struct hs_ocr_graph_io *io;
     const struct hs_ocr_models *m, *fb;
+    int n_routes;
+    const struct hs_ocr_models *routes[HS_PIPELINE_MAX_ROUTES];
+    enum hs_pipeline_policy policy;
     int workers, queue_max, requests_max; /* requests_max: items one run takes (fan-in) */
     int64_t window_us, timeout_us;
     double ratio_max;
@@ -152,7 +157,7 @@ struct hs_ocr_stage {
         const struct hs_ocr_stage *st;
         const struct hs_ocr_models *m;
         int index;
-    } ctx[2]; /* primary, fallback */
+    } ctx[2 + HS_PIPELINE_MAX_ROUTES]; /* primary, fallback, the routes */
 };
 
 /* Items are struct hs_ocr_job; each stage's time goes to job->stage_ns[its index]. */

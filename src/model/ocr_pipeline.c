@@ -72,6 +72,12 @@ static void gen_recognize(void *ctx, void **items, int n, hs_status *st, struct 
     }
 }
 
+/* a request's work in the crop stages' cost lines: its text crops */
+static double crops_of(const void *item)
+{
+    return ((const struct hs_ocr_job *)item)->d.n_boxes;
+}
+
 #define K(x) HS_OP_KIND_##x
 static const struct hs_ocr_graph_io graph_ios[] = {
     {"detect", HS_OCR_SLOT_DET, "detector input -> probability map, one image a run (DBNet)",
@@ -180,6 +186,10 @@ hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_d
         g->ctx[1] = (struct hs_ocr_stage_ctx){g, g->fb, i};
         const bool fb = g->io && g->fb;
         const int ri = g->requests_max > 0 ? g->requests_max : 1;
+        const int nr = g->io && g->n_routes > 0 ? g->n_routes : 0;
+        if (nr > HS_PIPELINE_MAX_ROUTES)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "stage %s: %d routes (at most %d)",
+                                g->name, nr, HS_PIPELINE_MAX_ROUTES);
         st[i] = (struct hs_pipeline_stage){
             .name = g->name,
             .run = g->io ? g->io->run : gen_op,
@@ -192,7 +202,25 @@ hs_status hs_ocr_stages_create(struct hs_ocr_stage *stages, int n, hs_pipeline_d
             .fallback = fb ? g->io->run : NULL,
             .fallback_ctx = fb ? &g->ctx[1] : NULL,
             .ratio_max = g->ratio_max,
+            .n_routes = nr,
+            .policy = g->policy,
+            .units = g->io && g->io->in == HS_OP_KIND_CROPS ? crops_of : NULL,
         };
+        for (int k = 0; k < nr; k++) {
+            g->ctx[2 + k] = (struct hs_ocr_stage_ctx){g, g->routes[k], i};
+            st[i].routes[k] = (struct hs_pipeline_route){
+                .name = hs_engine_name(hs_ocr_models_slot_engine(g->routes[k], g->io)),
+                .run = g->io->run,
+                .ctx = &g->ctx[2 + k]};
+        }
+        if (nr) st[i].ctx = &g->ctx[2];
+        if (g->io && !nr) { /* its one engine, by name in the stats */
+            st[i].n_routes = 1;
+            st[i].routes[0] = (struct hs_pipeline_route){
+                .name = hs_engine_name(hs_ocr_models_slot_engine(g->m, g->io)),
+                .run = g->io->run,
+                .ctx = &g->ctx[0]};
+        }
     }
     return hs_pipeline_create(st, n, done, done_ctx, out, err);
 }

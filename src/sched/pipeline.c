@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "sched/costline.h"
 
 const double hs_pipeline_lat_bounds[HS_PIPELINE_LAT_BUCKETS] = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
@@ -51,35 +52,53 @@ struct slot {
     void *item;
     int64_t deadline_ns;
     int64_t enq_ns;
+    double units; /* its work in the cost line */
 };
 
 struct stage;
+struct lane;
 
-/* a stage's queue and workers: lane 0 runs the stage's function, lane 1 its fallback */
+/* one worker thread of a lane and the batch it runs now */
+struct worker {
+    struct lane *l;
+    pthread_t thread;
+    int64_t t0;    /* when its batch began (0: none) */
+    double pred_s; /* what the lane's cost line predicted for it */
+};
+
+/* a stage's queue and workers: lanes 0 .. n_routes-1 run its routes (one when it is not
+ * routed), the lane after them its fallback */
 struct lane {
     struct stage *s;
     int fb;
+    const char *name;
     hs_pipeline_stage_fn run;
     void *ctx;
-    int workers;
+    int workers, batch_max;
     struct slot *ring; /* queue_max slots */
     int head, count;
-    pthread_cond_t not_empty, not_full;
-    pthread_t *threads;
+    double queued_units;
+    pthread_cond_t not_empty;
+    struct worker *w;
     int n_threads;
-    int stop;              /* set by destroy: exit when empty */
-    int64_t ewma_ns;       /* recent batch run time */
-    int64_t run_t0;        /* when the batch running now began (0: none) */
-    int fail_streak;       /* batches in a row that failed every item */
-    int64_t open_until_ns; /* the breaker: open until then */
+    int stop;                 /* set by destroy: exit when empty */
+    int64_t ewma_ns;          /* recent batch run time */
+    int64_t run_t0;           /* when the batch running now began (0: none) */
+    int fail_streak;          /* batches in a row that failed every item */
+    int64_t open_until_ns;    /* the breaker: open until then */
+    struct hs_cost_line cost; /* batch seconds against the units it held */
+    struct hs_pipeline_route_stats rs;
 };
 
 struct stage {
     struct hs_pipeline_stage spec;
     struct hs_pipeline *p;
     int index;
-    struct lane lane[2];
-    int n_lanes;
+    struct lane lane[HS_PIPELINE_MAX_ROUTES + 1];
+    int n_lanes, n_routes;   /* lanes: the routes, then the fallback when there is one */
+    struct lane *fb;         /* the fallback lane or NULL */
+    unsigned turn;           /* round robin, and ties */
+    pthread_cond_t not_full; /* room in one of its lanes */
     struct hs_pipeline_cap cap;
     struct hs_pipeline_stage_stats stats;
 };
@@ -109,10 +128,17 @@ static void cond_init(pthread_cond_t *c)
 }
 
 /* queue operations, under p->mu */
+static double units_of(const struct stage *s, const void *item)
+{
+    const double u = s->spec.units ? s->spec.units(item) : 1;
+    return u > 0 ? u : 0;
+}
+
 static void q_push(struct lane *l, void *item, int64_t deadline_ns)
 {
     const int i = (l->head + l->count) % l->s->spec.queue_max;
-    l->ring[i] = (struct slot){item, deadline_ns, hs_now_ns()};
+    l->ring[i] = (struct slot){item, deadline_ns, hs_now_ns(), units_of(l->s, item)};
+    l->queued_units += l->ring[i].units;
     l->count++;
     pthread_cond_signal(&l->not_empty);
 }
@@ -122,7 +148,8 @@ static struct slot q_pop(struct lane *l)
     struct slot x = l->ring[l->head];
     l->head = (l->head + 1) % l->s->spec.queue_max;
     l->count--;
-    pthread_cond_signal(&l->not_full);
+    l->queued_units = l->count ? l->queued_units - x.units : 0;
+    pthread_cond_broadcast(&l->s->not_full);
     return x;
 }
 
@@ -140,11 +167,15 @@ static void finish_unlocked(struct hs_pipeline *p, void *item, hs_status s,
     pthread_mutex_lock(&p->mu);
 }
 
-/* Is the primary overloaded: its queue full, or the wait it predicts (batches queued ahead, per
- * worker, times its recent batch time) over the stage's timeout? */
-static int overloaded(const struct stage *s)
+static int breaker_open(const struct lane *l)
 {
-    const struct lane *l = &s->lane[0];
+    return l->open_until_ns && hs_now_ns() < l->open_until_ns;
+}
+
+/* Is route l overloaded: its queue full, or the wait it predicts (batches queued ahead, per
+ * worker, times its recent batch time) over the stage's timeout? */
+static int overloaded(const struct stage *s, const struct lane *l)
+{
     if (q_full(l)) return 1;
     if (l->open_until_ns && hs_now_ns() < l->open_until_ns) return 1; /* breaker open */
     if (!s->spec.timeout_us) return 0;
@@ -152,37 +183,91 @@ static int overloaded(const struct stage *s)
     int64_t per = l->ewma_ns;
     if (l->run_t0 && hs_now_ns() - l->run_t0 > per) per = hs_now_ns() - l->run_t0;
     if (!per) return 0;
-    const int64_t batches = (l->count / s->spec.batch_max + 1 + l->workers - 1) / l->workers;
+    const int64_t batches = (l->count / l->batch_max + 1 + l->workers - 1) / l->workers;
     return batches * per > s->spec.timeout_us * 1000;
+}
+
+/* Predicted seconds until one more item of `units` on route l would be done: its queued batches
+ * (with the item) by its cost line, and the rest of its running ones (one past its prediction is
+ * assumed to need as long again, as the scheduler's lanes do), per worker (under p->mu). */
+static double predict_s(const struct lane *l, double units, int64_t now)
+{
+    const int items = l->count + 1;
+    const int batches = (items + l->batch_max - 1) / l->batch_max;
+    double t = hs_cost_line_s(&l->cost, batches, l->queued_units + units);
+    for (int k = 0; k < l->n_threads; k++) {
+        const struct worker *w = &l->w[k];
+        if (!w->t0) continue;
+        const double ran = (double)(now - w->t0) / 1e9;
+        t += ran < w->pred_s ? w->pred_s - ran : l->cost.measured ? ran : 0;
+    }
+    return t / l->workers;
+}
+
+/* The route an item entering s joins (under p->mu): among those whose breaker admits it (all
+ * when none does) and, with room (room: only those), the earliest predicted completion or the
+ * next in turn; ties take turns. NULL when room and none has it. */
+static struct lane *pick(struct stage *s, const void *item, int room)
+{
+    if (s->n_routes == 1) return !room || !q_full(&s->lane[0]) ? &s->lane[0] : NULL;
+    int any_closed = 0;
+    for (int k = 0; k < s->n_routes; k++) any_closed |= !breaker_open(&s->lane[k]);
+    const int64_t now = hs_now_ns();
+    const double units = units_of(s, item);
+    struct lane *best = NULL;
+    double best_t = 0;
+    const unsigned start = s->turn++;
+    for (int i = 0; i < s->n_routes; i++) {
+        struct lane *l = &s->lane[(start + (unsigned)i) % (unsigned)s->n_routes];
+        if ((any_closed && breaker_open(l)) || (room && q_full(l))) continue;
+        if (s->spec.policy == HS_PIPELINE_ROUND_ROBIN) return l;
+        const double t = predict_s(l, units, now);
+        if (!best || t < best_t) {
+            best = l;
+            best_t = t;
+        }
+    }
+    return best;
 }
 
 /* Sends an item to the fallback when the cap admits it and its queue has room (under p->mu). */
 static int try_failover(struct stage *s, void *item, int64_t deadline_ns)
 {
-    if (s->n_lanes < 2 || q_full(&s->lane[1]) || !hs_pipeline_cap_admits(&s->cap)) return 0;
+    if (!s->fb || q_full(s->fb) || !hs_pipeline_cap_admits(&s->cap)) return 0;
     hs_pipeline_cap_record(&s->cap, true);
     s->stats.failovers++;
-    q_push(&s->lane[1], item, deadline_ns);
+    q_push(s->fb, item, deadline_ns);
     return 1;
 }
 
-/* An item enters stage s (under p->mu). Without a fallback: waits for room when wait (else
- * HS_STATUS_OVERLOADED when full). With one: the primary unless it is overloaded, then the
- * fallback under the cap, else refused (HS_STATUS_OVERLOADED, err says why). */
+static int queued_routes(const struct stage *s)
+{
+    int n = 0;
+    for (int k = 0; k < s->n_routes; k++) n += s->lane[k].count;
+    return n;
+}
+
+/* An item enters stage s (under p->mu), on the route pick() gives. Without a fallback: waits for
+ * room in one when wait (else HS_STATUS_OVERLOADED when all are full). With one: that route
+ * unless it is overloaded (or none has room), then the fallback under the cap, else refused
+ * (HS_STATUS_OVERLOADED, err says why). */
 static hs_status enter(struct stage *s, void *item, int64_t deadline_ns, int wait,
                        struct hs_error *err)
 {
-    struct lane *l = &s->lane[0];
-    if (s->n_lanes < 2) {
-        if (!wait && q_full(l))
+    struct lane *l = pick(s, item, 1);
+    if (!s->fb) {
+        if (!wait && !l)
             return hs_error_set(err, HS_STATUS_OVERLOADED, "pipeline stage %s: queue full (%d)",
                                 s->spec.name, s->spec.queue_max);
-        /* backpressure: at shutdown this stage's workers still drain the queue */
-        while (q_full(l)) pthread_cond_wait(&l->not_full, &s->p->mu);
+        /* backpressure: at shutdown this stage's workers still drain the queues */
+        while (!l) {
+            pthread_cond_wait(&s->not_full, &s->p->mu);
+            l = pick(s, item, 1);
+        }
         q_push(l, item, deadline_ns);
         return HS_STATUS_OK;
     }
-    if (!overloaded(s)) { /* counted in the cap when it runs */
+    if (l && !overloaded(s, l)) { /* counted in the cap when it runs */
         q_push(l, item, deadline_ns);
         return HS_STATUS_OK;
     }
@@ -191,8 +276,8 @@ static hs_status enter(struct stage *s, void *item, int64_t deadline_ns, int wai
     return hs_error_set(err, HS_STATUS_OVERLOADED,
                         "pipeline stage %s: overloaded (%d queued) and its fallback is at its "
                         "cap (%.0f%% of the last %d items, ratio_max %.2f) or full; retry later",
-                        s->spec.name, l->count, 100 * hs_pipeline_cap_share(&s->cap), s->cap.n,
-                        s->spec.ratio_max);
+                        s->spec.name, queued_routes(s), 100 * hs_pipeline_cap_share(&s->cap),
+                        s->cap.n, s->spec.ratio_max);
 }
 
 /* An item the primary timed out or failed: to the fallback under the cap, else ends with s/e. */
@@ -207,7 +292,8 @@ static void fail_or_failover(struct stage *s, struct lane *l, void *item, int64_
 
 static void *worker(void *arg)
 {
-    struct lane *l = arg;
+    struct worker *wk = arg;
+    struct lane *l = wk->l;
     struct stage *s = l->s;
     struct hs_pipeline *p = s->p;
     struct slot batch[HS_PIPELINE_MAX_BATCH];
@@ -220,16 +306,17 @@ static void *worker(void *arg)
         while (!l->count && !l->stop) pthread_cond_wait(&l->not_empty, &p->mu);
         if (!l->count && l->stop) break;
         /* one in hand: wait up to the window for a fuller batch */
-        if (s->spec.window_us > 0 && l->count < s->spec.batch_max && !l->stop) {
+        if (s->spec.window_us > 0 && l->count < l->batch_max && !l->stop) {
             struct timespec ts;
             timespec_at(hs_now_ns() + s->spec.window_us * 1000, &ts);
-            while (l->count < s->spec.batch_max && !l->stop &&
+            while (l->count < l->batch_max && !l->stop &&
                    pthread_cond_timedwait(&l->not_empty, &p->mu, &ts) == 0) {
             }
         }
         int n = 0;
+        double units = 0;
         const int64_t now = hs_now_ns();
-        while (l->count && n < s->spec.batch_max) {
+        while (l->count && n < l->batch_max) {
             struct slot x = q_pop(l);
             s->stats.queue_ns += now - x.enq_ns;
             if (x.deadline_ns && now > x.deadline_ns) { /* late: ends here, named */
@@ -251,12 +338,14 @@ static void *worker(void *arg)
                 continue;
             }
             batch[n] = x;
+            units += x.units;
             items[n++] = x.item;
         }
         if (!n) continue;
         s->stats.items_in += n;
-        l->run_t0 = hs_now_ns();
-        if (s->n_lanes > 1 && !l->fb)
+        l->run_t0 = wk->t0 = hs_now_ns();
+        wk->pred_s = hs_cost_line_s(&l->cost, 1, units);
+        if (s->fb && !l->fb)
             for (int i = 0; i < n; i++) hs_pipeline_cap_record(&s->cap, false);
         pthread_mutex_unlock(&p->mu);
         for (int i = 0; i < n; i++) {
@@ -278,7 +367,12 @@ static void *worker(void *arg)
         if (s->n_lanes > 1 && !l->fb && l->fail_streak >= HS_PIPELINE_BREAKER_FAILS)
             l->open_until_ns = hs_now_ns() + HS_PIPELINE_BREAKER_OPEN_MS * 1000000LL;
         if (!l->fail_streak) l->open_until_ns = 0;
-        l->run_t0 = 0;
+        if (!failed) hs_cost_line_learn(&l->cost, units, dt / 1e9, HS_PIPELINE_COST_ALPHA);
+        l->run_t0 = wk->t0 = 0;
+        l->rs.items += n;
+        l->rs.units += units;
+        l->rs.batches++;
+        l->rs.run_ns += dt;
         s->stats.batches++;
         s->stats.batch_items += n;
         s->stats.batch_hist[n]++;
@@ -329,21 +423,25 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static hs_status lane_init(struct stage *st, int k, struct hs_error *err)
+/* Lane k of st: route r (r->run NULL: the fallback). */
+static hs_status lane_init(struct stage *st, int k, const struct hs_pipeline_route *r,
+                           struct hs_error *err)
 {
     struct lane *l = &st->lane[k];
     l->s = st;
-    l->fb = k;
-    l->run = k ? st->spec.fallback : st->spec.run;
-    l->ctx = k ? st->spec.fallback_ctx : st->spec.ctx;
-    l->workers =
-        k ? (st->spec.fallback_workers > 0 ? st->spec.fallback_workers : 1) : st->spec.workers;
+    l->fb = !r;
+    l->name = r ? r->name : "fallback";
+    l->run = r ? r->run : st->spec.fallback;
+    l->ctx = r ? r->ctx : st->spec.fallback_ctx;
+    l->workers = r ? (r->workers > 0 ? r->workers : st->spec.workers)
+                   : (st->spec.fallback_workers > 0 ? st->spec.fallback_workers : 1);
+    l->batch_max = r && r->batch_max > 0 ? r->batch_max : st->spec.batch_max;
     cond_init(&l->not_empty);
-    cond_init(&l->not_full);
     st->n_lanes = k + 1;
+    if (!r) st->fb = l;
     l->ring = hs_calloc((size_t)st->spec.queue_max, sizeof *l->ring);
-    l->threads = hs_calloc((size_t)l->workers, sizeof *l->threads);
-    if (!l->ring || !l->threads)
+    l->w = hs_calloc((size_t)l->workers, sizeof *l->w);
+    if (!l->ring || !l->w)
         return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for pipeline stage %s",
                             st->spec.name);
     return HS_STATUS_OK;
@@ -368,6 +466,19 @@ hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stage
                                 "queue_max >= 1, batch_max in [1, %d], window_us >= 0, "
                                 "timeout_us >= 0, a fallback's ratio_max in (0, 1]",
                                 i, s->name ? s->name : "?", HS_PIPELINE_MAX_BATCH);
+        if (s->n_routes < 0 || s->n_routes > HS_PIPELINE_MAX_ROUTES)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "pipeline stage %d (%s): 0 to %d routes", i,
+                                s->name ? s->name : "?", HS_PIPELINE_MAX_ROUTES);
+        for (int k = 0; k < s->n_routes; k++) {
+            const struct hs_pipeline_route *r = &s->routes[k];
+            if (!r->run || r->workers < 0 || r->workers > 64 || r->batch_max < 0 ||
+                r->batch_max > HS_PIPELINE_MAX_BATCH)
+                return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                    "pipeline stage %d (%s): route %d needs a function, workers "
+                                    "in [0, 64], batch_max in [0, %d]",
+                                    i, s->name ? s->name : "?", k, HS_PIPELINE_MAX_BATCH);
+        }
     }
     struct hs_pipeline *p = hs_calloc(1, sizeof *p);
     if (!p) return hs_error_set(err, HS_STATUS_NO_MEMORY, "no memory for a pipeline");
@@ -381,16 +492,22 @@ hs_status hs_pipeline_create(const struct hs_pipeline_stage *stages, int n_stage
         st->p = p;
         st->index = i;
         hs_pipeline_cap_init(&st->cap, stages[i].ratio_max, HS_PIPELINE_CAP_WINDOW);
+        cond_init(&st->not_full);
         p->n = i + 1;
-        s = lane_init(st, 0, err);
-        if (!s && stages[i].fallback) s = lane_init(st, 1, err);
+        const struct hs_pipeline_route one = {stages[i].name, stages[i].run, stages[i].ctx,
+                                              stages[i].workers, stages[i].batch_max};
+        st->n_routes = stages[i].n_routes ? stages[i].n_routes : 1;
+        for (int k = 0; k < st->n_routes && !s; k++)
+            s = lane_init(st, k, stages[i].n_routes ? &stages[i].routes[k] : &one, err);
+        if (!s && stages[i].fallback) s = lane_init(st, st->n_routes, NULL, err);
     }
     for (int i = 0; i < p->n && !s; i++) {
         struct stage *st = &p->st[i];
         for (int j = 0; j < st->n_lanes && !s; j++) {
             struct lane *l = &st->lane[j];
             for (int k = 0; k < l->workers; k++) {
-                if (pthread_create(&l->threads[k], NULL, worker, l)) {
+                l->w[k].l = l;
+                if (pthread_create(&l->w[k].thread, NULL, worker, &l->w[k])) {
                     s = hs_error_set(err, HS_STATUS_INTERNAL, "cannot start pipeline stage %s",
                                      st->spec.name);
                     break;
@@ -446,7 +563,7 @@ void hs_pipeline_destroy(struct hs_pipeline *p)
             l->stop = 1;
             pthread_cond_broadcast(&l->not_empty);
             pthread_mutex_unlock(&p->mu);
-            for (int k = 0; k < l->n_threads; k++) pthread_join(l->threads[k], NULL);
+            for (int k = 0; k < l->n_threads; k++) pthread_join(l->w[k].thread, NULL);
         }
     }
     for (int i = 0; i < p->n; i++) {
@@ -454,10 +571,10 @@ void hs_pipeline_destroy(struct hs_pipeline *p)
         for (int j = 0; j < st->n_lanes; j++) {
             struct lane *l = &st->lane[j];
             pthread_cond_destroy(&l->not_empty);
-            pthread_cond_destroy(&l->not_full);
             hs_free(l->ring);
-            hs_free(l->threads);
+            hs_free(l->w);
         }
+        if (st->n_lanes) pthread_cond_destroy(&st->not_full);
     }
     pthread_mutex_destroy(&p->mu);
     hs_free(p);
@@ -470,10 +587,20 @@ void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipelin
     pthread_mutex_lock(&p->mu);
     const struct stage *s = &p->st[stage];
     *out = s->stats;
-    out->queued = s->lane[0].count;
-    out->queued_fallback = s->n_lanes > 1 ? s->lane[1].count : 0;
+    out->queued = queued_routes(s);
+    out->queued_fallback = s->fb ? s->fb->count : 0;
     out->fallback_share = hs_pipeline_cap_share(&s->cap);
-    out->breaker_open = s->lane[0].open_until_ns && hs_now_ns() < s->lane[0].open_until_ns;
+    out->breaker_open = 1;
+    out->n_routes = s->n_routes;
+    for (int k = 0; k < s->n_routes; k++) {
+        const struct lane *l = &s->lane[k];
+        out->route[k] = l->rs;
+        out->route[k].queued = l->count;
+        out->route[k].breaker_open = breaker_open(l);
+        const double mean = l->rs.items ? l->rs.units / (double)l->rs.items : 1;
+        out->route[k].batch_s = hs_cost_line_s(&l->cost, 1, l->batch_max * mean);
+        out->breaker_open &= out->route[k].breaker_open;
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -481,13 +608,20 @@ double hs_pipeline_retry_after_s(struct hs_pipeline *p)
 {
     double worst = 0;
     pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < p->n; i++) {
+    for (int i = 0; i < p->n; i++) { /* a stage's soonest route: where the next item goes */
         const struct stage *s = &p->st[i];
-        const struct lane *l = &s->lane[0];
-        if (!l->count) continue;
-        const int64_t batches = (l->count / s->spec.batch_max + 1 + l->workers - 1) / l->workers;
-        const double t = (double)batches * (double)l->ewma_ns / 1e9;
-        if (t > worst) worst = t;
+        double soonest = -1;
+        for (int k = 0; k < s->n_routes; k++) {
+            const struct lane *l = &s->lane[k];
+            if (!l->count) {
+                soonest = 0;
+                break;
+            }
+            const int64_t batches = (l->count / l->batch_max + 1 + l->workers - 1) / l->workers;
+            const double t = (double)batches * (double)l->ewma_ns / 1e9;
+            if (soonest < 0 || t < soonest) soonest = t;
+        }
+        if (soonest > worst) worst = soonest;
     }
     pthread_mutex_unlock(&p->mu);
     return worst;
@@ -501,4 +635,11 @@ int hs_pipeline_stage_count(const struct hs_pipeline *p)
 const char *hs_pipeline_stage_name(const struct hs_pipeline *p, int stage)
 {
     return stage >= 0 && stage < p->n ? p->st[stage].spec.name : NULL;
+}
+
+const char *hs_pipeline_route_name(const struct hs_pipeline *p, int stage, int k)
+{
+    if (stage < 0 || stage >= p->n || k < 0 || k >= p->st[stage].n_routes) return NULL;
+    const char *n = p->st[stage].lane[k].name;
+    return n ? n : "";
 }

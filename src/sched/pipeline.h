@@ -25,8 +25,21 @@
  * 429), a timed-out one ends with HS_STATUS_TIMEOUT, a failed one with its own error. A stage
  * without a fallback waits for room instead (backpressure).
  *
+ * A stage may be routed over several engines at once (routes: one function, context, workers
+ * and batch_max each, e.g. the same graph on two devices or in two precisions): each route has
+ * its own queue and workers, and an item entering the stage joins the route whose breaker admits
+ * it and whose queue has room with the earliest predicted completion (policy predicted: its
+ * queued batches and the rest of its running ones, per worker, from a cost line of its batch time
+ * against the work its batch held, sched/costline.h, learned from the batches it ran: units, 1 an
+ * item unless the stage's units() says, e.g. an OCR request's text crops; a route not yet
+ * measured predicts 0, so each gets batches from the start; ties take turns) or in turn (policy
+ * round_robin). A route whose last HS_PIPELINE_BREAKER_FAILS batches all failed is skipped while
+ * another is not. The fallback is taken when no route can take the item (every one full,
+ * overloaded or with its breaker open) and for what a route failed or timed out.
+ *
  * Per stage the pipeline counts items in, out and failed, batches and their sizes, the time items
- * waited in its queue and the time its function ran, failovers, refusals and timeouts
+ * waited in its queue and the time its function ran, failovers, refusals and timeouts, and per
+ * route its items, work, batches, run time, queue, breaker and predicted batch time
  * (hs_pipeline_stage_stats).
  * Thread-safety: submit, stats and destroy may be called from any thread.
  */
@@ -41,6 +54,8 @@
 #define HS_PIPELINE_MAX_STAGES 16
 #define HS_PIPELINE_MAX_BATCH  64
 #define HS_PIPELINE_CAP_WINDOW 100 /* recent items the fallback share is counted over */
+#define HS_PIPELINE_MAX_ROUTES 4   /* engines one stage is routed over at most */
+#define HS_PIPELINE_COST_ALPHA 0.2 /* a route's cost line: the newest batch's weight */
 /* A primary with a fallback whose last HS_PIPELINE_BREAKER_FAILS batches all failed is open for
  * HS_PIPELINE_BREAKER_OPEN_MS: items go to the fallback (under the cap) without trying it. */
 #define HS_PIPELINE_BREAKER_FAILS   3
@@ -66,6 +81,21 @@ double hs_pipeline_cap_share(const struct hs_pipeline_cap *c);
 typedef void (*hs_pipeline_stage_fn)(void *ctx, void **items, int n, hs_status *st,
                                      struct hs_error *errs);
 
+/* How a routed stage places an item on its routes. */
+enum hs_pipeline_policy {
+    HS_PIPELINE_PREDICTED,   /* the earliest predicted completion */
+    HS_PIPELINE_ROUND_ROBIN, /* in turn */
+};
+
+/* One route of a stage: its function on its engine, with its own workers and batch shape. */
+struct hs_pipeline_route {
+    const char *name; /* for stats and metrics (the engine's name) */
+    hs_pipeline_stage_fn run;
+    void *ctx;
+    int workers;   /* threads; 0 = the stage's workers */
+    int batch_max; /* items per run; 0 = the stage's batch_max */
+};
+
 struct hs_pipeline_stage {
     const char *name;
     hs_pipeline_stage_fn run;
@@ -79,6 +109,12 @@ struct hs_pipeline_stage {
     void *fallback_ctx;
     int fallback_workers; /* 0 = 1 */
     double ratio_max;     /* the fallback's share of recent items at most, (0, 1] */
+    /* routed: n_routes > 0 puts the stage on routes[] instead of run / ctx / workers */
+    int n_routes;
+    struct hs_pipeline_route routes[HS_PIPELINE_MAX_ROUTES];
+    enum hs_pipeline_policy policy;
+    /* an item's work in the routes' cost lines (an OCR request's text crops); NULL = 1 each */
+    double (*units)(const void *item);
 };
 
 /* Called once per item, from a stage's worker (or from destroy); must not block for long. */
@@ -115,12 +151,23 @@ struct hs_pipeline_stage_stats {
     int64_t refused;       /* overloaded items refused at the cap (HS_STATUS_OVERLOADED) */
     int64_t timeouts;      /* items ended HS_STATUS_TIMEOUT by the stage's timeout or deadline */
     double fallback_share; /* of the last HS_PIPELINE_CAP_WINDOW items */
-    int breaker_open;      /* now: the primary's last batches all failed */
+    int breaker_open;      /* now: the primary's (every route's) last batches all failed */
     /* items the stage ran, by the time from entering its queue to the end of their batch's run
      * (lat[i]: at most hs_pipeline_lat_bounds[i] and over the one before; the last: over all) */
     int64_t lat[HS_PIPELINE_LAT_BUCKETS + 1];
     int64_t lat_ns;                                /* their sum */
     int64_t batch_hist[HS_PIPELINE_MAX_BATCH + 1]; /* batches by size */
+    /* per route (one for a stage that is not routed; the fallback is not one of them) */
+    int n_routes;
+    struct hs_pipeline_route_stats {
+        int queued;       /* now */
+        int64_t items;    /* items its batches ran */
+        int64_t batches;  /* batches it ran */
+        int64_t run_ns;   /* their run time, summed */
+        int breaker_open; /* now */
+        double units;     /* the work of those items (units) */
+        double batch_s; /* its cost line's prediction of a full batch of mean items (0: none yet) */
+    } route[HS_PIPELINE_MAX_ROUTES];
 };
 void hs_pipeline_stage_stats(struct hs_pipeline *p, int stage, struct hs_pipeline_stage_stats *out);
 int hs_pipeline_stage_count(const struct hs_pipeline *p);
@@ -128,5 +175,7 @@ int hs_pipeline_stage_count(const struct hs_pipeline *p);
  * what waits for it, by its recent batch time; 0 when nothing waits. */
 double hs_pipeline_retry_after_s(struct hs_pipeline *p);
 const char *hs_pipeline_stage_name(const struct hs_pipeline *p, int stage);
+/* The name of a stage's route k (NULL past its routes; "" for an unnamed one). */
+const char *hs_pipeline_route_name(const struct hs_pipeline *p, int stage, int k);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sched/costline.h"
 #include "sched/sched.h"
 
 struct list {
@@ -34,12 +35,8 @@ struct lane;
  * exponentially weighted least squares over the bucket's recent batches (each new batch has
  * weight 1, older ones decay by (1 - alpha) per batch). Batch sizes vary with the load (one
  * sequence at a time when quiet, full batches under overload), which is what separates the two
- * terms; while they do not vary enough the fixed cost is taken as 0 (seconds per token only). */
-struct cost_fit {
-    double w, sp, st, spp, spt; /* sums of weights, P, T, P^2, P*T */
-    double fixed_s, per_token_s;
-    bool measured;
-};
+ * terms; while they do not vary enough the fixed cost is taken as 0 (seconds per token only):
+ * struct hs_cost_line (costline.h), one per bucket (struct lane's fit). */
 
 /* One batcher thread of a lane with its batch buffers (sized once). */
 struct slot {
@@ -103,7 +100,7 @@ struct lane {
 
     double throughput; /* tokens/s estimate */
     bool measured;
-    struct cost_fit fit[HS_SCHED_MAX_BUCKETS]; /* batch seconds vs padded tokens, per bucket */
+    struct hs_cost_line fit[HS_SCHED_MAX_BUCKETS]; /* batch seconds vs padded tokens, per bucket */
     /* prediction check: completion time / predicted, of requests answered OK */
     atomic_int_fast64_t pred_hist[HS_SCHED_PRED_BUCKETS + 1];
     _Atomic double pred_log_abs_sum; /* sum of |ln(observed / predicted)| */

@@ -12,24 +12,27 @@
  * pads, a bucket's real and padded tokens differ by a steady factor the fit absorbs. */
 double hs__lane_batch_s(const struct lane *L, int b, double tokens)
 {
-    const struct cost_fit *f = &L->fit[b];
-    if (f->measured) return f->fixed_s + f->per_token_s * tokens;
+    const struct hs_cost_line *f = &L->fit[b];
+    if (f->measured) return hs_cost_line_s(f, 1, tokens);
     return L->throughput > 0 ? tokens / L->throughput : 0.0;
 }
 
-/* Learns from a batch of P real tokens that took t seconds (lock held). One observation moves
- * the line at most to 8x its prediction, so a single stalled batch (a preempted thread, a page
- * fault storm) cannot make the lane look hopeless; a lasting slowdown is still learned within a
- * few batches. */
-static void fit_solve(struct cost_fit *f);
-
+/* Learns from a batch of P real tokens that took t seconds (lock held): the bucket's cost line. */
 void hs__lane_learn(struct lane *L, int b, double padded, double t)
 {
-    struct cost_fit *f = &L->fit[b];
+    hs_cost_line_learn(&L->fit[b], padded, t, L->o.throughput_ewma_alpha);
+}
+
+/* ---- the cost line (costline.h) ---- */
+
+static void fit_solve(struct hs_cost_line *f);
+
+void hs_cost_line_learn(struct hs_cost_line *f, double units, double t, double alpha)
+{
     if (f->measured) {
-        double pred = f->fixed_s + f->per_token_s * padded;
+        double pred = f->fixed_s + f->per_unit_s * units;
         if (pred > 0 && t > 8 * pred) t = 8 * pred;
-        double keep = 1.0 - L->o.throughput_ewma_alpha;
+        double keep = 1.0 - alpha;
         f->w *= keep;
         f->sp *= keep;
         f->st *= keep;
@@ -37,16 +40,32 @@ void hs__lane_learn(struct lane *L, int b, double padded, double t)
         f->spt *= keep;
     }
     f->w += 1;
-    f->sp += padded;
+    f->sp += units;
     f->st += t;
-    f->spp += padded * padded;
-    f->spt += padded * t;
+    f->spp += units * units;
+    f->spt += units * t;
     f->measured = true;
     fit_solve(f);
 }
 
-/* The line through the fit's weighted sums (lock held). */
-static void fit_solve(struct cost_fit *f)
+void hs_cost_line_seed(struct hs_cost_line *f, double units1, double t1, double units2, double t2)
+{
+    f->w = 1;
+    f->sp = 0.5 * (units1 + units2);
+    f->st = 0.5 * (t1 + t2);
+    f->spp = 0.5 * (units1 * units1 + units2 * units2);
+    f->spt = 0.5 * (units1 * t1 + units2 * t2);
+    f->measured = true;
+    fit_solve(f);
+}
+
+double hs_cost_line_s(const struct hs_cost_line *f, int batches, double units)
+{
+    return f->measured ? batches * f->fixed_s + f->per_unit_s * units : 0;
+}
+
+/* The line through the fit's weighted sums. */
+static void fit_solve(struct hs_cost_line *f)
 {
     /* slope and intercept, when the batch sizes seen vary by more than ~10 % */
     double mean_p = f->sp / f->w, mean_t = f->st / f->w;
@@ -55,13 +74,13 @@ static void fit_solve(struct cost_fit *f)
     if (var_p > 0.01 * mean_p * mean_p && cov > 0) {
         double slope = cov / var_p, icept = mean_t - slope * mean_p;
         if (icept >= 0) {
-            f->per_token_s = slope;
+            f->per_unit_s = slope;
             f->fixed_s = icept;
             return;
         }
     }
     f->fixed_s = 0;
-    f->per_token_s = f->sp > 0 ? f->st / f->sp : 0;
+    f->per_unit_s = f->sp > 0 ? f->st / f->sp : 0;
 }
 
 /* Predicted seconds to run n sequences of bucket b holding `tokens` real tokens, in the batches
@@ -70,8 +89,8 @@ static double lane_bucket_s(const struct lane *L, int b, int n, int64_t tokens)
 {
     if (n <= 0) return 0;
     int batches = (n + L->cap_seqs[b] - 1) / L->cap_seqs[b];
-    const struct cost_fit *f = &L->fit[b];
-    if (f->measured) return batches * f->fixed_s + f->per_token_s * (double)tokens;
+    const struct hs_cost_line *f = &L->fit[b];
+    if (f->measured) return hs_cost_line_s(f, batches, (double)tokens);
     return hs__lane_batch_s(L, b, (double)tokens);
 }
 
@@ -181,15 +200,7 @@ hs_status hs_sched_lane_seed(struct hs_sched *s, int lane, int seq_len, double t
     while (b < L->n_buckets && L->bucket_len[b] != seq_len) b++;
     if (b == L->n_buckets) return HS_STATUS_NOT_FOUND;
     pthread_mutex_lock(&L->mu);
-    struct cost_fit *f = &L->fit[b];
-    /* two observations of weight 1/2: the first real batch (weight 1) outweighs them */
-    f->w = 1;
-    f->sp = 0.5 * (tokens1 + tokens2);
-    f->st = 0.5 * (t1_s + t2_s);
-    f->spp = 0.5 * (tokens1 * tokens1 + tokens2 * tokens2);
-    f->spt = 0.5 * (tokens1 * t1_s + tokens2 * t2_s);
-    f->measured = true;
-    fit_solve(f);
+    hs_cost_line_seed(&L->fit[b], tokens1, t1_s, tokens2, t2_s);
     pthread_mutex_unlock(&L->mu);
     return HS_STATUS_OK;
 }
@@ -204,7 +215,7 @@ void hs_sched_lane_fit(struct hs_sched *s, int lane, int seq_len, double *fixed_
     for (int b = 0; b < L->n_buckets; b++)
         if (L->bucket_len[b] == seq_len && L->fit[b].measured) {
             *fixed_s = L->fit[b].fixed_s;
-            *per_token_s = L->fit[b].per_token_s;
+            *per_token_s = L->fit[b].per_unit_s;
         }
     pthread_mutex_unlock(&L->mu);
 }

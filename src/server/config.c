@@ -47,6 +47,8 @@ enum ktype {
 #define F_REQ   2u /* in list items: must be given (a non-empty string) */
 #define F_MODEL 4u /* pipelines[].stages[]: a model stage's key (refused on an op stage) */
 #define F_PARAM 8u /* pipelines[].stages[]: an op's parameter (refused where the op lacks it) */
+#define F_SCALAR                                                                                   \
+    16u /* K_LIST: an item may be given as the value of its section's first key alone */
 
 struct key {
     const char *section, *name; /* section "" holds the sections; items: "engines[]" */
@@ -69,6 +71,7 @@ union any_item {
     struct hs_layer_range_cfg l;
     struct hs_pipeline_cfg p;
     struct hs_stage_cfg g;
+    struct hs_stage_route_cfg sr;
     struct hs_auth_key_cfg a;
 };
 
@@ -702,6 +705,44 @@ static const struct key keys[] = {
      1,
      "0.3",
      "the fallback's share of the stage's recent items at most, (0, 1]"},
+    {.section = "pipelines[].stages[]",
+     .name = "route",
+     .type = K_MAP,
+     .flags = F_OMIT | F_MODEL,
+     .doc = "the stage on several engines at once (instead of engine), as a route of requests "
+            "is (routes[]): each engine its own queue, workers and batch shape, each batch of "
+            "requests to the engine with the earliest predicted completion (or in turn); the "
+            "fallback takes what none can (all full, overloaded or breaker open) or what one "
+            "failed"},
+    {.section = "pipelines[].stages[].route",
+     .name = "policy",
+     F(stage_cfg, policy),
+     K_STR,
+     0,
+     0,
+     "predicted",
+     "predicted: the earliest predicted completion (queued and running batches by each "
+     "engine's learned batch time); round_robin: in turn",
+     .choices = "predicted | round_robin"},
+    {.section = "pipelines[].stages[].route",
+     .name = "engines",
+     F(stage_cfg, routes),
+     .type = K_LIST,
+     N(stage_cfg, n_routes),
+     .item = sizeof(struct hs_stage_route_cfg),
+     .def = "0",
+     .flags = F_SCALAR,
+     .doc = "engines[].name each (graph_onnx), or {engine, batch_max, batch_fixed, shapes}: "
+            "its own batch shape (a static engine's); [] = not routed"},
+#define PR(key, f)                                                                                 \
+    .section = "pipelines[].stages[].route.engines[]", .name = key, F(stage_route_cfg, f)
+    {PR("engine", engine), K_STR, 0, 0, "", "engines[].name (graph_onnx)", F_REQ},
+    {PR("batch_max", batch_max), K_INT, 0, 64, "0", "rows one graph run holds; 0 = the stage's"},
+    {PR("batch_fixed", batch_fixed), K_INT, 0, 64, "0",
+     "every graph run on it exactly this many rows; 0 = the stage's"},
+    {PR("shapes", shapes), K_INTS, 8, 8192, "", "its graph runs' sizes; [] = the stage's",
+     N(stage_route_cfg, n_shapes)},
+#undef PR
     {PS("dict", dict), K_STR, 0, 0, "", "ctc_decode: the recognizer's dictionary, a token a line",
      F_OMIT | F_PARAM},
     {PS("limit_side_len", limit_side_len), K_INT, 32, 8192, "960",
@@ -971,7 +1012,11 @@ static hs_status parse_list(struct ctx *x, const struct key *k, yaml_node_t *v, 
         char ip[PATH_BYTES], *item = base + k->off + (size_t)*n * k->item;
         if (*n >= most) return fault(x, in, path, "more than %d items", most);
         item_init(k, sec, item, *n);
-        hs_status st = parse_map(x, in, sec, subpath(ip, path, NULL, (*n)++), item);
+        const struct key *first = keys;
+        while ((k->flags & F_SCALAR) && first < KEYS_END && strcmp(first->section, sec)) first++;
+        hs_status st = (k->flags & F_SCALAR) && in->type == YAML_SCALAR_NODE && first < KEYS_END
+                           ? parse_scalar(x, first, in, subpath(ip, path, NULL, (*n)++), item)
+                           : parse_map(x, in, sec, subpath(ip, path, NULL, (*n)++), item);
         for (const struct key *r = keys; !st && r < KEYS_END; r++)
             if ((r->flags & F_REQ) && !strcmp(r->section, sec) && !item[r->off])
                 st = fault(x, in, ip, "%s is required", r->name);

@@ -84,7 +84,16 @@ struct hs_engine_cfg {
  * row of the ops/ops.h table) or a model stage (model: an ONNX graph on an engine with the
  * graph_onnx capability, model/ocr.h's graph table saying what it reads and gives). The OCR
  * shorthand (det, rec, dict, ... without stages) expands to the PP-OCR stages at parse. */
-#define HS_CONFIG_MAX_STAGES 12
+#define HS_CONFIG_MAX_STAGES       12
+#define HS_CONFIG_MAX_STAGE_ROUTES 4 /* route.engines of a stage at most */
+/* pipelines[].stages[].route.engines[]: one engine a routed model stage runs on, with its own
+ * batch shape (0 / [] = the stage's) */
+struct hs_stage_route_cfg {
+    char engine[32];
+    int batch_max, batch_fixed;
+    int n_shapes;
+    int shapes[16];
+};
 struct hs_stage_cfg {
     char name[32];
     char op[32];      /* a built-in op; "" = a model stage */
@@ -103,12 +112,21 @@ struct hs_stage_cfg {
     int n_fallback; /* fallback.engines: the first runs the stage when the primary cannot */
     char fallback[HS_CONFIG_MAX_ENGINES][32];
     double ratio_max; /* fallback.ratio_max: its share of the stage's recent items at most */
+    /* route: the stage on several engines at once (instead of engine), each batch placed by
+     * policy (predicted | round_robin) */
+    char policy[16];
+    int n_routes;
+    struct hs_stage_route_cfg routes[HS_CONFIG_MAX_STAGE_ROUTES];
     /* the ops' parameters (each op takes those its table row lists) */
     char dict[1024];                         /* ctc_decode */
     int limit_side_len;                      /* det_prep */
     double thresh, box_thresh, unclip_ratio; /* db_post */
     double drop_score;                       /* ctc_decode */
 };
+
+/* s as it runs on its route k (route.engines[k]): that engine, and the route's batch_max,
+ * batch_fixed and shapes where it gives them; s itself when k is none of its routes. */
+void hs_config_stage_on_route(const struct hs_stage_cfg *s, int k, struct hs_stage_cfg *out);
 
 struct hs_pipeline_cfg {
     char name[32];

@@ -129,10 +129,11 @@ static int engine_index(const struct hs_config *c, const struct hs_engine_cfg *e
     return (int)(e - c->engines);
 }
 
-/* a model stage's graph kind, engine, batch and shapes; at: its key path */
-static hs_status check_model(const struct hs_config *c, const struct hs_stage_cfg *s,
-                             const struct hs_ocr_graph_io *io, int limit_side_len, const char *at,
-                             struct hs_error *err)
+/* a model stage's graph on one engine: the engine, batch and shapes (s: the stage with the
+ * route's own batch shape in it); at: the key path of them */
+static hs_status check_on_engine(const struct hs_config *c, const struct hs_stage_cfg *s,
+                                 const struct hs_ocr_graph_io *io, int limit_side_len,
+                                 const char *at, struct hs_error *err)
 {
     const struct hs_engine_cfg *e = s->engine[0] ? hs_config_engine(c, s->engine) : c->engines;
     if (!e) return BAD("%s.engine: no engine named '%s'", at, s->engine);
@@ -179,6 +180,48 @@ static hs_status check_model(const struct hs_config *c, const struct hs_stage_cf
                        "the stage's shapes",
                        at, e->name, engine_index(c, e));
     }
+    return HS_STATUS_OK;
+}
+
+void hs_config_stage_on_route(const struct hs_stage_cfg *s, int k, struct hs_stage_cfg *out)
+{
+    *out = *s;
+    if (k < 0 || k >= s->n_routes) return;
+    const struct hs_stage_route_cfg *r = &s->routes[k];
+    memcpy(out->engine, r->engine, sizeof out->engine);
+    if (r->batch_max) out->batch_max = r->batch_max;
+    if (r->batch_fixed) out->batch_fixed = r->batch_fixed;
+    if (r->n_shapes) {
+        out->n_shapes = r->n_shapes;
+        memcpy(out->shapes, r->shapes, sizeof out->shapes);
+    }
+}
+
+/* a model stage's graph kind, engine (or route's engines), batch and shapes, and its fallback;
+ * at: its key path */
+static hs_status check_model(const struct hs_config *c, const struct hs_stage_cfg *s,
+                             const struct hs_ocr_graph_io *io, int limit_side_len, const char *at,
+                             struct hs_error *err)
+{
+    if (!s->n_routes) {
+        hs_status st = check_on_engine(c, s, io, limit_side_len, at, err);
+        if (st) return st;
+    } else if (s->engine[0]) {
+        return BAD("%s.route: stage '%s' names engine '%s' too: give engine, or route.engines", at,
+                   s->name, s->engine);
+    }
+    for (int k = 0; k < s->n_routes; k++) {
+        char rat[128];
+        snprintf(rat, sizeof rat, "%s.route.engines[%d]", at, k);
+        for (int q = 0; q < k; q++)
+            if (!strcmp(s->routes[q].engine, s->routes[k].engine))
+                return BAD("%s.engine: '%s' is route.engines[%d] too", rat, s->routes[k].engine, q);
+        struct hs_stage_cfg on;
+        hs_config_stage_on_route(s, k, &on);
+        hs_status st = check_on_engine(c, &on, io, limit_side_len, rat, err);
+        if (st) return st;
+    }
+    struct hs_engine_caps caps;
     for (int f = 0; f < s->n_fallback; f++) {
         const struct hs_engine_cfg *fe = hs_config_engine(c, s->fallback[f]);
         if (!fe) return BAD("%s.fallback.engines[%d]: no engine named '%s'", at, f, s->fallback[f]);

@@ -29,12 +29,28 @@
 #include "server/server-impl.h"
 
 /* a stage at run time: an op's parameters, or a model stage's models (its graph in the slot of
- * its graph kind, a copy of the pipeline's base sharing its dictionary) and its fallback's */
+ * its graph kind, a copy of the pipeline's base sharing its dictionary): on its engine (m) or on
+ * each engine of its route (routes[], m the first), and its fallback's */
 struct ocr_stage_rt {
     struct hs_ocr_params params;
     const struct hs_ocr_graph_io *io;
     struct hs_ocr_models *m, *fb;
+    int n_routes;
+    struct hs_ocr_models *routes[HS_CONFIG_MAX_STAGE_ROUTES];
 };
+_Static_assert(HS_CONFIG_MAX_STAGE_ROUTES <= HS_PIPELINE_MAX_ROUTES, "a stage's routes");
+
+/* every copy of a model stage's graph: its route's (or its one), then the fallback's */
+static int stage_models(const struct ocr_stage_rt *rt, const struct hs_ocr_models **out)
+{
+    int n = 0;
+    if (rt->n_routes)
+        for (int k = 0; k < rt->n_routes; k++) out[n++] = rt->routes[k];
+    else if (rt->m)
+        out[n++] = rt->m;
+    if (rt->fb) out[n++] = rt->fb;
+    return n;
+}
 
 struct ocr_pipe {
     const struct hs_pipeline_cfg *cfg;
@@ -73,31 +89,43 @@ static hs_status prefixed(struct hs_error *err, hs_status st, const char *fmt, i
     return hs_error_set(err, st, fmt, i, j, m);
 }
 
-/* one model stage's graph on its engine, and on its fallback's (a copy of base each) */
+/* one model stage's graph on its engine (or each engine of its route, with that one's batch
+ * shape), and on its fallback's (a copy of base each) */
 static hs_status load_model_stage(struct hs_server *s, struct ocr_pipe *p, int i, int j,
                                   const struct hs_stage_cfg *sc, struct ocr_stage_rt *rt,
                                   struct hs_error *err)
 {
     const struct hs_ocr_graph_io *io = rt->io;
-    for (int f = 0; f < 1 + (sc->n_fallback > 0); f++) {
-        hs_engine_t e = f ? hs__server_engine(s, sc->fallback[0]) : engine_or_first(s, sc->engine);
+    const int n_on = sc->n_routes ? sc->n_routes : 1;
+    for (int f = 0; f < n_on + (sc->n_fallback > 0); f++) {
+        const bool fb = f == n_on;
+        struct hs_stage_cfg on;
+        hs_config_stage_on_route(sc, sc->n_routes ? f : -1, &on);
+        char what[64] = "engine";
+        if (fb) snprintf(what, sizeof what, "fallback.engines[0]");
+        if (!fb && sc->n_routes) snprintf(what, sizeof what, "route.engines[%d]", f);
+        hs_engine_t e = fb ? hs__server_engine(s, sc->fallback[0]) : engine_or_first(s, on.engine);
         if (!e)
             return hs_error_set(err, HS_STATUS_INVALID_INPUT,
                                 "config: pipelines[%d].stages[%d].%s: engine '%s' is not running",
-                                i, j, f ? "fallback.engines[0]" : "engine",
-                                f ? sc->fallback[0] : sc->engine);
+                                i, j, what, fb ? sc->fallback[0] : on.engine);
         struct hs_ocr_models *m = hs_malloc(sizeof *m);
         if (!m) return hs_error_set(err, HS_STATUS_NO_MEMORY, "ocr: out of memory");
         memcpy(m, &p->base, sizeof *m);
         m->det = m->rec = m->cls = NULL;
-        *(f ? &rt->fb : &rt->m) = m;
-        hs_status st = hs_ocr_models_slot_load(m, io, e, sc->model, sc->batch_max, sc->batch_fixed,
-                                               sc->shapes, sc->n_shapes, err);
-        if (st)
-            return prefixed(err, st,
-                            f ? "pipelines[%d].stages[%d].fallback: %s"
-                              : "pipelines[%d].stages[%d] (%s)",
-                            i, j);
+        if (fb)
+            rt->fb = m;
+        else if (sc->n_routes)
+            rt->routes[rt->n_routes++] = m;
+        if (!fb && !f) rt->m = m;
+        hs_status st = hs_ocr_models_slot_load(m, io, e, sc->model, on.batch_max, on.batch_fixed,
+                                               on.shapes, on.n_shapes, err);
+        if (st) {
+            char m2[sizeof err->msg];
+            snprintf(m2, sizeof m2, "%s", err->msg);
+            return hs_error_set(err, st, "pipelines[%d].stages[%d]%s%s: %s", i, j,
+                                sc->n_routes || fb ? "." : "", sc->n_routes || fb ? what : "", m2);
+        }
     }
     return HS_STATUS_OK;
 }
@@ -157,7 +185,14 @@ static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, str
         g->io = rt->io;
         g->m = rt->m;
         g->fb = rt->fb;
+        g->n_routes = rt->n_routes;
+        for (int k = 0; k < rt->n_routes; k++) g->routes[k] = rt->routes[k];
+        g->policy =
+            strcmp(sc->policy, "round_robin") ? HS_PIPELINE_PREDICTED : HS_PIPELINE_ROUND_ROBIN;
         g->workers = sc->workers ? sc->workers : 1;
+        for (int k = 0; k < rt->n_routes; k++)
+            hs_log_info("pipeline %s: stage %s routed (%s) over %s", pc->name, sc->name, sc->policy,
+                        hs_engine_name(hs_ocr_models_slot_engine(rt->routes[k], rt->io)));
         if (rt->fb)
             hs_log_info("pipeline %s: stage %s falls back to %s (ratio_max %.2f)", pc->name,
                         sc->name, hs_engine_name(hs_ocr_models_slot_engine(rt->fb, rt->io)),
@@ -166,11 +201,16 @@ static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, str
     if ((st = hs_ocr_stages_create(p->st, p->n, hs__ocr_done, p, &p->p, err))) return st;
     char desc[512];
     size_t o = 0;
-    for (int j = 0; j < p->n && o < sizeof desc; j++)
-        o += (size_t)snprintf(
-            desc + o, sizeof desc - o, "%s%s%s%s", j ? " -> " : "", p->st[j].name,
-            p->st[j].io ? " on " : "",
-            p->st[j].io ? hs_engine_name(hs_ocr_models_slot_engine(p->rt[j].m, p->rt[j].io)) : "");
+    for (int j = 0; j < p->n && o < sizeof desc; j++) {
+        o += (size_t)snprintf(desc + o, sizeof desc - o, "%s%s%s", j ? " -> " : "", p->st[j].name,
+                              p->st[j].io ? " on " : "");
+        const int nr = p->rt[j].n_routes ? p->rt[j].n_routes : p->st[j].io ? 1 : 0;
+        for (int k = 0; k < nr && o < sizeof desc; k++) /* a routed stage: its engines */
+            o += (size_t)snprintf(
+                desc + o, sizeof desc - o, "%s%s", k ? " | " : "",
+                hs_engine_name(hs_ocr_models_slot_engine(
+                    p->rt[j].n_routes ? p->rt[j].routes[k] : p->rt[j].m, p->rt[j].io)));
+    }
     hs_log_info("pipeline %s at %s: %s", pc->name, pc->endpoint, desc);
     return HS_STATUS_OK;
 }
@@ -207,13 +247,15 @@ void hs__ocr_free(struct hs_ocr_service *o)
     hs__ocr_drain(o);
     for (int i = 0; i < o->n; i++) {
         struct ocr_pipe *p = &o->pl[i];
-        for (int j = 0; j < p->n; j++)
-            for (int f = 0; f < 2; f++) {
-                struct hs_ocr_models *m = f ? p->rt[j].fb : p->rt[j].m;
-                if (!m) continue;
+        for (int j = 0; j < p->n; j++) {
+            const struct hs_ocr_models *ms[HS_CONFIG_MAX_STAGE_ROUTES + 1];
+            const int nm = stage_models(&p->rt[j], ms);
+            for (int f = 0; f < nm; f++) {
+                struct hs_ocr_models *m = (struct hs_ocr_models *)ms[f];
                 hs_ocr_models_slot_release(m, p->rt[j].io);
                 hs_free(m);
             }
+        }
         hs_ctc_dict_free(&p->base.dict);
     }
     hs_free(o);
@@ -425,6 +467,7 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
 struct stage_row {
     const struct ocr_pipe *p;
     const char *stage;
+    int stage_index;
     struct hs_pipeline_stage_stats x;
 };
 
@@ -473,6 +516,35 @@ static const struct stage_series series[] = {
     {"breaker_open", "gauge", "1 while the primary's last batches all failed", g_breaker},
 };
 
+/* a per-engine series of a stage's routes */
+struct route_series {
+    const char *name, *type, *help;
+    double (*get)(const struct hs_pipeline_route_stats *x);
+};
+
+#define GET(nm, expr)                                                                              \
+    static double nm(const struct hs_pipeline_route_stats *x)                                      \
+    {                                                                                              \
+        return (double)(expr);                                                                     \
+    }
+GET(r_items, x->items)
+GET(r_batches, x->batches)
+GET(r_run_s, x->run_ns / 1e9)
+GET(r_queued, x->queued)
+GET(r_breaker, x->breaker_open)
+GET(r_batch_s, x->batch_s)
+#undef GET
+
+static const struct route_series route_series[] = {
+    {"items_total", "counter", "items a model stage's batches ran on the engine", r_items},
+    {"batches_total", "counter", "batches a model stage ran on the engine", r_batches},
+    {"run_seconds_total", "counter", "time the engine ran the stage's batches", r_run_s},
+    {"queued", "gauge", "items waiting for the engine now", r_queued},
+    {"breaker_open", "gauge", "1 while the engine's last batches all failed", r_breaker},
+    {"batch_predicted_seconds", "gauge",
+     "a full batch's time on the engine as its cost line predicts it (0: not measured)", r_batch_s},
+};
+
 void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
 {
     struct hs_ocr_service *o = s->ocr;
@@ -496,6 +568,7 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
         for (int k = 0; k < hs_pipeline_stage_count(p->p); k++) {
             rows[nr].p = p;
             rows[nr].stage = hs_pipeline_stage_name(p->p, k);
+            rows[nr].stage_index = k;
             hs_pipeline_stage_stats(p->p, k, &rows[nr].x);
             nr++;
         }
@@ -556,6 +629,26 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                       "%lld\n",
                       pn, sn, cum, pn, sn, (long long)x->batch_items, pn, sn, cum);
     }
+    /* each route of a stage: the engine it runs on (a stage that is not routed: its one) */
+    for (size_t f = 0; f < sizeof route_series / sizeof route_series[0]; f++) {
+        hs_buf_printf(out,
+                      "# HELP hetserve_pipeline_stage_engine_%s %s\n"
+                      "# TYPE hetserve_pipeline_stage_engine_%s %s\n",
+                      route_series[f].name, route_series[f].help, route_series[f].name,
+                      route_series[f].type);
+        for (int r = 0; r < nr; r++)
+            for (int k = 0; k < rows[r].x.n_routes; k++) {
+                const struct ocr_pipe *p = rows[r].p;
+                const int j = rows[r].stage_index;
+                const char *en = hs_pipeline_route_name(p->p, j, k);
+                if (!p->st[j].io) continue; /* op stages: no engine */
+                hs_buf_printf(out,
+                              "hetserve_pipeline_stage_engine_%s{pipeline=\"%s\",stage=\"%s\","
+                              "engine=\"%s\"} %.9g\n",
+                              route_series[f].name, p->cfg->name, rows[r].stage, en ? en : "",
+                              route_series[f].get(&rows[r].x.route[k]));
+            }
+    }
     /* the model stages' graph runs: by rows (batch_fixed: only N), padding rows, by the
      * recognizer's listed width, by the detector's listed height x width */
     hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_runs_total graph runs of a model stage "
@@ -563,10 +656,11 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                      "# TYPE hetserve_pipeline_stage_graph_runs_total counter\n");
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
-        for (int j = 0; j < p->n; j++)
-            for (int f = 0; p->rt[j].io && f < 2; f++) {
-                const struct hs_ocr_models *m = f ? p->rt[j].fb : p->rt[j].m;
-                if (!m) continue;
+        for (int j = 0; j < p->n; j++) {
+            const struct hs_ocr_models *ms[HS_CONFIG_MAX_STAGE_ROUTES + 1];
+            const int nm = p->rt[j].io ? stage_models(&p->rt[j], ms) : 0;
+            for (int f = 0; f < nm; f++) {
+                const struct hs_ocr_models *m = ms[f];
                 const char *en = hs_engine_name(hs_ocr_models_slot_engine(m, p->rt[j].io));
                 if (p->rt[j].io->slot == HS_OCR_SLOT_DET && atomic_load(&m->det_runs))
                     hs_buf_printf(out,
@@ -583,21 +677,24 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
                                       p->cfg->name, p->st[j].name, en, r, a);
                 }
             }
+        }
     }
     hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_padded_rows_total blank rows graph runs "
                      "carried to reach batch_fixed (their outputs dropped)\n"
                      "# TYPE hetserve_pipeline_stage_graph_padded_rows_total counter\n");
     for (int i = 0; i < o->n; i++) {
         const struct ocr_pipe *p = &o->pl[i];
-        for (int j = 0; j < p->n; j++)
-            if (p->rt[j].io && p->rt[j].io->slot == HS_OCR_SLOT_REC)
-                hs_buf_printf(
-                    out,
-                    "hetserve_pipeline_stage_graph_padded_rows_total{pipeline=\"%s\","
-                    "stage=\"%s\"} %lld\n",
-                    p->cfg->name, p->st[j].name,
-                    (long long)(atomic_load(&p->rt[j].m->rec_pad_rows) +
-                                (p->rt[j].fb ? atomic_load(&p->rt[j].fb->rec_pad_rows) : 0)));
+        for (int j = 0; j < p->n; j++) {
+            if (!p->rt[j].io || p->rt[j].io->slot != HS_OCR_SLOT_REC) continue;
+            const struct hs_ocr_models *ms[HS_CONFIG_MAX_STAGE_ROUTES + 1];
+            const int nm = stage_models(&p->rt[j], ms);
+            long long pad = 0;
+            for (int f = 0; f < nm; f++) pad += atomic_load(&ms[f]->rec_pad_rows);
+            hs_buf_printf(out,
+                          "hetserve_pipeline_stage_graph_padded_rows_total{pipeline=\"%s\","
+                          "stage=\"%s\"} %lld\n",
+                          p->cfg->name, p->st[j].name, pad);
+        }
     }
     hs_buf_puts(out, "# HELP hetserve_pipeline_stage_graph_width_runs_total recognizer graph runs "
                      "by the width of the stage's shapes they were padded to\n"
@@ -607,6 +704,19 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
         for (int j = 0; j < p->n; j++) {
             const struct hs_ocr_models *m = p->rt[j].m, *fb = p->rt[j].fb;
             if (!p->rt[j].io || p->rt[j].io->slot != HS_OCR_SLOT_REC) continue;
+            if (p->rt[j].n_routes) { /* each engine its own widths: by engine */
+                for (int k = 0; k < p->rt[j].n_routes; k++) {
+                    const struct hs_ocr_models *r = p->rt[j].routes[k];
+                    const char *en = hs_engine_name(hs_ocr_models_slot_engine(r, p->rt[j].io));
+                    for (int w = 0; w < r->n_rec_widths; w++)
+                        hs_buf_printf(out,
+                                      "hetserve_pipeline_stage_graph_width_runs_total{pipeline="
+                                      "\"%s\",stage=\"%s\",engine=\"%s\",width=\"%d\"} %lld\n",
+                                      p->cfg->name, p->st[j].name, en, r->rec_widths[w],
+                                      (long long)atomic_load(&r->rec_width_runs[w]));
+                }
+                continue;
+            }
             for (int w = 0; w < m->n_rec_widths; w++)
                 hs_buf_printf(out,
                               "hetserve_pipeline_stage_graph_width_runs_total{pipeline=\"%s\","
@@ -624,7 +734,22 @@ void hs__ocr_metrics(struct hs_server *s, struct hs_buf *out)
         for (int j = 0; j < p->n; j++) {
             const struct hs_ocr_models *m = p->rt[j].m, *fb = p->rt[j].fb;
             if (!p->rt[j].io || p->rt[j].io->slot != HS_OCR_SLOT_DET) continue;
-            for (int h = 0; h < m->n_det_sides; h++)
+            for (int k = 0; k < p->rt[j].n_routes; k++) { /* each engine its own sides */
+                const struct hs_ocr_models *r = p->rt[j].routes[k];
+                const char *en = hs_engine_name(hs_ocr_models_slot_engine(r, p->rt[j].io));
+                for (int h = 0; h < r->n_det_sides; h++)
+                    for (int w = 0; w < r->n_det_sides; w++) {
+                        const long long a = atomic_load(&r->det_side_runs[h][w]);
+                        if (a)
+                            hs_buf_printf(out,
+                                          "hetserve_pipeline_stage_graph_shape_runs_total{pipeline="
+                                          "\"%s\",stage=\"%s\",engine=\"%s\",height=\"%d\","
+                                          "width=\"%d\"} %lld\n",
+                                          p->cfg->name, p->st[j].name, en, r->det_sides[h],
+                                          r->det_sides[w], a);
+                    }
+            }
+            for (int h = 0; !p->rt[j].n_routes && h < m->n_det_sides; h++)
                 for (int w = 0; w < m->n_det_sides; w++) {
                     const long long a = atomic_load(&m->det_side_runs[h][w]) +
                                         (fb ? atomic_load(&fb->det_side_runs[h][w]) : 0);

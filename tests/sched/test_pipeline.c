@@ -75,9 +75,27 @@ static void in_order_once_each(void **state)
     (void)state;
     struct sink k = {0};
     const struct hs_pipeline_stage st[3] = {
-        {"add", add1, NULL, 2, 16, 4, 0, 0, NULL, NULL, 0, 0},
-        {"mul", times3, NULL, 1, 4, 8, 200, 0, NULL, NULL, 0, 0},
-        {"add2", add1, NULL, 3, 2, 1, 0, 0, NULL, NULL, 0, 0},
+        {.name = "add",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 2,
+         .queue_max = 16,
+         .batch_max = 4,
+         .window_us = 0},
+        {.name = "mul",
+         .run = times3,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 4,
+         .batch_max = 8,
+         .window_us = 200},
+        {.name = "add2",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 3,
+         .queue_max = 2,
+         .batch_max = 1,
+         .window_us = 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -156,8 +174,20 @@ static void backpressure_then_admission_refuses(void **state)
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     /* stage 0 queue 3 batch 1, stage 1 (gated) queue 2 batch 2 */
     const struct hs_pipeline_stage st[2] = {
-        {"first", add1, NULL, 1, 3, 1, 0, 0, NULL, NULL, 0, 0},
-        {"slow", gated, &g, 1, 2, 2, 0, 0, NULL, NULL, 0, 0},
+        {.name = "first",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 3,
+         .batch_max = 1,
+         .window_us = 0},
+        {.name = "slow",
+         .run = gated,
+         .ctx = &g,
+         .workers = 1,
+         .queue_max = 2,
+         .batch_max = 2,
+         .window_us = 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -200,8 +230,20 @@ static void deadlines_and_shutdown(void **state)
     (void)state;
     struct sink k = {0};
     const struct hs_pipeline_stage st[2] = {
-        {"slow", slow, NULL, 1, 8, 1, 0, 0, NULL, NULL, 0, 0},
-        {"next", add1, NULL, 1, 8, 1, 0, 0, NULL, NULL, 0, 0},
+        {.name = "slow",
+         .run = slow,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 8,
+         .batch_max = 1,
+         .window_us = 0},
+        {.name = "next",
+         .run = add1,
+         .ctx = NULL,
+         .workers = 1,
+         .queue_max = 8,
+         .batch_max = 1,
+         .window_us = 0},
     };
     struct hs_pipeline *p;
     struct hs_error err = {0};
@@ -534,12 +576,194 @@ static void bad_specs(void **state)
     struct sink k = {0};
     struct hs_pipeline *p;
     struct hs_error err = {0};
-    const struct hs_pipeline_stage bad = {"x", add1, NULL, 1, 4, 65, 0, 0, NULL, NULL, 0, 0};
+    const struct hs_pipeline_stage bad = {
+        .name = "x", .run = add1, .workers = 1, .queue_max = 4, .batch_max = 65};
     assert_int_equal(hs_pipeline_create(&bad, 1, on_done, &k, &p, &err),
                      HS_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "(x)"));
     assert_int_equal(hs_pipeline_create(&bad, 0, on_done, &k, &p, &err),
                      HS_STATUS_INVALID_ARGUMENT);
+}
+
+/* simulated engines for the routed stage: the same step, one 2 ms a batch, one 12 ms */
+static void on_fast(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)st, (void)errs;
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++) ((struct item *)items[i])->path = 1;
+}
+
+static void on_slow(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)st, (void)errs;
+    struct timespec ts = {0, 12000000};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++) ((struct item *)items[i])->path = 2;
+}
+
+/* a stage routed over two engines: predicted sends most of a burst to the one its cost lines
+ * say finishes first (both measured by a few items first), round_robin alternates; each item
+ * once, the per-route stats adding up to the stage's */
+static void routes_split_work(void **state)
+{
+    (void)state;
+    for (int rr = 0; rr < 2; rr++) {
+        struct sink k = {0};
+        struct hs_pipeline_stage st = {.name = "rec",
+                                       .run = on_fast,
+                                       .workers = 1,
+                                       .queue_max = 64,
+                                       .batch_max = 1,
+                                       .n_routes = 2,
+                                       .policy =
+                                           rr ? HS_PIPELINE_ROUND_ROBIN : HS_PIPELINE_PREDICTED};
+        st.routes[0] = (struct hs_pipeline_route){"fast", on_fast, NULL, 0, 0};
+        st.routes[1] = (struct hs_pipeline_route){"slow", on_slow, NULL, 0, 2};
+        struct hs_pipeline *p;
+        struct hs_error err = {0};
+        assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+        assert_string_equal(hs_pipeline_route_name(p, 0, 1), "slow");
+        assert_null(hs_pipeline_route_name(p, 0, 2));
+        static struct item it[64];
+        for (int i = 0; i < 64; i++) it[i] = (struct item){.v = i};
+        for (int i = 0; i < 4; i++) { /* one at a time: both routes measured */
+            assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+            wait_for(&k, i + 1);
+        }
+        struct hs_pipeline_stage_stats x;
+        hs_pipeline_stage_stats(p, 0, &x);
+        assert_int_equal(x.n_routes, 2);
+        assert_true(x.route[0].batches >= 1 && x.route[1].batches >= 1);
+        assert_true(x.route[1].batch_s > x.route[0].batch_s);
+        for (int i = 4; i < 64; i++)
+            assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+        wait_for(&k, 64);
+        int on[3] = {0};
+        for (int i = 4; i < 64; i++) on[it[i].path]++;
+        if (rr) {
+            assert_int_equal(on[1], 30);
+            assert_int_equal(on[2], 30);
+        } else { /* 3x the items a second (6x a batch, the slow one's of 2): most go there */
+            assert_true(on[1] >= 40);
+        }
+        hs_pipeline_stage_stats(p, 0, &x);
+        assert_int_equal(x.items_in, 64);
+        assert_int_equal(x.route[0].items + x.route[1].items, 64);
+        assert_int_equal(x.route[0].batches + x.route[1].batches, x.batches);
+        hs_pipeline_destroy(p);
+        assert_int_equal(atomic_load(&k.n), 64);
+        assert_int_equal(atomic_load(&k.twice), 0);
+    }
+}
+
+static void fail_all(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)ctx, (void)items;
+    for (int i = 0; i < n; i++) {
+        st[i] = HS_STATUS_ENGINE;
+        hs_error_set(&errs[i], st[i], "engine broke");
+    }
+}
+
+/* a route whose batches all fail opens its breaker: the next items go to the other route; what
+ * it failed ends with its error without a fallback */
+static void route_breaker(void **state)
+{
+    (void)state;
+    struct sink k = {0};
+    struct hs_pipeline_stage st = {.name = "rec",
+                                   .run = fail_all,
+                                   .workers = 1,
+                                   .queue_max = 16,
+                                   .batch_max = 1,
+                                   .n_routes = 2,
+                                   .policy = HS_PIPELINE_ROUND_ROBIN};
+    st.routes[0] = (struct hs_pipeline_route){"broken", fail_all, NULL, 0, 0};
+    st.routes[1] = (struct hs_pipeline_route){"ok", add1, NULL, 0, 0};
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item it[16];
+    for (int i = 0; i < 16; i++) it[i] = (struct item){.v = i};
+    int n = 0, failed = 0;
+    for (; n < 6; n++) { /* in turn: three batches fail on "broken" */
+        assert_int_equal(hs_pipeline_submit(p, &it[n], 0, &err), HS_STATUS_OK);
+        wait_for(&k, n + 1);
+    }
+    struct hs_pipeline_stage_stats x;
+    hs_pipeline_stage_stats(p, 0, &x);
+    assert_int_equal(x.route[0].breaker_open, 1);
+    assert_int_equal(x.breaker_open, 0);
+    for (; n < 16; n++) {
+        assert_int_equal(hs_pipeline_submit(p, &it[n], 0, &err), HS_STATUS_OK);
+        wait_for(&k, n + 1);
+    }
+    for (int i = 0; i < 16; i++) failed += it[i].status != HS_STATUS_OK;
+    assert_int_equal(failed, 3);
+    for (int i = 6; i < 16; i++) assert_int_equal(it[i].status, HS_STATUS_OK);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k.twice), 0);
+}
+
+/* simulated engines whose batch takes 1 ms a unit (an item's v), marking which ran it */
+static void per_unit(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    (void)st, (void)errs;
+    long ms = 0;
+    for (int i = 0; i < n; i++) ms += ((struct item *)items[i])->v;
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++) ((struct item *)items[i])->path = *(const int *)ctx;
+}
+
+static double v_units(const void *item)
+{
+    return ((const struct item *)item)->v;
+}
+
+/* the routes count the stage's units (their cost lines learn batch time against them), and a
+ * running 30-unit batch's predicted rest sends the next item to the idle route */
+static void routes_weigh_units(void **state)
+{
+    (void)state;
+    struct sink k = {0};
+    static const int one = 1, two = 2;
+    struct hs_pipeline_stage st = {.name = "rec",
+                                   .run = per_unit,
+                                   .workers = 1,
+                                   .queue_max = 8,
+                                   .batch_max = 1,
+                                   .n_routes = 2,
+                                   .units = v_units};
+    st.routes[0] = (struct hs_pipeline_route){"a", per_unit, (void *)&one, 0, 0};
+    st.routes[1] = (struct hs_pipeline_route){"b", per_unit, (void *)&two, 0, 0};
+    struct hs_pipeline *p;
+    struct hs_error err = {0};
+    assert_int_equal(hs_pipeline_create(&st, 1, on_done, &k, &p, &err), HS_STATUS_OK);
+    static struct item it[6];
+    const int v[6] = {2, 2, 4, 4, 30, 1};
+    for (int i = 0; i < 6; i++) it[i] = (struct item){.v = v[i]};
+    for (int i = 0; i < 4; i++) { /* one at a time: both routes measured, 2 and 4 units */
+        assert_int_equal(hs_pipeline_submit(p, &it[i], 0, &err), HS_STATUS_OK);
+        wait_for(&k, i + 1);
+    }
+    struct hs_pipeline_stage_stats x;
+    hs_pipeline_stage_stats(p, 0, &x);
+    assert_true(x.route[0].batches >= 1 && x.route[1].batches >= 1);
+    assert_int_equal(x.route[0].units + x.route[1].units, 12);
+    assert_int_equal(hs_pipeline_submit(p, &it[4], 0, &err), HS_STATUS_OK);
+    for (int i = 0; i < 5000 && x.route[0].queued + x.route[1].queued; i++) {
+        struct timespec ts = {0, 100000}; /* till the 30-unit batch runs */
+        nanosleep(&ts, NULL);
+        hs_pipeline_stage_stats(p, 0, &x);
+    }
+    assert_int_equal(hs_pipeline_submit(p, &it[5], 0, &err), HS_STATUS_OK);
+    wait_for(&k, 6);
+    assert_true(it[4].path == 1 || it[4].path == 2);
+    assert_int_not_equal(it[5].path, it[4].path);
+    hs_pipeline_destroy(p);
+    assert_int_equal(atomic_load(&k.twice), 0);
 }
 
 int main(void)
@@ -553,6 +777,9 @@ int main(void)
         cmocka_unit_test(failover_capped),
         cmocka_unit_test(stage_timeouts),
         cmocka_unit_test(breaker_opens),
+        cmocka_unit_test(routes_split_work),
+        cmocka_unit_test(route_breaker),
+        cmocka_unit_test(routes_weigh_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

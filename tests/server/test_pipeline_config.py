@@ -3,7 +3,9 @@
 # take, a chain whose kinds do not connect, duplicate stage names, an unknown engine, an engine
 # without graph_onnx, a batch_fixed over batch_max, shapes a graph kind or a static engine cannot
 # take; the ocr shorthand (det, rec, dict) expands to the same stages as configs/ocr.yaml; `serve`
-# refuses a pipeline whose graphs are placed on the CPU engine, by capability (graph_onnx).
+# refuses a pipeline whose graphs are placed on the CPU engine, by capability (graph_onnx); a
+# stage's route (route.engines): unknown engines, engines without graph_onnx, duplicates, route
+# with engine, a static engine's own batch shape.
 import os
 import re
 import subprocess
@@ -193,3 +195,47 @@ def test_readme_example_checks(tmp_path):
     r = check(tmp_path, blocks[0], base=base)
     assert r.returncode == 0, r.stderr
     assert "batch_fixed: 4" in r.stdout and "fallback: {engines: [ov_fb], ratio_max: 0.3}" in r.stdout
+
+
+def test_route_checks(tmp_path):
+    base = BASE.replace("engines:\n", "engines:\n  - {name: ov_b, kind: openvino, device: 99}\n"
+                        "  - {name: ov_s, kind: openvino, device: 99, whitelist: [[4, 1]]}\n", 1)
+    cases = [
+        ("route: {engines: [ov, nope]}",
+         "stages[5].route.engines[1].engine: no engine named 'nope'"),
+        ("route: {engines: [ov, cpu0]}",
+         "stages[5].route.engines[1].engine: engine 'cpu0' (kind cpu) cannot run ONNX graphs"),
+        ("route: {engines: [ov, ov_b, ov]}",
+         "stages[5].route.engines[2].engine: 'ov' is route.engines[0] too"),
+        ("route: {engines: [ov_b]}", "stages[5].route: stage 'rec' names engine 'ov' too"),
+        ("route: {engines: [ov], policy: fastest}", "'fastest' is not one of predicted"),
+        ("route: {engines: [{engine: ov_b, batch_fixed: 9}]}",
+         "stages[5].route.engines[0].batch_fixed: 9 is over the stage's batch_max, 6"),
+        ("route: {engines: [{batch_max: 2}]}", "route.engines[0]: engine is required"),
+        # a static engine: its own batch shape, from its whitelist
+        ("route: {engines: [ov, ov_s]}",
+         "stages[5].route.engines[1].batch_fixed: engine 'ov_s' takes only the batches of its "
+         "whitelist"),
+        ("route: {engines: [ov, {engine: ov_s, batch_fixed: 4}]}",
+         "stages[5].route.engines[1].shapes: engine 'ov_s' has static shapes"),
+    ]
+    unplaced = ("{name: rec, model: r.onnx, engine: ov, ", "{name: rec, model: r.onnx, ")
+    for rec, want in cases:
+        extra = stages(rec=", " + rec)
+        if "names engine" not in want:
+            extra = extra.replace(*unplaced)
+        refused(tmp_path, extra, want, base=base)
+    op_routed = stages().replace("op: image_decode}", "op: image_decode, route: {engines: [ov]}}")
+    refused(tmp_path, op_routed, "stages[0].route: stage 'decode' is op image_decode: route is "
+            "a model stage's key", base=base)
+    ok = stages(rec=", route: {policy: round_robin, engines: [ov_b, {engine: ov_s, batch_fixed: "
+                "4, shapes: [320]}]}").replace(*unplaced)
+    r = check(tmp_path, ok, base)
+    assert r.returncode == 0, r.stderr
+    assert "route: {policy: round_robin, engines: [{engine: ov_b," in r.stdout
+    assert "{engine: ov_s, batch_max: 0, batch_fixed: 4, shapes: [320]}" in r.stdout
+    # the shipped config of a routed stage
+    r = subprocess.run([BINARY, "config", "--check", os.path.join(ROOT, "configs",
+                                                                  "ocr-route.yaml")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
