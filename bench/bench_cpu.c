@@ -14,8 +14,8 @@
  * skips its row). The sgemm peak is only measured for the CPU kind.
  *
  * Inputs are full-length sequences of real vocabulary ids ([CLS] w... [SEP]); timing is the
- * median of repeated hs_executor_run calls after warm-up (engine compute + copy-in/out, no
- * tokenization), which is what the peer's InferenceSession.run measures.
+ * median (and min, p10, p90) of repeated hs_executor_run calls after warm-up (engine compute +
+ * copy-in/out, no tokenization), which is what the peer's InferenceSession.run measures.
  *
  * --dtype picks the lane's compute dtype (executor opts .dtype); on a folder written by
  * `hetserve quantize` an int8 lane follows its plan (f32 stages, input smoothing).
@@ -393,11 +393,11 @@ int main(int argc, char **argv)
         qsort(times, (size_t)n, sizeof(double), cmp_double);
         double ms = times[n / 2];
         printf("{\"engine\":\"hetserve-%s\",\"dtype\":\"%s\",\"batch\":%d,\"seq\":%d,"
-               "\"ms\":%.4f,\"p90_ms\":%.4f,\"seq_per_s\":%.2f,\"gflops\":%.2f,\"iters\":%d,"
-               "\"threads\":%d",
-               kind, hs_compute_dtype_name((enum hs_dtype)dtype), batch, seq, ms, times[n * 9 / 10],
-               batch / (ms / 1e3), encoder_flops(&m->config.dims, batch, seq) / (ms * 1e6), n,
-               threads);
+               "\"ms\":%.4f,\"min_ms\":%.4f,\"p10_ms\":%.4f,\"p90_ms\":%.4f,\"seq_per_s\":%.2f,"
+               "\"gflops\":%.2f,\"iters\":%d,\"threads\":%d",
+               kind, hs_compute_dtype_name((enum hs_dtype)dtype), batch, seq, ms, times[0],
+               times[n / 10], times[n * 9 / 10], batch / (ms / 1e3),
+               encoder_flops(&m->config.dims, batch, seq) / (ms * 1e6), n, threads);
         if (cos.min > -2.0) printf(",\"cos_min\":%.6f,\"cos_mean\":%.6f", cos.min, cos.mean);
         if (head) printf(",\"task\":\"rerank\",\"pairs_per_s\":%.2f", batch / (ms / 1e3));
         printf("}\n");

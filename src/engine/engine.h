@@ -155,7 +155,9 @@ struct hs_engine_opts {
     int cores[HS_ENGINE_MAX_CORES];
     int device; /* device ordinal of the kind (GPU number); CPU: 0 */
     /* CPU: batches of at most this many tokens use the packed small-M GEMM (AVX-512 machines);
-     * 0 = HS_CPU_SMALL_GEMM_ROWS_DEFAULT, -1 = never */
+     * 0 = by the CPU's ISA class, where measured the packed kernel beats oneDNN's sgemm, which
+     * packs the weights on every call (engine/cpu/gemm_small.c: 64 with AMX, 256 on other
+     * AVX-512 machines), -1 = never. The environment's HS_CPU_SMALL_GEMM_ROWS overrides. */
     int cpu_small_gemm_rows;
     /* CPU (optional): a calibration observer, called before every linear layer of an attention
      * or FFN stage that computes in f32, with the layer's input rows: linear 0 is the stage's
@@ -174,10 +176,6 @@ struct hs_engine_opts {
     int n_borrow_cores;
     int borrow_cores[HS_ENGINE_MAX_CORES];
 };
-
-/* Chosen by measurement (bench_cpu, single and two threads): below it the packed kernel beats
- * oneDNN's sgemm, which packs the weights on every call. */
-#define HS_CPU_SMALL_GEMM_ROWS_DEFAULT 64
 
 /* ---- The registry of engine kinds ----
  * Every kind this source tree knows has one entry, whether or not this build has it: a config

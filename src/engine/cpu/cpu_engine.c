@@ -1080,7 +1080,7 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
     read_cpu_name(c->device, sizeof c->device);
     c->small_rows = opts->cpu_small_gemm_rows < 0   ? 0
                     : opts->cpu_small_gemm_rows > 0 ? opts->cpu_small_gemm_rows
-                                                    : HS_CPU_SMALL_GEMM_ROWS_DEFAULT;
+                                                    : hs__cpu_small_gemm_rows_default();
     if (getenv("HS_CPU_SMALL_GEMM_ROWS")) c->small_rows = atoi(getenv("HS_CPU_SMALL_GEMM_ROWS"));
     if (!hs__cpu_small_gemm_available()) c->small_rows = 0;
     c->observe = opts->cpu_observe;

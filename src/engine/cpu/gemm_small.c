@@ -5,6 +5,7 @@
  * packed once at stage preparation into panels of 32 output columns, k-major
  * ([n/32][k][32], zero-padded), and a register-blocked 8x32 micro-kernel streams each panel
  * once per 8 rows of X: 16 accumulators, two weight loads and eight broadcasts per k. */
+#include <dnnl.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <string.h>
@@ -19,6 +20,32 @@ int hs__cpu_small_gemm_available(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
+}
+
+/* Up to how many rows the packed kernel beats oneDNN's sgemm, by the ISA class oneDNN finds
+ * (its sgemm's kernels differ by it), the first entry at or below it. Measured with bench_cpu
+ * (MiniLM, 2 threads; the single-sequence path splits each GEMM across the threads, a batch
+ * gives each thread its own slice of sequences): on an AMX machine sgemm overtakes at about
+ * 64 rows; on AVX-512 without AMX (Zen 4) the packed kernel stays ahead to 256 rows and
+ * beyond (1x128: about 1.4x less CPU time than sgemm), and sgemm wins at 2,048 rows a thread
+ * (32x128). Below AVX-512 the kernel is not built. */
+static const struct {
+    dnnl_cpu_isa_t isa;
+    int rows;
+} small_rows_by_isa[] = {
+    {dnnl_cpu_isa_avx512_core_amx, 64},
+    {dnnl_cpu_isa_avx512_core, 256},
+};
+
+int hs__cpu_small_gemm_rows_default(void)
+{
+    if (!hs__cpu_small_gemm_available()) return 0;
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    for (size_t i = 0; i < sizeof small_rows_by_isa / sizeof small_rows_by_isa[0]; i++) {
+        const unsigned want = (unsigned)small_rows_by_isa[i].isa;
+        if ((isa & want) == want) return small_rows_by_isa[i].rows;
+    }
+    return 0;
 }
 
 float *hs__cpu_pack_weights(const float *w, int n, int k)
@@ -77,9 +104,15 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
     const int panels = (n + PANEL - 1) / PANEL;
     const int mblocks = (rows + MR - 1) / MR;
     const int tasks = panels * mblocks;
-#pragma omp parallel for num_threads(threads) schedule(static)
+    /* Threads take chunks of consecutive tasks in turn (a chunk is one weight panel's row blocks
+     * where there are enough panels, about four chunks a thread otherwise): a panel is read from
+     * memory once, and a thread descheduled on a shared machine leaves the chunks it has not
+     * started to the others instead of holding up a static share. Which thread computes a
+     * block does not change its result. */
+    int chunk = tasks / (4 * (threads > 0 ? threads : 1));
+    chunk = chunk > mblocks ? mblocks : chunk < 1 ? 1 : chunk;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
     for (int t = 0; t < tasks; t++) {
-        /* consecutive tasks share a weight panel, so it is read from memory once per thread */
         const int pi = t / mblocks, mb = t % mblocks;
         const int r0 = mb * MR, nr = rows - r0 < MR ? rows - r0 : MR;
         const int c0 = pi * PANEL, nc = n - c0 < PANEL ? n - c0 : PANEL;

@@ -104,6 +104,8 @@ void hs__cpu_glu(float *ug, float *out, int rows, int n, enum hs_act_fn act, int
 
 /* Small-M GEMM with weights packed once (gemm_small.c; AVX-512 only). */
 int hs__cpu_small_gemm_available(void);
+/* Up to how many rows it beats oneDNN's sgemm on this CPU's ISA class; 0 where unavailable. */
+int hs__cpu_small_gemm_rows_default(void);
 /* Packs w [n, k] into 32-column k-major panels; free with hs_free_aligned. NULL when out of
  * memory. */
 float *hs__cpu_pack_weights(const float *w, int n, int k);
