@@ -28,4 +28,13 @@
  * program runs on with libgomp's default, and says so on stderr). */
 void hs_threads_wait_policy_init(char **argv);
 
+/* Ends the calling thread's idle OpenMP workers (a server's main thread: the team it loaded
+ * the models with, idle from then on). libgomp counts every pooled worker of every team, and
+ * the throttled spin above applies to all of them while that count exceeds the CPUs: with the
+ * main thread's workers gone, a 2-core server with one 2-thread lane is back under it, and its
+ * workers spin the bounded HS_OMP_SPINCOUNT between a batch's parallel regions instead of
+ * sleeping in the kernel after each (1 x 32 int8: ~30 sleeps per thread and batch before).
+ * A later parallel region on the thread starts a new team. Not inside a parallel region. */
+void hs_threads_release_idle_team(void);
+
 #endif
