@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "core/alloc.h"
 #include "core/log.h"
+#include "core/threads.h"
 #include "server/config.h"
 #include "server/server.h"
 
@@ -138,6 +139,7 @@ int hs_cmd_serve(int argc, char **argv)
         fprintf(stderr, "hetserve serve: %s\n", err.msg);
         goto done;
     }
+    hs_threads_release_idle_team(); /* the load's team: serving runs on the batchers' */
     /* Tests and scripts read this line to learn the port (--port 0 picks a free one). */
     printf("hetserve: listening on http://%s:%d\n", cfg->server.host, hs_server_port(srv));
     fflush(stdout);

@@ -1,5 +1,6 @@
 #include "core/threads.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,4 +19,10 @@ void hs_threads_wait_policy_init(char **argv)
             "hetserve: could not re-execute to set the OpenMP wait policy; set "
             "GOMP_SPINCOUNT=%s yourself to avoid stalls when cores are shared\n",
             HS_OMP_SPINCOUNT);
+}
+
+void hs_threads_release_idle_team(void)
+{
+    /* soft: the threads end, the runtime stays usable (OpenMP 5.0) */
+    (void)omp_pause_resource_all(omp_pause_soft);
 }

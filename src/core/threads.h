@@ -13,11 +13,13 @@
  *
  * The count that applies is often shorter: libgomp spins only its throttled count (100 pauses, a
  * few microseconds, unless OMP_WAIT_POLICY is set) while it manages more threads than the
- * process has CPUs, which a server always does on 2 cores (the main thread keeps the team it
- * loaded the model with, and every batcher slot has its own). bench_cpu's one team spins the
- * full count. On a shared 2-core machine under load (load average 6-10), a 1 x 24 int8 batch on
- * 2 threads took 2.5-3x longer with 1000 pauses than with 100 (and 0 was no worse than 100), so
- * the short spin is kept.
+ * process has CPUs. A server did on 2 cores while its main thread kept the team it loaded the
+ * models with (hs_threads_release_idle_team ends it); several lanes' batchers, each with its
+ * team, still do. bench_cpu's one team spins the full count. On a shared 2-core machine under
+ * load (load average 6-10), a 1 x 24 int8 batch on 2 unpinned threads took 2.5-3x longer with
+ * 1000 pauses than with 100 (and 0 was no worse than 100); the team's master and worker then
+ * shared a core, which a cpu engine's spread (one thread per core) now prevents, and with it
+ * 1000 pauses served a lone request in ~1 ms instead of ~5 (bench/SERVING.md, 1-client).
  */
 #ifndef HS_CORE_THREADS_H
 #define HS_CORE_THREADS_H
@@ -27,5 +29,14 @@
 /* Call first in main(). Returns only when no re-execution was needed or it failed (then the
  * program runs on with libgomp's default, and says so on stderr). */
 void hs_threads_wait_policy_init(char **argv);
+
+/* Ends the calling thread's idle OpenMP workers (a server's main thread: the team it loaded
+ * the models with, idle from then on). libgomp counts every pooled worker of every team, and
+ * the throttled spin above applies to all of them while that count exceeds the CPUs: with the
+ * main thread's workers gone, a 2-core server with one 2-thread lane is back under it, and its
+ * workers spin the bounded HS_OMP_SPINCOUNT between a batch's parallel regions instead of
+ * sleeping in the kernel after each (1 x 32 int8: ~30 sleeps per thread and batch before).
+ * A later parallel region on the thread starts a new team. Not inside a parallel region. */
+void hs_threads_release_idle_team(void);
 
 #endif

@@ -221,6 +221,10 @@ static const struct key keys[] = {
      "run nothing: a long batch runs each stage on its own cores and the idle borrowed ones, and "
      "a request on the owner's lane waits at most for the stage in flight; [] = none",
      N(engine_cfg, n_borrow_cores)},
+    {E("spread", spread), K_BOOL, 0, 0, "true",
+     "cpu, no `cores`: each compute thread of a batch on its own core of the process's set, as "
+     "if `cores` named them all (unpinned, the kernel woke a worker onto its master's core: a "
+     "lone request's batch ran 3x slower); false = the kernel places the threads"},
     {E("whitelist", shapes), K_SHAPES, 1, 1 << 20, "",
      "allowed [batch, seq] shapes, e.g. [[1, 16], [8, 64]]; [] = any. Its seq lengths are then "
      "the buckets",

@@ -54,6 +54,10 @@ struct hs_engine_cfg {
      * by stage, while their own lanes are idle; 0 = none */
     int n_borrow_cores;
     int borrow_cores[HS_ENGINE_MAX_CORES];
+    /* cpu, no cores: each compute thread of a batch on its own core of the process's set (as
+     * if cores named them all), so that the kernel never wakes a worker onto its master's core;
+     * 0 = the kernel places the threads */
+    int spread;
     int n_shapes; /* 0 = any (batch, seq) */
     struct hs_shape shapes[HS_SCHED_MAX_SHAPES];
     int slots; /* batches in flight at once (quota) */
@@ -377,8 +381,9 @@ int hs_config_lane_dtype(const struct hs_model_cfg *m, const struct hs_engine_cf
 /* Slice k of engine e (engines[].slices): writes its cores to cores[] (the k-th of e->slices
  * near-equal shares of e's core set, or of avail[0..n_avail) when e is unpinned) and its
  * threads to *threads (the k-th share of e->threads; 0 = one per core). With one slice, or on a
- * kind that slices into streams (cuda): e's own cores (none when unpinned) and threads. Returns
- * the slice's core count; 0 = unpinned. */
+ * kind that slices into streams (cuda): e's own cores (when unpinned: none, or every one of
+ * avail with engines[].spread on a kind that slices by cores and a team of several threads) and
+ * threads. Returns the slice's core count; 0 = unpinned. */
 int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int n_avail,
                     int cores[HS_ENGINE_MAX_CORES], int *threads);
 /* The name of slice k of e: "<name>/<k>", or e's name when it has one slice. */

@@ -219,7 +219,10 @@ int hs_config_slice(const struct hs_engine_cfg *e, int k, const int *avail, int 
     }
     const int n = e->slices > 1 ? e->slices : 1;
     const int *set = e->n_cores > 0 ? e->cores : avail;
-    const int n_set = e->n_cores > 0 ? e->n_cores : n == 1 ? 0 : n_avail;
+    /* unpinned: the process's cores, shared out between slices, or spread over (one slice) */
+    const bool spread = e->spread && kind && kind->slice_by == HS_SLICE_CORES &&
+                        (e->threads > 0 ? e->threads : n_avail) > 1;
+    const int n_set = e->n_cores > 0 ? e->n_cores : n == 1 && !spread ? 0 : n_avail;
     /* shares as equal as they go, the first ones one larger */
     const int from = k * (n_set / n) + (k < n_set % n ? k : n_set % n);
     const int count = n_set / n + (k < n_set % n);

@@ -467,7 +467,8 @@ static void engine_slices(void **state)
     assert_int_equal(threads, 2);
     hs_config_slice_name(&c.engines[0], 1, name, sizeof name);
     assert_string_equal(name, "s/1");
-    /* unpinned: shares of the cores given as available; one slice: the engine as it is */
+    /* unpinned: shares of the cores given as available; one slice: spread over them all
+     * (engines[].spread, on by default) unless its team is one thread, or as it is */
     static const int avail[] = {2, 5, 7};
     c.engines[0].n_cores = 0;
     c.engines[0].threads = 0;
@@ -475,6 +476,15 @@ static void engine_slices(void **state)
     assert_int_equal(cores[0], 7);
     assert_int_equal(threads, 0);
     c.engines[0].slices = 1;
+    assert_int_equal(c.engines[0].spread, 1);
+    assert_int_equal(hs_config_slice(&c.engines[0], 0, avail, 3, cores, &threads), 3);
+    assert_int_equal(cores[0], 2);
+    assert_int_equal(cores[2], 7);
+    assert_int_equal(threads, 0);
+    c.engines[0].threads = 1;
+    assert_int_equal(hs_config_slice(&c.engines[0], 0, avail, 3, cores, &threads), 0);
+    c.engines[0].threads = 0;
+    c.engines[0].spread = 0;
     assert_int_equal(hs_config_slice(&c.engines[0], 0, avail, 3, cores, &threads), 0);
     hs_config_slice_name(&c.engines[0], 0, name, sizeof name);
     assert_string_equal(name, "s");

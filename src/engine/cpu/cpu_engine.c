@@ -627,13 +627,18 @@ static void pin_team(const struct cpu_ctx *c, const int *lent, int n_lent)
     pinned_for.n_lent = n_lent;
     if (n_lent) memcpy(pinned_for.lent, lent, sizeof(int) * (size_t)n_lent);
     if (c->n_cores <= 0) return;
+    /* the process's first thread keeps its affinity: every thread it starts later (the HTTP
+     * threads, the batchers) inherits it */
+    const bool initial = gettid() == getpid();
 #pragma omp parallel num_threads(c->threads + n_lent)
     {
         const int t = omp_get_thread_num();
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(t < c->threads ? c->cores[t % c->n_cores] : lent[t - c->threads], &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        if (t > 0 || !initial) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(t < c->threads ? c->cores[t % c->n_cores] : lent[t - c->threads], &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        }
     }
 }
 
