@@ -3,7 +3,8 @@
  * detector's shape for a small input (tests/golden/gfl/picodet_small.json,
  * tools/golden/gen_gfl.py: a fractional stride-64 grid, a per-stride top-k that cuts), and its
  * rules case by case: the expectation over the bins, the anchor centres, top-k order, a bad
- * shape. */
+ * shape; and the detector's input (hs_ocr_det_prep_fixed) against rapid-layout's PPPreProcess
+ * (tests/golden/gfl/prep_skimage_page_48x64.f32). */
 #include "testutil.h"
 
 #include <jansson.h>
@@ -13,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "ops/gfl.h"
+#include "ops/ocr.h"
 
 static float *floats_of(json_t *rows, int width, int *n)
 {
@@ -169,12 +171,45 @@ static void refuses_a_bad_shape(void **state)
                      HS_STATUS_INVALID_ARGUMENT);
 }
 
+static void prep_matches_the_reference(void **state)
+{
+    (void)state;
+    size_t n = 0, rn = 0;
+    uint8_t *jpg =
+        (uint8_t *)hs_test_read_file(hs_test_path("tests/data/ocr/skimage_page.jpg"), &n);
+    float *ref = (float *)hs_test_read_file(
+        hs_test_path("tests/golden/gfl/prep_skimage_page_48x64.f32"), &rn);
+    const int w = 48, h = 64;
+    assert_int_equal(rn, sizeof(float) * 3 * w * h);
+    const struct hs_image_limits lim = {0, 0, 0};
+    struct hs_image img = {0};
+    struct hs_error err = {0};
+    assert_int_equal(hs_image_decode(jpg, n, &lim, &img, &err), HS_STATUS_OK);
+    float *t = NULL;
+    assert_int_equal(hs_ocr_det_prep_fixed(&img, w, h, &t, &err), HS_STATUS_OK);
+    double md = 0, sum = 0;
+    for (int k = 0; k < 3 * w * h; k++) {
+        const double d = fabs((double)t[k] - ref[k]);
+        md = fmax(md, d);
+        sum += d;
+    }
+    print_message("layout prep %dx%d: max diff %.4f, mean %.5f\n", w, h, md, sum / (3 * w * h));
+    /* identical here; one 8-bit level (1/255/0.224 = 0.0175) for another JPEG decoder build */
+    assert_true(md < 0.018);
+    assert_true(sum / (3 * w * h) < 0.001);
+    hs_free(t);
+    hs_image_free(&img);
+    free(jpg);
+    free(ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_the_reference),
         cmocka_unit_test(decodes_by_hand),
         cmocka_unit_test(refuses_a_bad_shape),
+        cmocka_unit_test(prep_matches_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

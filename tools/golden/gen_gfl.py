@@ -8,7 +8,12 @@ a small 64x96 input, so that the stride-64 grid is fractional (ceil) and the per
 confident anchors with peaked distributions among low-scoring ones.
 
     pip install --no-deps rapid-layout==1.2.1
-    python tools/golden/gen_gfl.py --out tests/golden/gfl/picodet_small.json
+    python tools/golden/gen_gfl.py --out tests/golden/gfl/picodet_small.json \\
+        --prep tests/golden/gfl/prep_skimage_page_48x64.f32
+
+--prep also writes the detector's preprocessing, rapid-layout's PPPreProcess (pre_process.py:
+cv2.resize to a fixed size, ImageNet mean / std, BGR as cv2 reads it), at 48 x 64 (w x h) of
+tests/data/ocr/skimage_page.jpg as raw float32 CHW (needs opencv-python-headless).
 """
 import argparse
 import importlib.util
@@ -32,10 +37,29 @@ def post_process_module():
     return m
 
 
+def prep_golden(path):
+    import cv2
+    spec = importlib.util.find_spec("rapid_layout")
+    f = os.path.join(list(spec.submodule_search_locations)[0], "model_handler", "pp",
+                     "pre_process.py")
+    s = importlib.util.spec_from_file_location("rl_pre", f)
+    m = importlib.util.module_from_spec(s)
+    s.loader.exec_module(m)
+    here = os.path.dirname(os.path.abspath(__file__))
+    img = cv2.imread(os.path.join(here, "..", "..", "tests", "data", "ocr", "skimage_page.jpg"))
+    x = m.PPPreProcess(img_size=(64, 48))(img)
+    assert x.shape == (1, 3, 64, 48), x.shape
+    x[0].astype("<f4").tofile(path)
+    print("%s: %s of an image %s" % (path, list(x.shape), list(img.shape)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--prep", help="write the preprocessing golden here")
     a = ap.parse_args()
+    if a.prep:
+        prep_golden(a.prep)
     pp = post_process_module()
     rng = np.random.default_rng(24)
     in_h, in_w, nc, bins = 64, 96, 10, 8
