@@ -26,7 +26,7 @@ hs_status hs_ocr_det_prep(const struct hs_image *img, int limit_side_len, float 
                           int *out_h, struct hs_error *err)
 {
     *out = NULL;
-    struct hs_image padded = {0}, rs = {0};
+    struct hs_image padded = {0};
     const struct hs_image *src = img;
     hs_status s;
     if (img->w + img->h < 64) {
@@ -40,6 +40,21 @@ hs_status hs_ocr_det_prep(const struct hs_image *img, int limit_side_len, float 
     }
     int w, h;
     hs_ocr_det_size(src->w, src->h, limit_side_len, &w, &h);
+    s = hs_ocr_det_prep_fixed(src, w, h, out, err);
+    if (!s) {
+        *out_w = w;
+        *out_h = h;
+    }
+    hs_image_free(&padded);
+    return s;
+}
+
+hs_status hs_ocr_det_prep_fixed(const struct hs_image *src, int w, int h, float **out,
+                                struct hs_error *err)
+{
+    *out = NULL;
+    struct hs_image rs = {0};
+    hs_status s;
     if ((s = hs_image_resize(src, w, h, &rs, err))) goto done;
     float *t = hs_malloc(sizeof(float) * 3 * (size_t)w * h);
     if (!t) {
@@ -52,10 +67,7 @@ hs_status hs_ocr_det_prep(const struct hs_image *img, int limit_side_len, float 
         for (int c = 0; c < 3; c++) /* channel c of BGR is RGB's 2 - c */
             t[c * plane + i] = ((float)rs.px[i * 3 + (2 - c)] * scale - det_mean[c]) / det_std[c];
     *out = t;
-    *out_w = w;
-    *out_h = h;
 done:
-    hs_image_free(&padded);
     hs_image_free(&rs);
     return s;
 }

