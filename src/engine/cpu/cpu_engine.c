@@ -715,11 +715,14 @@ struct slice_ctx {
     const struct hs_stage *st;
     int slot;
     int row_base;
+    int batch_rows; /* tokens in the whole batch: picks the f32 kernel (see linear) */
     struct hs_error *err;
 };
 
-/* int8 / bf16: the quantized layer (qlinear.h). fp32: few tokens take the packed small-M
- * kernel, otherwise oneDNN's sgemm; same math either way. */
+/* int8 / bf16: the quantized layer (qlinear.h). fp32: a batch of few tokens takes the packed
+ * small-M kernel, otherwise oneDNN's sgemm; same math either way. The choice follows the whole
+ * batch's token count, not this slice's: how a batch is cut into slices depends on how many
+ * threads run it (a borrowed core adds one), and the result must not. */
 static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which, float *pad,
                   const float *x, const float *wt, const float *packed, const float *bias, float *y,
                   int rows, int n, int k, int act, int nt)
@@ -741,7 +744,7 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
                           NULL, NULL, sc->err);
     }
     if (c->observe) c->observe(c->observe_ctx, sc->st, which & 1, x, rows, k);
-    if (packed && rows <= c->small_rows) {
+    if (packed && sc->batch_rows <= c->small_rows) {
         hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, nt, pad);
         return 0;
     }
@@ -792,7 +795,7 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
     const struct hs_encoder_dims *d = &w->dims;
     const int H = d->hidden, I = d->intermediate;
     const int t0 = w->offsets[sb], T = w->offsets[se] - t0;
-    const struct slice_ctx sc = {w, p, st, slot, t0 + slot * HS_QL_ROW_PAD, err};
+    const struct slice_ctx sc = {w, p, st, slot, t0 + slot * HS_QL_ROW_PAD, w->n_tokens, err};
     const size_t ro = (size_t)t0 * H; /* row offset of the slice in [tokens, H] buffers */
     float *hidden = w->hidden + ro, *tmp2 = w->tmp2 + ro;
     switch (kind) {
