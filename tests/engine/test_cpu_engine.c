@@ -138,6 +138,53 @@ static void kernels_gelu_and_exp(void **state)
     }
 }
 
+/* The bf16 attention kernel against the f32 one on random q | k | v rows: every length class
+ * (one key, odd counts, a partial and several 64-key blocks), both head sizes, and several
+ * heads side by side so a wrong head offset or pair layout shows. */
+static void kernels_bf16_attention_tracks_f32(void **state)
+{
+    (void)state;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) skip();
+    static const int lens[] = {1, 2, 7, 33, 64, 65, 130};
+    static const int ds[] = {32, 64};
+    const int heads = 3;
+    for (size_t di = 0; di < 2; di++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
+            const size_t rows = (size_t)(t0 + len);
+            float *qkv = malloc(sizeof(float) * rows * 3 * (size_t)hidden);
+            float *a = calloc(rows * (size_t)hidden, sizeof(float));
+            float *b = calloc(rows * (size_t)hidden, sizeof(float));
+            float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
+            assert_non_null(qkv);
+            assert_non_null(a);
+            assert_non_null(b);
+            assert_non_null(scr);
+            uint32_t r = 12345u + (uint32_t)(d * 1000 + len);
+            for (size_t i = 0; i < rows * 3 * (size_t)hidden; i++) {
+                r = r * 1664525u + 1013904223u;
+                qkv[i] = 3.0f * ((float)(r >> 8) / 16777216.0f - 0.5f);
+            }
+            for (int h = 0; h < heads; h++) {
+                assert_int_equal(hs__cpu_attn_avx512(qkv, a, t0, len, h, hidden, d, scr), 0);
+                assert_int_equal(hs__cpu_attn_bf16(qkv, b, t0, len, h, hidden, d, scr), 0);
+            }
+            double err = 0.0, ref = 0.0;
+            for (size_t i = (size_t)t0 * hidden; i < rows * (size_t)hidden; i++) {
+                err = fmax(err, fabs((double)a[i] - b[i]));
+                ref = fmax(ref, fabs((double)a[i]));
+            }
+            assert_true(ref > 0.05);
+            assert_true(err <= 0.02 * ref);
+            free(qkv);
+            free(a);
+            free(b);
+            free(scr);
+        }
+    assert_int_equal(hs__cpu_attn_bf16(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
+}
+
 static void bad_batches_are_rejected(void **state)
 {
     (void)state;
@@ -629,6 +676,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kernels_gelu_and_exp),
+        cmocka_unit_test(kernels_bf16_attention_tracks_f32),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
         cmocka_unit_test(encoder_matches_reference_head64),

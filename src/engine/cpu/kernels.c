@@ -255,6 +255,7 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
                       a->ctx_stride == hidden;
     const int fast =
         plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
+    const int lowp = fast && a->lowp && __builtin_cpu_supports("avx512bf16");
 #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num();
@@ -267,7 +268,8 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
             /* the AVX-512 kernel has no relative bias: MPNet takes the portable one */
             const float *rel = rel_bias ? rel_bias + h * rel_row + rel_span - 1 : NULL;
             if (rel || !fast ||
-                hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt) != 0)
+                (lowp ? hs__cpu_attn_bf16(qkv, ctx, t0, len, h, hidden, head_dim, kt)
+                      : hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt)) != 0)
                 attn_head(qkv, ctx, t0, len, a, h, kt, s, rel);
         }
     }

@@ -36,6 +36,7 @@ struct hs_attn_shape {
     int ctx_stride;                /* floats per token row of ctx (>= heads * head_dim) */
     int causal;                    /* a query sees only keys at or before it */
     int window;                    /* > 0: only keys within this distance (inclusive) */
+    int lowp;                      /* products in bf16 where the CPU has them (int8 / bf16 lanes) */
 };
 
 /* Self-attention over packed sequences. qkv: [n_tokens, stride] (q heads, then k heads at k_off,
@@ -75,6 +76,10 @@ void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act);
 int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                         float *scratch);
 int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
+/* The same with bf16 Q.K^T and P.V and fp32 softmax (attention_lowp.c, avx512_bf16), in the same
+ * scratch; -1 for other head sizes. */
+int hs__cpu_attn_bf16(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                      float *scratch);
 
 /* Rotary positions (NeoX halves). cs: [positions, rot_dim], cos of position p and frequency i
  * at cs[p * rot_dim + i], its sin at cs[p * rot_dim + rot_dim / 2 + i] (i < rot_dim / 2), made
