@@ -1,10 +1,12 @@
 # POST /v1/layout: configs/layout.yaml served as written (its model paths made absolute, its
 # OpenVINO engines as the built plugin): PP-PicoDet layout detection with the backbone and the
-# head as model stages on two engine instances, then gfl_decode and nms on the CPU. The committed
-# pages give the detections of rapid-layout's own pipeline (tests/golden/layout/detections.json,
-# tools/golden/gen_layout.py): the same classes in the same order, box IoU >= 0.9, scores
-# within 0.02. Bad bodies are a 400 that says why, and the server answers well after them.
-# Skips (one line) without the plugin or models/layout (scripts/setup).
+# head as model stages on two engine instances, then gfl_decode and nms on the CPU. Four
+# committed pages (three of tests/data/ocr/, and tests/data/layout/page.jpg: a synthetic page
+# with text, a photograph, a table, their captions, a header and a footer) give the detections
+# of rapid-layout's own pipeline (tests/golden/layout/detections.json, tools/golden/
+# gen_layout.py): the same classes in the same order, box IoU >= 0.9, scores within 0.02. Bad
+# bodies are a 400 that says why, and the server answers well after them. Skips (one line)
+# without the plugin or models/layout (scripts/setup).
 import base64
 import json
 import os
@@ -12,7 +14,7 @@ import os
 import pytest
 
 from hetserve_fixture import ROOT, Server
-from test_ocr import DATA, PLUGIN
+from test_ocr import PLUGIN
 
 LAYOUT = os.path.join(ROOT, "models", "layout")
 GOLDEN = os.path.join(ROOT, "tests", "golden", "layout", "detections.json")
@@ -61,8 +63,9 @@ def iou(a, b):
     return inter / (area(a) + area(b) - inter + 1e-9)
 
 
-def image(name):
-    with open(os.path.join(DATA, name), "rb") as f:
+def image(path):
+    """a committed image by its path from the repository root"""
+    with open(os.path.join(ROOT, path), "rb") as f:
         return f.read()
 
 
@@ -105,11 +108,11 @@ def test_bad_input_is_a_clear_400(srv, body, ctype, says):
     msg = b["error"]["message"]
     assert msg and says.lower() in msg.lower(), msg
     # and nothing else broke: the next good request is answered
-    s, _, b = layout(srv, image("render_05.jpg"))
+    s, _, b = layout(srv, image("tests/data/ocr/render_05.jpg"))
     assert s == 200 and "detections" in b, (s, b)
 
 
 def test_ocr_is_not_served_here(srv):
-    s, _, _ = srv.request("POST", "/v1/ocr", image("render_05.jpg"),
+    s, _, _ = srv.request("POST", "/v1/ocr", image("tests/data/ocr/render_05.jpg"),
                           headers={"Content-Type": "image/jpeg"})
     assert s == 404, s

