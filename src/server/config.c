@@ -605,7 +605,9 @@ static const struct key keys[] = {
             "endpoint (POST /v1/ocr)"},
     {P("name", name), K_STR, 0, 0, "ocr%d", "X-Pipeline names it (default: the first)"},
     {P("endpoint", endpoint), K_STR, 0, 0, "/v1/ocr",
-     "where it is served: /v1/ocr takes image bytes and answers text lines", .choices = "/v1/ocr"},
+     "where it is served: /v1/ocr takes image bytes and answers text lines, /v1/layout image "
+     "bytes and answers detections",
+     .choices = "/v1/ocr | /v1/layout"},
     {P("cpu_workers", cpu_workers), K_INT, 1, 64, "1", "threads of each op stage"},
     {P("queue_max", queue_max), K_INT, 1, 100000, "64",
      "requests in front of each stage; the first full = 429 with Retry-After"},
@@ -760,6 +762,22 @@ static const struct key keys[] = {
     {PS("drop_score", drop_score), K_DOUBLE, 0, 1, "0.5",
      "ctc_decode: lines read with less are "
      "dropped",
+     F_OMIT | F_PARAM},
+    {PS("input_w", input_w), K_INT, 32, 8192, "608", "layout_prep: the detector input's width",
+     F_OMIT | F_PARAM},
+    {PS("input_h", input_h), K_INT, 32, 8192, "800", "layout_prep: the detector input's height",
+     F_OMIT | F_PARAM},
+    {PS("top_k", top_k), K_INT, 0, 1 << 20, "1000",
+     "gfl_decode: the best anchors kept a stride; 0 = all", F_OMIT | F_PARAM},
+    {PS("score_thresh", score_thresh), K_DOUBLE, 0, 1, "0.5",
+     "nms: a class's candidates score above this", F_OMIT | F_PARAM},
+    {PS("iou_thresh", iou_thresh), K_DOUBLE, 0, 1, "0.5",
+     "nms: a candidate overlapping a kept box by more is dropped", F_OMIT | F_PARAM},
+    {PS("candidates_max", candidates_max), K_INT, 0, 1 << 20, "200",
+     "nms: the best this many a class are considered; 0 = all", F_OMIT | F_PARAM},
+    {PS("keep_max", keep_max), K_INT, 0, 1 << 20, "100",
+     "nms: at most this many kept a class; 0 = all", F_OMIT | F_PARAM},
+    {PS("labels", labels), K_STR, 0, 0, "", "nms: the detector's class names, a name a line",
      F_OMIT | F_PARAM},
 #undef PS
 };

@@ -126,6 +126,11 @@ struct hs_stage_cfg {
     int limit_side_len;                      /* det_prep */
     double thresh, box_thresh, unclip_ratio; /* db_post */
     double drop_score;                       /* ctc_decode */
+    int input_w, input_h;                    /* layout_prep */
+    int top_k;                               /* gfl_decode */
+    double score_thresh, iou_thresh;         /* nms */
+    int candidates_max, keep_max;            /* nms */
+    char labels[1024];                       /* nms: the class names, a name a line */
 };
 
 /* s as it runs on its route k (route.engines[k]): that engine, and the route's batch_max,

@@ -23,6 +23,7 @@ static const struct endpoint {
     enum hs_op_kind in, out;
 } endpoints[] = {
     {"/v1/ocr", HS_OP_KIND_BYTES, HS_OP_KIND_TEXT},
+    {"/v1/layout", HS_OP_KIND_BYTES, HS_OP_KIND_DETS},
 };
 
 static const struct endpoint *endpoint_find(const char *path)

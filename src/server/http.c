@@ -648,6 +648,7 @@ static const struct endpoint endpoints[] = {
     {"/embed", "POST", EP_TIMED | EP_MODEL, embed_begin, embed_finish},
     {"/predict", "POST", EP_TIMED | EP_MODEL, predict_begin, hs__predict_resume},
     {"/v1/ocr", "POST", EP_IMAGE, hs__ocr_begin, hs__ocr_resume},
+    {"/v1/layout", "POST", EP_IMAGE, hs__ocr_begin, hs__ocr_resume},
     {"/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_begin, hs__task_finish},
     {"/v1/rerank", "POST", EP_TIMED | EP_MODEL, hs__rerank_v1_begin, hs__task_finish},
     {"/similarity", "POST", EP_TIMED | EP_MODEL, hs__similarity_begin, hs__task_finish},

@@ -55,6 +55,7 @@ static int stage_models(const struct ocr_stage_rt *rt, const struct hs_ocr_model
 struct ocr_pipe {
     const struct hs_pipeline_cfg *cfg;
     struct hs_ocr_models base; /* the dictionary (of the ctc stage) and default params */
+    struct hs_ctc_dict labels; /* the nms stage's class names (labels: a name a line), n 0: none */
     int n;
     struct hs_ocr_stage st[HS_CONFIG_MAX_STAGES];
     struct ocr_stage_rt rt[HS_CONFIG_MAX_STAGES];
@@ -144,6 +145,11 @@ static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, str
                 return prefixed(err, st, "pipelines[%d].stages[%d].dict: %s", i, j);
             b->params.dict = &b->dict;
         }
+    p->labels = (struct hs_ctc_dict){0};
+    for (int j = 0; j < pc->n_stages; j++) /* a detector's class names, tok[1 + class] */
+        if (pc->stages[j].labels[0] && !p->labels.n &&
+            (st = hs_ctc_dict_load(pc->stages[j].labels, false, &p->labels, err)))
+            return prefixed(err, st, "pipelines[%d].stages[%d].labels: %s", i, j);
     p->n = pc->n_stages;
     for (int j = 0; j < pc->n_stages; j++) {
         const struct hs_stage_cfg *sc = &pc->stages[j];
@@ -164,6 +170,11 @@ static hs_status pipe_create(struct hs_server *s, struct ocr_pipe *p, int i, str
             rt->params.db.box_thresh = sc->box_thresh;
             rt->params.db.unclip_ratio = sc->unclip_ratio;
             rt->params.drop_score = sc->drop_score;
+            rt->params.layout_w = sc->input_w;
+            rt->params.layout_h = sc->input_h;
+            rt->params.gfl_top_k = sc->top_k;
+            rt->params.nms = (struct hs_nms_params){(float)sc->score_thresh, (float)sc->iou_thresh,
+                                                    sc->candidates_max, sc->keep_max};
             g->op = hs_op_find(sc->op);
             g->params = &rt->params;
             g->workers = sc->workers ? sc->workers : pc->cpu_workers;
@@ -257,6 +268,7 @@ void hs__ocr_free(struct hs_ocr_service *o)
             }
         }
         hs_ctc_dict_free(&p->base.dict);
+        hs_ctc_dict_free(&p->labels);
     }
     hs_free(o);
 }
@@ -333,6 +345,23 @@ int hs__ocr_body(const char *body, size_t len, const char *ctype, int64_t max_by
     return 0;
 }
 
+/* "detections":[{box, class, label, score}...] of a detector's pipeline (labels n 0: no names) */
+static void put_dets(struct hs_buf *b, const struct hs_op_data *d, const struct hs_ctc_dict *lb)
+{
+    hs_buf_puts(b, "\"detections\":[");
+    for (int i = 0; i < d->n_dets; i++) {
+        const struct hs_det *t = &d->dets[i];
+        hs_buf_printf(b, "%s{\"box\":[%.3f,%.3f,%.3f,%.3f],\"class\":%d", i ? "," : "", t->box[0],
+                      t->box[1], t->box[2], t->box[3], t->cls);
+        if (t->cls >= 0 && t->cls + 1 < lb->n) {
+            const char *name = lb->tok[t->cls + 1];
+            hs_buf_puts(b, ",\"label\":");
+            hs_buf_json_str(b, name, strlen(name));
+        }
+        hs_buf_printf(b, ",\"score\":%.6f}", t->score);
+    }
+}
+
 static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static enum MHD_Result fail(struct conn *k, struct ocr_req *r, int status, const char *fmt, ...)
@@ -361,12 +390,16 @@ enum MHD_Result hs__ocr_begin(struct conn *k)
 {
     struct hs_server *s = hs__conn_server(k);
     struct hs_ocr_service *o = s->ocr;
-    if (!o || !o->n) return fail(k, NULL, 404, "no OCR pipeline is configured (pipelines[])");
+    const char *url = hs__conn_url(k);
+    int at_url = 0; /* the pipelines served at this endpoint (/v1/ocr, /v1/layout) */
+    for (int i = 0; o && i < o->n; i++) at_url += !strcmp(o->pl[i].cfg->endpoint, url);
+    if (!at_url) return fail(k, NULL, 404, "no pipeline is configured at %s (pipelines[])", url);
     const char *want = hs__conn_header(k, "X-Pipeline");
     struct ocr_pipe *p = NULL;
     for (int i = 0; i < o->n && !p; i++)
-        if (!want || !strcmp(o->pl[i].cfg->name, want)) p = &o->pl[i];
-    if (!p) return fail(k, NULL, 404, "no pipeline named '%s'", want);
+        if (!strcmp(o->pl[i].cfg->endpoint, url) && (!want || !strcmp(o->pl[i].cfg->name, want)))
+            p = &o->pl[i];
+    if (!p) return fail(k, NULL, 404, "no pipeline named '%s' at %s", want, url);
     atomic_fetch_add(&p->requests, 1);
     size_t len = 0;
     const char *body = hs__conn_body(k, &len);
@@ -417,8 +450,12 @@ enum MHD_Result hs__ocr_resume(struct conn *k)
     const struct hs_op_data *d = &r->job.d;
     hs_buf_puts(&b, "{\"pipeline\":");
     hs_buf_json_str(&b, r->pipe->cfg->name, strlen(r->pipe->cfg->name));
-    hs_buf_printf(&b, ",\"width\":%d,\"height\":%d,\"lines\":[", d->image.w, d->image.h);
-    for (int i = 0; i < d->n_lines; i++) {
+    hs_buf_printf(&b, ",\"width\":%d,\"height\":%d,", d->image.w, d->image.h);
+    if (d->dets) /* a detector's pipeline: its detections, with the class names it has */
+        put_dets(&b, d, &r->pipe->labels);
+    else
+        hs_buf_puts(&b, "\"lines\":[");
+    for (int i = 0; i < d->n_lines && !d->dets; i++) {
         const struct hs_ocr_line *l = &d->lines[i];
         hs_buf_printf(&b, "%s{\"box\":[[%d,%d],[%d,%d],[%d,%d],[%d,%d]],\"text\":", i ? "," : "",
                       (int)l->box.p[0].x, (int)l->box.p[0].y, (int)l->box.p[1].x,

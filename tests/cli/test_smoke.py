@@ -84,8 +84,9 @@ def work():
     os.symlink(os.path.join(ROOT, "data"), os.path.join(w, "data"))
     os.mkdir(os.path.join(w, "models"))
     os.symlink(os.path.abspath(MODEL), os.path.join(w, "models", "all-MiniLM-L6-v2"))
-    # all-mpnet-base-v2: scripts/setup --models all only; ppocrv5: scripts/setup's OCR models
-    for extra in ("all-mpnet-base-v2", "ppocrv5"):
+    # all-mpnet-base-v2: scripts/setup --models all only; ppocrv5, layout: scripts/setup's OCR
+    # and layout models
+    for extra in ("all-mpnet-base-v2", "ppocrv5", "layout"):
         p = os.path.join(ROOT, "models", extra)
         if os.path.isdir(p):
             os.symlink(p, os.path.join(w, "models", extra))
@@ -222,7 +223,7 @@ def wire_batch(model, seqs, deadline_ms=10000):
             + struct.pack("<%di" % len(ids), *ids))
 
 
-def every_endpoint(srv, has_cascade, admin=False, ocr=False):
+def every_endpoint(srv, has_cascade, admin=False, ocr=False, layout=False):
     """One request to every endpoint of the server's table; checks statuses and schemas."""
     s, _, d = srv.request("GET", "/v1/models")
     models = json_ok(s, d)
@@ -315,6 +316,12 @@ def every_endpoint(srv, has_cascade, admin=False, ocr=False):
         assert b["lines"] and all({"box", "text", "score"} <= set(l) for l in b["lines"]), b
     else:
         assert s == 404, (s, d[:300])
+    s, _, d = srv.request("POST", "/v1/layout", jpg, {"Content-Type": "image/jpeg"})
+    if layout:
+        b = json_ok(s, d)
+        assert all({"box", "class", "label", "score"} <= set(t) for t in b["detections"]), b
+    else:
+        assert s == 404, (s, d[:300])
     s, _, d = srv.request("POST", "/admin/fault", {"engine": "nope", "mode": "fail"})
     if admin:
         assert s in (400, 404), (s, d)
@@ -327,10 +334,11 @@ def config_facts(path):
     text = open(path).read()
     eng = text.split("models:")[0]
     kinds = set(re.findall(r"\bkind:\s*\"?(\w+)", eng))
-    paths = re.findall(r"\b(?:path|det|rec|cls|dict|model):\s*\"?([^\s\",}]+)", text)
+    paths = re.findall(r"\b(?:path|det|rec|cls|dict|model|labels):\s*\"?([^\s\",}]+)", text)
     return {"kinds": kinds, "paths": paths, "cascade": re.search(r"^cascade:", text, re.M),
             "admin": re.search(r"admin:\s*\{?\s*enabled:\s*true", text),
-            "pipelines": re.search(r"^pipelines:", text, re.M)}
+            "ocr": re.search(r"^pipelines:", text, re.M) and "/v1/layout" not in text,
+            "layout": "endpoint: /v1/layout" in text}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -627,7 +635,7 @@ def test_serve_config(name, work, devices, quantized):
         assert s.port, "%s did not serve:\n%s" % (name, s.stderr())
         try:
             every_endpoint(s, has_cascade=bool(f["cascade"]), admin=bool(f["admin"]),
-                           ocr=bool(f["pipelines"]))
+                           ocr=bool(f["ocr"]), layout=f["layout"])
         finally:
             assert s.stop() == 0, s.stderr()
         return

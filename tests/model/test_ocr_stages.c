@@ -116,7 +116,7 @@ static void op_stages_run_as_the_ops(void **state)
 static void graph_kinds(void **state)
 {
     (void)state;
-    assert_int_equal(hs_ocr_graph_io_count(), 3);
+    assert_int_equal(hs_ocr_graph_io_count(), 5);
     const struct hs_ocr_graph_io *det = hs_ocr_graph_io_for(HS_OP_KIND_TENSOR);
     assert_non_null(det);
     assert_string_equal(det->name, "detect");
@@ -130,6 +130,15 @@ static void graph_kinds(void **state)
     assert_int_equal(hs_ocr_graph_io_find("classify")->out, HS_OP_KIND_CROPS);
     assert_null(hs_ocr_graph_io_find("yolo"));
     assert_null(hs_ocr_graph_io_for(HS_OP_KIND_IMAGE)); /* an image goes through det_prep */
+    /* a detector split in two: a tensor is the OCR detector's unless a stage says backbone;
+     * the backbone's feature maps are read by the head, whose outputs by gfl_decode */
+    const struct hs_ocr_graph_io *bb = hs_ocr_graph_io_find("backbone");
+    assert_int_equal(bb->in, HS_OP_KIND_TENSOR);
+    assert_int_equal(bb->out, HS_OP_KIND_FEATS);
+    assert_int_equal(bb->slot, HS_OCR_SLOT_BACKBONE);
+    assert_string_equal(hs_ocr_graph_io_for(HS_OP_KIND_FEATS)->name, "head");
+    assert_int_equal(hs_ocr_graph_io_find("head")->out, hs_op_find("gfl_decode")->in);
+    assert_int_equal(hs_ocr_graph_io_find("head")->slot, HS_OCR_SLOT_HEAD);
 }
 
 int main(void)

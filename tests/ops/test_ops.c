@@ -374,13 +374,56 @@ static void det_sizes(void **state)
     assert_int_equal(hs_ocr_rec_width(10.0, 48, 320), 480);
 }
 
+/* gfl_decode then nms on a drawn head: one stride-8 level of a 16 x 16 input (2 x 2 anchors),
+ * two classes; anchor 0 scores 0.9 for class 1 with every side's distribution peaked at bin 1
+ * (8 px): the box (-4, -4, 12, 12) clipped to the input, scaled to the 32 x 32 image. */
+static void layout_ops(void **state)
+{
+    (void)state;
+    struct hs_ocr_params p = HS_OCR_PARAMS_DEFAULT;
+    struct hs_error err = {0};
+    struct hs_op_data d = {0};
+    assert_int_equal(hs_op_find("gfl_decode")->run(&p, &d, &err), HS_STATUS_INVALID_ARGUMENT);
+    d.det_w = d.det_h = 16;
+    d.image = (struct hs_image){.w = 32, .h = 32, .px = hs_calloc(32 * 32 * 3, 1)};
+    d.n_head = 2;
+    d.head[0] = (struct hs_op_tensor){hs_calloc(4 * 2, sizeof(float)), 3, {1, 4, 2}};
+    d.head[1] = (struct hs_op_tensor){hs_calloc(4 * 32, sizeof(float)), 3, {1, 4, 32}};
+    d.head[0].data[1] = 0.9f;
+    d.head[0].data[2 * 3] = 0.2f;
+    for (int a = 0; a < 4; a++)
+        for (int side = 0; side < 4; side++) d.head[1].data[a * 32 + side * 8 + 1] = 30.0f;
+    assert_int_equal(hs_op_find("gfl_decode")->run(&p, &d, &err), HS_STATUS_OK);
+    assert_int_equal(d.n_cands, 4);
+    assert_int_equal(d.n_classes, 2);
+    assert_int_equal(hs_op_find("nms")->run(&p, &d, &err), HS_STATUS_OK);
+    assert_int_equal(d.n_dets, 1);
+    assert_int_equal(d.dets[0].cls, 1);
+    assert_float_equal(d.dets[0].score, 0.9f, 1e-6);
+    const float want[4] = {0, 0, 24, 24};
+    for (int k = 0; k < 4; k++) assert_float_equal(d.dets[0].box[k], want[k], 1e-3);
+    /* a head whose anchors are not the input's is the engine's fault, said */
+    d.head[0].shape[1] = d.head[1].shape[1] = 3;
+    assert_int_equal(hs_op_find("gfl_decode")->run(&p, &d, &err), HS_STATUS_ENGINE);
+    assert_non_null(strstr(err.msg, "anchors"));
+    /* layout_prep: the image at the fixed size, whatever its own */
+    p.layout_w = 64;
+    p.layout_h = 48;
+    assert_int_equal(hs_op_find("layout_prep")->run(&p, &d, &err), HS_STATUS_OK);
+    assert_int_equal(d.det_w, 64);
+    assert_int_equal(d.det_h, 48);
+    assert_non_null(d.det_in);
+    hs_op_data_free(&d);
+}
+
 static void op_table(void **state)
 {
     (void)state;
-    const char *names[] = {"image_decode", "det_prep", "db_post", "crop", "ctc_decode"};
-    for (int i = 0; i < 5; i++) assert_non_null(hs_op_find(names[i]));
+    const char *names[] = {"image_decode", "det_prep",    "db_post",    "crop",
+                           "ctc_decode",   "layout_prep", "gfl_decode", "nms"};
+    for (int i = 0; i < 8; i++) assert_non_null(hs_op_find(names[i]));
     assert_null(hs_op_find("nms_of_nothing"));
-    assert_int_equal(hs_op_count(), 5);
+    assert_int_equal(hs_op_count(), 8);
     char buf[256];
     hs_op_names(buf, sizeof buf);
     assert_non_null(strstr(buf, "db_post"));
@@ -408,6 +451,17 @@ static void op_table(void **state)
     assert_int_equal(hs_op_find("ctc_decode")->out, HS_OP_KIND_TEXT);
     assert_string_equal(hs_op_kind_str(HS_OP_KIND_CROPS), "text crops");
     assert_non_null(strstr(hs_op_find("ctc_decode")->params, "dict"));
+    /* the layout chain: image -> fixed-size tensor; head outputs -> candidates -> detections */
+    assert_int_equal(hs_op_find("layout_prep")->in, HS_OP_KIND_IMAGE);
+    assert_int_equal(hs_op_find("layout_prep")->out, HS_OP_KIND_TENSOR);
+    assert_int_equal(hs_op_find("gfl_decode")->in, HS_OP_KIND_HEAD);
+    assert_int_equal(hs_op_find("nms")->in, hs_op_find("gfl_decode")->out);
+    assert_int_equal(hs_op_find("nms")->out, HS_OP_KIND_DETS);
+    assert_int_equal(hs_op_find("nms")->also, HS_OP_KIND_IMAGE);
+    p.nms.iou_thresh = 1.5f;
+    assert_int_equal(hs_op_find("nms")->check(&p, &err), HS_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "iou_thresh"));
+    p = (struct hs_ocr_params)HS_OCR_PARAMS_DEFAULT;
     /* the ops in a row on an image: decode, det_prep; db_post on a drawn map; crop */
     size_t n;
     uint8_t *bytes = golden("page.png", &n);
@@ -442,6 +496,7 @@ int main(void)
         cmocka_unit_test(ctc_dict_and_decode),
         cmocka_unit_test(det_sizes),
         cmocka_unit_test(op_table),
+        cmocka_unit_test(layout_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -239,3 +239,39 @@ def test_route_checks(tmp_path):
                                                                   "ocr-route.yaml")],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
+
+
+# a layout detector split in two model stages (configs/layout.yaml): backbone -> head ->
+# gfl_decode -> nms, at /v1/layout
+LAYOUT = """    endpoint: /v1/layout
+    stages:
+      - {name: decode, op: image_decode}
+      - {name: prep, op: layout_prep, input_w: 608, input_h: 800}
+%(mid)s      - {name: nms, op: nms, labels: l.txt}
+"""
+LAYOUT_MID = """      - {name: backbone, model: b.onnx, engine: ov, io: backbone}
+      - {name: head, model: h.onnx, engine: ov, io: head}
+      - {name: boxes, op: gfl_decode, top_k: 100}
+"""
+
+
+def test_layout_chain_checks_and_refusals(tmp_path):
+    r = check(tmp_path, LAYOUT % {"mid": LAYOUT_MID})
+    assert r.returncode == 0, r.stderr
+    assert "io: head" in r.stdout and "op: gfl_decode" in r.stdout, r.stdout
+    # the head reads feature maps, not the detector input
+    swapped = LAYOUT_MID.replace("io: backbone", "io: head", 1)
+    refused(tmp_path, LAYOUT % {"mid": swapped}, "pipelines[0].stages[2]",
+            "reads detector feature maps", "gives a detector input tensor")
+    # no box decode: nms reads candidates, the head gives its outputs
+    no_decode = "".join(LAYOUT_MID.splitlines(True)[:2])
+    refused(tmp_path, LAYOUT % {"mid": no_decode}, "pipelines[0].stages[4]",
+            "reads box candidates", "detector head outputs")
+    # the ocr endpoint answers text, not detections
+    refused(tmp_path, (LAYOUT % {"mid": LAYOUT_MID}).replace("/v1/layout", "/v1/ocr"),
+            "gives detections", "/v1/ocr answers text lines")
+    # keys the ops take, ranges
+    refused(tmp_path, (LAYOUT % {"mid": LAYOUT_MID}).replace("top_k: 100", "box_thresh: 0.7"),
+            "pipelines[0].stages[4].box_thresh", "op gfl_decode takes no box_thresh")
+    refused(tmp_path, (LAYOUT % {"mid": LAYOUT_MID}).replace("input_w: 608", "input_w: 8"),
+            "input_w")
