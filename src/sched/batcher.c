@@ -80,6 +80,11 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
     const double slice_s = L->o.fair && L->o.fair_batch_us > 0 && hs__lane_shared(L, now)
                                ? L->o.fair_batch_us * 1e-6
                                : INFINITY;
+    /* it cuts only the backlog of a tenant that runs ahead: a sequence tagged more than a full
+     * batch of this bucket past the virtual time (tags count tokens over the tenant's weight; a
+     * full batch's padded tokens bound what one batch serves of a tenant of weight 1). A light
+     * tenant's work, tagged near the virtual time, keeps its batch whole. */
+    const double slice_from = L->vtime + (double)L->cap_seqs[b] * L->bucket_len[b];
     /* fair shares: past another tenant's work waiting in another bucket (hs__lane_fair_bounds),
      * a tenant's sequences go on into the batch only while it stays short: fair_batch_ms, or
      * half a full batch of this bucket (what that work waits for beyond the batch in
@@ -99,7 +104,9 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
         struct hs_seq *q = NULL;
         for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
         if (!q) break;
-        if (n && hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s) break;
+        if (n && q->tag > slice_from &&
+            hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s)
+            break;
         if (n && bounded && q->tag > hs__lane_fair_bound(L, &fb, q) &&
             hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > cross_s)
             break;

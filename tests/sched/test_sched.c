@@ -1117,6 +1117,16 @@ static struct treq *fair_req(int tenant, double weight, int64_t deadline)
     return t;
 }
 
+/* As fair_req, one sequence of len tokens. */
+static struct treq *fair_req_len(int tenant, int len, int64_t deadline)
+{
+    struct treq *t = treq_new(1, &len, tenant, HS_PRIORITY_INTERACTIVE, 0);
+    t->r.tenant = tenant;
+    t->r.weight = 1;
+    t->r.deadline_ns = deadline;
+    return t;
+}
+
 /* Runs n batches of 1 ms each on the stepped lane (*now: the clock). */
 static void fair_run(struct hs_sched *s, int n, int64_t *now)
 {
@@ -1284,33 +1294,45 @@ static void fair_shares_between_tenants(void **state)
     }
     o.batch_max = 4;
 
-    /* fair_batch_us: short batches while two tenants are active (10 tokens = 1 ms here) */
+    /* fair_batch_us (2.5 ms: 25 tokens here) cuts only the backlog of a tenant that runs more
+     * than a full batch (4 x 16 padded tokens in bucket 16) past the virtual time. A floods
+     * buckets 16 and 32 (two 16-token requests then one 30-token, tags 62 apart per round), B
+     * sends three 10-token requests (tags 0, 10, 20): the first batch (A0 B0 B10 A16) stays whole
+     * though it runs 5.2 ms, the second (B20 A62 A78) is cut at A124, 124 > 20 + 64; cutting
+     * every batch at 2.5 ms would run each of these one sequence long */
     {
         o.fair = true;
         o.fair_batch_us = 2500;
         struct hs_sched *s;
         assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
-        struct treq *a[8], *d;
-        for (int i = 0; i < 8; i++) {
-            a[i] = fair_req(1, 1, far);
+        struct treq *a[12], *b[3];
+        for (int i = 0; i < 12; i++) {
+            a[i] = fair_req_len(1, i % 3 == 2 ? 30 : 16, far);
             assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
         }
+        for (int i = 0; i < 3; i++) {
+            b[i] = fair_req_len(2, 10, far);
+            assert_int_equal(hs_sched_submit(s, &b[i]->r), HS_STATUS_OK);
+        }
         struct hs_sched_step st;
-        int64_t wake, now = t0 + 4000000LL;
+        int64_t wake, now = t0;
         assert_true(hs_sched_step_begin(s, &st, &wake));
-        assert_int_equal(st.n_seqs, 4); /* A alone: a full batch; 40 tokens in 4 ms */
+        assert_int_equal(st.shape_seq, 16);
+        assert_int_equal(st.n_seqs, 4); /* near the virtual time: not cut */
+        now += 6400000LL;               /* 64 padded tokens at 10 per ms */
         hs_sched_step_clock(s, now);
-        hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
-        d = fair_req(4, 1, far);
-        assert_int_equal(hs_sched_submit(s, &d->r), HS_STATUS_OK);
+        hs_sched_step_end(s, st.lane, st.slot, HS_STATUS_OK, NULL);
+        assert_int_equal(fair_done(b, 3), 2);
         assert_true(hs_sched_step_begin(s, &st, &wake));
-        assert_int_equal(st.n_seqs, 2); /* D and one of A's: 2 ms of the 2.5 */
-        hs_sched_step_clock(s, now + 1000000LL);
-        hs_sched_step_end(s, 0, 0, HS_STATUS_OK, NULL);
-        assert_int_equal(treq_is_done(d), 1);
+        assert_int_equal(st.shape_seq, 16);
+        assert_int_equal(st.n_seqs, 3); /* A's backlog past 20 + 64: cut */
+        now += 4800000LL;
+        hs_sched_step_clock(s, now);
+        hs_sched_step_end(s, st.lane, st.slot, HS_STATUS_OK, NULL);
+        assert_int_equal(fair_done(b, 3), 3);
         hs_sched_destroy(s);
-        for (int i = 0; i < 8; i++) treq_free(a[i]);
-        treq_free(d);
+        for (int i = 0; i < 12; i++) treq_free(a[i]);
+        for (int i = 0; i < 3; i++) treq_free(b[i]);
         o.fair_batch_us = 0;
     }
 
