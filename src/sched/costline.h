@@ -23,5 +23,12 @@ void hs_cost_line_learn(struct hs_cost_line *f, double units, double t, double a
 void hs_cost_line_seed(struct hs_cost_line *f, double units1, double t1, double units2, double t2);
 /* Predicted seconds of `batches` batches holding `units` in all (0 until measured). */
 double hs_cost_line_s(const struct hs_cost_line *f, int batches, double units);
+/* Predicted seconds left of a batch predicted at pred_s that has run ran_s: the rest of its
+ * prediction; one past its prediction (a slow or hung engine) is assumed to need as long again,
+ * but only once its owner has measured a batch (before, the prediction is trusted: 0 left). */
+static inline double hs_cost_running_left_s(double pred_s, double ran_s, bool measured)
+{
+    return ran_s < pred_s ? pred_s - ran_s : measured ? ran_s : 0;
+}
 
 #endif

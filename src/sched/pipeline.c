@@ -198,8 +198,7 @@ static double predict_s(const struct lane *l, double units, int64_t now)
     for (int k = 0; k < l->n_threads; k++) {
         const struct worker *w = &l->w[k];
         if (!w->t0) continue;
-        const double ran = (double)(now - w->t0) / 1e9;
-        t += ran < w->pred_s ? w->pred_s - ran : l->cost.measured ? ran : 0;
+        t += hs_cost_running_left_s(w->pred_s, (double)(now - w->t0) / 1e9, l->cost.measured);
     }
     return t / l->workers;
 }

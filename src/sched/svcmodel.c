@@ -124,13 +124,9 @@ double hs__lane_backlog_s(const struct lane *L, int upto, double upto_tag, const
     for (int i = 0; i < L->n_slots; i++) {
         const struct slot *sl = &L->slots[i];
         if (!sl->run_start_ns) continue;
-        double elapsed = (double)(now - sl->run_start_ns) / 1e9;
-        /* A batch past its prediction (slow or hung engine) is assumed to need as long again;
-         * before the lane's first measurement the configured initial speed is trusted. */
-        if (elapsed < sl->run_pred_s)
-            running += sl->run_pred_s - elapsed;
-        else if (L->measured)
-            running += elapsed;
+        /* before the lane's first measurement the configured initial speed is trusted */
+        running += hs_cost_running_left_s(sl->run_pred_s, (double)(now - sl->run_start_ns) / 1e9,
+                                          L->measured);
     }
     return ((queued + running) / L->n_slots + window) * atomic_load(&L->pred_bias);
 }
