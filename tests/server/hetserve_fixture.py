@@ -89,6 +89,12 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.returncode not in (0, None):
+            # a crash at shutdown: the log goes with the folder, so show its end (pytest prints
+            # it with the failure)
+            import sys
+            sys.stderr.write("hetserve exited with %s; the end of its log:\n%s\n"
+                             % (self.proc.returncode, self.stderr()[-4000:]))
         self.log.close()
         self.tmp.cleanup()
 
