@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/crash.h"
 #include "core/threads.h"
 #include "engine/engine.h"
 
@@ -70,6 +71,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    hs_crash_report_install();
     hs_threads_wait_policy_init(argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -935,9 +936,12 @@ hs_status hs_server_shutdown(struct hs_server *s)
     if (!s->daemon) return HS_STATUS_OK;
     int64_t t0 = hs_now_ns();
     atomic_store(&s->draining, true);
-    /* Stop accepting: close the listening socket; open connections keep being served. */
+    /* Stop accepting; open connections keep being served. The listening socket stops listening
+     * now (shutdown: new connections are refused at once) but its descriptor is closed only
+     * once the daemon has stopped: a pool thread between two polls may still hold the number,
+     * which a close would hand to the next socket or file opened. */
     MHD_socket ls = MHD_quiesce_daemon(s->daemon);
-    if (ls != MHD_INVALID_SOCKET) close(ls);
+    if (ls != MHD_INVALID_SOCKET) shutdown(ls, SHUT_RDWR);
     int timeout_ms = s->cfg.limits.drain_timeout_ms;
     /* A hung engine (injected fault) would hold the drain: faults end with the server. */
     for (int i = 0; i < s->n_engines; i++) hs_engine_set_fault(s->engines[i], NULL);
@@ -973,6 +977,7 @@ hs_status hs_server_shutdown(struct hs_server *s)
         hs_log_warn("shutdown: %lld response(s) still unsent after the drain", unsent);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    if (ls != MHD_INVALID_SOCKET) close(ls);
     return st;
 }
 

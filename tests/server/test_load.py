@@ -135,6 +135,16 @@ def test_sigterm_during_load_loses_nothing():
                 break
             time.sleep(0.01)
         s.signal()
+        # draining: a new connection is refused at once (not left in the listen backlog until
+        # the process ends), while every accepted request is still answered
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", s.port), timeout=5).close()
+            except ConnectionRefusedError:
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("connections were still accepted 5 s into the drain")
         for p in pending:
             st, _, b = p.join()
             assert st == 200, b
