@@ -21,6 +21,15 @@ bool hs_sched_lane_idle(struct hs_sched *s, int lane)
     return idle;
 }
 
+enum hs_share_verdict hs_share_verdict(int share_inflight, int total, int mine, double weight,
+                                       double others_weight, double heaviest_other)
+{
+    if (share_inflight <= 0 || total < share_inflight || weight <= 0) return HS_SHARE_ADMIT;
+    const double share = fmax(1.0, share_inflight * weight / (weight + others_weight));
+    if (mine < share || mine / weight <= heaviest_other) return HS_SHARE_ADMIT;
+    return total >= 2 * share_inflight ? HS_SHARE_REFUSE : HS_SHARE_DEMOTE;
+}
+
 /* The router-less choice: among lanes serving r's model, the earliest predicted completion. */
 static int route(struct hs_sched *s, const struct hs_request *r)
 {

@@ -205,6 +205,18 @@ void hs_sched_lane_fit(struct hs_sched *s, int lane, int seq_len, double *fixed_
 /* True when lane has nothing queued and no batch running: admission then takes any request
  * that fits, whatever the prediction (the router follows the same rule). Thread-safe. */
 bool hs_sched_lane_idle(struct hs_sched *s, int lane);
+
+/* Admission's in-flight share between tenants (auth.share_inflight), one rule for the server's
+ * keys (server/auth.c) and the simulator: while `total` requests are in flight, at least
+ * share_inflight, a tenant with `mine` in flight that is past its weighted share of
+ * share_inflight (at least 1: weight over its own plus others_weight, the weights of the other
+ * tenants with work in flight) and strictly the heaviest (mine / weight above heaviest_other,
+ * the largest in-flight over weight of the others: at a tie the lighter newcomer is admitted)
+ * runs as batch class; past twice share_inflight it is refused. share_inflight 0: always
+ * admitted. */
+enum hs_share_verdict { HS_SHARE_ADMIT, HS_SHARE_DEMOTE, HS_SHARE_REFUSE };
+enum hs_share_verdict hs_share_verdict(int share_inflight, int total, int mine, double weight,
+                                       double others_weight, double heaviest_other);
 /* Predicted seconds to run everything queued on lane (Retry-After hints). Thread-safe. */
 double hs_sched_lane_drain_s(struct hs_sched *s, int lane);
 

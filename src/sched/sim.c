@@ -107,7 +107,7 @@ struct simjob {
     struct sim *sim;
     struct block *blocks;
     int refs;
-    bool released, in_submit, answered, warmup;
+    bool released, in_submit, answered, warmup, counted;
     int cls, tenant; /* tenant: 1 + the traffic's index, 0 = none */
     int64_t arrival_ns;
 };
@@ -153,6 +153,9 @@ struct sim {
     struct resource rsc[HS_SIM_MAX_RESOURCES];
     struct hs_lane_opts lanes[HS_SCHED_MAX_LANES]; /* the setup's, gates installed */
     struct gate gates[HS_SCHED_MAX_LANES];
+    /* admission's in-flight share (hs_sim_setup.share_inflight): requests of each tenant
+     * admitted and not yet answered, and of all of them */
+    int inflight[HS_SIM_MAX_TENANTS], inflight_all;
 };
 
 static bool gate_open(void *ctx)
@@ -244,11 +247,44 @@ static void record(struct sim *m, struct simjob *sj, hs_status st, int64_t now)
     if (st == HS_STATUS_OK && now > m->last_answer) m->last_answer = now;
 }
 
+/* A tenant's request leaves the in-flight count once answered. */
+static void share_leave(struct sim *m, struct simjob *sj)
+{
+    if (!sj->counted) return;
+    sj->counted = false;
+    m->inflight[sj->tenant - 1]--;
+    m->inflight_all--;
+}
+
+/* Admission's share rule for a tenant's arrival (the server's, server/auth.c): admitted (and
+ * counted in flight), demoted to batch class, or refused (false). */
+static bool share_admit(struct sim *m, const struct hs_sim_traffic *t, struct simjob *sj)
+{
+    const int share = m->f->share_inflight;
+    if (share <= 0 || sj->tenant <= 0) return true;
+    const int k = sj->tenant - 1;
+    double others = 0, heaviest = 0;
+    for (int i = 0; i < t->n_tenants; i++) {
+        if (i == k || m->inflight[i] <= 0) continue;
+        others += t->tenant_weight[i];
+        heaviest = fmax(heaviest, m->inflight[i] / t->tenant_weight[i]);
+    }
+    const enum hs_share_verdict v = hs_share_verdict(share, m->inflight_all, m->inflight[k],
+                                                     t->tenant_weight[k], others, heaviest);
+    if (v == HS_SHARE_REFUSE) return false;
+    if (v == HS_SHARE_DEMOTE) sj->j.priority = HS_PRIORITY_BATCH;
+    sj->counted = true;
+    m->inflight[k]++;
+    m->inflight_all++;
+    return true;
+}
+
 static void job_done(struct hs_job *j, void *ctx)
 {
     struct simjob *sj = ctx;
     (void)j;
     sj->answered = true;
+    share_leave(sj->sim, sj);
     record(sj->sim, sj, sj->j.status, hs_sched_now(sj->sim->s));
     if (!sj->in_submit) job_release(sj);
 }
@@ -456,11 +492,20 @@ hs_status hs_sim_run(const struct hs_sim_setup *f, const struct hs_sim_traffic *
                 .weight = sj->tenant ? t->tenant_weight[sj->tenant - 1] : 0,
             };
             for (int k = 0; k < HS_TS_COUNT; k++) sj->j.ts[k] = now;
-            sj->in_submit = true;
-            hs_status s2 = hs_dispatch_submit(d, &sj->j);
-            sj->in_submit = false;
-            if (s2 != HS_STATUS_OK) record(m, sj, s2, now);
-            if (s2 != HS_STATUS_OK || sj->answered) job_release(sj);
+            if (!share_admit(m, t, sj)) { /* the server's 429: the tenant is past its share */
+                record(m, sj, HS_STATUS_OVERLOADED, now);
+                if (!sj->warmup) out->tenant_share_refused[sj->tenant - 1]++;
+                job_release(sj);
+            } else {
+                sj->in_submit = true;
+                hs_status s2 = hs_dispatch_submit(d, &sj->j);
+                sj->in_submit = false;
+                if (s2 != HS_STATUS_OK) {
+                    share_leave(m, sj);
+                    record(m, sj, s2, now);
+                }
+                if (s2 != HS_STATUS_OK || sj->answered) job_release(sj);
+            }
         } else {
             struct ev e = heap_pop(&h);
             now = e.at > now ? e.at : now;

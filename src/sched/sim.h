@@ -88,6 +88,9 @@ struct hs_sim_setup {
     int lane_group[HS_SCHED_MAX_LANES];
     double overhead_ms;        /* added to every answer: what happens outside the scheduler */
     double default_timeout_ms; /* a request's deadline when its arrival has none (0: 10 s) */
+    /* auth.share_inflight: admission's in-flight share between the traffic's tenants
+     * (hs_share_verdict, sched.h), as the server applies it to its keys' tenants; 0 = off */
+    int share_inflight;
     double bin_s;              /* utilization time bins (0 = 1 s) */
 };
 
@@ -116,6 +119,7 @@ struct hs_sim_result {
     int n_tenants; /* the traffic's: each tenant's requests, as a class */
     char tenant_name[HS_SIM_MAX_TENANTS][32];
     struct hs_sim_class_result tenant[HS_SIM_MAX_TENANTS];
+    int64_t tenant_share_refused[HS_SIM_MAX_TENANTS]; /* of its shed: share_inflight's refusals */
     int n_groups;
     struct hs_sim_group_result grp[HS_SIM_MAX_GROUPS];
     double bin_s;

@@ -463,25 +463,24 @@ int hs_auth_admit(struct hs_auth *a, const char *endpoint, enum hs_auth_class cl
     return 429;
 }
 
-/* Is tenant t past its weighted share of a->share_inflight: holding at least its weight over
- * the weights of the tenants with requests in flight (t's included) of them, and strictly the
- * heaviest user by requests in flight per weight? A tenant under its share is never held back.
- * Strictly: at the limit a flood is held down to about the others' level, so a light tenant's
- * burst ties with it; with ties counted, that light tenant was refused as "the heaviest" (the
- * 429s of b and c in bench/TENANTS.md), while the flood, retrying at once, takes the next place
- * and is the one refused after it. */
-static bool over_share(const struct hs_auth *a, const struct tenant *t, int mine)
+/* Tenant t's place in the share rule (hs_share_verdict, sched.h): the weights of the other
+ * tenants with requests in flight and the heaviest of them by requests in flight per weight.
+ * Strictly the heaviest: at the limit a flood is held down to about the others' level, so a
+ * light tenant's burst ties with it; with ties counted, that light tenant was refused as "the
+ * heaviest" (the 429s of b and c in bench/TENANTS.md), while the flood, retrying at once, takes
+ * the next place and is the one refused after it. */
+static enum hs_share_verdict share_of(const struct hs_auth *a, const struct tenant *t, int mine,
+                                      int total)
 {
-    double w = t->weight, heaviest = 0;
+    double others = 0, heaviest = 0;
     for (int i = 0; i < a->n_tenants; i++) {
         const struct tenant *o = &a->tenants[i];
         int n = o == t ? 0 : atomic_load(&o->inflight);
         if (n <= 0) continue;
-        w += o->weight;
+        others += o->weight;
         heaviest = fmax(heaviest, n / o->weight);
     }
-    double share = fmax(1.0, a->share_inflight * t->weight / w);
-    return mine >= share && mine / t->weight > heaviest;
+    return hs_share_verdict(a->share_inflight, total, mine, t->weight, others, heaviest);
 }
 
 hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const char *model,
@@ -500,8 +499,11 @@ hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const ch
     /* fair shares: past share_inflight in flight, the heaviest tenant over its weighted share
      * runs as batch (served after the others', shed first); past twice that it is refused */
     int mine = atomic_load(&t->inflight), total = atomic_load(&a->inflight);
-    if (a->share_inflight > 0 && total >= a->share_inflight && over_share(a, t, mine)) {
-        if (total >= 2 * a->share_inflight) {
+    const enum hs_share_verdict v =
+        a->share_inflight > 0 && total >= a->share_inflight ? share_of(a, t, mine, total)
+                                                            : HS_SHARE_ADMIT;
+    if (v != HS_SHARE_ADMIT) {
+        if (v == HS_SHARE_REFUSE) {
             atomic_fetch_add(&t->limited_share, 1);
             snprintf(msg, cap,
                      "tenant %s has %d requests in flight, past its weighted share of the "

@@ -135,6 +135,7 @@ hs_status hs_sim_fleet_run(const struct hs_sim_fleet *f, const struct hs_sim_tra
     s->batch_ctx = cx;
     s->overhead_ms = f->overhead_ms;
     s->default_timeout_ms = c->limits.timeout_ms;
+    s->share_inflight = c->auth.share_inflight;
     s->bin_s = f->bin_s;
     st = hs_sim_run(s, t, out, err);
 done:

@@ -45,6 +45,7 @@ struct opts {
     double rate, duration_s, warmup_s, speed, overhead_ms, timeout_ms, ok_min, bin_s;
     uint64_t seed;
     int json, quiet;
+    int share_inflight; /* -1: the config's auth.share_inflight */
 };
 
 static void usage(FILE *f)
@@ -57,6 +58,8 @@ static void usage(FILE *f)
           "  --tenants NAME[:SHARE[:WEIGHT]],...  tenants: SHARE of the offered rate (1), WEIGHT\n"
           "                           in the lanes' fair order (scheduler.fair; 1); each\n"
           "                           request's drawn by SHARE; reported per tenant\n"
+          "  --share-inflight N       admission's in-flight share between the tenants\n"
+          "                           (auth.share_inflight; default: the config's; 0 = off)\n"
           "  --copies ENGINE=N        N independent copies of an engine (workers of one type)\n"
           "  --warmup S               leave the first S seconds out of the statistics (0)\n"
           "  --overhead-ms X          added to every answer: HTTP, tokenizing, sending (0)\n"
@@ -309,6 +312,7 @@ static hs_status world_load(struct world *w, const struct opts *o, struct hs_err
     hs_status st = hs_config_load(o->config, &w->cfg, err);
     if (st) return st;
     if ((st = hs_config_validate(&w->cfg, err))) return st;
+    if (o->share_inflight >= 0) w->cfg.auth.share_inflight = o->share_inflight;
     struct hs_sim_fleet *f = &w->fleet;
     f->cfg = &w->cfg;
     f->overhead_ms = o->overhead_ms;
@@ -414,8 +418,11 @@ static json_t *result_json(const struct world *w, const struct hs_sim_result *r)
     json_object_set_new(j, "classes", cls);
     if (r->n_tenants) {
         json_t *ten = json_object();
-        for (int k = 0; k < r->n_tenants; k++)
-            json_object_set_new(ten, r->tenant_name[k], class_json(&r->tenant[k]));
+        for (int k = 0; k < r->n_tenants; k++) {
+            json_t *c = class_json(&r->tenant[k]);
+            json_object_set_new(c, "share_refused", json_integer(r->tenant_share_refused[k]));
+            json_object_set_new(ten, r->tenant_name[k], c);
+        }
         json_object_set_new(j, "tenants", ten);
     }
     json_object_set_new(j, "engines", eng);
@@ -608,7 +615,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"priority", 1, 0, 'P'}, {"prices", 1, 0, 'x'},      {"search", 1, 0, 'q'},
         {"slo", 1, 0, 'L'},      {"ok-min", 1, 0, 'k'},      {"util-csv", 1, 0, 'u'},
         {"bin-s", 1, 0, 'b'},    {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},
-        {"tax", 1, 0, 'X'},      {"tenants", 1, 0, 'N'},     {0, 0, 0, 0}};
+        {"tax", 1, 0, 'X'},      {"tenants", 1, 0, 'N'},     {"share-inflight", 1, 0, 'I'},
+        {0, 0, 0, 0}};
     o->speed = 1;
     o->ok_min = 0.99;
     o->seed = 1;
@@ -687,6 +695,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'm':
         case 'k':
         case 'b':
+        case 'I':
             if (!num_ok) return fail("bad number '%s'", optarg ? optarg : "");
             if (c == 'r') o->rate = v;
             if (c == 'd') o->duration_s = v;
@@ -697,6 +706,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
             if (c == 'm') o->timeout_ms = v;
             if (c == 'k') o->ok_min = v;
             if (c == 'b') o->bin_s = v;
+            if (c == 'I') {
+                if (v < 0 || v > (1 << 20) || v != (int)v)
+                    return fail("%s", "--share-inflight must be an integer in [0, 1048576]");
+                o->share_inflight = (int)v;
+            }
             break;
         default:
             usage(stderr);
@@ -719,7 +733,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 int main(int argc, char **argv)
 {
-    struct opts o = {0};
+    struct opts o = {.share_inflight = -1};
     /* the scheduler's and router's notes (a route degraded to other lanes in a fleet without an
      * engine, a simulated batch's failure) are part of the simulation, not of hetsim's output */
     if (!getenv("HS_LOG_LEVEL")) hs_log_set_level(HS_LOG_ERROR);
