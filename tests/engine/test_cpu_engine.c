@@ -138,6 +138,130 @@ static void kernels_gelu_and_exp(void **state)
     }
 }
 
+/* The vector math at every width this CPU has (SSE2, AVX2, AVX-512), against libm in double:
+ * each activation over row lengths that end inside a vector and on its edge, and the softmax
+ * numerators and their sum. */
+static void kernels_vmath_every_width(void **state)
+{
+    (void)state;
+    static const int ns[] = {1, 3, 4, 5, 8, 15, 16, 17, 31, 33, 130, 2001};
+    float xs[2001], y[2001];
+    for (int i = 0; i < 2001; i++) xs[i] = -10.0f + 0.0101f * (float)((i * 37) % 2001);
+    const int best = hs__cpu_vmath_use(-1);
+    for (int w = 0; w <= best; w++) {
+        assert_int_equal(hs__cpu_vmath_use(w), w);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int n = ns[ni];
+            for (int act = HS_ACT_GELU_ERF; act <= HS_ACT_SILU; act++) {
+                memcpy(y, xs, sizeof y);
+                y[n] = 1234.5f; /* past the row: must stay */
+                hs__cpu_activation(y, n, (enum hs_act_fn)act);
+                assert_true(y[n] == 1234.5f);
+                for (int i = 0; i < n; i++) {
+                    const double v = xs[i];
+                    double r = 0;
+                    switch ((enum hs_act_fn)act) {
+                    case HS_ACT_GELU_ERF:
+                        r = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+                        break;
+                    case HS_ACT_GELU_TANH:
+                        r = 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                        break;
+                    case HS_ACT_RELU:
+                        r = v > 0 ? v : 0;
+                        break;
+                    case HS_ACT_SILU:
+                        r = v / (1.0 + exp(-v));
+                        break;
+                    }
+                    if (!(fabs(y[i] - r) <= 2e-6 * fmax(1.0, fabs(r))))
+                        fail_msg("width %d act %d n %d: f(%g) = %g, want %g", w, act, n, v,
+                                 (double)y[i], r);
+                }
+            }
+            /* exp(s - mx) and the sum, on scores in [-20, 0] around the max */
+            const float mx = 3.0f;
+            for (int i = 0; i < n; i++) y[i] = mx - 20.0f * (float)((i * 13) % 101) / 100.0f;
+            y[n] = 1234.5f;
+            const float sum = hs__cpu_exp_sub_sum(y, n, mx);
+            assert_true(y[n] == 1234.5f);
+            double want = 0.0;
+            for (int i = 0; i < n; i++) {
+                const double e = exp((double)(mx - 20.0f * (float)((i * 13) % 101) / 100.0f) - mx);
+                want += e;
+                assert_true(fabs(y[i] - e) <= 1e-6 * e);
+            }
+            assert_true(fabs(sum - want) <= 1e-5 * want);
+        }
+    }
+    hs__cpu_vmath_use(-1);
+}
+
+/* The AVX2 attention kernel against attention in double on random q | k | v rows: lengths
+ * that fill and leave part of its 6-query and 16-key blocks, both head sizes, several heads
+ * side by side (a wrong head offset shows), and a sequence that does not start at row 0. */
+static void kernels_avx2_attention_matches_reference(void **state)
+{
+    (void)state;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) skip();
+    static const int lens[] = {1, 2, 5, 6, 7, 13, 16, 17, 33, 64, 65, 130};
+    static const int ds[] = {32, 64};
+    const int heads = 3;
+    for (size_t di = 0; di < 2; di++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
+            const size_t rows = (size_t)(t0 + len), stride = 3 * (size_t)hidden;
+            float *qkv = malloc(sizeof(float) * rows * stride);
+            float *a = calloc(rows * (size_t)hidden, sizeof(float));
+            double *sc = malloc(sizeof(double) * (size_t)len);
+            float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
+            assert_non_null(qkv);
+            assert_non_null(a);
+            assert_non_null(sc);
+            assert_non_null(scr);
+            uint32_t r = 777u + (uint32_t)(d * 1000 + len);
+            for (size_t i = 0; i < rows * stride; i++) {
+                r = r * 1664525u + 1013904223u;
+                qkv[i] = 3.0f * ((float)(r >> 8) / 16777216.0f - 0.5f);
+            }
+            for (int h = 0; h < heads; h++)
+                assert_int_equal(hs__cpu_attn_avx2(qkv, a, t0, len, h, hidden, d, scr), 0);
+            double err = 0.0, ref = 0.0;
+            for (int h = 0; h < heads; h++)
+                for (int i = 0; i < len; i++) {
+                    const float *q = qkv + (size_t)(t0 + i) * stride + (size_t)h * d;
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int j = 0; j < len; j++) {
+                        const float *k = qkv + (size_t)(t0 + j) * stride + hidden + (size_t)h * d;
+                        double dot = 0.0;
+                        for (int c = 0; c < d; c++) dot += (double)q[c] * k[c];
+                        sc[j] = dot / sqrt((double)d);
+                        mx = fmax(mx, sc[j]);
+                    }
+                    for (int j = 0; j < len; j++) sum += (sc[j] = exp(sc[j] - mx));
+                    for (int c = 0; c < d; c++) {
+                        double o = 0.0;
+                        for (int j = 0; j < len; j++)
+                            o += sc[j] / sum *
+                                 qkv[(size_t)(t0 + j) * stride + 2 * (size_t)hidden +
+                                     (size_t)h * d + c];
+                        const float got = a[(size_t)(t0 + i) * hidden + (size_t)h * d + c];
+                        err = fmax(err, fabs(got - o));
+                        ref = fmax(ref, fabs(o));
+                    }
+                }
+            for (size_t i = 0; i < (size_t)t0 * hidden; i++) assert_true(a[i] == 0.0f);
+            assert_true(ref > 0.05);
+            if (!(err <= 1e-5 * ref)) fail_msg("d %d len %d: error %g of %g", d, len, err, ref);
+            free(qkv);
+            free(a);
+            free(sc);
+            free(scr);
+        }
+    assert_int_equal(hs__cpu_attn_avx2(NULL, NULL, 0, 1, 0, 72, 24, NULL), -1);
+}
+
 /* The bf16 attention kernel against the f32 one on random q | k | v rows: every length class
  * (one key, odd counts, a partial and several 64-key blocks), both head sizes, and several
  * heads side by side so a wrong head offset or pair layout shows. */
@@ -676,6 +800,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kernels_gelu_and_exp),
+        cmocka_unit_test(kernels_vmath_every_width),
+        cmocka_unit_test(kernels_avx2_attention_matches_reference),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),

@@ -1,8 +1,9 @@
 /* Self-attention for one (sequence, head) with AVX-512 register blocking, for head sizes 32
  * and 64 (MiniLM, bge-small, BERT-base). Scores are computed for 4 queries x 64 keys at a time
  * in 16 accumulators from K transposed once per (sequence, head); softmax runs on the score
- * rows; P.V accumulates 4 queries x head_dim in registers. The scalar-vectorized attn_head in
- * kernels.c stays the path for other head sizes and for machines without AVX-512. */
+ * rows; P.V accumulates 4 queries x head_dim in registers. Without AVX-512 the AVX2 kernel
+ * (attention_avx2.c) takes head sizes that are multiples of 16; the portable attn_head in
+ * kernels.c stays the path for the rest. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -11,71 +11,81 @@
 #define HS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
-/* exp for the kernels: branch-free so it vectorizes; |rel err| < 2e-7 on [-87, 88]. */
-static inline float fast_exp(float x)
+/* exp, erf, tanh for the kernels: vmath.h, once per vector width, each compiled for the ISA
+ * whose registers hold that width (one zmm, one ymm, one xmm), chosen at run time. */
+#pragma GCC diagnostic ignored "-Wpsabi" /* the vector helpers are always inlined */
+#define HS_VL    16
+#define HS_VT    __attribute__((target("avx512f")))
+#define HS_VN(x) x##_512
+#include "engine/cpu/vmath.h"
+#define HS_VL    8
+#define HS_VT    __attribute__((target("avx2,fma")))
+#define HS_VN(x) x##_256
+#include "engine/cpu/vmath.h"
+#define HS_VL 4
+#define HS_VT
+#define HS_VN(x) x##_128
+#include "engine/cpu/vmath.h"
+
+/* Which width this CPU takes: 2 = AVX-512, 1 = AVX2 + FMA, 0 = SSE2. */
+static int vmath_best(void)
 {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    /* round to nearest by the 1.5 * 2^23 trick: no libm call, so the loops vectorize */
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693145751953125f;
-    r = r - n * 1.428606765330187e-06f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f")                                 ? 2
+           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                             : 0;
 }
 
-/* erf by Abramowitz & Stegun 7.1.26 (|abs err| <= 1.5e-7), branch-free. */
-static inline float fast_erf(float x)
+static int vmath_chosen = -1; /* -1: not yet looked up */
+
+static int vmath_isa(void)
 {
-    float a = x < 0.0f ? -x : x; /* not fabsf/copysignf: they keep gcc from vectorizing */
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float y = 1.061405429f;
-    y = y * t - 1.453152027f;
-    y = y * t + 1.421413741f;
-    y = y * t - 0.284496736f;
-    y = y * t + 0.254829592f;
-    y = 1.0f - y * t * fast_exp(-a * a);
-    return x < 0.0f ? -y : y;
+    int v = __atomic_load_n(&vmath_chosen, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = vmath_best();
+        __atomic_store_n(&vmath_chosen, v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
 
-static inline float fast_tanh(float x)
+int hs__cpu_vmath_use(int width)
 {
-    float c = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
-    float e = fast_exp(2.0f * c);
-    return (e - 1.0f) / (e + 1.0f);
+    const int best = vmath_best();
+    const int v = width < 0 || width > best ? best : width;
+    __atomic_store_n(&vmath_chosen, v, __ATOMIC_RELAXED);
+    return v;
 }
 
-HS_CLONES
 static void act_rows(float *x, int64_t n, enum hs_act_fn act)
 {
-    switch (act) {
-    case HS_ACT_GELU_ERF:
-        for (int64_t i = 0; i < n; i++)
-            x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
+    switch (vmath_isa()) {
+    case 2:
+        act_rows_512(x, n, act);
         break;
-    case HS_ACT_GELU_TANH:
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            x[i] =
-                0.5f * v * (1.0f + fast_tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-        }
+    case 1:
+        act_rows_256(x, n, act);
         break;
-    case HS_ACT_RELU:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case HS_ACT_SILU:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + fast_exp(-x[i]));
-        break;
+    default:
+        act_rows_128(x, n, act);
     }
+}
+
+/* s[j] = exp(s[j] - mx) for j in [0, n); returns their sum. */
+static float exp_sub_sum(float *s, int n, float mx)
+{
+    switch (vmath_isa()) {
+    case 2:
+        return exp_sub_sum_512(s, n, mx);
+    case 1:
+        return exp_sub_sum_256(s, n, mx);
+    default:
+        return exp_sub_sum_128(s, n, mx);
+    }
+}
+
+float hs__cpu_exp_sub_sum(float *s, int n, float mx)
+{
+    return exp_sub_sum(s, n, mx);
 }
 
 void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act)
@@ -184,6 +194,8 @@ int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max)
     int64_t n = (int64_t)head_dim * seq_max + seq_max;
     int64_t m = hs__cpu_attn_avx512_scratch_floats(head_dim, seq_max);
     if (m > n) n = m;
+    m = hs__cpu_attn_avx2_scratch_floats(head_dim, seq_max);
+    if (m > n) n = m;
     return (n + 15) & ~(int64_t)15;
 }
 
@@ -223,12 +235,7 @@ static void attn_head(const float *qkv, float *ctx, int t0, int len, const struc
         float mx = s[lo];
 #pragma omp simd reduction(max : mx)
         for (int j = lo + 1; j < hi; j++) mx = s[j] > mx ? s[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = lo; j < hi; j++) {
-            s[j] = fast_exp(s[j] - mx);
-            sum += s[j];
-        }
+        const float sum = exp_sub_sum(s + lo, hi - lo, mx);
         const float inv = 1.0f / sum;
         float *o = ctx + (int64_t)(t0 + i) * a->ctx_stride + h * d;
         for (int c = 0; c < d; c++) o[c] = 0.0f;
@@ -256,6 +263,9 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
     const int fast =
         plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
     const int lowp = fast && a->lowp && __builtin_cpu_supports("avx512bf16");
+    /* without AVX-512: the AVX2 kernel (head sizes that are multiples of 16) */
+    const int fast2 = plain && !fast && __builtin_cpu_supports("avx2") &&
+                      __builtin_cpu_supports("fma") && head_dim % 16 == 0;
 #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num();
@@ -267,10 +277,13 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
             int t0 = offsets[seq], len = offsets[seq + 1] - offsets[seq];
             /* the AVX-512 kernel has no relative bias: MPNet takes the portable one */
             const float *rel = rel_bias ? rel_bias + h * rel_row + rel_span - 1 : NULL;
-            if (rel || !fast ||
-                (lowp ? hs__cpu_attn_bf16(qkv, ctx, t0, len, h, hidden, head_dim, kt)
-                      : hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt)) != 0)
-                attn_head(qkv, ctx, t0, len, a, h, kt, s, rel);
+            int done = -1;
+            if (!rel && fast)
+                done = lowp ? hs__cpu_attn_bf16(qkv, ctx, t0, len, h, hidden, head_dim, kt)
+                            : hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt);
+            else if (!rel && fast2)
+                done = hs__cpu_attn_avx2(qkv, ctx, t0, len, h, hidden, head_dim, kt);
+            if (done != 0) attn_head(qkv, ctx, t0, len, a, h, kt, s, rel);
         }
     }
 }

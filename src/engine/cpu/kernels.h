@@ -68,14 +68,24 @@ int hs__cpu_splade(const float *x, float *out, const int32_t *offsets, int n_seq
 /* out[i] /= max(||out[i]||, 1e-12) */
 void hs__cpu_l2_normalize(float *x, int rows, int n, int threads);
 
-/* Activation in place: GELU (erf or tanh) or ReLU. */
+/* Activation in place: GELU (erf or tanh), ReLU or SiLU. */
 void hs__cpu_activation(float *x, int64_t n, enum hs_act_fn act);
+/* s[j] = exp(s[j] - mx) for j < n (the softmax numerators); returns their sum. */
+float hs__cpu_exp_sub_sum(float *s, int n, float mx);
+/* Tests: run the vector math above at width 0 (SSE2), 1 (AVX2 + FMA) or 2 (AVX-512), at most
+ * what this CPU has (-1: the best it has, the default); returns the width now used. */
+int hs__cpu_vmath_use(int width);
 
 /* One (sequence, head) of attention with AVX-512 blocking (attention_avx512.c); head sizes 32
  * and 64 only: returns -1 (and does nothing) otherwise. */
 int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                         float *scratch);
 int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
+/* The same with AVX2 + FMA blocking (attention_avx2.c), for head sizes that are multiples of 16:
+ * the path of machines without AVX-512; returns -1 (and does nothing) for other sizes. */
+int hs__cpu_attn_avx2(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                      float *scratch);
+int64_t hs__cpu_attn_avx2_scratch_floats(int head_dim, int seq_max);
 /* The same with bf16 Q.K^T and P.V and fp32 softmax (attention_lowp.c, avx512_bf16), in the same
  * scratch; -1 for other head sizes. */
 int hs__cpu_attn_bf16(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
