@@ -110,10 +110,27 @@ def quantized(work, calib):
     """models/all-MiniLM-L6-v2-int8 of the workspace, as `make quantized` makes it (with the
     small calibration set)."""
     out = os.path.join(work, "models", "all-MiniLM-L6-v2-int8")
+    if "int8" not in cpu_dtypes():
+        # refused, and the folder is not made: the configs that read it are refused as well
+        r = hs("quantize", "--model", "models/all-MiniLM-L6-v2", "--out", out, cwd=work)
+        assert r.returncode == 1 and "this CPU has no fast int8 path" in r.stderr, r.stderr
+        return None
     r = ok(hs("quantize", "--model", "models/all-MiniLM-L6-v2", "--calib", calib,
               "--heldout-every", "4", "--threads", "2", "--out", out, cwd=work))
     assert "wrote " in r.stdout + r.stderr
     return out
+
+
+def cpu_dtypes():
+    """The dtypes this machine's CPU engine computes in (`hetserve devices`)."""
+    global _CPU_DTYPES
+    if _CPU_DTYPES is None:
+        d = json.loads(ok(hs("devices")).stdout)
+        _CPU_DTYPES = next((tuple(e["dtypes"]) for e in d["engines"] if e["kind"] == "cpu"), ())
+    return _CPU_DTYPES
+
+
+_CPU_DTYPES = None
 
 
 @pytest.fixture(scope="session")
@@ -338,7 +355,11 @@ def config_facts(path):
     return {"kinds": kinds, "paths": paths, "cascade": re.search(r"^cascade:", text, re.M),
             "admin": re.search(r"admin:\s*\{?\s*enabled:\s*true", text),
             "ocr": re.search(r"^pipelines:", text, re.M) and "/v1/layout" not in text,
-            "layout": "endpoint: /v1/layout" in text}
+            "layout": "endpoint: /v1/layout" in text,
+            # the dtypes its cpu engines compute in (each engine item of the engines: list)
+            "cpu_dtypes": {m.group(1) for item in re.split(r"\n\s*- ", eng)
+                           if re.search(r"\bkind:\s*\"?cpu\b", item)
+                           for m in [re.search(r"\bdtype:\s*\"?(\w+)", item)] if m}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +461,10 @@ def test_embed_sparse_model():
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "int8"])
 def test_embed_dtypes(dtype, quantized):
+    if dtype not in cpu_dtypes():
+        r = hs("embed", "--model", MODEL, "--dtype", dtype, TEXTS[0])
+        assert r.returncode != 0 and "cannot run stage embed in " + dtype in r.stderr, r.stderr
+        pytest.skip("this machine's CPU engine does not compute in %s (refused, as checked)" % dtype)
     model = quantized if dtype == "int8" else MODEL
     b = check_embed(hs("embed", "--model", model, "--dtype", dtype, TEXTS[0]), 1, dtype=dtype)
     assert b["quant_plan"] == (dtype == "int8")
@@ -529,6 +554,8 @@ def test_verify_per_kind(kind, devices):
 
 
 def test_verify_flags(quantized, devices):
+    if not {"bf16", "int8"} <= set(cpu_dtypes()):
+        pytest.skip("this machine's CPU engine does not compute in bf16 and int8")
     # a list of kinds; one this binary was built without is reported as a failure
     r = hs("verify", "--model", MODEL, "--golden", os.path.join(ROOT, "tests", "golden"),
            "--engine", "cpu,cuda", "--dtype", "bf16", "--batch", "4", "--limit", "12",
@@ -554,6 +581,8 @@ def test_verify_flags(quantized, devices):
 
 
 def test_quantize(quantized, calib, tmp_path):
+    if quantized is None:
+        pytest.skip("this machine's CPU engine does not compute in int8 (quantize refused)")
     q = json.load(open(os.path.join(quantized, "quant.json")))
     assert q["format"] == "hetserve-quant" and q["dtype"] == "int8" and q["target_met"] is True
     assert {"keep_f32", "target", "calibration", "heldout", "stages", "smoothing"} <= set(q)
@@ -630,8 +659,9 @@ def test_serve_config(name, work, devices, quantized):
                and not os.path.exists(os.path.join(work, p))]
     no_device = [k for k in f["kinds"] if k in ("cuda", "openvino")
                  and kind_devices(devices, k) == 0]
+    no_dtype = sorted(d for d in f["cpu_dtypes"] if d not in cpu_dtypes())
     s = Served(["--config", "configs/" + name, "--host", "127.0.0.1", "--port", "0"], cwd=work)
-    if not missing and not no_device:
+    if not missing and not no_device and not no_dtype:
         assert s.port, "%s did not serve:\n%s" % (name, s.stderr())
         try:
             every_endpoint(s, has_cascade=bool(f["cascade"]), admin=bool(f["admin"]),
@@ -639,9 +669,14 @@ def test_serve_config(name, work, devices, quantized):
         finally:
             assert s.stop() == 0, s.stderr()
         return
-    assert s.port is None, "%s served without %s" % (name, missing or no_device)
+    assert s.port is None, "%s served without %s" % (name, missing or no_device or no_dtype)
     assert s.rc == 1, s.rc
     err = s.stderr()
+    if no_dtype and not no_device:
+        why = "the lane computes in %s, which this engine's device" % no_dtype[0]
+        assert any(why.replace(no_dtype[0], d) in err for d in no_dtype) or (
+            missing and missing[0] in err), "%s: the refusal does not say why:\n%s" % (name, err)
+        return
     if no_device and not kind_built(devices, no_device[0]):
         why = "this build has no %s engine" % no_device[0]
     elif "cuda" in no_device:

@@ -63,11 +63,12 @@ static void check_series(json_t *c, const char *const *names, int n_names, int n
     }
 }
 
-/* estimate within frac of measured (both > 0), or both (nearly) nothing */
+/* estimate within frac of measured (both > 0) and 1 KB (allocator bookkeeping, which matters
+ * where a stage packs nothing: f32 without the small-M panels), or both (nearly) nothing */
 static void close_bytes(json_int_t measured, json_int_t estimate, double frac, const char *what)
 {
     if (measured < 4096 && estimate < 4096) return;
-    if (fabs((double)(measured - estimate)) > frac * (double)measured)
+    if (fabs((double)(measured - estimate)) > frac * (double)measured + 1024)
         fail_msg("%s: estimate %lld, measured %lld", what, (long long)estimate,
                  (long long)measured);
 }

@@ -1,5 +1,6 @@
 # Shared helpers for the black-box server tests: start the real hetserve binary on a free port,
 # speak HTTP to it with the standard library only.
+import functools
 import http.client
 import json
 import os
@@ -97,6 +98,26 @@ class Server:
                              % (self.proc.returncode, self.stderr()[-4000:]))
         self.log.close()
         self.tmp.cleanup()
+
+
+@functools.lru_cache(maxsize=None)
+def engine_dtypes(engine="cpu0"):
+    """The dtypes `hetserve devices` says this machine's engine computes in (the CPU engine's
+    int8 and bf16 need AVX-512 VNNI / BF16 or AMX); empty when the binary is missing."""
+    try:
+        out = subprocess.run([BINARY, "devices"], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+        for e in json.loads(out.stdout)["engines"]:
+            if e["name"] == engine:
+                return tuple(e["dtypes"])
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        pass
+    return ()
+
+
+def cpu_computes(dtype):
+    """Whether this machine's CPU engine computes in dtype (a test of that lane skips if not)."""
+    return dtype in engine_dtypes("cpu0")
 
 
 def cli_embed(texts):

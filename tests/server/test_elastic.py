@@ -43,6 +43,20 @@ def embed(srv, texts):
     return [d["embedding"] for d in body["data"]], hdrs
 
 
+# Where the CPU has the small-M kernel (AVX-512), a borrowed core changes no number: a
+# sequence's GEMMs do not depend on which slice it is in. On an AVX2-only CPU every GEMM is
+# oneDNN's sgemm, whose rounding depends on a slice's row count: the rows then agree to about
+# 1e-8 (measured 2.4e-9 on normalized embeddings), not to the bit.
+EXACT = "avx512f" in open("/proc/cpuinfo").read()
+
+
+def same(a, b):
+    if EXACT:
+        return a == b
+    return len(a) == len(b) and all(
+        len(x) == len(y) and max(abs(u - v) for u, v in zip(x, y)) < 1e-6 for x, y in zip(a, b))
+
+
 def metric(srv, name):
     status, _, body = srv.get("/metrics")
     assert status == 200
@@ -70,7 +84,7 @@ def test_long_requests_borrow_the_idle_core_and_answer_the_same(fixed):
         assert lent0 is not None
         got, hdrs = embed(srv, LONG)
         assert "cpu_b" in hdrs.get("x-engine", "cpu_b")
-        assert got == fixed[0]  # the same numbers with the borrowed core
+        assert same(got, fixed[0])  # the same numbers with the borrowed core
         assert metric(srv, "hetserve_core_lent_stages_total") > lent0
         assert metric(srv, "hetserve_core_lent_seconds_total") > 0
         # short requests while long ones run: both answered, both unchanged
@@ -79,7 +93,7 @@ def test_long_requests_borrow_the_idle_core_and_answer_the_same(fixed):
         def longs():
             for _ in range(4):
                 try:
-                    assert embed(srv, LONG)[0] == fixed[0]
+                    assert same(embed(srv, LONG)[0], fixed[0])
                 except AssertionError as e:
                     errors.append(e)
 
@@ -89,7 +103,7 @@ def test_long_requests_borrow_the_idle_core_and_answer_the_same(fixed):
             shorts.append(embed(srv, SHORT)[0])
         t.join()
         assert not errors
-        assert all(s == fixed[1] for s in shorts)
+        assert all(same(s, fixed[1]) for s in shorts)
         assert metric(srv, "hetserve_core_reclaim_waits_total") is not None
     finally:
         srv.stop()

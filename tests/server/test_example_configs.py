@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from hetserve_fixture import BINARY, ROOT, Server
+from hetserve_fixture import BINARY, ROOT, Server, cpu_computes
 
 OV_PLUGIN = os.path.join(os.path.dirname(BINARY), "plugins", "libhs_engine_openvino.so")
 GOLD = json.load(open(os.path.join(ROOT, "tests", "golden", "rerank_tiny.json")))
@@ -45,6 +45,8 @@ def openvino_device():
 def test_rag_config_routes_embeddings_and_long_pairs():
     if not openvino_device():
         pytest.skip("no OpenVINO engine (the plugin is not built, or it finds no device)")
+    if not cpu_computes("int8"):  # the embedder's lane is cpu_int8
+        pytest.skip("this machine's CPU engine does not compute in int8 (hetserve devices)")
     with tempfile.TemporaryDirectory(prefix="hs_pytest_") as d:
         emb = os.path.join(d, "embedder")  # a copy: the int8 lane writes its plan into it
         shutil.copytree(os.path.join(ROOT, "tests", "data", "tiny-roberta"), emb)

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from hetserve_fixture import BINARY, ROOT, Server
+from hetserve_fixture import BINARY, ROOT, Server, cpu_computes
 
 FAMILIES = ["roberta", "distilbert", "nomic-bert", "gte", "modernbert", "qwen3"]
 
@@ -149,7 +149,9 @@ def test_verify_every_family(family):
         assert rows[("openvino0", "f32")][0] >= 0.99999, out.stdout
     for (engine, dtype), r in rows.items():
         if dtype == "int8" and isinstance(r, str):
-            assert "no int8 quantization plan" in r, r
+            assert "no int8 quantization plan" in r or (
+                engine == "cpu0" and not cpu_computes("int8") and "does not compute in int8" in r
+            ), r
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +169,8 @@ def test_quantize_every_family(family, small_calib, tmp_path):
     """hetserve quantize makes an int8 plan for every family that meets its target, and the
     quantized folder's int8 lanes (CPU, and OpenVINO when built) pass the lane check against the
     golden sentences: min cosine >= 0.99, mean >= 0.998."""
+    if not cpu_computes("int8"):  # quantize searches the plan on the CPU engine
+        pytest.skip("this machine's CPU engine does not compute in int8 (hetserve devices)")
     model = os.path.join(ROOT, "tests", "data", "tiny-" + family)
     q = str(tmp_path / ("tiny-%s-int8" % family))
     r = subprocess.run([BINARY, "quantize", "--model", model, "--calib", small_calib,

@@ -122,8 +122,10 @@ static void shared_preparations_count_once(void **state)
     assert_int_equal(p->engines[0].shared_bytes, 0);
     assert_int_equal(p->engines[1].weights_bytes, 0);
     assert_int_equal(p->engines[1].shared_bytes, p->engines[0].weights_bytes);
+    /* its own (bf16 halves the packed copies, but a CPU without the f32 small-M panels packs
+     * nothing in f32, so which is larger depends on the CPU) */
     assert_true(p->engines[2].weights_bytes > 0);
-    assert_true(p->engines[2].weights_bytes < p->engines[0].weights_bytes);
+    assert_int_equal(p->engines[2].shared_bytes, 0);
     /* the three share one host */
     assert_int_equal(p->n_devices, 1);
     assert_int_equal(p->devices[0].engines_bytes, p->engines[0].need_bytes +

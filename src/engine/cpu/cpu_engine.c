@@ -514,7 +514,8 @@ int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_enco
 {
     if (stage != HS_STAGE_ATTN && stage != HS_STAGE_FFN) return 0;
     const int h = d->hidden, inter = d->intermediate;
-    int64_t b = 0;
+    int64_t b = (int64_t)sizeof(struct cpu_prep); /* the stage's own record (kB: on a CPU without
+                                                   * the small-M panels it is most of an FFN's) */
     if (stage == HS_STAGE_ATTN) {
         b += (int64_t)sizeof(float) * qkv_cols(d) * ((int64_t)h + 1); /* q, k, v stacked */
         if (d->rel_buckets > 0)
