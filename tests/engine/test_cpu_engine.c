@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/qlinear.h"
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "refmodel.h"
@@ -307,6 +308,106 @@ static void kernels_bf16_attention_tracks_f32(void **state)
             free(scr);
         }
     assert_int_equal(hs__cpu_attn_bf16(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
+}
+
+static void fill_rand(float *v, size_t n, uint32_t seed, float amp)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = amp * ((float)(seed >> 8) / 16777216.0f - 0.5f);
+    }
+}
+
+/* The int8 layer with the residual LayerNorm as its epilogue (hs__ql_run_resid_ln) against the
+ * layer into y, then hs__cpu_residual_ln: equal to the bit, alone and as the second layer of a
+ * chained pair (its input quantized by the first's epilogue), for row counts below a bucket,
+ * across GEMM chunks and with either thread count. */
+static void int8_resid_ln_epilogue_equals_unfused(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    enum { K = 96, N = 64, MID = 160 };
+    static const int rows_list[] = {7, 300};
+    float *w1 = malloc(sizeof(float) * MID * K), *w2 = malloc(sizeof(float) * N * MID);
+    float *wo = malloc(sizeof(float) * N * K);
+    float b1[MID], bias[N], g[N], beta[N];
+    assert_non_null(w1);
+    assert_non_null(w2);
+    assert_non_null(wo);
+    fill_rand(w1, (size_t)MID * K, 1u, 0.4f);
+    fill_rand(w2, (size_t)N * MID, 2u, 0.4f);
+    fill_rand(wo, (size_t)N * K, 3u, 0.4f);
+    fill_rand(b1, MID, 4u, 0.2f);
+    fill_rand(bias, N, 5u, 0.2f);
+    fill_rand(g, N, 6u, 2.0f);
+    fill_rand(beta, N, 7u, 0.5f);
+    struct hs_ql_weights qa, qb, qo;
+    assert_int_equal(hs__ql_weights_make(HS_DTYPE_I8, w1, MID, K, NULL, &qa, &err), 0);
+    assert_int_equal(hs__ql_weights_make(HS_DTYPE_I8, w2, N, MID, NULL, &qb, &err), 0);
+    assert_int_equal(hs__ql_weights_make(HS_DTYPE_I8, wo, N, K, NULL, &qo, &err), 0);
+    assert_true(hs__ql_chainable(&qa, &qb));
+    struct hs_ql_cache *c = NULL;
+    assert_int_equal(hs__ql_cache_create(1, &c, &err), 0);
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+        for (int nt = 1; nt <= 2; nt++) {
+            const int rows = rows_list[ri];
+            const size_t pr = (size_t)rows + HS_QL_ROW_PAD;
+            float *x = malloc(sizeof(float) * (size_t)rows * K);
+            float *mid = malloc(sizeof(float) * (size_t)rows * MID);
+            float *y = malloc(sizeof(float) * (size_t)rows * N);
+            float *want = malloc(sizeof(float) * (size_t)rows * N);
+            float *got = malloc(sizeof(float) * (size_t)rows * N);
+            void *qsrc = malloc((size_t)hs__ql_src_bytes(rows, MID));
+            void *qmid = malloc(pr * MID);
+            float *sx = malloc(sizeof(float) * pr);
+            int32_t *acc = malloc(sizeof(int32_t) * pr * MID);
+            assert_true(x && mid && y && want && got && qsrc && qmid && sx && acc);
+            fill_rand(x, (size_t)rows * K, 8u + (uint32_t)rows, 6.0f);
+            fill_rand(want, (size_t)rows * N, 9u + (uint32_t)rows, 3.0f);
+            memcpy(got, want, sizeof(float) * (size_t)rows * N);
+            /* one layer */
+            assert_int_equal(
+                hs__ql_run(c, 0, &qo, x, NULL, y, rows, -1, nt, qsrc, sx, acc, NULL, NULL, &err),
+                0);
+            hs__cpu_residual_ln(want, y, bias, g, beta, rows, N, 1e-5f, nt);
+            const struct hs_ql_resid_ln ln = {got, bias, g, beta, 1e-5f};
+            assert_int_equal(hs__ql_run_resid_ln(c, 0, &qo, x, rows, nt, qsrc, sx, acc, &ln, &err),
+                             0);
+            assert_memory_equal(got, want, sizeof(float) * (size_t)rows * N);
+            /* the second layer of a chained pair */
+            assert_int_equal(hs__ql_run(c, 0, &qa, x, b1, mid, rows, HS_ACT_GELU_ERF, nt, qsrc, sx,
+                                        acc, NULL, NULL, &err),
+                             0);
+            assert_int_equal(
+                hs__ql_run(c, 0, &qb, mid, NULL, y, rows, -1, nt, qsrc, sx, acc, NULL, NULL, &err),
+                0);
+            hs__cpu_residual_ln(want, y, bias, g, beta, rows, N, 1e-5f, nt);
+            assert_int_equal(hs__ql_run(c, 0, &qa, x, b1, NULL, rows, HS_ACT_GELU_ERF, nt, qsrc, sx,
+                                        acc, &qb, qmid, &err),
+                             0);
+            assert_int_equal(
+                hs__ql_run_resid_ln(c, 0, &qb, NULL, rows, nt, qmid, sx, acc, &ln, &err), 0);
+            assert_memory_equal(got, want, sizeof(float) * (size_t)rows * N);
+            free(x);
+            free(mid);
+            free(y);
+            free(want);
+            free(got);
+            free(qsrc);
+            free(qmid);
+            free(sx);
+            free(acc);
+        }
+    /* no norm, or a layer whose epilogue is oneDNN's: refused */
+    const struct hs_ql_resid_ln no_g = {bias, bias, NULL, NULL, 1e-5f};
+    assert_int_equal(hs__ql_run_resid_ln(c, 0, &qo, NULL, 1, 1, NULL, NULL, NULL, &no_g, &err), -1);
+    hs__ql_cache_free(c);
+    hs__ql_weights_free(&qa);
+    hs__ql_weights_free(&qb);
+    hs__ql_weights_free(&qo);
+    free(w1);
+    free(w2);
+    free(wo);
 }
 
 static void bad_batches_are_rejected(void **state)
@@ -803,6 +904,7 @@ int main(void)
         cmocka_unit_test(kernels_vmath_every_width),
         cmocka_unit_test(kernels_avx2_attention_matches_reference),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
+        cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
         cmocka_unit_test(encoder_matches_reference_head64),

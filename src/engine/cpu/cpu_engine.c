@@ -752,6 +752,28 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
     return hs__cpu_linear(x, wt, bias, y, rows, n, k, act, nt);
 }
 
+/* int8, post-LN: the layer whose output feeds the residual and its LayerNorm
+ * (hs__ql_run_resid_ln), unchained. */
+static int linear_resid_ln(const struct slice_ctx *sc, int which, const float *x, float *hidden,
+                           const float *bias, const float *g, const float *beta, float eps,
+                           int rows, int nt)
+{
+    struct cpu_ws *w = sc->w;
+    const size_t r0 = (size_t)sc->row_base;
+    const struct hs_ql_resid_ln ln = {hidden, bias, g, beta, eps};
+    void *qsrc = (char *)w->ql_src + r0 * (size_t)act_wide(&w->dims) * 2;
+    return hs__ql_run_resid_ln(w->ql, sc->slot, &sc->p->ql[which], x, rows, nt, qsrc, w->ql_sx + r0,
+                               w->ql_acc + r0 * (size_t)ql_widest(&w->dims), &ln, sc->err);
+}
+
+/* Whether a stage's output layer takes the residual LayerNorm as its epilogue: the int8 lane of
+ * a post-LN encoder (bf16 fuses its bias inside oneDNN instead). */
+static bool fuse_resid_ln(const struct slice_ctx *sc, const struct hs_encoder_dims *d,
+                          const float *g)
+{
+    return sc->p->dtype == HS_DTYPE_I8 && sc->w->ql && !d->norm_pre && g;
+}
+
 /* int8 / bf16 FFN: the first layer's epilogue writes its activated rows straight as the second
  * layer's input (hs__ql_run chaining). int8: into the upper half of this slice's source buffer,
  * which int8 (one byte a value; the buffer is sized for bf16's two) leaves free. bf16: into the
@@ -759,7 +781,7 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
  * the source buffer as its accumulators. Returns 1 when done, 0 when the pair cannot chain
  * (the caller runs the layers apart), -1 on failure. */
 static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bias, float *y,
-                     int rows, int act, int nt)
+                     int rows, int act, int nt, const struct hs_ql_resid_ln *ln)
 {
     struct cpu_ws *w = sc->w;
     const struct hs_ql_weights *a = &sc->p->ql[QL_FFN_IN], *b = &sc->p->ql[QL_FFN_OUT];
@@ -780,8 +802,9 @@ static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bi
     const int first = hs__ql_run(w->ql, sc->slot, a, x, bias, NULL, rows, act, nt, qsrc, sx, acc, b,
                                  qmid, sc->err);
     if (first) return first < 0 ? -1 : 0;
-    if (hs__ql_run(w->ql, sc->slot, b, NULL, NULL, y, rows, -1, nt, qmid, sx, acc2, NULL, NULL,
-                   sc->err))
+    if (ln ? hs__ql_run_resid_ln(w->ql, sc->slot, b, NULL, rows, nt, qmid, sx, acc2, ln, sc->err)
+           : hs__ql_run(w->ql, sc->slot, b, NULL, NULL, y, rows, -1, nt, qmid, sx, acc2, NULL, NULL,
+                        sc->err))
         return -1;
     return 1;
 }
@@ -847,6 +870,9 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
         /* attention indexes tokens by the batch's absolute offsets */
         hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, &shape, scratch,
                           w->spec.seq_max, nt, p->rel, p->rel_span);
+        if (fuse_resid_ln(&sc, d, p->w[HS_W_ATTN_LN_G]))
+            return linear_resid_ln(&sc, QL_ATTN_OUT, ctx, hidden, p->w[HS_W_ATTN_OUT_B],
+                                   p->w[HS_W_ATTN_LN_G], p->w[HS_W_ATTN_LN_B], d->ln_eps, T, nt);
         if (linear(c, &sc, QL_ATTN_OUT, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T,
                    H, nq, -1, nt))
             return -1;
@@ -872,12 +898,21 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
                 return -1;
             hs__cpu_glu(ug, inter, T, I, d->act, nt);
         } else {
-            const int chained = ffn_chain(&sc, in, p->w[HS_W_FFN_IN_B], tmp2, T, (int)d->act, nt);
+            const struct hs_ql_resid_ln ln = {hidden, p->w[HS_W_FFN_OUT_B], p->w[HS_W_FFN_LN_G],
+                                              p->w[HS_W_FFN_LN_B], d->ln_eps};
+            const bool fuse = fuse_resid_ln(&sc, d, ln.g);
+            const int chained = ffn_chain(&sc, in, p->w[HS_W_FFN_IN_B], tmp2, T, (int)d->act, nt,
+                                          fuse ? &ln : NULL);
             if (chained < 0) return -1;
-            if (!chained && (linear(c, &sc, QL_FFN_IN, pad, in, p->w[HS_W_FFN_IN], p->packed_in,
-                                    p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt) ||
-                             linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],
-                                    p->packed_ffn_out, NULL, tmp2, T, H, I, -1, nt)))
+            if (chained && fuse) return 0;
+            if (!chained && linear(c, &sc, QL_FFN_IN, pad, in, p->w[HS_W_FFN_IN], p->packed_in,
+                                   p->w[HS_W_FFN_IN_B], inter, T, I, H, (int)d->act, nt))
+                return -1;
+            if (!chained && fuse)
+                return linear_resid_ln(&sc, QL_FFN_OUT, inter, hidden, ln.bias, ln.g, ln.beta,
+                                       ln.eps, T, nt);
+            if (!chained && linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],
+                                   p->packed_ffn_out, NULL, tmp2, T, H, I, -1, nt))
                 return -1;
         }
         if (p->ffn_w && linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],

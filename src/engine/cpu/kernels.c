@@ -145,6 +145,12 @@ static void ln_row(float *x, const float *y, const float *bias, const float *g, 
         for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j];
 }
 
+void hs__cpu_residual_ln_row(float *x, const float *y, const float *bias, const float *g,
+                             const float *beta, int n, float eps)
+{
+    ln_row(x, y, bias, g, beta, n, eps);
+}
+
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads)
 {

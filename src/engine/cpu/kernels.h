@@ -21,6 +21,9 @@ void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
 /* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias and beta may be NULL. */
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);
+/* The same for one row: hs__cpu_residual_ln is this over every row (equal results). */
+void hs__cpu_residual_ln_row(float *x, const float *y, const float *bias, const float *g,
+                             const float *beta, int n, float eps);
 
 /* Embedding: x[t] = LN(word[ids[t]] + pos[pos_ids[t]] + type[type_ids[t]]); type NULL: no
  * token-type term (MPNet); pos NULL: no position term (rotary families); beta may be NULL. */

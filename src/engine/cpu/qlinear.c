@@ -641,9 +641,11 @@ static int ql_status(dnnl_status_t s, const struct hs_ql_weights *w, int mb, str
     return -1;
 }
 
-int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
-               const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
-               int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err)
+/* hs__ql_run, and with ln given (int8, unfused only) hs__ql_run_resid_ln. */
+static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
+                  const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
+                  int32_t *acc, const struct hs_ql_weights *next, void *qnext,
+                  const struct hs_ql_resid_ln *ln, struct hs_error *err)
 {
     const int n = w->n, k = w->k;
     if (slot < 0 || slot >= c->slots) {
@@ -712,7 +714,7 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         }
         s = execute(c, slot, e, w, (char *)qsrc + (size_t)r0 * k * esz, NULL, acc);
         if (s != dnnl_success) break;
-        float *yd = next ? NULL : y + (size_t)r0 * n;
+        float *yd = next || ln ? NULL : y + (size_t)r0 * n;
         float *sxd = sx + r0;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
         for (int r = 0; r < left; r++) {
@@ -726,6 +728,13 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
                 sxd[r] = quant_input(next, row, (char *)qnext + (size_t)(r0 + r) * n * esz, avx512);
                 continue;
             }
+            if (ln) { /* the row goes from L1 into the residual and its LayerNorm */
+                float row[n];
+                dequant_row(acc + (size_t)r * n, w->scale, sxd[r], row, n);
+                hs__cpu_residual_ln_row(ln->x + (size_t)(r0 + r) * n, row, ln->bias, ln->g,
+                                        ln->beta, n, ln->eps);
+                continue;
+            }
             float *yr = yd + (size_t)r * n;
             if (i8)
                 dequant_row(acc + (size_t)r * n, w->scale, sxd[r], yr, n);
@@ -735,6 +744,25 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
         }
     }
     return ql_status(s, w, failed_mb, err);
+}
+
+int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
+               const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
+               int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err)
+{
+    return ql_run(c, slot, w, x, bias, y, rows, act, nt, qsrc, sx, acc, next, qnext, NULL, err);
+}
+
+int hs__ql_run_resid_ln(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w,
+                        const float *x, int rows, int nt, void *qsrc, float *sx, int32_t *acc,
+                        const struct hs_ql_resid_ln *ln, struct hs_error *err)
+{
+    if (w->dtype != HS_DTYPE_I8 || !ln || !ln->x || !ln->g) {
+        hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                     "cpu: a residual LayerNorm epilogue needs an int8 layer and its norm");
+        return -1;
+    }
+    return ql_run(c, slot, w, x, NULL, NULL, rows, -1, nt, qsrc, sx, acc, NULL, NULL, ln, err);
 }
 
 int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, void *qsrc,

@@ -81,6 +81,23 @@ int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, c
                const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
                int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err);
 
+/* A residual LayerNorm after the layer (post-LN encoders: the attention output and the FFN's
+ * second layer): x[r] = LN(x[r] + y[r] + bias) * g + beta, with y the layer's output row. */
+struct hs_ql_resid_ln {
+    float *x;                     /* [rows, n]: the residual in, the normalized rows out */
+    const float *bias, *g, *beta; /* [n]; bias and beta may be NULL */
+    float eps;
+};
+
+/* hs__ql_run (int8 only, no activation) with that LayerNorm as the epilogue: each row is
+ * dequantized, added to the residual and normalized while its accumulators are in cache, so
+ * y never goes to memory. The result equals hs__ql_run into y, then hs__cpu_residual_ln.
+ * x NULL: qsrc / sx already hold the quantized input (a chained producer's). Returns 0, or -1
+ * (message in err; a bf16 layer is refused: its epilogue runs inside oneDNN). */
+int hs__ql_run_resid_ln(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w,
+                        const float *x, int rows, int nt, void *qsrc, float *sx, int32_t *acc,
+                        const struct hs_ql_resid_ln *ln, struct hs_error *err);
+
 /* The GEMM of hs__ql_run alone, the same primitive (and cache entry) the layer uses: qsrc holds
  * `rows` (+ pad) rows already quantized (int8) or rounded (bf16); acc receives the s32 (int8) or
  * f32 (bf16) product, rows + HS_QL_ROW_PAD rows of n. No quantization, scaling, bias or
