@@ -24,6 +24,7 @@ struct preempt_gate {
     int in_stage;       /* other slots inside a stage */
     atomic_bool active; /* the preempting slot's batch runs or waits to */
     bool waiting;       /* ... and waits for in_stage to reach 0 */
+    int paused;         /* other slots waiting before a stage */
 };
 
 struct exec_engine {
@@ -235,9 +236,11 @@ static int64_t stage_enter(struct preempt_gate *g)
     if (!g) return 0;
     int64_t t0 = 0;
     pthread_mutex_lock(&g->mu);
-    while (atomic_load(&g->active)) {
-        if (!t0) t0 = hs_now_ns();
-        pthread_cond_wait(&g->cv, &g->mu);
+    if (atomic_load(&g->active)) {
+        t0 = hs_now_ns();
+        g->paused++;
+        while (atomic_load(&g->active)) pthread_cond_wait(&g->cv, &g->mu);
+        g->paused--;
     }
     g->in_stage++;
     pthread_mutex_unlock(&g->mu);
@@ -274,13 +277,14 @@ static void preempt_end(struct preempt_gate *g)
     pthread_mutex_unlock(&g->mu);
 }
 
-bool hs_executor_preempt_waiting(struct hs_executor *x)
+void hs_executor_preempt_state(struct hs_executor *x, struct hs_exec_preempt_state *out)
 {
-    if (!x || !x->pre) return false;
+    *out = (struct hs_exec_preempt_state){0};
+    if (!x || !x->pre) return;
     pthread_mutex_lock(&x->pre->mu);
-    bool w = x->pre->waiting;
+    out->waiting = x->pre->waiting;
+    out->paused = x->pre->paused;
     pthread_mutex_unlock(&x->pre->mu);
-    return w;
 }
 
 /* Stage i's compute dtype: f32 where the placement or the model's quantization plan keeps it,

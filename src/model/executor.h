@@ -135,9 +135,14 @@ void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from,
  * without taking it again, so a scheduler can form the batch once it can start. ungate gives
  * an entry taken but not used back. No effect without a pipeline. */
 bool hs_executor_pipelined(const struct hs_executor *x);
-/* opts.preempt: whether the preempting slot's batch is waiting now for the other slots' stages
- * in flight (for tests and diagnostics). Thread-safe. */
-bool hs_executor_preempt_waiting(struct hs_executor *x);
+/* opts.preempt, now (for tests and diagnostics): whether the preempting slot's batch waits for
+ * the other slots' stages in flight, and how many of their batches are paused at a stage
+ * boundary. All zero without preempt. Thread-safe. */
+struct hs_exec_preempt_state {
+    bool waiting;
+    int paused;
+};
+void hs_executor_preempt_state(struct hs_executor *x, struct hs_exec_preempt_state *out);
 void hs_executor_gate(struct hs_executor *x, int slot);
 void hs_executor_ungate(struct hs_executor *x, int slot);
 

@@ -144,6 +144,17 @@ static uint64_t lane_running_tenants(const struct lane *L)
     return m;
 }
 
+bool hs__lane_preemptible(const struct lane *L)
+{
+    for (int i = 0; i < L->n_slots; i++) {
+        const struct slot *sl = &L->slots[i];
+        if (i != L->preempt_slot && sl->run_tenants &&
+            (!sl->run_start_ns || (double)sl->run_paused_ns < sl->run_pred_s * 1e9))
+            return true;
+    }
+    return false;
+}
+
 /* The tag past which bucket b's work runs ahead of the lane (one full batch past the virtual
  * time, lane_take's slice_from): the preempting slot takes none of it. */
 static double owed_until(const struct lane *L, int b)
@@ -165,9 +176,8 @@ static struct hs_seq *list_owed(const struct lane *L, const struct list *l, int 
  * and owed work waits; interactive first, then the smallest tag. */
 static int preempt_pick(const struct lane *L)
 {
-    if (!L->running_batches) return -1;
+    if (!L->running_batches || !hs__lane_preemptible(L)) return -1;
     const uint64_t running = lane_running_tenants(L);
-    if (!running) return -1; /* the running batches are the preempting slot's own */
     int best = -1, best_prio = HS_PRIORITY_COUNT;
     double best_tag = INFINITY;
     for (int p = 0; p < HS_PRIORITY_COUNT && best < 0; p++)
@@ -183,16 +193,17 @@ static int preempt_pick(const struct lane *L)
 }
 
 /* Takes the owed sequences of bucket b into the preempting slot, interactive first, in tag
- * order, while the batch stays short: fair_batch_us, or a quarter of a full batch's predicted
- * time (one sequence at least); fails expired ones (lock held). */
+ * order, while the batch stays short: a quarter of a full batch's predicted time, or
+ * fair_batch_us when longer (one sequence at least: where a batch's fixed cost alone passes the
+ * bound, a batch of one each would spend the engine on fixed costs while owed work queues);
+ * fails expired ones (lock held). */
 static int preempt_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
 {
     const uint64_t running = lane_running_tenants(L);
     const double until = owed_until(L, b);
+    const double quarter_s = hs__lane_batch_s(L, b, (double)L->cap_seqs[b] * L->bucket_len[b]) / 4;
     const double bound_s =
-        L->o.fair_batch_us > 0
-            ? L->o.fair_batch_us * 1e-6
-            : hs__lane_batch_s(L, b, (double)L->cap_seqs[b] * L->bucket_len[b]) / 4;
+        L->o.fair_batch_us * 1e-6 > quarter_s ? L->o.fair_batch_us * 1e-6 : quarter_s;
     int64_t tokens = 0;
     int n = 0;
     for (int p = 0; p < HS_PRIORITY_COUNT && n < L->cap_seqs[b]; p++) {

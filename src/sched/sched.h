@@ -63,9 +63,11 @@
  * that is owed: sequences of tenants with nothing in a running batch and not running ahead
  * (tagged within one full batch of their bucket past the virtual time, the rule fair_batch_us
  * cuts by), interactive first, the bucket with the smallest such tag; the batch stays short
- * (fair_batch_us when set, else a quarter of a full batch's predicted time; one sequence at
+ * (a quarter of a full batch's predicted time, or fair_batch_us when longer; one sequence at
  * least) and forms at once, without a window. The runner runs it ahead of the others: they
  * wait at their next stage boundary until it ends (model/executor.h, hs_executor_opts.preempt).
+ * A batch is paused at most for about its own predicted time (no preemption once its pauses
+ * reach it), which bounds how long a tenant's sequence in it waits for others' batches.
  * The predictor counts a paused batch's time left as its own plus the preempting batch's (its
  * time paused is not its progress), the slots sharing work are the lane's own (the preempting
  * one adds no engine), and a batch learns its cost without the time it was paused.

@@ -142,7 +142,7 @@ static double lane_preempt_predict(const struct lane *L, const struct hs_request
                                    double tag, const int *own, const int64_t *own_tokens,
                                    int64_t now)
 {
-    if (L->preempt_slot < 0 || !L->running_batches) return -1;
+    if (L->preempt_slot < 0 || !L->running_batches || !hs__lane_preemptible(L)) return -1;
     uint64_t running = 0;
     for (int i = 0; i < L->n_slots; i++)
         if (i != L->preempt_slot) running |= L->slots[i].run_tenants;

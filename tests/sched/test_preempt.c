@@ -26,7 +26,9 @@
 #define LIGHT   10
 #define WAIT_NS (20 * 1000000000LL) /* a bug fails instead of hanging */
 
-/* Holds the flood's batch inside its layer 1 attention (armed once per run). */
+/* Holds the flood's batch inside its layer 1 attention (armed once per run) until the test lets
+ * it go on; with light_armed, the light batch's first stage then waits until the flood's batch
+ * is paused (so that the light batch computes while it is, however the threads are scheduled). */
 struct hold {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -34,6 +36,9 @@ struct hold {
     bool armed;    /* hold the next such stage */
     bool held;     /* the flood's stage is held now */
     bool released; /* the test let it go on */
+    bool light_armed;
+    int light_saw_paused; /* slots the light batch saw paused */
+    struct hs_executor *x;
 };
 
 static void observe(void *ctx, const struct hs_stage *st, int linear, const float *x, int rows,
@@ -41,9 +46,21 @@ static void observe(void *ctx, const struct hs_stage *st, int linear, const floa
 {
     (void)x, (void)k;
     struct hold *h = ctx;
-    if (st->kind != HS_STAGE_ATTN || st->layer != 1 || linear != 0) return;
+    if (linear != 0) return;
     pthread_mutex_lock(&h->mu);
-    if (h->armed && rows == h->rows) {
+    if (h->light_armed && rows == LIGHT && st->kind == HS_STAGE_ATTN && st->layer == 0) {
+        h->light_armed = false;
+        pthread_mutex_unlock(&h->mu);
+        struct hs_exec_preempt_state ps;
+        const int64_t until = hs_now_ns() + WAIT_NS;
+        do {
+            hs_executor_preempt_state(h->x, &ps);
+            if (!ps.paused) nanosleep(&(struct timespec){0, 100000}, NULL);
+        } while (!ps.paused && hs_now_ns() < until);
+        pthread_mutex_lock(&h->mu);
+        h->light_saw_paused = ps.paused;
+    }
+    if (h->armed && rows == h->rows && st->kind == HS_STAGE_ATTN && st->layer == 1) {
         h->armed = false;
         h->held = true;
         pthread_cond_broadcast(&h->cv);
@@ -176,6 +193,7 @@ static void light_batch_runs_while_flood_paused(void **state)
     struct hs_executor_opts xo = {.batch_max = 16, .seq_max = 64, .slots = 2, .preempt = true};
     if (hs_executor_create(&rm->model, &plan, &xo, &er.x, &err))
         fail_msg("executor_create: %s", err.msg);
+    h.x = er.x;
 
     float out_flood[2][N_FLOOD * H], out_light[2][H];
     for (int preempt = 0; preempt < 2; preempt++) {
@@ -205,6 +223,8 @@ static void light_batch_runs_while_flood_paused(void **state)
         pthread_mutex_lock(&h.mu);
         h.armed = true;
         h.released = false;
+        h.light_armed = preempt;
+        h.light_saw_paused = 0;
         pthread_mutex_unlock(&h.mu);
 
         struct preq *flood = preq_new(1, N_FLOOD, flood_lens, flood_ids);
@@ -217,9 +237,12 @@ static void light_batch_runs_while_flood_paused(void **state)
         assert_int_equal(hs_sched_submit(s, &light->r), HS_STATUS_OK);
         if (preempt) { /* the preempting batch waits for the stage in flight, which is held */
             const int64_t until = hs_now_ns() + WAIT_NS;
-            while (!hs_executor_preempt_waiting(er.x) && hs_now_ns() < until)
-                nanosleep(&(struct timespec){0, 1000000}, NULL);
-            assert_true(hs_executor_preempt_waiting(er.x));
+            struct hs_exec_preempt_state ps;
+            do {
+                hs_executor_preempt_state(er.x, &ps);
+                if (!ps.waiting) nanosleep(&(struct timespec){0, 1000000}, NULL);
+            } while (!ps.waiting && hs_now_ns() < until);
+            assert_true(ps.waiting);
         }
         assert_int_equal(atomic_load(&light->done_at), 0);
         pthread_mutex_lock(&h.mu);
@@ -234,8 +257,10 @@ static void light_batch_runs_while_flood_paused(void **state)
         struct hs_lane_stats ls;
         hs_sched_lane_stats(s, 0, &ls);
         if (preempt) {
-            /* the light request was answered first, from the preempting slot's batch, while the
-             * flood's batch was paused at its next stage boundary */
+            /* the light request's batch ran on the preempting slot while the flood's batch was
+             * paused at its next stage boundary (and was answered first: the flood's batch had
+             * stages left to run after it) */
+            assert_int_equal(h.light_saw_paused, 1);
             assert_int_equal(atomic_load(&light->done_at), 1);
             assert_int_equal(er.runs[0], 1);
             assert_int_equal(er.runs[1], 1);
