@@ -144,13 +144,15 @@ static uint64_t lane_running_tenants(const struct lane *L)
     return m;
 }
 
-bool hs__lane_preemptible(const struct lane *L)
+bool hs__lane_preemptible(const struct lane *L, double need_s, int64_t now)
 {
     for (int i = 0; i < L->n_slots; i++) {
         const struct slot *sl = &L->slots[i];
-        if (i != L->preempt_slot && sl->run_tenants &&
-            (!sl->run_start_ns || (double)sl->run_paused_ns < sl->run_pred_s * 1e9))
-            return true;
+        if (i == L->preempt_slot || !sl->run_tenants) continue;
+        if (!sl->run_start_ns) return true; /* formed, about to start */
+        const double left =
+            hs_cost_running_left_s(sl->run_pred_s, hs__slot_ran_s(L, sl, now), L->measured);
+        if ((double)sl->run_paused_ns < sl->run_pred_s * 1e9 && left > need_s) return true;
     }
     return false;
 }
@@ -172,14 +174,15 @@ static struct hs_seq *list_owed(const struct lane *L, const struct list *l, int 
     return NULL;
 }
 
-/* The bucket the preempting slot batches now (lock held): -1 unless another slot's batch runs
- * and owed work waits; interactive first, then the smallest tag. */
-static int preempt_pick(const struct lane *L)
+/* The bucket the preempting slot batches now (lock held): -1 unless owed work waits and a batch
+ * it may preempt runs (hs__lane_preemptible, against the first owed sequence alone); interactive
+ * first, then the smallest tag. */
+static int preempt_pick(const struct lane *L, int64_t now)
 {
-    if (!L->running_batches || !hs__lane_preemptible(L)) return -1;
+    if (!L->running_batches) return -1;
     const uint64_t running = lane_running_tenants(L);
     int best = -1, best_prio = HS_PRIORITY_COUNT;
-    double best_tag = INFINITY;
+    double best_tag = INFINITY, need_s = 0;
     for (int p = 0; p < HS_PRIORITY_COUNT && best < 0; p++)
         for (int b = 0; b < L->n_buckets; b++) {
             const struct hs_seq *q = list_owed(L, &L->q[p][b], b, running);
@@ -187,9 +190,10 @@ static int preempt_pick(const struct lane *L)
                 best = b;
                 best_prio = p;
                 best_tag = q->tag;
+                need_s = hs__lane_batch_s(L, b, q->n_tokens);
             }
         }
-    return best;
+    return best >= 0 && hs__lane_preemptible(L, need_s, now) ? best : -1;
 }
 
 /* Takes the owed sequences of bucket b into the preempting slot, interactive first, in tag
@@ -470,7 +474,7 @@ int hs__slot_take(struct slot *sl, int64_t now, bool draining, int *bucket, int6
 {
     struct lane *L = sl->L;
     const bool preempting = sl->idx == L->preempt_slot;
-    int b = preempting ? preempt_pick(L) : lane_pick(L, now, draining, wake);
+    int b = preempting ? preempt_pick(L, now) : lane_pick(L, now, draining, wake);
     if (b < 0) {
         if (preempting) *wake = INT64_MAX; /* new work or another slot's batch wakes it */
         sl->backlog_since_ns = 0;

@@ -233,12 +233,13 @@ bool hs__slot_overran(const struct slot *sl, double ran_s);
 /* Seconds the slot's running batch has run of its own work by now: since it began, less the
  * time the preempting slot's batches held it paused (lock held). */
 double hs__slot_ran_s(const struct lane *L, const struct slot *sl, int64_t now);
-/* Whether the preempting slot may run a batch now (lock held): another slot's batch runs that
- * has not yet been paused for as long as its own predicted time (a batch is at most paused that
- * long: past it, the work owed ahead of it waits for it to end, so that a tenant's sequence in
- * a paused batch is not held there by the other tenants' batches of one, which on a CPU cost
- * their fixed time each). */
-bool hs__lane_preemptible(const struct lane *L);
+/* Whether the preempting slot may run a batch of need_s predicted seconds now (lock held):
+ * another slot's batch runs that has more than need_s predicted time left (else waiting for it
+ * costs less, and the owed work goes into the next batch, at a full batch's efficiency) and has
+ * not yet been paused for as long as its own predicted time (a batch is at most paused about
+ * that long: past it, the owed work waits for it to end, so that a tenant's sequence in a paused
+ * batch is not held there by the other tenants' batches of one, each costing its fixed time). */
+bool hs__lane_preemptible(const struct lane *L, double need_s, int64_t now);
 /* Slots that add engine time: all but the preempting one. */
 static inline int hs__lane_work_slots(const struct lane *L)
 {

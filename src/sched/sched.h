@@ -66,8 +66,11 @@
  * (a quarter of a full batch's predicted time, or fair_batch_us when longer; one sequence at
  * least) and forms at once, without a window. The runner runs it ahead of the others: they
  * wait at their next stage boundary until it ends (model/executor.h, hs_executor_opts.preempt).
- * A batch is paused at most for about its own predicted time (no preemption once its pauses
- * reach it), which bounds how long a tenant's sequence in it waits for others' batches.
+ * It preempts only a batch with more predicted time left than the owed work's first sequence
+ * alone would take (else the owed work waits for it and goes into the next batch, at a full
+ * batch's efficiency), and a batch is paused at most for about its own predicted time (no
+ * preemption once its pauses reach it), which bounds how long a tenant's sequence in it waits
+ * for others' batches.
  * The predictor counts a paused batch's time left as its own plus the preempting batch's (its
  * time paused is not its progress), the slots sharing work are the lane's own (the preempting
  * one adds no engine), and a batch learns its cost without the time it was paused.

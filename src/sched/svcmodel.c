@@ -142,16 +142,17 @@ static double lane_preempt_predict(const struct lane *L, const struct hs_request
                                    double tag, const int *own, const int64_t *own_tokens,
                                    int64_t now)
 {
-    if (L->preempt_slot < 0 || !L->running_batches || !hs__lane_preemptible(L)) return -1;
+    if (L->preempt_slot < 0 || !L->running_batches) return -1;
     uint64_t running = 0;
     for (int i = 0; i < L->n_slots; i++)
         if (i != L->preempt_slot) running |= L->slots[i].run_tenants;
     if (!running || (running >> hs__tenant_slot(r) & 1)) return -1;
-    double s = 0;
+    double s = 0, need_s = 0;
     for (int b = 0; b < L->n_buckets; b++) {
         if (!own[b]) continue;
         const double until = L->vtime + (double)L->cap_seqs[b] * L->bucket_len[b];
         if (tag > until) return -1;
+        need_s += hs__lane_batch_s(L, b, (double)own_tokens[b]);
         int n = own[b];
         int64_t tokens = own_tokens[b];
         for (int p = 0; p <= upto && p < HS_PRIORITY_COUNT; p++)
@@ -162,6 +163,7 @@ static double lane_preempt_predict(const struct lane *L, const struct hs_request
                 }
         s += lane_bucket_s(L, b, n, tokens);
     }
+    if (!hs__lane_preemptible(L, need_s, now)) return -1;
     const struct slot *ps = &L->slots[L->preempt_slot];
     if (ps->run_start_ns)
         s += hs_cost_running_left_s(ps->run_pred_s, hs__slot_ran_s(L, ps, now), L->measured);
