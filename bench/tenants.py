@@ -6,7 +6,8 @@ send open-loop at --rate requests/s each; phase "unloaded": b and c alone; phase
 a adds --flood concurrent closed-loop clients. Run for each variant of --variants: the lanes'
 fair order on or off (scheduler.fair) and admission's share_inflight (auth.share_inflight, 0 =
 off), "fair,share" items, e.g. the default "1,0 0,0 0,4": fair queues alone, neither, the
-admission-only share of before. Prints, per phase and tenant, goodput (answered 200 / sent) and
+admission-only share of before; a third field 1 ("1,4,1") turns on scheduler.preempt (the
+lane's preempting slot), whose counters the --relative flood phase prints. Prints, per phase and tenant, goodput (answered 200 / sent) and
 P50 / P99 latency; exits 0 (a shared machine's timings are reported, not gated).
 
 With --hetbench RATE the load is hetbench's instead (open loop, Poisson arrivals at RATE req/s,
@@ -26,7 +27,7 @@ total: received to sent), and the stages of the slowest 1 % of each tenant's req
 average, which says where a light tenant's P99 comes from: waiting in the lane, the batch it
 ran in, or outside the scheduler (parse, tokenize, send: the HTTP threads on a loaded machine).
 
-usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S ..."]
+usage: bench/tenants.py [--seconds S] [--rate R] [--flood N] [--variants "F,S[,P] ..."]
                         [--hetbench RATE] [--batch-max N] [--queue-max N] [--fair-batch-ms MS]
                         [--breakdown] [--relative L]
 """
@@ -144,6 +145,7 @@ def relative(binary, port, keys, seconds, light):
           % (cap, share, light))
     alone = hetbench(binary, port, 2 * light * share, seconds, [("b", 1), ("c", 1)], keys)
     before = counters(port)
+    pre_before = metrics(port, "hetserve_preempt_")
     flood = hetbench(binary, port, (10 + 2 * light) * share, seconds,
                      [("a", 10 / light), ("b", 1), ("c", 1)], keys)
     print("  flood: throughput %.0f req/s; a goodput %.0f %%, P50 %.0f ms, P99 %.0f ms"
@@ -159,6 +161,31 @@ def relative(binary, port, keys, seconds, light):
               % (t, u[4], u[2], u[3], f[4], 100 * f[4] / u[4] if u[4] else 0, f[2], f[3],
                  f[3] / u[3] if u[3] else float("nan")))
     refusals(port, before)
+    pre = metrics(port, "hetserve_preempt_")
+    if pre:
+        d = {k: v - pre_before.get(k, 0) for k, v in pre.items()}
+        n = d.get("hetserve_preempt_batches_total", 0)
+        print("  preempting slot: %d batches in the flood, paused the others %.0f ms in all "
+              "(longest %.1f ms since start), waited for the stage in flight %.1f ms on "
+              "average (longest %.1f ms)"
+              % (n, 1e3 * d.get("hetserve_preempt_paused_seconds_total", 0),
+                 1e3 * pre.get("hetserve_preempt_paused_max_seconds", 0),
+                 1e3 * d.get("hetserve_preempt_wait_seconds_total", 0) / n if n else 0,
+                 1e3 * pre.get("hetserve_preempt_wait_max_seconds", 0)))
+
+
+def metrics(port, prefix):
+    """The /metrics series starting with prefix, summed over their labels."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    body = c.getresponse().read().decode()
+    c.close()
+    out = {}
+    for ln in body.splitlines():
+        if ln.startswith(prefix):
+            name = ln.split("{", 1)[0].split(" ", 1)[0]
+            out[name] = out.get(name, 0) + float(ln.rsplit(" ", 1)[1])
+    return out
 
 
 def counters(port):
@@ -242,7 +269,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--rate", type=float, default=8)
     ap.add_argument("--flood", type=int, default=16)
-    ap.add_argument("--variants", default="1,0 0,0 0,4")
+    ap.add_argument("--variants", default="1,0 0,0 0,4",
+                    help="\"fair,share[,preempt]\" items: scheduler.fair 1/0, "
+                         "auth.share_inflight, 1 = scheduler.preempt")
     ap.add_argument("--batch-max", type=int, default=0, help="batching.batch_max (0: default)")
     ap.add_argument("--queue-max", type=int, default=0, help="limits.queue_max (0: default)")
     ap.add_argument("--fair-batch-ms", type=int, default=0, help="scheduler.fair_batch_ms")
@@ -257,7 +286,8 @@ def main():
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
     for v in a.variants.split():
-        fair, share = (int(x) for x in v.split(","))
+        f = [int(x) for x in v.split(",")]
+        fair, share, preempt = f[0], f[1], f[2] if len(f) > 2 else 0
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
                "  timeout_ms: 10000\n")
         trace = None
@@ -265,8 +295,10 @@ def main():
             cfg += "  queue_max: %d\n" % a.queue_max
         if a.batch_max:
             cfg += "batching:\n  batch_max: %d\n" % a.batch_max
-        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\nauth:\n  share_inflight: %d\n"
-                "  keys:\n" % ("true" if fair else "false", a.fair_batch_ms, share))
+        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\n  preempt: %s\nauth:\n"
+                "  share_inflight: %d\n  keys:\n"
+                % ("true" if fair else "false", a.fair_batch_ms, "true" if preempt else "false",
+                   share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:
@@ -276,8 +308,9 @@ def main():
             p, port = start(a.binary, cfg, tmp)
             try:
                 if a.hetbench and a.relative > 0:
-                    print("scheduler.fair %s, auth.share_inflight %d, fair_batch_ms %d:"
-                          % ("true" if fair else "false", share, a.fair_batch_ms))
+                    print("scheduler.fair %s, auth.share_inflight %d, fair_batch_ms %d, "
+                          "preempt %s:" % ("true" if fair else "false", share, a.fair_batch_ms,
+                                           "true" if preempt else "false"))
                     relative(a.binary, port, keys, a.seconds, a.relative)
                     continue
                 if a.hetbench:

@@ -42,11 +42,18 @@ struct hs_batch_timing {
         int64_t sync_start_ns, copy_start_ns, copy_end_ns;
         int64_t wait_start_ns, wait_ns;
     } handovers[HS_BATCH_MAX_HANDOVERS];
+    /* a lane that preempts (sched.h, hs_lane_opts.preempt; part of compute_ns): the time this
+     * batch was paused at stage boundaries while the preempting slot's batch ran, and (a batch of
+     * the preempting slot) its wait for the other slots' stages in flight */
+    int64_t paused_ns;
+    int64_t yield_wait_ns;
 };
 
 /* What runs a formed batch: out receives [b->n_seqs, dim] floats. Called from the caller's
  * batcher threads, one per slot: calls with different `slot` (0 .. slots-1, slots at most
- * HS_RUNNER_MAX_SLOTS) may run concurrently, never two with the same slot. The executor-facing
+ * HS_RUNNER_MAX_SLOTS) may run concurrently, never two with the same slot. A lane that preempts
+ * has one more slot, the last (index slots), whose batches the runner runs ahead of the others'
+ * (model/executor.h, hs_executor_opts.preempt). The executor-facing
  * runner lives in the server, the remote pool's in engine/remote; tests pass their own. */
 struct hs_runner {
     hs_status (*run)(void *ctx, int slot, const struct hs_batch *b, float *out,

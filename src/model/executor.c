@@ -1,6 +1,7 @@
 #include "model/executor.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -13,6 +14,17 @@ struct engine_hold {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t next, serving;
+};
+
+/* Stage-boundary preemption (opts.preempt): the other slots' stages in flight, and whether the
+ * preempting slot's batch runs (or waits for them to end). */
+struct preempt_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int in_stage;       /* other slots inside a stage */
+    atomic_bool active; /* the preempting slot's batch runs or waits to */
+    bool waiting;       /* ... and waits for in_stage to reach 0 */
+    int paused;         /* other slots waiting before a stage */
 };
 
 struct exec_engine {
@@ -34,6 +46,7 @@ struct hs_executor {
     int bound_from[HS_EXEC_MAX_BOUNDARIES], bound_to[HS_EXEC_MAX_BOUNDARIES]; /* into eng[] */
     int *stage_bound; /* [n_stages]: boundary entered before stage i, -1 none */
     bool *gated;      /* [slots]: holds the first engine for its next run (hs_executor_gate) */
+    struct preempt_gate *pre; /* opts.preempt: slot opts.slots - 1 preempts; NULL otherwise */
 };
 
 void hs_placement_single(const struct hs_model *m, hs_engine_t e, struct hs_placement *out)
@@ -189,6 +202,11 @@ void hs_executor_free(struct hs_executor *x)
     hs_free(x->stage_eng);
     hs_free(x->stage_bound);
     hs_free(x->gated);
+    if (x->pre) {
+        pthread_mutex_destroy(&x->pre->mu);
+        pthread_cond_destroy(&x->pre->cv);
+        hs_free(x->pre);
+    }
     hs_free(x);
 }
 
@@ -209,6 +227,64 @@ void hs_executor_ungate(struct hs_executor *x, int slot)
     if (!hs_executor_pipelined(x) || slot < 0 || slot >= x->opts.slots || !x->gated[slot]) return;
     x->gated[slot] = false;
     hold_give(x->eng[x->stage_eng[0]].hold);
+}
+
+/* A slot other than the preempting one, before a stage: waits while the preempting slot's batch
+ * runs, then counts itself in a stage. Returns the nanoseconds it was paused. */
+static int64_t stage_enter(struct preempt_gate *g)
+{
+    if (!g) return 0;
+    int64_t t0 = 0;
+    pthread_mutex_lock(&g->mu);
+    if (atomic_load(&g->active)) {
+        t0 = hs_now_ns();
+        g->paused++;
+        while (atomic_load(&g->active)) pthread_cond_wait(&g->cv, &g->mu);
+        g->paused--;
+    }
+    g->in_stage++;
+    pthread_mutex_unlock(&g->mu);
+    return t0 ? hs_now_ns() - t0 : 0;
+}
+
+static void stage_leave(struct preempt_gate *g)
+{
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    if (--g->in_stage == 0 && g->waiting) pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* The preempting slot's batch: the others stop at their next stage boundary; it waits for their
+ * stages in flight. Returns the nanoseconds it waited. */
+static int64_t preempt_begin(struct preempt_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    atomic_store(&g->active, true);
+    const int64_t t0 = hs_now_ns();
+    g->waiting = true;
+    while (g->in_stage > 0) pthread_cond_wait(&g->cv, &g->mu);
+    g->waiting = false;
+    pthread_mutex_unlock(&g->mu);
+    return hs_now_ns() - t0;
+}
+
+static void preempt_end(struct preempt_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    atomic_store(&g->active, false);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void hs_executor_preempt_state(struct hs_executor *x, struct hs_exec_preempt_state *out)
+{
+    *out = (struct hs_exec_preempt_state){0};
+    if (!x || !x->pre) return;
+    pthread_mutex_lock(&x->pre->mu);
+    out->waiting = x->pre->waiting;
+    out->paused = x->pre->paused;
+    pthread_mutex_unlock(&x->pre->mu);
 }
 
 /* Stage i's compute dtype: f32 where the placement or the model's quantization plan keeps it,
@@ -353,6 +429,29 @@ hs_status hs_executor_create(const struct hs_model *m, const struct hs_placement
             return st;
         }
     }
+    if (o.preempt) {
+        if (o.slots < 2 || hs_executor_pipelined(x)) {
+            hs_executor_free(x);
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "executor: preempt needs slots >= 2 (has %d) and no pipelined "
+                                "split",
+                                o.slots);
+        }
+        x->pre = hs_calloc(1, sizeof *x->pre);
+        if (!x->pre) goto oom;
+        if (pthread_mutex_init(&x->pre->mu, NULL)) {
+            hs_free(x->pre);
+            x->pre = NULL;
+            goto oom;
+        }
+        if (pthread_cond_init(&x->pre->cv, NULL)) {
+            pthread_mutex_destroy(&x->pre->mu);
+            hs_free(x->pre);
+            x->pre = NULL;
+            goto oom;
+        }
+        atomic_init(&x->pre->active, false);
+    }
     *out = x;
     return HS_STATUS_OK;
 oom:
@@ -392,6 +491,11 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
     struct hs_exec_timing t = {0};
     t.n_boundaries = x->n_bound;
     const struct hs_model *m = x->model;
+    /* preemption: the preempting slot announces itself and waits for the stages in flight; the
+     * others pass the gate before each stage (NULL: no gate) */
+    const bool preempting = x->pre && slot == x->opts.slots - 1;
+    struct preempt_gate *gate = x->pre && !preempting ? x->pre : NULL;
+    if (preempting) t.yield_wait_ns = preempt_begin(x->pre);
     int cur = -1;
     struct engine_hold *held = NULL; /* pipeline: the engine this batch holds */
     int64_t last_sync_ns = 0;        /* the sync that ended the current engine's run */
@@ -399,6 +503,7 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
     for (int i = 0; i < x->n_stages; i++) {
         int k = x->stage_eng[i];
         struct exec_engine *ee = &x->eng[k];
+        t.paused_ns += stage_enter(gate);
         if (k != cur) {
             int64_t t0 = hs_now_ns(), w0 = t0, waited = 0;
             if (cur < 0) {
@@ -442,30 +547,43 @@ hs_status hs_executor_run(struct hs_executor *x, int slot, const struct hs_batch
                     };
             }
             t.wait_ns += waited;
-            if (st != HS_STATUS_OK) break;
+            if (st != HS_STATUS_OK) {
+                stage_leave(gate);
+                break;
+            }
             cur = k;
         }
         int64_t t0 = hs_now_ns();
         st = hs_engine_run_stage(ee->engine, ee->ws[slot], &m->stages[i], x->prep[i], err);
-        /* end of this engine's run of stages: wait for it so compute time is honest */
-        if (st == HS_STATUS_OK && (i + 1 == x->n_stages || x->stage_eng[i + 1] != k)) {
+        /* end of this engine's run of stages: wait for it so compute time is honest; before a
+         * pause too, so that a stage an engine queued asynchronously has ended when the
+         * preempting batch starts */
+        const bool last = i + 1 == x->n_stages || x->stage_eng[i + 1] != k;
+        if (st == HS_STATUS_OK && (last || (gate && atomic_load(&gate->active)))) {
             int64_t t1 = hs_now_ns();
             st = hs_engine_sync(ee->engine, ee->ws[slot], err);
-            last_sync_ns = hs_now_ns() - t1;
-            last_sync_at_ns = t1;
-            if (held) { /* the engine is free for the next batch; the copy out needs only ws */
+            if (last) {
+                last_sync_ns = hs_now_ns() - t1;
+                last_sync_at_ns = t1;
+            }
+            if (last && held) { /* the engine is free for the next batch; the copy out needs ws */
                 hold_give(held);
                 held = NULL;
             }
         }
         t.compute_ns += hs_now_ns() - t0;
+        stage_leave(gate);
         if (st != HS_STATUS_OK) break;
     }
     if (held) hold_give(held);
-    if (st != HS_STATUS_OK) return st;
-    int64_t t0 = hs_now_ns();
-    st = hs_engine_act_read(x->eng[cur].engine, x->eng[cur].ws[slot], HS_ACT_BUF_POOLED, out, err);
-    t.copy_out_ns = hs_now_ns() - t0;
-    if (timing) *timing = t;
+    const bool ran = st == HS_STATUS_OK;
+    if (ran) {
+        int64_t t0 = hs_now_ns();
+        st = hs_engine_act_read(x->eng[cur].engine, x->eng[cur].ws[slot], HS_ACT_BUF_POOLED, out,
+                                err);
+        t.copy_out_ns = hs_now_ns() - t0;
+    }
+    if (preempting) preempt_end(x->pre);
+    if (ran && timing) *timing = t;
     return st;
 }

@@ -68,6 +68,13 @@ struct hs_executor_opts {
      * on the first (a pipeline) instead of two batches sharing one engine's cores. The copy out
      * of the giving engine holds neither. No effect on a single engine. */
     bool pipeline;
+    /* Slot slots - 1 preempts (the scheduler's hs_lane_opts.preempt): while a batch runs on it,
+     * the other slots' batches wait before their next stage (an engine that queues work
+     * asynchronously is synced first, so that the stage has really ended); the preempting batch
+     * waits only for the stages in flight, then runs all of its own. Nothing a paused batch
+     * computes changes: every slot has its own workspaces. Needs slots >= 2; refused with a
+     * pipelined split (a paused batch would hold an engine the preempting one needs). */
+    bool preempt;
 };
 
 #define HS_EXEC_MAX_BOUNDARIES 8
@@ -80,6 +87,11 @@ struct hs_exec_timing {
     int64_t transfer_ns; /* activation copies at engine boundaries */
     int64_t copy_out_ns; /* final act_read */
     int64_t wait_ns;     /* pipeline: waiting for an engine another slot held (in no other field) */
+    /* opts.preempt: the time this batch was paused before its stages while the preempting slot's
+     * batch ran, and (the preempting slot's batch) its wait for the other slots' stages in
+     * flight; in no other field */
+    int64_t paused_ns;
+    int64_t yield_wait_ns;
     int n_transfers;
     /* Per boundary (hs_executor_boundary: one per ordered pair of engines that hand over an
      * activation, however often): the copies' time (part of transfer_ns) and the syncs that
@@ -123,6 +135,14 @@ void hs_executor_boundary(const struct hs_executor *x, int i, hs_engine_t *from,
  * without taking it again, so a scheduler can form the batch once it can start. ungate gives
  * an entry taken but not used back. No effect without a pipeline. */
 bool hs_executor_pipelined(const struct hs_executor *x);
+/* opts.preempt, now (for tests and diagnostics): whether the preempting slot's batch waits for
+ * the other slots' stages in flight, and how many of their batches are paused at a stage
+ * boundary. All zero without preempt. Thread-safe. */
+struct hs_exec_preempt_state {
+    bool waiting;
+    int paused;
+};
+void hs_executor_preempt_state(struct hs_executor *x, struct hs_exec_preempt_state *out);
 void hs_executor_gate(struct hs_executor *x, int slot);
 void hs_executor_ungate(struct hs_executor *x, int slot);
 

@@ -133,6 +133,119 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
     return n;
 }
 
+/* ---- the preempting slot (hs_lane_opts.preempt; sched.h "Preemption") ---- */
+
+/* The tenants in the batches the lane's other slots run (lock held). */
+static uint64_t lane_running_tenants(const struct lane *L)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < L->n_slots; i++)
+        if (i != L->preempt_slot) m |= L->slots[i].run_tenants;
+    return m;
+}
+
+bool hs__lane_preemptible(const struct lane *L, double need_s, int64_t now)
+{
+    for (int i = 0; i < L->n_slots; i++) {
+        const struct slot *sl = &L->slots[i];
+        if (i == L->preempt_slot || !sl->run_tenants) continue;
+        if (!sl->run_start_ns) return true; /* formed, about to start */
+        const double left =
+            hs_cost_running_left_s(sl->run_pred_s, hs__slot_ran_s(L, sl, now), L->measured);
+        if ((double)sl->run_paused_ns < sl->run_pred_s * 1e9 && left > need_s) return true;
+    }
+    return false;
+}
+
+/* The tag past which bucket b's work runs ahead of the lane (one full batch past the virtual
+ * time, lane_take's slice_from): the preempting slot takes none of it. */
+static double owed_until(const struct lane *L, int b)
+{
+    return L->vtime + (double)L->cap_seqs[b] * L->bucket_len[b];
+}
+
+/* The first sequence of l that is owed: its tenant has nothing running and it is tagged up to
+ * owed_until (l in tag order: the walk stops there). NULL: none. */
+static struct hs_seq *list_owed(const struct lane *L, const struct list *l, int b, uint64_t running)
+{
+    const double until = owed_until(L, b);
+    for (struct hs_seq *q = l->head; q && q->tag <= until; q = q->next)
+        if (!(running >> hs__tenant_slot(q->req) & 1)) return q;
+    return NULL;
+}
+
+/* The bucket the preempting slot batches now (lock held): -1 unless owed work waits and a batch
+ * it may preempt runs (hs__lane_preemptible, against the first owed sequence alone); interactive
+ * first, then the smallest tag. */
+static int preempt_pick(const struct lane *L, int64_t now)
+{
+    if (!L->running_batches) return -1;
+    const uint64_t running = lane_running_tenants(L);
+    int best = -1, best_prio = HS_PRIORITY_COUNT;
+    double best_tag = INFINITY, need_s = 0;
+    for (int p = 0; p < HS_PRIORITY_COUNT && best < 0; p++)
+        for (int b = 0; b < L->n_buckets; b++) {
+            const struct hs_seq *q = list_owed(L, &L->q[p][b], b, running);
+            if (q && (p < best_prio || q->tag < best_tag)) {
+                best = b;
+                best_prio = p;
+                best_tag = q->tag;
+                need_s = hs__lane_batch_s(L, b, q->n_tokens);
+            }
+        }
+    return best >= 0 && hs__lane_preemptible(L, need_s, now) ? best : -1;
+}
+
+/* Takes the owed sequences of bucket b into the preempting slot, interactive first, in tag
+ * order, while the batch stays short: a quarter of a full batch's predicted time, or
+ * fair_batch_us when longer (one sequence at least: where a batch's fixed cost alone passes the
+ * bound, a batch of one each would spend the engine on fixed costs while owed work queues);
+ * fails expired ones (lock held). */
+static int preempt_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
+{
+    const uint64_t running = lane_running_tenants(L);
+    const double until = owed_until(L, b);
+    const double quarter_s = hs__lane_batch_s(L, b, (double)L->cap_seqs[b] * L->bucket_len[b]) / 4;
+    const double bound_s =
+        L->o.fair_batch_us * 1e-6 > quarter_s ? L->o.fair_batch_us * 1e-6 : quarter_s;
+    int64_t tokens = 0;
+    int n = 0;
+    for (int p = 0; p < HS_PRIORITY_COUNT && n < L->cap_seqs[b]; p++) {
+    restart:
+        for (struct hs_seq *q = L->q[p][b].head, *next; q && n < L->cap_seqs[b]; q = next) {
+            next = q->next;
+            if (q->tag > until) break;
+            if (running >> hs__tenant_slot(q->req) & 1) continue;
+            if (n && hs__lane_batch_s(L, b, (double)(tokens + q->n_tokens)) > bound_s) goto done;
+            struct hs_request *r = q->req;
+            if (r->deadline_ns <= now) {
+                hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
+                                     "deadline passed while queued (waited %.1f ms)",
+                                     hs_ns_to_ms(now - q->enqueued_ns));
+                goto restart; /* the failure may have unlinked q's neighbours */
+            }
+            hs__lane_unqueue(L, q);
+            tokens += q->n_tokens;
+            sl->taken[n++] = q;
+        }
+    }
+done:
+    if (n) hs__lane_took(L, sl->taken[n - 1]->tag);
+    return n;
+}
+
+double hs__slot_ran_s(const struct lane *L, const struct slot *sl, int64_t now)
+{
+    int64_t ran = now - sl->run_start_ns - sl->run_paused_ns;
+    if (L->preempt_slot >= 0 && sl->idx != L->preempt_slot) {
+        const struct slot *p = &L->slots[L->preempt_slot];
+        const int64_t from =
+            p->run_start_ns > sl->run_start_ns ? p->run_start_ns : sl->run_start_ns;
+        if (p->run_start_ns && now > from) ran -= now - from; /* paused now */
+    }
+    return ran > 0 ? (double)ran / 1e9 : 0;
+}
+
 /* Whether a batch that has run ran_s seconds is the engine's fault when a deadline passes in it:
  * only past twice its prediction (a request that spent its time queued under overload and ran
  * out during a normal batch is the load's doing, and must not open the engine's breaker). */
@@ -199,6 +312,7 @@ void hs__batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct hs
     sl->run_batch_id = atomic_fetch_add(&s->batch_seq, 1) + 1;
     pthread_mutex_lock(&L->mu);
     sl->run_start_ns = hs__sched_now(s);
+    sl->run_paused_ns = 0;
     sl->run_pred_s = hs__lane_batch_s(L, b, (double)tokens);
     pthread_mutex_unlock(&L->mu);
 }
@@ -229,7 +343,7 @@ void hs__batch_end(struct slot *sl, int64_t end, hs_status st, const struct hs_b
         pthread_mutex_lock(&L->mu);
         /* a runner that gave up at the deadline (a remote worker): blamed as the reaper's
          * in-batch timeouts are (hs__slot_overran) */
-        bool blame = st == HS_STATUS_TIMEOUT && hs__slot_overran(sl, (double)(end - start) / 1e9);
+        bool blame = st == HS_STATUS_TIMEOUT && hs__slot_overran(sl, hs__slot_ran_s(L, sl, end));
         for (int i = 0; i < n; i++) {
             struct hs_request *r = sl->taken[i]->req;
             if (st == HS_STATUS_TIMEOUT && !atomic_load(&r->answered)) r->in_batch_timeout = blame;
@@ -306,16 +420,34 @@ void hs__batch_end(struct slot *sl, int64_t end, hs_status st, const struct hs_b
 
     pthread_mutex_lock(&L->mu);
     sl->run_start_ns = 0;
-    L->busy_ns += end - start;
+    /* preemption: the time this batch was paused, or (the preempting slot's) waited for the
+     * stages in flight, is not its cost; the other slots' running batches were paused while
+     * this one ran (their time left, hs__slot_ran_s) */
+    const int64_t held = t->paused_ns + t->yield_wait_ns;
+    const int64_t own = end - start > held ? end - start - held : 0;
+    if (sl->idx == L->preempt_slot) {
+        L->preempt_batches++;
+        L->preempt_wait_ns += t->yield_wait_ns;
+        if (t->yield_wait_ns > L->preempt_wait_max_ns) L->preempt_wait_max_ns = t->yield_wait_ns;
+        for (int i = 0; i < L->n_slots; i++) {
+            struct slot *o = &L->slots[i];
+            const int64_t from = o->run_start_ns > start ? o->run_start_ns : start;
+            if (i != sl->idx && o->run_start_ns && end > from) o->run_paused_ns += end - from;
+        }
+    } else if (t->paused_ns > 0) {
+        L->paused_ns += t->paused_ns;
+        if (t->paused_ns > L->paused_max_ns) L->paused_max_ns = t->paused_ns;
+    }
+    L->busy_ns += own;
     L->batches++;
-    if (st == HS_STATUS_OK && end > start) {
+    if (st == HS_STATUS_OK && own > 0) {
         double a = L->o.throughput_ewma_alpha;
-        double x = (double)tokens / ((double)(end - start) / 1e9);
+        double x = (double)tokens / ((double)own / 1e9);
         L->throughput = L->measured ? a * x + (1.0 - a) * L->throughput : x;
         L->measured = true;
         int64_t from =
             sl->backlog_since_ns && sl->backlog_since_ns < start ? sl->backlog_since_ns : start;
-        hs__lane_learn(L, b, (double)tokens, (double)(end - from) / 1e9);
+        hs__lane_learn(L, b, (double)tokens, (double)(end - from - held) / 1e9);
     }
     pthread_mutex_unlock(&L->mu);
 }
@@ -341,15 +473,21 @@ int hs__slot_take(struct slot *sl, int64_t now, bool draining, int *bucket, int6
                   struct chain *c)
 {
     struct lane *L = sl->L;
-    int b = lane_pick(L, now, draining, wake);
+    const bool preempting = sl->idx == L->preempt_slot;
+    int b = preempting ? preempt_pick(L, now) : lane_pick(L, now, draining, wake);
     if (b < 0) {
+        if (preempting) *wake = INT64_MAX; /* new work or another slot's batch wakes it */
         sl->backlog_since_ns = 0;
         return -1;
     }
-    int n = lane_take(L, sl, b, now, c);
+    int n = preempting ? preempt_take(L, sl, b, now, c) : lane_take(L, sl, b, now, c);
     sl->n_taken = n;
+    sl->run_tenants = 0;
+    for (int i = 0; i < n; i++) sl->run_tenants |= 1ull << hs__tenant_slot(sl->taken[i]->req);
     L->running_seqs += n;
     L->running_batches += n > 0;
+    /* the preempting slot looks at what is owed while this batch runs */
+    if (n && !preempting && L->preempt_slot >= 0) pthread_cond_broadcast(&L->cv);
     *bucket = b;
     return n;
 }
@@ -361,6 +499,7 @@ void hs__slot_done(struct slot *sl, int n)
     struct lane *L = sl->L;
     L->running_seqs -= n;
     L->running_batches -= n > 0;
+    sl->run_tenants = 0;
     sl->backlog_since_ns = n > 0 ? sl->last_end_ns : 0;
 }
 

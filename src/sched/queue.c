@@ -44,7 +44,7 @@ static void list_insert(struct list *l, struct hs_seq *q)
     l->tokens += q->n_tokens;
 }
 
-static int tenant_slot(const struct hs_request *r)
+int hs__tenant_slot(const struct hs_request *r)
 {
     int t = r->tenant % HS_SCHED_MAX_TENANTS;
     return t < 0 ? -t : t;
@@ -57,13 +57,13 @@ static double tenant_weight(const struct hs_request *r)
 
 double hs__lane_tag_of(const struct lane *L, const struct hs_request *r)
 {
-    double last = L->tenant_tag[tenant_slot(r)];
+    double last = L->tenant_tag[hs__tenant_slot(r)];
     return last > L->vtime ? last : L->vtime;
 }
 
 void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
 {
-    const int t = tenant_slot(r);
+    const int t = hs__tenant_slot(r);
     const double w = tenant_weight(r);
     /* the request's sequences share its start tag (one call of the client's: they go in its
      * turn); its tenant's finish tag moves on by all its tokens */
@@ -265,7 +265,7 @@ int64_t hs__lane_reap(struct lane *L, int64_t now, struct chain *c)
             if (r->deadline_ns <= now) {
                 /* the engine's breaker hears of it only when the batch overran (hs__slot_overran)
                  */
-                double ran_s = (double)(now - sl->run_start_ns) / 1e9;
+                double ran_s = hs__slot_ran_s(L, sl, now);
                 r->in_batch_timeout = hs__slot_overran(sl, ran_s);
                 hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
                                      "deadline passed while engine %s ran its batch (%.1f ms%s)",

@@ -64,6 +64,10 @@ struct slot {
     uint64_t run_batch_id;
     bool stepping; /* stepped scheduler: a batch is out with the simulator */
     bool gated;    /* holds the lane's entry (runner.gate) */
+    /* the running batch's tenants (hs__tenant_slot bits; 0 when idle), for the preempting
+     * slot's rule, and its time paused by the preempting slot's batches that ended */
+    uint64_t run_tenants;
+    int64_t run_paused_ns;
 };
 
 struct lane {
@@ -82,6 +86,9 @@ struct lane {
 
     int n_slots;
     struct slot *slots;
+    int preempt_slot; /* the preempting slot's index (o.preempt: n_slots - 1), or -1 */
+    /* preemption totals (hs_lane_stats) */
+    int64_t preempt_batches, paused_ns, paused_max_ns, preempt_wait_ns, preempt_wait_max_ns;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* batcher: work arrived or stop */
     pthread_cond_t idle_cv; /* drain: lane became empty and idle */
@@ -146,6 +153,9 @@ int64_t hs__sched_now(const struct hs_sched *s);
 void hs__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ns);
 
 /* --- queue.c --- */
+
+/* The tenant slot of r (0 .. HS_SCHED_MAX_TENANTS - 1: tenants share modulo). */
+int hs__tenant_slot(const struct hs_request *r);
 
 void hs__list_push(struct list *l, struct hs_seq *q);
 /* The start tag r's first sequence would get on L now (fair shares; lock held). */
@@ -220,6 +230,21 @@ static inline bool hs__lane_window_skipped(const struct lane *L)
 
 /* Whether a batch that has run ran_s seconds is the engine's fault when a deadline passes in it. */
 bool hs__slot_overran(const struct slot *sl, double ran_s);
+/* Seconds the slot's running batch has run of its own work by now: since it began, less the
+ * time the preempting slot's batches held it paused (lock held). */
+double hs__slot_ran_s(const struct lane *L, const struct slot *sl, int64_t now);
+/* Whether the preempting slot may run a batch of need_s predicted seconds now (lock held):
+ * another slot's batch runs that has more than need_s predicted time left (else waiting for it
+ * costs less, and the owed work goes into the next batch, at a full batch's efficiency) and has
+ * not yet been paused for as long as its own predicted time (a batch is at most paused about
+ * that long: past it, the owed work waits for it to end, so that a tenant's sequence in a paused
+ * batch is not held there by the other tenants' batches of one, each costing its fixed time). */
+bool hs__lane_preemptible(const struct lane *L, double need_s, int64_t now);
+/* Slots that add engine time: all but the preempting one. */
+static inline int hs__lane_work_slots(const struct lane *L)
+{
+    return L->preempt_slot >= 0 ? L->n_slots - 1 : L->n_slots;
+}
 /* Starts the batch of the n sequences the slot took from bucket b (no lock held). */
 void hs__batch_begin(struct slot *sl, int b, int n, int64_t formed_ns, struct hs_batch *batch);
 /* Ends the slot's batch, which the engine finished at `end` with status st (no lock held). */

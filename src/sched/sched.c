@@ -145,6 +145,20 @@ static hs_status lane_setup(struct lane *L, const struct hs_lane_opts *o, struct
                             L->engine, HS_SCHED_MAX_SLOTS);
     L->n_slots = o->slots > 0 ? o->slots : 1;
     L->o.slots = L->n_slots;
+    /* preemption: one more slot, the last; not simulated (a stepped scheduler runs no stages) */
+    L->preempt_slot = -1;
+    L->o.preempt = o->preempt && o->fair && !L->s->stepped;
+    if (L->o.preempt) {
+        if (o->runner.gate)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "lane %s: preempt with a gated runner (a pipelined split)",
+                                L->engine);
+        if (L->n_slots + 1 > HS_SCHED_MAX_SLOTS)
+            return hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,
+                                "lane %s: preempt needs slots < %d (one more slot)", L->engine,
+                                HS_SCHED_MAX_SLOTS);
+        L->preempt_slot = L->n_slots++;
+    }
     L->slots = hs_calloc((size_t)L->n_slots, sizeof *L->slots);
     if (!L->slots) return hs_error_set(err, HS_STATUS_NO_MEMORY, "lane %s: slots", L->engine);
     for (int i = 0; i < L->n_slots; i++) {
@@ -404,6 +418,11 @@ void hs_sched_lane_stats(struct hs_sched *s, int lane, struct hs_lane_stats *out
     out->busy_ns = L->busy_ns;
     out->batches = L->batches;
     out->started_ns = L->started_ns;
+    out->preempt_batches = L->preempt_batches;
+    out->paused_ns = L->paused_ns;
+    out->paused_max_ns = L->paused_max_ns;
+    out->preempt_wait_ns = L->preempt_wait_ns;
+    out->preempt_wait_max_ns = L->preempt_wait_max_ns;
     pthread_mutex_unlock(&L->mu);
     for (int i = 0; i <= HS_SCHED_PRED_BUCKETS; i++) {
         out->pred_count[i] = atomic_load(&L->pred_hist[i]);

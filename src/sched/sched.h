@@ -57,6 +57,24 @@
  * fair_batch_us, batches stay short while several tenants are active. With one tenant the tags
  * follow the arrivals and nothing differs from FIFO.
  *
+ * Preemption (hs_lane_opts.preempt, fair lanes): with one slot per lane a light tenant's request
+ * that arrives while a flood's batch runs waits for all of it. A preempting lane has one more
+ * slot, whose batcher forms a batch only while another slot's batch runs, and only from work
+ * that is owed: sequences of tenants with nothing in a running batch and not running ahead
+ * (tagged within one full batch of their bucket past the virtual time, the rule fair_batch_us
+ * cuts by), interactive first, the bucket with the smallest such tag; the batch stays short
+ * (a quarter of a full batch's predicted time, or fair_batch_us when longer; one sequence at
+ * least) and forms at once, without a window. The runner runs it ahead of the others: they
+ * wait at their next stage boundary until it ends (model/executor.h, hs_executor_opts.preempt).
+ * It preempts only a batch with more predicted time left than the owed work's first sequence
+ * alone would take (else the owed work waits for it and goes into the next batch, at a full
+ * batch's efficiency), and a batch is paused at most for about its own predicted time (no
+ * preemption once its pauses reach it), which bounds how long a tenant's sequence in it waits
+ * for others' batches.
+ * The predictor counts a paused batch's time left as its own plus the preempting batch's (its
+ * time paused is not its progress), the slots sharing work are the lane's own (the preempting
+ * one adds no engine), and a batch learns its cost without the time it was paused.
+ *
  * Threads: hs_sched_submit and the stats calls are thread-safe. done / release callbacks run on
  * scheduler threads (or the submitting thread for an eviction), never while a scheduler lock
  * is held, so they may call back into the scheduler.
@@ -114,6 +132,9 @@ struct hs_lane_opts {
      * once its predicted time would pass this (one sequence at least), so that a light tenant's
      * request waits for short batches, not for a flood's full ones; 0 = batch_max alone */
     int fair_batch_us;
+    /* with fair: one more slot (the runner's slot `slots`, so the runner takes slots + 1) that
+     * preempts (see "Preemption" above); threads only (a stepped scheduler ignores it) */
+    bool preempt;
     struct hs_runner runner; /* runs the lane's batches (engine/runner.h) */
 };
 
@@ -155,6 +176,12 @@ struct hs_lane_stats {
     int64_t pred_total;
     double pred_log_abs_sum; /* sum of |ln(observed / predicted)| */
     double pred_bias;        /* factor correcting the model's systematic error (1 = none) */
+    /* preemption (hs_lane_opts.preempt): batches the preempting slot ran, the time other slots'
+     * batches were paused for them (summed over the paused batches; the longest pause of one),
+     * and the preempting batches' waits for the stages in flight (sum, longest) */
+    int64_t preempt_batches;
+    int64_t paused_ns, paused_max_ns;
+    int64_t preempt_wait_ns, preempt_wait_max_ns;
 };
 
 /* Upper bounds of the prediction-ratio buckets (fixed by the metrics schema). */

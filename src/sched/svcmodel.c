@@ -104,7 +104,8 @@ double hs__lane_backlog_s(const struct lane *L, int upto, double upto_tag, const
                           const int64_t *own_tokens, int64_t now)
 {
     double queued = 0, running = 0, window = 0;
-    const bool waits = L->o.batch_window_when_idle || (L->n_slots > 1 && L->running_batches);
+    const int slots = hs__lane_work_slots(L);
+    const bool waits = L->o.batch_window_when_idle || (slots > 1 && L->running_batches);
     for (int b = 0; b < L->n_buckets; b++) {
         int n = own ? own[b] : 0;
         int64_t tokens = own ? own_tokens[b] : 0;
@@ -124,11 +125,50 @@ double hs__lane_backlog_s(const struct lane *L, int upto, double upto_tag, const
     for (int i = 0; i < L->n_slots; i++) {
         const struct slot *sl = &L->slots[i];
         if (!sl->run_start_ns) continue;
-        /* before the lane's first measurement the configured initial speed is trusted */
-        running += hs_cost_running_left_s(sl->run_pred_s, (double)(now - sl->run_start_ns) / 1e9,
-                                          L->measured);
+        /* before the lane's first measurement the configured initial speed is trusted; a
+         * paused batch's time paused is not its progress (the preempting batch's time left is
+         * counted as its own slot's) */
+        running += hs_cost_running_left_s(sl->run_pred_s, hs__slot_ran_s(L, sl, now), L->measured);
     }
-    return ((queued + running) / L->n_slots + window) * atomic_load(&L->pred_bias);
+    return ((queued + running) / slots + window) * atomic_load(&L->pred_bias);
+}
+
+/* Predicted seconds until r is answered when the preempting slot will take it (lock held): its
+ * tenant has nothing in the batches running, its tag (tag) is owed in each of its buckets, and
+ * another slot's batch runs; -1 otherwise. Then it waits for the owed work queued ahead of it
+ * (the preempting slot's batches), the preempting batch running, and the stage in flight (the
+ * mean wait measured), not for the batches it preempts. */
+static double lane_preempt_predict(const struct lane *L, const struct hs_request *r, int upto,
+                                   double tag, const int *own, const int64_t *own_tokens,
+                                   int64_t now)
+{
+    if (L->preempt_slot < 0 || !L->running_batches) return -1;
+    uint64_t running = 0;
+    for (int i = 0; i < L->n_slots; i++)
+        if (i != L->preempt_slot) running |= L->slots[i].run_tenants;
+    if (!running || (running >> hs__tenant_slot(r) & 1)) return -1;
+    double s = 0, need_s = 0;
+    for (int b = 0; b < L->n_buckets; b++) {
+        if (!own[b]) continue;
+        const double until = L->vtime + (double)L->cap_seqs[b] * L->bucket_len[b];
+        if (tag > until) return -1;
+        need_s += hs__lane_batch_s(L, b, (double)own_tokens[b]);
+        int n = own[b];
+        int64_t tokens = own_tokens[b];
+        for (int p = 0; p <= upto && p < HS_PRIORITY_COUNT; p++)
+            for (const struct hs_seq *q = L->q[p][b].head; q && q->tag <= tag; q = q->next)
+                if (!(running >> hs__tenant_slot(q->req) & 1)) {
+                    n++;
+                    tokens += q->n_tokens;
+                }
+        s += lane_bucket_s(L, b, n, tokens);
+    }
+    if (!hs__lane_preemptible(L, need_s, now)) return -1;
+    const struct slot *ps = &L->slots[L->preempt_slot];
+    if (ps->run_start_ns)
+        s += hs_cost_running_left_s(ps->run_pred_s, hs__slot_ran_s(L, ps, now), L->measured);
+    if (L->preempt_batches) s += (double)L->preempt_wait_ns / 1e9 / (double)L->preempt_batches;
+    return s * atomic_load(&L->pred_bias);
 }
 
 const double hs_sched_pred_bounds[HS_SCHED_PRED_BUCKETS] = {0.25, 0.5, 0.8, 1.25, 2, 4};
@@ -168,6 +208,8 @@ double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r,
     int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
     /* on a fair lane, what its tenant's share puts ahead of it: the work up to its tag */
     double upto_tag = L->o.fair ? hs__lane_tag_of(L, r) : INFINITY;
+    double pre = lane_preempt_predict(L, r, upto, upto_tag, own, own_tokens, now);
+    if (pre >= 0) return pre;
     return hs__lane_backlog_s(L, upto, upto_tag, own, own_tokens, now);
 }
 

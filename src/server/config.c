@@ -431,6 +431,11 @@ static const struct key keys[] = {
      "once its predicted time would pass this (one sequence at least): a light tenant waits for "
      "short batches, not a flood's full ones (costs the engine the larger batches' efficiency); "
      "0 = batch_max alone"},
+    {C(scheduler, preempt), K_BOOL, 0, 0, "false",
+     "with fair: each local lane (but a pipelined split) gets one more slot that runs owed work "
+     "ahead of the batch in flight: sequences of tenants with nothing in it and not running "
+     "ahead, in a short batch (a quarter of a full one, or fair_batch_ms when longer); the running "
+     "batch waits at its next stage boundary until it ends, its answers unchanged"},
     {C(scheduler, throughput_init_tokens_per_s), K_DOUBLE, 1e-3, 1e12, "20000",
      "engine speed assumed until the first batch is measured (predicts waits for 429)"},
     {C(scheduler, wait_max_ms), K_INT, 0, 86400000, "1000",

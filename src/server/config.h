@@ -194,6 +194,10 @@ int hs_config_placement_split(const struct hs_model_cfg *m);
 /* Batches in flight on model m's lane on engine ec (its executor's slots): the engine's slots,
  * and for a pipelined split at least one per engine of the placement, plus one. */
 int hs_config_lane_slots(const struct hs_model_cfg *m, const struct hs_engine_cfg *ec);
+struct hs_config;
+/* 1 when model m's local lanes get a preempting slot (scheduler.preempt with fair; not a
+ * pipelined split, whose paused batch would hold an engine), beyond hs_config_lane_slots. */
+int hs_config_lane_preempts(const struct hs_config *c, const struct hs_model_cfg *m);
 /* Whether model m uses engine e: it is resident there or its placement names it. */
 int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine);
 
@@ -286,6 +290,7 @@ struct hs_config {
         double shed_batch_ratio;
         int fair;          /* lanes order work between tenants by weight (hs_lane_opts.fair) */
         int fair_batch_ms; /* hs_lane_opts.fair_batch_us / 1000 */
+        int preempt;       /* hs_lane_opts.preempt (local lanes but pipelined splits) */
         int wait_max_ms;
         char profile[1024]; /* hetserve profile JSON seeding the service-time model; "" = none */
         double throughput_init_tokens_per_s;

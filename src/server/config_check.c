@@ -49,6 +49,12 @@ int hs_config_lane_slots(const struct hs_model_cfg *m, const struct hs_engine_cf
     return slots > n + 1 ? slots : n + 1;
 }
 
+int hs_config_lane_preempts(const struct hs_config *c, const struct hs_model_cfg *m)
+{
+    return c->scheduler.preempt && c->scheduler.fair &&
+           !(m->placement.pipeline && hs_config_placement_split(m));
+}
+
 int hs_config_model_uses(const struct hs_model_cfg *m, const char *engine)
 {
     const struct hs_placement_cfg *p = &m->placement;
@@ -291,8 +297,14 @@ hs_status hs_config_validate(const struct hs_config *c, struct hs_error *err)
     if (c->n_engines < 1) return BAD("no engines");
     if (c->n_models < 1) return BAD("no models");
     if ((st = hs__config_pipelines_check(c, err))) return st;
+    if (c->scheduler.preempt && !c->scheduler.fair)
+        return BAD("scheduler.preempt: needs scheduler.fair (it runs the work tenants are owed)");
     for (int i = 0; i < c->n_engines; i++) {
         const struct hs_engine_cfg *e = &c->engines[i];
+        if (c->scheduler.preempt && e->slots >= HS_SCHED_MAX_SLOTS)
+            return BAD("engines[%d].slots: %d with scheduler.preempt, which adds one (at most %d "
+                       "in all)",
+                       i, e->slots, HS_SCHED_MAX_SLOTS);
         for (int k = 0; k < i; k++)
             if (!strcmp(e->name, c->engines[k].name))
                 return BAD("engine name '%s' used twice", e->name);

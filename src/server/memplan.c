@@ -223,7 +223,7 @@ hs_status hs_mem_plan_make(const struct hs_config *c, struct hs_mem_plan *out, s
                     tokens_max = ec->shapes[k].batch * ec->shapes[k].seq;
             }
             if (tokens_max < seq_max) tokens_max = seq_max;
-            const int slots = hs_config_lane_slots(mc, ec);
+            const int slots = hs_config_lane_slots(mc, ec) + hs_config_lane_preempts(c, mc);
             uint32_t dtypes = 0;
             for (int s = 0; s < pm->n_stages; s++) {
                 bool keep =

@@ -307,6 +307,40 @@ static void render_leases(struct hs_buf *b)
     }
 }
 
+/* Preemption at stage boundaries (scheduler.preempt), each lane that has a preempting slot. */
+static void render_preempt(const struct hs_metrics *m, const struct hs_lane_stats *st,
+                           struct hs_buf *b)
+{
+    static const struct {
+        const char *name, *type, *text;
+    } series[] = {
+        {"hetserve_preempt_batches_total", "counter",
+         "Batches the lane's preempting slot ran ahead of the batches in flight "
+         "(scheduler.preempt)."},
+        {"hetserve_preempt_paused_seconds_total", "counter",
+         "Time the lane's other batches were paused at stage boundaries for them, summed."},
+        {"hetserve_preempt_paused_max_seconds", "gauge", "The longest pause of one batch."},
+        {"hetserve_preempt_wait_seconds_total", "counter",
+         "The preempting batches' waits for the stages in flight, summed."},
+        {"hetserve_preempt_wait_max_seconds", "gauge", "The longest of those waits."},
+    };
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        bool any = false;
+        for (int i = 0; i < m->n; i++) {
+            if (!hs_sched_lane_opts(m->s, i)->preempt) continue;
+            if (!any) help(b, series[k].name, series[k].type, series[k].text);
+            any = true;
+            const double v[] = {(double)st[i].preempt_batches, (double)st[i].paused_ns / 1e9,
+                                (double)st[i].paused_max_ns / 1e9,
+                                (double)st[i].preempt_wait_ns / 1e9,
+                                (double)st[i].preempt_wait_max_ns / 1e9};
+            hs_buf_printf(b, "%s{", series[k].name);
+            labels(b, &m->lanes[i]);
+            hs_buf_printf(b, "} %.9g\n", v[k]);
+        }
+    }
+}
+
 void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
 {
     static const char *const outcome_names[] = {"ok", "error", "timeout", "rejected"};
@@ -429,6 +463,7 @@ void hs_metrics_render(struct hs_metrics *m, struct hs_buf *b)
         labels(b, &m->lanes[i]);
         hs_buf_printf(b, "} %.4f\n", st[i].pred_bias);
     }
+    render_preempt(m, st, b);
     render_leases(b);
     if (m->rt) render_router(m, b, now);
 }

@@ -32,6 +32,9 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
     t->compute_ns = et.compute_ns + et.transfer_ns + et.wait_ns;
     t->wait_ns = et.wait_ns;
     atomic_fetch_add(&sl->wait_ns, et.wait_ns);
+    t->compute_ns += et.paused_ns + et.yield_wait_ns;
+    t->paused_ns = et.paused_ns;
+    t->yield_wait_ns = et.yield_wait_ns;
     t->copy_out_ns = et.copy_out_ns;
     t->n_boundaries = et.n_boundaries;
     for (int i = 0; i < et.n_boundaries && i < HS_BATCH_MAX_BOUNDARIES; i++) {
@@ -183,6 +186,7 @@ static hs_status remote_lanes(struct hs_server *s, struct hs_served_model *sm, i
         memcpy(sl->label, label, sizeof label);
         hs_topo_lane_opts(&s->cfg, ec, sm->name, &sm->model->config, o);
         o->engine = sl->label;
+        o->preempt = false; /* the worker's stages are its own */
         hs_status st =
             hs_remote_pool_runner(pool, w, s->n_lanes, sm->name, o->dim, o->slots, &o->runner, err);
         if (st) return st;
@@ -718,12 +722,15 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                     hs_executor_free(ref_exec);
                     goto fail;
                 }
+                /* scheduler.preempt: one more slot, the last */
+                const int preempt = hs_config_lane_preempts(c, mc);
                 struct hs_executor_opts xo = {.batch_max = batch_max,
                                               .tokens_max = tokens_max,
                                               .seq_max = seq_max,
-                                              .slots = hs_config_lane_slots(mc, ec),
+                                              .slots = hs_config_lane_slots(mc, ec) + preempt,
                                               .dtype = (enum hs_dtype)hs_config_lane_dtype(mc, ec),
-                                              .pipeline = mc->placement.pipeline != 0};
+                                              .pipeline = mc->placement.pipeline != 0,
+                                              .preempt = preempt != 0};
                 st = hs_executor_create(sm->model, &plan, &xo, &sl->exec, err);
                 if (st) {
                     hs_executor_free(ref_exec);
@@ -758,15 +765,16 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 struct hs_lane_opts *o = &lanes[s->n_lanes - 1];
                 hs_topo_lane_opts(c, ec, sm->name, &sm->model->config, o);
                 o->engine = sl->label;
-                o->slots = xo.slots;
+                o->slots = xo.slots - preempt;
+                o->preempt = preempt != 0;
                 o->runner = (struct hs_runner){.run = exec_run, .ctx = sl};
                 if (hs_executor_pipelined(sl->exec)) { /* a batch forms when it can start */
                     o->runner.gate = exec_gate;
                     o->runner.ungate = exec_ungate;
                 }
-                hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)",
+                hs_log_info("model %s (%s) on engine %s (%s): dim %d, max %d tokens, %d slot(s)%s",
                             sm->name, mc->path, en, hs_compute_dtype_name(xo.dtype), o->dim,
-                            seq_max, o->slots);
+                            seq_max, o->slots, preempt ? " and a preempting one" : "");
             }
         }
         hs_executor_free(ref_exec);

@@ -55,9 +55,14 @@ hs_status hs_trace_open(const char *path, struct hs_sched *s, struct hs_trace **
         char name[256];
         snprintf(name, sizeof name, "%s \\u00b7 %s", o->engine, o->model);
         meta(t, i + 1, 1, "process_name", name);
-        for (int k = 0; k < (o->slots > 1 ? o->slots : 1); k++) {
+        const int slots = o->slots > 1 ? o->slots : 1;
+        for (int k = 0; k < slots + o->preempt; k++) {
             char track[32];
-            snprintf(track, sizeof track, k ? "batches, slot %d" : "batches", k);
+            snprintf(track, sizeof track,
+                     k == slots ? "batches, preempting"
+                     : k        ? "batches, slot %d"
+                                : "batches",
+                     k);
             meta(t, i + 1, k + 1, "thread_name", track);
         }
     }
