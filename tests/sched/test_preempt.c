@@ -260,10 +260,10 @@ static void light_batch_runs_while_flood_paused(void **state)
         hs_sched_lane_stats(s, 0, &ls);
         if (preempt) {
             /* the light request's batch ran on the preempting slot while the flood's batch was
-             * paused at its next stage boundary (and was answered first: the flood's batch had
-             * stages left to run after it) */
+             * paused at its next stage boundary (which of the two is answered first is a race:
+             * the flood resumes as soon as the light batch's last stage ends, before its answer
+             * is delivered, and the tiny model's last stages take microseconds) */
             assert_int_equal(h.light_saw_paused, 1);
-            assert_int_equal(atomic_load(&light->done_at), 1);
             assert_int_equal(er.runs[0], 1);
             assert_int_equal(er.runs[1], 1);
             assert_true(er.last[0].paused_ns > 0);
