@@ -91,7 +91,7 @@ struct hs_sim_setup {
     /* auth.share_inflight: admission's in-flight share between the traffic's tenants
      * (hs_share_verdict, sched.h), as the server applies it to its keys' tenants; 0 = off */
     int share_inflight;
-    double bin_s;              /* utilization time bins (0 = 1 s) */
+    double bin_s; /* utilization time bins (0 = 1 s) */
 };
 
 struct hs_sim_class_result {

@@ -499,9 +499,9 @@ hs_status hs_auth_job(struct hs_auth *a, const struct hs_auth_key *key, const ch
     /* fair shares: past share_inflight in flight, the heaviest tenant over its weighted share
      * runs as batch (served after the others', shed first); past twice that it is refused */
     int mine = atomic_load(&t->inflight), total = atomic_load(&a->inflight);
-    const enum hs_share_verdict v =
-        a->share_inflight > 0 && total >= a->share_inflight ? share_of(a, t, mine, total)
-                                                            : HS_SHARE_ADMIT;
+    const enum hs_share_verdict v = a->share_inflight > 0 && total >= a->share_inflight
+                                        ? share_of(a, t, mine, total)
+                                        : HS_SHARE_ADMIT;
     if (v != HS_SHARE_ADMIT) {
         if (v == HS_SHARE_REFUSE) {
             atomic_fetch_add(&t->limited_share, 1);

@@ -606,17 +606,34 @@ static int search(struct world *w, const struct opts *o, const struct hs_sim_tra
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"config", 1, 0, 'c'},   {"profile", 1, 0, 'p'},     {"as", 1, 0, 'a'},
-        {"texts", 1, 0, 't'},    {"lengths", 1, 0, 'l'},     {"trace", 1, 0, 'T'},
-        {"rate", 1, 0, 'r'},     {"duration", 1, 0, 'd'},    {"seed", 1, 0, 's'},
-        {"speed", 1, 0, 'S'},    {"classes", 1, 0, 'C'},     {"copies", 1, 0, 'n'},
-        {"warmup", 1, 0, 'W'},   {"overhead-ms", 1, 0, 'o'}, {"timeout-ms", 1, 0, 'm'},
-        {"priority", 1, 0, 'P'}, {"prices", 1, 0, 'x'},      {"search", 1, 0, 'q'},
-        {"slo", 1, 0, 'L'},      {"ok-min", 1, 0, 'k'},      {"util-csv", 1, 0, 'u'},
-        {"bin-s", 1, 0, 'b'},    {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},
-        {"tax", 1, 0, 'X'},      {"tenants", 1, 0, 'N'},     {"share-inflight", 1, 0, 'I'},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"config", 1, 0, 'c'},
+                                       {"profile", 1, 0, 'p'},
+                                       {"as", 1, 0, 'a'},
+                                       {"texts", 1, 0, 't'},
+                                       {"lengths", 1, 0, 'l'},
+                                       {"trace", 1, 0, 'T'},
+                                       {"rate", 1, 0, 'r'},
+                                       {"duration", 1, 0, 'd'},
+                                       {"seed", 1, 0, 's'},
+                                       {"speed", 1, 0, 'S'},
+                                       {"classes", 1, 0, 'C'},
+                                       {"copies", 1, 0, 'n'},
+                                       {"warmup", 1, 0, 'W'},
+                                       {"overhead-ms", 1, 0, 'o'},
+                                       {"timeout-ms", 1, 0, 'm'},
+                                       {"priority", 1, 0, 'P'},
+                                       {"prices", 1, 0, 'x'},
+                                       {"search", 1, 0, 'q'},
+                                       {"slo", 1, 0, 'L'},
+                                       {"ok-min", 1, 0, 'k'},
+                                       {"util-csv", 1, 0, 'u'},
+                                       {"bin-s", 1, 0, 'b'},
+                                       {"json", 0, 0, 'j'},
+                                       {"help", 0, 0, 'h'},
+                                       {"tax", 1, 0, 'X'},
+                                       {"tenants", 1, 0, 'N'},
+                                       {"share-inflight", 1, 0, 'I'},
+                                       {0, 0, 0, 0}};
     o->speed = 1;
     o->ok_min = 0.99;
     o->seed = 1;
