@@ -111,12 +111,7 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
             hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > cross_s)
             break;
         struct hs_request *r = q->req;
-        if (r->deadline_ns <= now) {
-            hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
-                                 "deadline passed while queued (waited %.1f ms)",
-                                 hs_ns_to_ms(now - q->enqueued_ns));
-            continue;
-        }
+        if (hs__lane_fail_expired(L, q, now, c)) continue;
         if (r->deadline_ns < cutoff && sl->backlog_since_ns) {
             hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
                                  "deadline (%.1f ms away) would pass during its batch (predicted "
@@ -217,13 +212,8 @@ static int preempt_take(struct lane *L, struct slot *sl, int b, int64_t now, str
             if (q->tag > until) break;
             if (running >> hs__tenant_slot(q->req) & 1) continue;
             if (n && hs__lane_batch_s(L, b, (double)(tokens + q->n_tokens)) > bound_s) goto done;
-            struct hs_request *r = q->req;
-            if (r->deadline_ns <= now) {
-                hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
-                                     "deadline passed while queued (waited %.1f ms)",
-                                     hs_ns_to_ms(now - q->enqueued_ns));
+            if (hs__lane_fail_expired(L, q, now, c))
                 goto restart; /* the failure may have unlinked q's neighbours */
-            }
             hs__lane_unqueue(L, q);
             tokens += q->n_tokens;
             sl->taken[n++] = q;

@@ -220,6 +220,15 @@ void hs__lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st, do
     chain_add(c, r, bits);
 }
 
+bool hs__lane_fail_expired(struct lane *L, const struct hs_seq *q, int64_t now, struct chain *c)
+{
+    if (q->req->deadline_ns > now) return false;
+    hs__lane_fail_locked(L, q->req, HS_STATUS_TIMEOUT, 0, c,
+                         "deadline passed while queued (waited %.1f ms)",
+                         hs_ns_to_ms(now - q->enqueued_ns));
+    return true;
+}
+
 /* Shape of a batch of n real sequences from bucket b. */
 int hs__lane_shape_batch(const struct lane *L, int b, int n)
 {
@@ -245,12 +254,8 @@ int64_t hs__lane_reap(struct lane *L, int64_t now, struct chain *c)
         restart:
             for (struct hs_seq *q = L->q[p][b].head; q; q = q->next) {
                 struct hs_request *r = q->req;
-                if (r->deadline_ns <= now) {
-                    hs__lane_fail_locked(L, r, HS_STATUS_TIMEOUT, 0, c,
-                                         "deadline passed while queued (waited %.1f ms)",
-                                         hs_ns_to_ms(now - q->enqueued_ns));
+                if (hs__lane_fail_expired(L, q, now, c))
                     goto restart; /* the failure may have unlinked q's neighbours */
-                }
                 if (r->deadline_ns < next) next = r->deadline_ns;
             }
         }

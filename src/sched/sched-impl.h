@@ -193,6 +193,9 @@ void hs__chain_flush(struct chain *c);
 void hs__lane_fail_locked(struct lane *L, struct hs_request *r, hs_status st, double retry_s,
                           struct chain *c, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* Fails q's request with HS_STATUS_TIMEOUT when its deadline has passed by now (lock held);
+ * true when it did (q's neighbours in its list may then be gone too). */
+bool hs__lane_fail_expired(struct lane *L, const struct hs_seq *q, int64_t now, struct chain *c);
 /* Shape of a batch of n real sequences from bucket b. */
 int hs__lane_shape_batch(const struct lane *L, int b, int n);
 /* The bucket a sequence of n_tokens goes to; -1 when none fits. */
