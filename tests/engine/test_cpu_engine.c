@@ -142,6 +142,52 @@ static void kernels_gelu_and_exp(void **state)
 /* The vector math at every width this CPU has (SSE2, AVX2, AVX-512), against libm in double:
  * each activation over row lengths that end inside a vector and on its edge, and the softmax
  * numerators and their sum. */
+/* The packed small-M GEMM against a double-precision reference: every tail (rows not a
+ * multiple of the micro-kernel's, columns not of the panel's), with and without bias and
+ * activation, 1 and 2 threads; and a row's result does not depend on the rows around it. */
+static void kernels_small_gemm_matches_reference(void **state)
+{
+    (void)state;
+    if (!hs__cpu_small_gemm_available()) skip();
+    static const int shapes[][3] = {{1, 24, 8}, {3, 37, 19},  {4, 48, 64},  {5, 100, 33},
+                                    {9, 31, 7}, {16, 72, 40}, {19, 129, 50}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int rows = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+        float *x = malloc(sizeof(float) * (size_t)rows * k), *w = malloc(sizeof(float) * n * k);
+        float *bias = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * (rows * n + 1));
+        float *y1 = malloc(sizeof(float) * n), *pad = malloc(sizeof(float) * 2 * 8 * k);
+        for (int i = 0; i < rows * k; i++) x[i] = (float)((i * 7919) % 201 - 100) / 50.0f;
+        for (int i = 0; i < n * k; i++) w[i] = (float)((i * 104729) % 199 - 99) / 80.0f;
+        for (int i = 0; i < n; i++) bias[i] = (float)(i % 13) - 6.0f;
+        float *packed = hs__cpu_pack_weights(w, n, k);
+        assert_non_null(packed);
+        for (int threads = 1; threads <= 2; threads++)
+            for (int var = 0; var < 2; var++) {
+                const int act = var ? HS_ACT_RELU : -1;
+                y[rows * n] = 4321.0f; /* past the output: must stay */
+                hs__cpu_small_gemm(x, packed, var ? bias : NULL, y, rows, n, k, act, threads, pad);
+                assert_true(y[rows * n] == 4321.0f);
+                for (int r = 0; r < rows; r++) {
+                    for (int j = 0; j < n; j++) {
+                        double ref = var ? bias[j] : 0.0;
+                        for (int kk = 0; kk < k; kk++)
+                            ref += (double)x[(size_t)r * k + kk] * (double)w[(size_t)j * k + kk];
+                        if (var && ref < 0) ref = 0;
+                        if (!(fabs(y[(size_t)r * n + j] - ref) <= 1e-4 * fmax(1.0, fabs(ref))))
+                            fail_msg("%dx%dx%d threads %d var %d: y[%d,%d] = %g, want %g", rows, n,
+                                     k, threads, var, r, j, (double)y[(size_t)r * n + j], ref);
+                    }
+                    /* the same row alone: bit-equal */
+                    hs__cpu_small_gemm(x + (size_t)r * k, packed, var ? bias : NULL, y1, 1, n, k,
+                                       act, 1, pad);
+                    assert_memory_equal(y1, y + (size_t)r * n, sizeof(float) * n);
+                }
+            }
+        hs_free_aligned(packed);
+        free(x), free(w), free(bias), free(y), free(y1), free(pad);
+    }
+}
+
 static void kernels_vmath_every_width(void **state)
 {
     (void)state;
@@ -901,6 +947,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kernels_gelu_and_exp),
+        cmocka_unit_test(kernels_small_gemm_matches_reference),
         cmocka_unit_test(kernels_vmath_every_width),
         cmocka_unit_test(kernels_avx2_attention_matches_reference),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),

@@ -495,8 +495,8 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
 
 static int64_t small_gemm_panel_bytes(int n, int k)
 {
-    const int64_t panels = (n + 31) / 32; /* hs__cpu_pack_weights: panels of 32 columns */
-    return (int64_t)sizeof(float) * panels * 32 * k;
+    const int64_t w = hs__cpu_small_gemm_panel(); /* hs__cpu_pack_weights' panel width */
+    return w > 0 ? (int64_t)sizeof(float) * ((n + w - 1) / w) * w * k : 0;
 }
 
 static int64_t ql_layer_bytes(enum hs_dtype dtype, int n, int k)

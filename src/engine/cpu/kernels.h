@@ -120,12 +120,14 @@ void hs__cpu_head_rms(float *x, int t_begin, int t_end, int stride, int n_heads,
  * gate half. */
 void hs__cpu_glu(float *ug, float *out, int rows, int n, enum hs_act_fn act, int threads);
 
-/* Small-M GEMM with weights packed once (gemm_small.c; AVX-512 only). */
+/* Small-M GEMM with weights packed once (gemm_small.c; AVX-512, or AVX2 + FMA). */
 int hs__cpu_small_gemm_available(void);
+/* The packed panels' width in columns on this CPU: 32 (AVX-512), 24 (AVX2), 0 (neither). */
+int hs__cpu_small_gemm_panel(void);
 /* Up to how many rows it beats oneDNN's sgemm on this CPU's ISA class; 0 where unavailable. */
 int hs__cpu_small_gemm_rows_default(void);
-/* Packs w [n, k] into 32-column k-major panels; free with hs_free_aligned. NULL when out of
- * memory. */
+/* Packs w [n, k] into k-major panels of hs__cpu_small_gemm_panel() columns; free with
+ * hs_free_aligned. NULL when out of memory. */
 float *hs__cpu_pack_weights(const float *w, int n, int k);
 /* y[rows, n] = x[rows, k] * W^T + bias, then activation when act >= 0. pad: scratch of
  * threads * 8 * k floats. */
