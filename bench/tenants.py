@@ -215,10 +215,12 @@ def breakdown(path):
     except (OSError, ValueError, KeyError) as e:
         print("  breakdown: no trace (%s)" % e)
         return
-    open_at, req, formed = {}, {}, []
+    open_at, req, formed, batches = {}, {}, [], []
     for e in ev:
         if e.get("ph") == "X" and e.get("name", "").startswith("batch "):
             formed.append(e["ts"])
+            batches.append((e["dur"] / 1000.0, e.get("args", {}).get("sequences", 0),
+                            e.get("args", {}).get("padded_tokens", 0)))
         if e.get("cat") != "request":
             continue
         key = (e["id"], e["name"])
@@ -234,6 +236,14 @@ def breakdown(path):
             if name == "queue":
                 req[e["id"]]["queued"] = (b, e["ts"])
     formed.sort()
+    if batches:  # the lane's batches over the whole run (--relative: capacity, unloaded, flood)
+        def pct(v, q):
+            v = sorted(v)
+            return v[min(len(v) - 1, int(q * len(v)))]
+        d, n, t = ([b[i] for b in batches] for i in range(3))
+        print("  batches (whole run) %d, ms P50/P90/P99 %.1f/%.1f/%.1f, sequences P50/P99 %d/%d, padded "
+              "tokens P50/P99 %d/%d" % (len(batches), pct(d, .5), pct(d, .9), pct(d, .99),
+                                          pct(n, .5), pct(n, .99), pct(t, .5), pct(t, .99)))
     by, passed = {}, {}
     for r in req.values():
         if 200 <= r["status"] < 300:
