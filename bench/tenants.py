@@ -37,6 +37,7 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -290,12 +291,16 @@ def main():
     ap.add_argument("--relative", type=float, default=0,
                     help="with --hetbench: b and c at this fraction of their share of the "
                          "measured capacity, a at 10x its share; unloaded vs flood")
+    ap.add_argument("--buckets", default="",
+                    help="batching.buckets, e.g. 256 (one queue: a CPU lane runs ragged batches)")
+    ap.add_argument("--keep-trace", default="",
+                    help="with --breakdown: copy each variant's trace to PREFIX.N.json")
     ap.add_argument("--breakdown", action="store_true",
                     help="per-tenant stage times from the server's trace")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "hetserve"))
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
-    for v in a.variants.split():
+    for variant_no, v in enumerate(a.variants.split()):
         f = [int(x) for x in v.split(",")]
         fair, share, preempt = f[0], f[1], f[2] if len(f) > 2 else 0
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
@@ -303,8 +308,12 @@ def main():
         trace = None
         if a.queue_max:
             cfg += "  queue_max: %d\n" % a.queue_max
+        if a.batch_max or a.buckets:
+            cfg += "batching:\n"
         if a.batch_max:
-            cfg += "batching:\n  batch_max: %d\n" % a.batch_max
+            cfg += "  batch_max: %d\n" % a.batch_max
+        if a.buckets:
+            cfg += "  buckets: [%s]\n" % a.buckets
         cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\n  preempt: %s\nauth:\n"
                 "  share_inflight: %d\n  keys:\n"
                 % ("true" if fair else "false", a.fair_batch_ms, "true" if preempt else "false",
@@ -347,6 +356,8 @@ def main():
                 p.wait()
                 if trace:  # here: the hetbench phase leaves the try by continue
                     breakdown(trace)
+                    if a.keep_trace:
+                        shutil.copy(trace, "%s.%d.json" % (a.keep_trace, variant_no))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,34 @@ static int lane_pick(struct lane *L, int64_t now, bool draining, int64_t *wake)
     return best;
 }
 
+/* The two lowest next start tags of the tenants active within the last second, and whose the
+ * lowest is (lock held). */
+struct next_starts {
+    double first, second;
+    int first_tenant;
+};
+
+static void next_starts(const struct lane *L, int64_t now, struct next_starts *ns)
+{
+    for (int t = 0; t < HS_SCHED_MAX_TENANTS; t++) {
+        if (!L->tenant_seen_ns[t] || now - L->tenant_seen_ns[t] >= 1000000000LL) continue;
+        const double v = L->tenant_tag[t] > L->vtime ? L->tenant_tag[t] : L->vtime;
+        if (v < ns->first) {
+            ns->second = ns->first;
+            ns->first = v;
+            ns->first_tenant = t;
+        } else if (v < ns->second) {
+            ns->second = v;
+        }
+    }
+}
+
+/* The lowest next start tag of a tenant other than q's (INFINITY: none active). */
+static double other_start(const struct next_starts *ns, const struct hs_seq *q)
+{
+    return hs__tenant_slot(q->req) == ns->first_tenant ? ns->second : ns->first;
+}
+
 /* Takes up to cap sequences of bucket b into the slot, interactive first, failing expired ones
  * (lock held). */
 static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
@@ -85,6 +113,13 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
      * full batch's padded tokens bound what one batch serves of a tenant of weight 1). A light
      * tenant's work, tagged near the virtual time, keeps its batch whole. */
     const double slice_from = L->vtime + (double)L->cap_seqs[b] * L->bucket_len[b];
+    /* With fair_batch_ms, also the work of a tenant past the start tag the next request of
+     * another tenant active within the last second would get (max(its finish tag, virtual
+     * time)): a flood held to a few requests in flight by admission's share never gets a full
+     * batch ahead of the virtual time, yet every batch of it is what a light tenant's request,
+     * arriving a moment later, waits for. */
+    struct next_starts ns = {INFINITY, INFINITY, -1};
+    if (slice_s < INFINITY) next_starts(L, now, &ns);
     /* fair shares: past another tenant's work waiting in another bucket (hs__lane_fair_bounds),
      * a tenant's sequences go on into the batch only while it stays short: fair_batch_ms, or
      * half a full batch of this bucket (what that work waits for beyond the batch in
@@ -104,7 +139,7 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
         struct hs_seq *q = NULL;
         for (int p = 0; p < HS_PRIORITY_COUNT && !q; p++) q = L->q[p][b].head;
         if (!q) break;
-        if (n && q->tag > slice_from &&
+        if (n && (q->tag > slice_from || q->tag > other_start(&ns, q)) &&
             hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > slice_s)
             break;
         if (n && bounded && q->tag > hs__lane_fair_bound(L, &fb, q) &&

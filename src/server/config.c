@@ -428,9 +428,10 @@ static const struct key keys[] = {
      "past its share first; with one tenant (no keys) it is the same as false"},
     {C(scheduler, fair_batch_ms), K_INT, 0, 60000, "0",
      "with fair: while more than one tenant sent work in the last second, a batch stops growing "
-     "once its predicted time would pass this (one sequence at least): a light tenant waits for "
-     "short batches, not a flood's full ones (costs the engine the larger batches' efficiency); "
-     "0 = batch_max alone"},
+     "once its predicted time would pass this (one sequence at least) at the work of a tenant "
+     "that runs ahead (a full batch past the virtual time, or past another active tenant's next "
+     "start): a light tenant waits for short batches, not a flood's full ones (costs the engine "
+     "the larger batches' efficiency); 0 = batch_max alone"},
     {C(scheduler, preempt), K_BOOL, 0, 0, "false",
      "with fair: each local lane (but a pipelined split) gets one more slot that runs owed work "
      "ahead of the batch in flight: sequences of tenants with nothing in it and not running "

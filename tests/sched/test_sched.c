@@ -1294,12 +1294,13 @@ static void fair_shares_between_tenants(void **state)
     }
     o.batch_max = 4;
 
-    /* fair_batch_us (2.5 ms: 25 tokens here) cuts only the backlog of a tenant that runs more
-     * than a full batch (4 x 16 padded tokens in bucket 16) past the virtual time. A floods
-     * buckets 16 and 32 (two 16-token requests then one 30-token, tags 62 apart per round), B
-     * sends three 10-token requests (tags 0, 10, 20): the first batch (A0 B0 B10 A16) stays whole
-     * though it runs 5.2 ms, the second (B20 A62 A78) is cut at A124, 124 > 20 + 64; cutting
-     * every batch at 2.5 ms would run each of these one sequence long */
+    /* fair_batch_us (2.5 ms: 25 tokens here) cuts the work of a tenant that runs ahead: more
+     * than a full batch (4 x 16 padded tokens in bucket 16) past the virtual time, or past the
+     * next start tag of another tenant active within the last second. A floods buckets 16 and 32
+     * (two 16-token requests then one 30-token, tags 62 apart per round), B sends three 10-token
+     * requests (tags 0, 10, 20; B's finish tag 30): the first batch (A0 B0 B10 A16) stays whole
+     * though it runs 5.2 ms (no sequence past 30); the second is B20 alone, as A62 is past B's
+     * next start (30) and would take the batch past 2.5 ms */
     {
         o.fair = true;
         o.fair_batch_us = 2500;
@@ -1325,14 +1326,49 @@ static void fair_shares_between_tenants(void **state)
         assert_int_equal(fair_done(b, 3), 2);
         assert_true(hs_sched_step_begin(s, &st, &wake));
         assert_int_equal(st.shape_seq, 16);
-        assert_int_equal(st.n_seqs, 3); /* A's backlog past 20 + 64: cut */
-        now += 4800000LL;
+        assert_int_equal(st.n_seqs, 1); /* A62 is past B's next start: cut */
+        now += 1600000LL;
         hs_sched_step_clock(s, now);
         hs_sched_step_end(s, st.lane, st.slot, HS_STATUS_OK, NULL);
         assert_int_equal(fair_done(b, 3), 3);
         hs_sched_destroy(s);
         for (int i = 0; i < 12; i++) treq_free(a[i]);
         for (int i = 0; i < 3; i++) treq_free(b[i]);
+        o.fair_batch_us = 0;
+    }
+
+    /* A flood held near the virtual time (admission's share keeps it to a few in flight, so it
+     * never gets a full batch ahead): with B active within the last second but nothing of B's
+     * queued, fair_batch_us still cuts A's batch (A0 A16: 32 tokens past 2.5 ms: A0 alone, then
+     * A16 alone, ...); once B was last seen more than a second ago, A's batch is whole */
+    for (int b_recent = 0; b_recent < 2; b_recent++) {
+        o.fair = true;
+        o.fair_batch_us = 2500;
+        struct hs_sched *s;
+        int64_t now = t0;
+        assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
+        struct treq *b = fair_req_len(2, 10, far), *a[4];
+        assert_int_equal(hs_sched_submit(s, &b->r), HS_STATUS_OK);
+        fair_run(s, 1, &now); /* B's request runs alone */
+        assert_int_equal(treq_is_done(b), 1);
+        now += b_recent ? 100000000LL : 1500000000LL; /* 0.1 s or 1.5 s later */
+        hs_sched_step_clock(s, now);
+        for (int i = 0; i < 4; i++) {
+            a[i] = fair_req_len(1, 16, far);
+            assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
+        }
+        struct hs_sched_step st;
+        int64_t wake;
+        assert_true(hs_sched_step_begin(s, &st, &wake));
+        assert_int_equal(st.n_seqs, b_recent ? 1 : 4);
+        now += 2000000LL;
+        hs_sched_step_clock(s, now);
+        hs_sched_step_end(s, st.lane, st.slot, HS_STATUS_OK, NULL);
+        fair_run(s, b_recent ? 3 : 0, &now);
+        assert_int_equal(fair_done(a, 4), 4);
+        hs_sched_destroy(s);
+        treq_free(b);
+        for (int i = 0; i < 4; i++) treq_free(a[i]);
         o.fair_batch_us = 0;
     }
 
