@@ -179,6 +179,10 @@ bool hs__lane_preemptible(const struct lane *L, double need_s, int64_t now)
     for (int i = 0; i < L->n_slots; i++) {
         const struct slot *sl = &L->slots[i];
         if (i == L->preempt_slot || !sl->run_tenants) continue;
+        /* a batch with several tenants' work holds a light tenant's request too: pausing it
+         * for another light tenant's batch holds that request (and, as its tenant then has
+         * work running, every later one of it) */
+        if (sl->run_tenants & (sl->run_tenants - 1)) continue;
         if (!sl->run_start_ns) return true; /* formed, about to start */
         const double left =
             hs_cost_running_left_s(sl->run_pred_s, hs__slot_ran_s(L, sl, now), L->measured);
@@ -227,17 +231,17 @@ static int preempt_pick(const struct lane *L, int64_t now)
 }
 
 /* Takes the owed sequences of bucket b into the preempting slot, interactive first, in tag
- * order, while the batch stays short: a quarter of a full batch's predicted time, or
- * fair_batch_us when longer (one sequence at least: where a batch's fixed cost alone passes the
- * bound, a batch of one each would spend the engine on fixed costs while owed work queues);
- * fails expired ones (lock held). */
+ * order, while the batch stays short: fair_batch_us when set, else a quarter of a full batch's
+ * predicted time (a bound by bucket: with one long bucket a quarter is a long batch) (one
+ * sequence at least: where a batch's fixed cost alone passes the bound, a batch of one each
+ * would spend the engine on fixed costs while owed work queues); fails expired ones (lock
+ * held). */
 static int preempt_take(struct lane *L, struct slot *sl, int b, int64_t now, struct chain *c)
 {
     const uint64_t running = lane_running_tenants(L);
     const double until = owed_until(L, b);
     const double quarter_s = hs__lane_batch_s(L, b, (double)L->cap_seqs[b] * L->bucket_len[b]) / 4;
-    const double bound_s =
-        L->o.fair_batch_us * 1e-6 > quarter_s ? L->o.fair_batch_us * 1e-6 : quarter_s;
+    const double bound_s = L->o.fair_batch_us > 0 ? L->o.fair_batch_us * 1e-6 : quarter_s;
     int64_t tokens = 0;
     int n = 0;
     for (int p = 0; p < HS_PRIORITY_COUNT && n < L->cap_seqs[b]; p++) {

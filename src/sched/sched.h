@@ -63,7 +63,7 @@
  * that is owed: sequences of tenants with nothing in a running batch and not running ahead
  * (tagged within one full batch of their bucket past the virtual time, the rule fair_batch_us
  * cuts by), interactive first, the bucket with the smallest such tag; the batch stays short
- * (a quarter of a full batch's predicted time, or fair_batch_us when longer; one sequence at
+ * (fair_batch_us when set, else a quarter of a full batch's predicted time; one sequence at
  * least) and forms at once, without a window. The runner runs it ahead of the others: they
  * wait at their next stage boundary until it ends (model/executor.h, hs_executor_opts.preempt).
  * It preempts only a batch with more predicted time left than the owed work's first sequence

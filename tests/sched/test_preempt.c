@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "refmodel.h"
+#include "sched/sched-impl.h"
 #include "sched/sched.h"
 
 #define H       64
@@ -303,6 +304,29 @@ static void light_batch_runs_while_flood_paused(void **state)
     pthread_cond_destroy(&h.cv);
 }
 
+/* The preempting slot pauses only a batch of one tenant's work: a batch that also holds
+ * another tenant's request is left to finish (pausing it for a third tenant's batch would hold
+ * that request, and every later one of its tenant, which then has work running). */
+static void preempt_spares_mixed_batches(void **state)
+{
+    (void)state;
+    struct slot slots[2];
+    memset(slots, 0, sizeof slots);
+    struct lane L;
+    memset(&L, 0, sizeof L);
+    L.n_slots = 2;
+    L.slots = slots;
+    L.preempt_slot = 1;
+    slots[0].idx = 0, slots[1].idx = 1;
+    slots[0].run_start_ns = 0; /* formed, about to start */
+    slots[0].run_tenants = 1ull << 1;
+    assert_true(hs__lane_preemptible(&L, 0.001, 1000));
+    slots[0].run_tenants = 1ull << 1 | 1ull << 3;
+    assert_false(hs__lane_preemptible(&L, 0.001, 1000));
+    slots[0].run_tenants = 0; /* idle */
+    assert_false(hs__lane_preemptible(&L, 0.001, 1000));
+}
+
 /* The executor refuses preempt without a second slot. */
 static void preempt_needs_two_slots(void **state)
 {
@@ -328,6 +352,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(light_batch_runs_while_flood_paused),
         cmocka_unit_test(preempt_needs_two_slots),
+        cmocka_unit_test(preempt_spares_mixed_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
