@@ -16,8 +16,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from hsbench import csv_rows, fmt, load_json, measured, ok, pct  # noqa: E402
 
 SHORT_P99_MS = 50.0
-NAMES = {"a": "(a) shared", "b": "(b) hybrid", "c": "(c) gpu-long", "e": "(e) elastic"}
-CONFIGS = ("a", "b", "e", "c")
+NAMES = {"a": "(a) shared", "b": "(b) hybrid", "c": "(c) gpu-long", "e": "(e) elastic",
+         "m": "(m) mutual"}
+CONFIGS = ("a", "b", "e", "m", "c")
 
 
 def read_snap(path):
@@ -111,7 +112,7 @@ def main():
         print("%s: highest offered load with short P99 < %.0f ms, no errors: %s"
               % (NAMES[cfg], SHORT_P99_MS, "%.1f req/s" % sustained[cfg] if good
                  else "none of the loads tried"))
-    for b in ("b", "e"):
+    for b in ("b", "e", "m"):
         if "a" not in sustained or b not in sustained:
             continue
         print()
@@ -135,11 +136,12 @@ def main():
                  "met" if sustained[b] >= sustained["a"] and sustained[b] > 0 else "NOT met"))
         print("  verdict: %s" % ("targets REACHED at some load" if any(hits) and
                                  sustained[b] >= sustained["a"] else "targets NOT reached"))
-    leases = os.path.join(runs, "e-leases.txt")
-    if os.path.exists(leases):
-        with open(leases) as fh:
-            print("(e) core loans over its runs (from /metrics):")
-            sys.stdout.write("".join("  " + ln for ln in fh))
+    for cfg in ("e", "m"):
+        leases = os.path.join(runs, "%s-leases.txt" % cfg)
+        if os.path.exists(leases):
+            with open(leases) as fh:
+                print("(%s) core loans over its runs (from /metrics):" % cfg)
+                sys.stdout.write("".join("  " + ln for ln in fh))
     if not any(r["cfg"] == "c" for r in results):
         print("(c) not run: no GPU found")
     if any(r["routing"] == "client" for r in results if r["cfg"] != "a"):

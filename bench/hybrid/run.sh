@@ -12,6 +12,8 @@
 #   (e) elastic: (b) with the long engine borrowing core 0 stage by stage while the short lane is
 #       idle (engines[].borrow_cores: [0]); a short request waits at most for the stage in
 #       flight. Only with the server's routing (not with HYBRID_SPLIT=1 or HYBRID_CONFIG).
+#   (m) mutual: (e) with the short engine borrowing core 1 too, while the long lane is idle
+#       (both engines lend and borrow). Same conditions as (e).
 # Routing for (b)/(c): by the server's router (rules: tokens_max 32 -> short route, default ->
 # long route, no failover), the mixed trace sent to one URL; HYBRID_CONFIG=FILE runs (b) with
 # FILE instead (e.g. configs/hybrid-cpu.yaml). On a build without the router, or with
@@ -133,6 +135,12 @@ elif [ "${HYBRID_SPLIT:-0}" != 1 ]; then
     cores: [1]
     borrow_cores: [0]"
     "$HETSERVE" config --check "$BENCH_TMP/e.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/e.yaml"
+    routed_config "$BENCH_TMP/m.yaml" "    kind: cpu
+    cores: [0]
+    borrow_cores: [1]" "    kind: cpu
+    cores: [1]
+    borrow_cores: [0]"
+    "$HETSERVE" config --check "$BENCH_TMP/m.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/m.yaml"
   else
     echo "hybrid: this build has no rule routing (router: in the config); routing in the client" >&2
   fi
@@ -140,7 +148,7 @@ fi
 GPUS=$("$HETSERVE" devices 2>/dev/null | python3 -c 'import json,sys
 try: print(int(json.load(sys.stdin).get("gpus", 0)))
 except Exception: print(0)')
-for c in a b c e; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
+for c in a b c e m; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
 {
   echo "# hybrid experiment, $(hs_load_note)"
   echo "# (b)/(c) routing: $B_MODE${HYBRID_CONFIG:+ ($HYBRID_CONFIG)}; GPUs found: $GPUS"
@@ -224,6 +232,16 @@ if [ -f "$BENCH_TMP/e.yaml" ]; then
   fi
 else
   echo "hybrid: (e) skipped: needs the server's routing and engines[].borrow_cores"
+fi
+
+# --- (m) both engines lend and borrow ----------------------------------------------------------
+if [ -f "$BENCH_TMP/m.yaml" ]; then
+  if hs_server_start m "$BENCH_TMP/m.yaml"; then
+    warm all-MiniLM-L6-v2
+    for r in $RATES; do run_mixed m "$r" all-MiniLM-L6-v2; done
+    curl -s --noproxy '*' "$SERVER_URL/metrics" | grep '^hetserve_core_' >"$RUNS/m-leases.txt"
+    hs_server_stop || echo "hybrid: server (m) exited non-zero" >&2
+  fi
 fi
 
 # --- (c) GPU for the long requests ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 # Cores lent between CPU lanes (engines[].borrow_cores, configs/hybrid-elastic.yaml): long
 # requests on the engine pinned to core 1 borrow core 0 while the short lane is idle, answer as
 # the same engine does without borrowing, /metrics counts the loans, short requests sent at
-# the same time are answered and unchanged; a config that cannot borrow is refused with its key.
+# the same time are answered and unchanged; with both engines borrowing, the same both ways; a
+# config that cannot borrow is refused with its key.
 import os
 import subprocess
 import threading
@@ -16,9 +17,9 @@ LONG = [" ".join(["the borrowed core runs every stage of this long request"] * 2
 SHORT = ["a short query", "another short one"]
 
 
-def config(borrow):
+def config(borrow, mutual=False):
     return """engines:
-  - {name: cpu_a, kind: cpu, threads: 1, cores: [0]}
+  - {name: cpu_a, kind: cpu, threads: 1, cores: [0]%s}
   - {name: cpu_b, kind: cpu, threads: 1, cores: [1]%s}
 models:
   - path: "%s"
@@ -30,7 +31,7 @@ router:
   rules:
     - {tokens_max: 32, route: short}
   default_route: long
-""" % (", borrow_cores: [0]" if borrow else "", MODEL)
+""" % (", borrow_cores: [1]" if mutual else "", ", borrow_cores: [0]" if borrow else "", MODEL)
 
 
 def two_cores():
@@ -58,11 +59,11 @@ def same(a, b):
         len(x) == len(y) and max(abs(u - v) for u, v in zip(x, y)) < 1e-6 for x, y in zip(a, b))
 
 
-def metric(srv, name):
+def metric(srv, name, core=0):
     status, _, body = srv.get("/metrics")
     assert status == 200
     for line in body.decode().splitlines():
-        if line.startswith(name + '{core="0"}'):
+        if line.startswith(name + '{core="%d"}' % core):
             return float(line.split()[-1])
     return None
 
@@ -106,6 +107,38 @@ def test_long_requests_borrow_the_idle_core_and_answer_the_same(fixed):
         assert not errors
         assert all(same(s, fixed[1]) for s in shorts)
         assert metric(srv, "hetserve_core_reclaim_waits_total") is not None
+    finally:
+        srv.stop()
+
+
+def test_both_lanes_lend_and_borrow(fixed):
+    """Each engine borrows the other's core while its lane is idle (configs/hybrid-elastic.yaml):
+    short requests alone run on both cores, long ones too, and both answer as without loans,
+    also while they run at the same time (each reclaims its core at the other's next stage)."""
+    srv = Server(config(True, mutual=True), model=None)
+    try:
+        lent1 = metric(srv, "hetserve_core_lent_stages_total", core=1)
+        assert lent1 is not None
+        assert all(same(embed(srv, SHORT)[0], fixed[1]) for _ in range(3))
+        assert metric(srv, "hetserve_core_lent_stages_total", core=1) > lent1
+        lent0 = metric(srv, "hetserve_core_lent_stages_total", core=0)
+        assert same(embed(srv, LONG)[0], fixed[0])
+        assert metric(srv, "hetserve_core_lent_stages_total", core=0) > lent0
+        errors = []
+
+        def longs():
+            for _ in range(4):
+                try:
+                    assert same(embed(srv, LONG)[0], fixed[0])
+                except AssertionError as e:
+                    errors.append(e)
+
+        t = threading.Thread(target=longs)
+        t.start()
+        shorts = [embed(srv, SHORT)[0] for _ in range(20)]
+        t.join()
+        assert not errors
+        assert all(same(x, fixed[1]) for x in shorts)
     finally:
         srv.stop()
 
