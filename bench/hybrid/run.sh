@@ -222,27 +222,20 @@ else
 fi
 hs_server_stop || echo "hybrid: server (b) exited non-zero" >&2
 
-# --- (e) hybrid with the long engine borrowing the short engine's idle core --------------------
+# --- (e) hybrid with the long engine borrowing the short engine's idle core; (m) both ways -----
+run_lending() { # NAME: the config BENCH_TMP/NAME.yaml at every load, and its loans
+  hs_server_start "$1" "$BENCH_TMP/$1.yaml" || return 0
+  warm all-MiniLM-L6-v2
+  for r in $RATES; do run_mixed "$1" "$r" all-MiniLM-L6-v2; done
+  curl -s --noproxy '*' "$SERVER_URL/metrics" | grep '^hetserve_core_' >"$RUNS/$1-leases.txt"
+  hs_server_stop || echo "hybrid: server ($1) exited non-zero" >&2
+}
 if [ -f "$BENCH_TMP/e.yaml" ]; then
-  if hs_server_start e "$BENCH_TMP/e.yaml"; then
-    warm all-MiniLM-L6-v2
-    for r in $RATES; do run_mixed e "$r" all-MiniLM-L6-v2; done
-    curl -s --noproxy '*' "$SERVER_URL/metrics" | grep '^hetserve_core_' >"$RUNS/e-leases.txt"
-    hs_server_stop || echo "hybrid: server (e) exited non-zero" >&2
-  fi
+  run_lending e
 else
   echo "hybrid: (e) skipped: needs the server's routing and engines[].borrow_cores"
 fi
-
-# --- (m) both engines lend and borrow ----------------------------------------------------------
-if [ -f "$BENCH_TMP/m.yaml" ]; then
-  if hs_server_start m "$BENCH_TMP/m.yaml"; then
-    warm all-MiniLM-L6-v2
-    for r in $RATES; do run_mixed m "$r" all-MiniLM-L6-v2; done
-    curl -s --noproxy '*' "$SERVER_URL/metrics" | grep '^hetserve_core_' >"$RUNS/m-leases.txt"
-    hs_server_stop || echo "hybrid: server (m) exited non-zero" >&2
-  fi
-fi
+[ -f "$BENCH_TMP/m.yaml" ] && run_lending m
 
 # --- (c) GPU for the long requests ---------------------------------------------------------------
 if [ "$GPUS" -gt 0 ]; then

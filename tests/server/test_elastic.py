@@ -68,6 +68,25 @@ def metric(srv, name, core=0):
     return None
 
 
+def both_at_once(srv, fixed):
+    """Short requests while long ones run: both answered, both unchanged."""
+    errors = []
+
+    def longs():
+        for _ in range(4):
+            try:
+                assert same(embed(srv, LONG)[0], fixed[0])
+            except AssertionError as e:
+                errors.append(e)
+
+    t = threading.Thread(target=longs)
+    t.start()
+    shorts = [embed(srv, SHORT)[0] for _ in range(20)]
+    t.join()
+    assert not errors
+    assert all(same(x, fixed[1]) for x in shorts)
+
+
 @pytest.fixture(scope="module")
 def fixed():
     if not two_cores():
@@ -90,22 +109,7 @@ def test_long_requests_borrow_the_idle_core_and_answer_the_same(fixed):
         assert metric(srv, "hetserve_core_lent_stages_total") > lent0
         assert metric(srv, "hetserve_core_lent_seconds_total") > 0
         # short requests while long ones run: both answered, both unchanged
-        errors, shorts = [], []
-
-        def longs():
-            for _ in range(4):
-                try:
-                    assert same(embed(srv, LONG)[0], fixed[0])
-                except AssertionError as e:
-                    errors.append(e)
-
-        t = threading.Thread(target=longs)
-        t.start()
-        for _ in range(20):
-            shorts.append(embed(srv, SHORT)[0])
-        t.join()
-        assert not errors
-        assert all(same(s, fixed[1]) for s in shorts)
+        both_at_once(srv, fixed)
         assert metric(srv, "hetserve_core_reclaim_waits_total") is not None
     finally:
         srv.stop()
@@ -124,21 +128,7 @@ def test_both_lanes_lend_and_borrow(fixed):
         lent0 = metric(srv, "hetserve_core_lent_stages_total", core=0)
         assert same(embed(srv, LONG)[0], fixed[0])
         assert metric(srv, "hetserve_core_lent_stages_total", core=0) > lent0
-        errors = []
-
-        def longs():
-            for _ in range(4):
-                try:
-                    assert same(embed(srv, LONG)[0], fixed[0])
-                except AssertionError as e:
-                    errors.append(e)
-
-        t = threading.Thread(target=longs)
-        t.start()
-        shorts = [embed(srv, SHORT)[0] for _ in range(20)]
-        t.join()
-        assert not errors
-        assert all(same(x, fixed[1]) for x in shorts)
+        both_at_once(srv, fixed)
     finally:
         srv.stop()
 
