@@ -183,6 +183,19 @@ static void kernels_small_gemm_matches_reference(void **state)
                     assert_memory_equal(y1, y + (size_t)r * n, sizeof(float) * n);
                 }
             }
+        /* an activation in the kernel's epilogue: the same bits as the GEMM, then the row pass
+         * (hs__cpu_activation at this CPU's width) */
+        for (int act = HS_ACT_GELU_ERF; act <= HS_ACT_SILU; act++) {
+            float *y2 = malloc(sizeof(float) * (size_t)rows * n);
+            hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, 2, pad);
+            hs__cpu_small_gemm(x, packed, bias, y2, rows, n, k, -1, 2, pad);
+            for (int r = 0; r < rows; r++)
+                hs__cpu_activation(y2 + (size_t)r * n, n, (enum hs_act_fn)act);
+            if (memcmp(y, y2, sizeof(float) * (size_t)rows * n))
+                fail_msg("%dx%dx%d act %d: the fused activation differs from the row pass", rows, n,
+                         k, act);
+            free(y2);
+        }
         hs_free_aligned(packed);
         free(x), free(w), free(bias), free(y), free(y1), free(pad);
     }

@@ -21,6 +21,17 @@
 
 #define MR_MAX 8 /* the most rows a micro-kernel reads (the pad holds MR_MAX rows a thread) */
 
+/* The AVX2 kernel applies the activation to its accumulators before storing them, with the
+ * same vector functions as hs__cpu_activation at this width (vmath.h; its row loops go unused
+ * here). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define HS_VL    8
+#define HS_VT    __attribute__((target("avx2,fma")))
+#define HS_VN(x) x##_256
+#include "engine/cpu/vmath.h"
+#pragma GCC diagnostic pop
+
 static int has_avx512(void)
 {
     __builtin_cpu_init();
@@ -134,7 +145,7 @@ __attribute__((target("avx512f"))) static void ukernel_avx512(const float *x, in
 __attribute__((target("avx2,fma"))) static void ukernel_avx2(const float *x, int ldx,
                                                              const float *wp, int k, float *y,
                                                              int ldy, int rows, int cols,
-                                                             const float *bias)
+                                                             const float *bias, int act)
 {
     __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
     __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
@@ -154,22 +165,40 @@ __attribute__((target("avx2,fma"))) static void ukernel_avx2(const float *x, int
         HS__ROW(0) HS__ROW(1) HS__ROW(2) HS__ROW(3)
 #undef HS__ROW
     }
-    const __m256 acc[4][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22}, {a30, a31, a32}};
+    __m256 acc[4][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22}, {a30, a31, a32}};
     float bb[24] = {0};
     if (bias) memcpy(bb, bias, sizeof(float) * (size_t)(cols < 24 ? cols : 24));
-    const __m256 b0 = _mm256_loadu_ps(bb), b1 = _mm256_loadu_ps(bb + 8);
-    const __m256 b2 = _mm256_loadu_ps(bb + 16);
+    const __m256 bv[3] = {_mm256_loadu_ps(bb), _mm256_loadu_ps(bb + 8), _mm256_loadu_ps(bb + 16)};
     for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < 3; j++) {
+            const vf_256 v = (vf_256)_mm256_add_ps(acc[r][j], bv[j]);
+            switch (act) {
+            case HS_ACT_GELU_ERF:
+                acc[r][j] = (__m256)v_gelu_erf_256(v);
+                break;
+            case HS_ACT_GELU_TANH:
+                acc[r][j] = (__m256)v_gelu_tanh_256(v);
+                break;
+            case HS_ACT_RELU:
+                acc[r][j] = (__m256)v_relu_256(v);
+                break;
+            case HS_ACT_SILU:
+                acc[r][j] = (__m256)v_silu_256(v);
+                break;
+            default:
+                acc[r][j] = (__m256)v;
+            }
+        }
         float *yr = y + (size_t)r * ldy;
         if (cols >= 24) {
-            _mm256_storeu_ps(yr, _mm256_add_ps(acc[r][0], b0));
-            _mm256_storeu_ps(yr + 8, _mm256_add_ps(acc[r][1], b1));
-            _mm256_storeu_ps(yr + 16, _mm256_add_ps(acc[r][2], b2));
+            _mm256_storeu_ps(yr, acc[r][0]);
+            _mm256_storeu_ps(yr + 8, acc[r][1]);
+            _mm256_storeu_ps(yr + 16, acc[r][2]);
         } else {
             float tmp[24];
-            _mm256_storeu_ps(tmp, _mm256_add_ps(acc[r][0], b0));
-            _mm256_storeu_ps(tmp + 8, _mm256_add_ps(acc[r][1], b1));
-            _mm256_storeu_ps(tmp + 16, _mm256_add_ps(acc[r][2], b2));
+            _mm256_storeu_ps(tmp, acc[r][0]);
+            _mm256_storeu_ps(tmp + 8, acc[r][1]);
+            _mm256_storeu_ps(tmp + 16, acc[r][2]);
             memcpy(yr, tmp, sizeof(float) * (size_t)cols);
         }
     }
@@ -205,10 +234,11 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
         }
         float *ys = y + (size_t)r0 * n + c0;
         const float *wp = packed + (size_t)pi * PANEL * k;
-        if (wide)
-            ukernel_avx512(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL);
-        else
-            ukernel_avx2(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL);
+        if (!wide) { /* bias and activation in the kernel's epilogue */
+            ukernel_avx2(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL, act);
+            continue;
+        }
+        ukernel_avx512(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL);
         if (act >= 0)
             for (int r = 0; r < nr; r++)
                 hs__cpu_activation(ys + (size_t)r * n, nc, (enum hs_act_fn)act);
