@@ -68,7 +68,7 @@ struct next_starts {
 static void next_starts(const struct lane *L, int64_t now, struct next_starts *ns)
 {
     for (int t = 0; t < HS_SCHED_MAX_TENANTS; t++) {
-        if (!L->tenant_seen_ns[t] || now - L->tenant_seen_ns[t] >= 1000000000LL) continue;
+        if (!hs__lane_tenant_active(L, t, now)) continue;
         const double v = L->tenant_tag[t] > L->vtime ? L->tenant_tag[t] : L->vtime;
         if (v < ns->first) {
             ns->second = ns->first;

@@ -96,8 +96,7 @@ bool hs__lane_shared(const struct lane *L, int64_t now)
 {
     int n = 0;
     for (int t = 0; t < HS_SCHED_MAX_TENANTS; t++)
-        if (L->tenant_seen_ns[t] && now - L->tenant_seen_ns[t] < 1000000000LL && ++n > 1)
-            return true;
+        if (hs__lane_tenant_active(L, t, now) && ++n > 1) return true;
     return false;
 }
 

@@ -183,6 +183,13 @@ void hs__lane_fair_bounds(const struct lane *L, int b, struct fair_bounds *fb);
  * tag of another tenant's work at q's priority or above in another bucket (INFINITY: none). */
 double hs__lane_fair_bound(const struct lane *L, const struct fair_bounds *fb,
                            const struct hs_seq *q);
+/* Whether tenant slot t sent work to L within the last second (lock held): active, for the
+ * fair order's bounds. */
+static inline bool hs__lane_tenant_active(const struct lane *L, int t, int64_t now)
+{
+    return L->tenant_seen_ns[t] && now - L->tenant_seen_ns[t] < 1000000000LL;
+}
+
 /* Whether more than one tenant sent work to L within the last second (lock held). */
 bool hs__lane_shared(const struct lane *L, int64_t now);
 /* Removes a queued sequence from its list and the lane's counters (lock held). */

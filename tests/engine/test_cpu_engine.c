@@ -257,6 +257,15 @@ static void kernels_vmath_every_width(void **state)
     hs__cpu_vmath_use(-1);
 }
 
+/* Uniform in [-amp/2, amp/2), the same numbers for the same seed. */
+static void fill_rand(float *v, size_t n, uint32_t seed, float amp)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = amp * ((float)(seed >> 8) / 16777216.0f - 0.5f);
+    }
+}
+
 /* The AVX2 attention kernel against attention in double on random q | k | v rows: lengths
  * that fill and leave part of its 6-query and 16-key blocks, both head sizes, several heads
  * side by side (a wrong head offset shows), and a sequence that does not start at row 0. */
@@ -280,11 +289,7 @@ static void kernels_avx2_attention_matches_reference(void **state)
             assert_non_null(a);
             assert_non_null(sc);
             assert_non_null(scr);
-            uint32_t r = 777u + (uint32_t)(d * 1000 + len);
-            for (size_t i = 0; i < rows * stride; i++) {
-                r = r * 1664525u + 1013904223u;
-                qkv[i] = 3.0f * ((float)(r >> 8) / 16777216.0f - 0.5f);
-            }
+            fill_rand(qkv, rows * stride, 777u + (uint32_t)(d * 1000 + len), 3.0f);
             for (int h = 0; h < heads; h++)
                 assert_int_equal(hs__cpu_attn_avx2(qkv, a, t0, len, h, hidden, d, scr), 0);
             double err = 0.0, ref = 0.0;
@@ -345,11 +350,7 @@ static void kernels_bf16_attention_tracks_f32(void **state)
             assert_non_null(a);
             assert_non_null(b);
             assert_non_null(scr);
-            uint32_t r = 12345u + (uint32_t)(d * 1000 + len);
-            for (size_t i = 0; i < rows * 3 * (size_t)hidden; i++) {
-                r = r * 1664525u + 1013904223u;
-                qkv[i] = 3.0f * ((float)(r >> 8) / 16777216.0f - 0.5f);
-            }
+            fill_rand(qkv, rows * 3 * (size_t)hidden, 12345u + (uint32_t)(d * 1000 + len), 3.0f);
             for (int h = 0; h < heads; h++) {
                 assert_int_equal(hs__cpu_attn_avx512(qkv, a, t0, len, h, hidden, d, scr), 0);
                 assert_int_equal(hs__cpu_attn_bf16(qkv, b, t0, len, h, hidden, d, scr), 0);
@@ -367,14 +368,6 @@ static void kernels_bf16_attention_tracks_f32(void **state)
             free(scr);
         }
     assert_int_equal(hs__cpu_attn_bf16(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
-}
-
-static void fill_rand(float *v, size_t n, uint32_t seed, float amp)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        v[i] = amp * ((float)(seed >> 8) / 16777216.0f - 0.5f);
-    }
 }
 
 /* The int8 layer with the residual LayerNorm as its epilogue (hs__ql_run_resid_ln) against the

@@ -165,41 +165,22 @@ __attribute__((target("avx2,fma"))) static void ukernel_avx2(const float *x, int
         HS__ROW(0) HS__ROW(1) HS__ROW(2) HS__ROW(3)
 #undef HS__ROW
     }
-    __m256 acc[4][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22}, {a30, a31, a32}};
+    const __m256 acc[4][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22}, {a30, a31, a32}};
     float bb[24] = {0};
     if (bias) memcpy(bb, bias, sizeof(float) * (size_t)(cols < 24 ? cols : 24));
     const __m256 bv[3] = {_mm256_loadu_ps(bb), _mm256_loadu_ps(bb + 8), _mm256_loadu_ps(bb + 16)};
     for (int r = 0; r < rows; r++) {
-        for (int j = 0; j < 3; j++) {
-            const vf_256 v = (vf_256)_mm256_add_ps(acc[r][j], bv[j]);
-            switch (act) {
-            case HS_ACT_GELU_ERF:
-                acc[r][j] = (__m256)v_gelu_erf_256(v);
-                break;
-            case HS_ACT_GELU_TANH:
-                acc[r][j] = (__m256)v_gelu_tanh_256(v);
-                break;
-            case HS_ACT_RELU:
-                acc[r][j] = (__m256)v_relu_256(v);
-                break;
-            case HS_ACT_SILU:
-                acc[r][j] = (__m256)v_silu_256(v);
-                break;
-            default:
-                acc[r][j] = (__m256)v;
-            }
-        }
         float *yr = y + (size_t)r * ldy;
-        if (cols >= 24) {
-            _mm256_storeu_ps(yr, acc[r][0]);
-            _mm256_storeu_ps(yr + 8, acc[r][1]);
-            _mm256_storeu_ps(yr + 16, acc[r][2]);
-        } else {
-            float tmp[24];
-            _mm256_storeu_ps(tmp, acc[r][0]);
-            _mm256_storeu_ps(tmp + 8, acc[r][1]);
-            _mm256_storeu_ps(tmp + 16, acc[r][2]);
-            memcpy(yr, tmp, sizeof(float) * (size_t)cols);
+        for (int v = 0; v < 3; v++) {
+            const __m256 o = (__m256)v_act_256((vf_256)_mm256_add_ps(acc[r][v], bv[v]), act);
+            const int left = cols - 8 * v; /* columns of this vector to store */
+            if (left >= 8) {
+                _mm256_storeu_ps(yr + 8 * v, o);
+            } else if (left > 0) {
+                float tmp[8];
+                _mm256_storeu_ps(tmp, o);
+                memcpy(yr + 8 * v, tmp, sizeof(float) * (size_t)left);
+            }
         }
     }
 }

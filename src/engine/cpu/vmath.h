@@ -85,6 +85,23 @@ HS__VFN VF HS_VN(v_relu)(VF v)
     return HS_VN(v_sel)(v > z, v, z);
 }
 
+/* One vector through act (act < 0: as it is), for an epilogue that holds it in registers; a row
+ * loop takes act_rows, whose switch stands outside the loop. */
+HS__VFN VF HS_VN(v_act)(VF v, int act)
+{
+    switch (act) {
+    case HS_ACT_GELU_ERF:
+        return HS_VN(v_gelu_erf)(v);
+    case HS_ACT_GELU_TANH:
+        return HS_VN(v_gelu_tanh)(v);
+    case HS_ACT_RELU:
+        return HS_VN(v_relu)(v);
+    case HS_ACT_SILU:
+        return HS_VN(v_silu)(v);
+    }
+    return v;
+}
+
 #define HS__ACT_LOOP(FN)                                                                           \
     do {                                                                                           \
         int64_t i = 0;                                                                             \
