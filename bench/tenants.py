@@ -281,8 +281,8 @@ def main():
     ap.add_argument("--rate", type=float, default=8)
     ap.add_argument("--flood", type=int, default=16)
     ap.add_argument("--variants", default="1,0 0,0 0,4",
-                    help="\"fair,share[,preempt]\" items: scheduler.fair 1/0, "
-                         "auth.share_inflight, 1 = scheduler.preempt")
+                    help="\"fair,share[,preempt[,over]]\" items: scheduler.fair 1/0, "
+                         "auth.share_inflight, 1 = scheduler.preempt, scheduler.over_share")
     ap.add_argument("--batch-max", type=int, default=0, help="batching.batch_max (0: default)")
     ap.add_argument("--queue-max", type=int, default=0, help="limits.queue_max (0: default)")
     ap.add_argument("--fair-batch-ms", type=int, default=0, help="scheduler.fair_batch_ms")
@@ -301,8 +301,9 @@ def main():
     a = ap.parse_args()
     keys = {n: "k-%s-%s" % (n, os.urandom(8).hex()) for n in "abc"}
     for variant_no, v in enumerate(a.variants.split()):
-        f = [int(x) for x in v.split(",")]
-        fair, share, preempt = f[0], f[1], f[2] if len(f) > 2 else 0
+        f = [float(x) for x in v.split(",")]
+        fair, share, preempt = int(f[0]), int(f[1]), int(f[2]) if len(f) > 2 else 0
+        over = f[3] if len(f) > 3 else 0.0
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
                "  timeout_ms: 10000\n")
         trace = None
@@ -314,10 +315,10 @@ def main():
             cfg += "  batch_max: %d\n" % a.batch_max
         if a.buckets:
             cfg += "  buckets: [%s]\n" % a.buckets
-        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\n  preempt: %s\nauth:\n"
-                "  share_inflight: %d\n  keys:\n"
+        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\n  preempt: %s\n  over_share: %g\n"
+                "auth:\n  share_inflight: %d\n  keys:\n"
                 % ("true" if fair else "false", a.fair_batch_ms, "true" if preempt else "false",
-                   share))
+                   over, share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:
@@ -328,8 +329,9 @@ def main():
             try:
                 if a.hetbench and a.relative > 0:
                     print("scheduler.fair %s, auth.share_inflight %d, fair_batch_ms %d, "
-                          "preempt %s:" % ("true" if fair else "false", share, a.fair_batch_ms,
-                                           "true" if preempt else "false"))
+                          "preempt %s, over_share %g:"
+                          % ("true" if fair else "false", share, a.fair_batch_ms,
+                             "true" if preempt else "false", over))
                     relative(a.binary, port, keys, a.seconds, a.relative)
                     continue
                 if a.hetbench:

@@ -140,7 +140,7 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
     /* fair shares: a full queue sheds the work last in the fair order (the tenant furthest past
      * its share) when it would run after this request */
     if (L->o.fair) {
-        double tag = hs__lane_tag_of(L, r);
+        double tag = hs__lane_tag_of(L, r, now, NULL);
         while (L->queued_seqs + r->n_seqs > limit &&
                lane_evict_one(L, r->priority, tag, &c,
                               "shed under overload: its tenant is past its fair share")) {

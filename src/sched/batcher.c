@@ -145,6 +145,9 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
         if (n && bounded && q->tag > hs__lane_fair_bound(L, &fb, q) &&
             hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) > cross_s)
             break;
+        /* a batch of the work of tenants within their shares takes none of one past its share:
+         * the flood's sequence would hold their answers back by its own time */
+        if (n && q->over && !sl->taken[0]->over) break;
         struct hs_request *r = q->req;
         if (hs__lane_fail_expired(L, q, now, c)) continue;
         if (r->deadline_ns < cutoff && sl->backlog_since_ns) {
@@ -156,6 +159,7 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
             continue;
         }
         hs__lane_unqueue(L, q);
+        hs__lane_served(L, q, now);
         taken_tokens += q->n_tokens;
         sl->taken[n++] = q;
     }
@@ -254,6 +258,7 @@ static int preempt_take(struct lane *L, struct slot *sl, int b, int64_t now, str
             if (hs__lane_fail_expired(L, q, now, c))
                 goto restart; /* the failure may have unlinked q's neighbours */
             hs__lane_unqueue(L, q);
+            hs__lane_served(L, q, now);
             tokens += q->n_tokens;
             sl->taken[n++] = q;
         }
@@ -468,6 +473,7 @@ void hs__batch_end(struct slot *sl, int64_t end, hs_status st, const struct hs_b
         if (t->paused_ns > L->paused_max_ns) L->paused_max_ns = t->paused_ns;
     }
     L->busy_ns += own;
+    hs__lane_busy(L, (double)own * 1e-9, end);
     L->batches++;
     if (st == HS_STATUS_OK && own > 0) {
         double a = L->o.throughput_ewma_alpha;

@@ -22,13 +22,21 @@ void hs__list_push(struct list *l, struct hs_seq *q)
     l->tokens += q->n_tokens;
 }
 
-/* q into l in tag order: after every sequence whose tag is not larger (a tenant's own tags only
- * grow, so one tenant's sequences stay in arrival order; the walk from the tail is short unless
- * q overtakes a flooding tenant's backlog). */
+/* Whether a goes after b in the fair order: a larger tag, or the same tag past its share
+ * against one within it (the virtual time jumps to an over-share tenant's tag when nothing else
+ * is queued, and the next request of a tenant within its share starts there). */
+static bool fair_after(const struct hs_seq *a, const struct hs_seq *b)
+{
+    return a->tag > b->tag || (a->tag == b->tag && a->over && !b->over);
+}
+
+/* q into l in fair order: after every sequence not after it (a tenant's own tags only grow, so
+ * one tenant's sequences stay in arrival order; the walk from the tail is short unless q
+ * overtakes a flooding tenant's backlog). */
 static void list_insert(struct list *l, struct hs_seq *q)
 {
     struct hs_seq *after = l->tail;
-    while (after && after->tag > q->tag) after = after->prev;
+    while (after && fair_after(after, q)) after = after->prev;
     if (after == l->tail) {
         hs__list_push(l, q);
         return;
@@ -55,10 +63,71 @@ static double tenant_weight(const struct hs_request *r)
     return r->weight > 0 ? r->weight : 1.0;
 }
 
-double hs__lane_tag_of(const struct lane *L, const struct hs_request *r)
+/* v, summed at at_ns, decayed to now (time constant HS_FAIR_USED_TAU_S). */
+static double decayed(double v, int64_t at_ns, int64_t now)
+{
+    const int64_t dt = now - at_ns;
+    return dt > 0 ? v * exp(-(double)dt * 1e-9 / HS_FAIR_USED_TAU_S) : v;
+}
+
+/* Tokens tenant slot t had served, decayed to now. */
+static double tenant_used(const struct lane *L, int t, int64_t now)
+{
+    return decayed(L->tenant_used[t], L->tenant_used_ns[t], now);
+}
+
+void hs__lane_busy(struct lane *L, double own_s, int64_t now)
+{
+    L->busy_recent = decayed(L->busy_recent, L->busy_recent_ns, now) + own_s;
+    L->busy_recent_ns = now;
+}
+
+void hs__lane_served(struct lane *L, const struct hs_seq *q, int64_t now)
+{
+    const int t = hs__tenant_slot(q->req);
+    L->tenant_used[t] = tenant_used(L, t, now) + q->n_tokens;
+    L->tenant_used_ns[t] = now;
+}
+
+bool hs__lane_over_share(const struct lane *L, const struct hs_request *r, int64_t now)
+{
+    if (!L->o.fair || L->o.over_share <= 0) return false;
+    /* shares matter only while the engine is contended: on a lane busy less than
+     * HS_FAIR_BUSY_MIN of the recent time every tenant gets what it asks for, and a burst above
+     * another tenant's rate is not past a share */
+    const double busy = decayed(L->busy_recent, L->busy_recent_ns, now) / HS_FAIR_USED_TAU_S;
+    if (busy < HS_FAIR_BUSY_MIN) return false;
+    const int t = hs__tenant_slot(r);
+    double weights = 0, served = 0;
+    for (int i = 0; i < HS_SCHED_MAX_TENANTS; i++) {
+        if (i == t || !hs__lane_tenant_active(L, i, now)) continue;
+        weights += L->tenant_weight[i];
+        served += tenant_used(L, i, now);
+    }
+    if (weights <= 0) return false; /* nobody else: its share is all */
+    const double w = tenant_weight(r), used = tenant_used(L, t, now);
+    return used > L->o.over_share * w / (weights + w) * (served + used);
+}
+
+/* The padded tokens of the lane's largest full batch. */
+static double full_batch_tokens(const struct lane *L)
+{
+    double most = 0;
+    for (int b = 0; b < L->n_buckets; b++) {
+        const double v = (double)L->cap_seqs[b] * L->bucket_len[b];
+        if (v > most) most = v;
+    }
+    return most;
+}
+
+double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, int64_t now, bool *over)
 {
     double last = L->tenant_tag[hs__tenant_slot(r)];
-    return last > L->vtime ? last : L->vtime;
+    double tag = last > L->vtime ? last : L->vtime;
+    const bool o = hs__lane_over_share(L, r, now);
+    if (o && tag < L->vtime + full_batch_tokens(L)) tag = L->vtime + full_batch_tokens(L);
+    if (over) *over = o;
+    return tag;
 }
 
 void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
@@ -67,13 +136,15 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
     const double w = tenant_weight(r);
     /* the request's sequences share its start tag (one call of the client's: they go in its
      * turn); its tenant's finish tag moves on by all its tokens */
-    const double tag = L->o.fair ? hs__lane_tag_of(L, r) : 0;
+    bool over = false;
+    const double tag = L->o.fair ? hs__lane_tag_of(L, r, now, &over) : 0;
     double finish = tag;
     for (int i = 0; i < r->n_seqs; i++) {
         struct hs_seq *q = &r->seqs[i];
         q->enqueued_ns = now;
         q->queued = 1;
         q->tag = tag;
+        q->over = over;
         struct list *l = &L->q[r->priority][q->bucket];
         if (L->o.fair) {
             list_insert(l, q);
@@ -86,9 +157,11 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         L->queued_tokens += q->n_tokens;
         L->queued_tokens_by_prio[r->priority] += q->n_tokens;
     }
+    r->over_share = over ? 1 : 0;
     if (L->o.fair) {
         L->tenant_tag[t] = finish;
         L->tenant_seen_ns[t] = now;
+        L->tenant_weight[t] = w;
     }
 }
 

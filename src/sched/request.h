@@ -67,6 +67,7 @@ struct hs_seq {
     int32_t index;  /* row of req->out */
     int32_t bucket; /* scheduler-owned */
     int32_t queued; /* scheduler-owned: 1 while in a queue */
+    int32_t over;   /* scheduler-owned: its tenant was past its share (hs_lane_opts.over_share) */
     double tag;     /* scheduler-owned: its start tag in the lane's fair order */
     int64_t enqueued_ns;
 };
@@ -100,6 +101,7 @@ struct hs_request {
     int in_batch_timeout;  /* HS_STATUS_TIMEOUT while its batch ran past twice its predicted
                               time (the engine too slow, not the queue too long) */
     uint64_t batch_id;     /* last batch that carried one of its sequences */
+    int over_share;        /* 1: queued past its tenant's share (hs_lane_opts.over_share) */
     double predicted_s;    /* admission's predicted wait from enqueue to answer, seconds */
     double predicted_bias; /* the lane's bias factor that prediction included */
     /* its last batch's engine boundaries (struct hs_batch_timing), for Server-Timing */

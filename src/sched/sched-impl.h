@@ -104,6 +104,12 @@ struct lane {
     double vtime;
     double tenant_tag[HS_SCHED_MAX_TENANTS];
     int64_t tenant_seen_ns[HS_SCHED_MAX_TENANTS]; /* its last request's arrival */
+    double tenant_weight[HS_SCHED_MAX_TENANTS];   /* its last request's weight */
+    /* tokens each tenant had served, decayed (hs__lane_served; o.over_share) */
+    double tenant_used[HS_SCHED_MAX_TENANTS];
+    int64_t tenant_used_ns[HS_SCHED_MAX_TENANTS];
+    double busy_recent; /* engine seconds of the lane's batches, decayed the same way */
+    int64_t busy_recent_ns;
 
     double throughput; /* tokens/s estimate */
     bool measured;
@@ -158,8 +164,18 @@ void hs__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ns);
 int hs__tenant_slot(const struct hs_request *r);
 
 void hs__list_push(struct list *l, struct hs_seq *q);
-/* The start tag r's first sequence would get on L now (fair shares; lock held). */
-double hs__lane_tag_of(const struct lane *L, const struct hs_request *r);
+/* The start tag r's first sequence would get on L now (fair shares; lock held); *over (may be
+ * NULL) whether its tenant is past its share (hs__lane_over_share), which starts it a full
+ * batch past the virtual time. */
+double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, int64_t now, bool *over);
+/* Whether r's tenant had more than o.over_share times its weighted share of the tokens L served
+ * over about the last second while another tenant was active (lock held; false when
+ * over_share is 0). */
+bool hs__lane_over_share(const struct lane *L, const struct hs_request *r, int64_t now);
+/* A batch took q (lock held): its tenant's served tokens grow by q's. */
+void hs__lane_served(struct lane *L, const struct hs_seq *q, int64_t now);
+/* A batch ended at now after own_s seconds of engine time (lock held). */
+void hs__lane_busy(struct lane *L, double own_s, int64_t now);
 /* Queues r's sequences (lock held): at the tail, or in fair order with their tags. */
 void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now);
 /* A batch took its sequences, the last with tag last_tag (lock held): the virtual time moves

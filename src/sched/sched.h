@@ -54,8 +54,10 @@
  * smallest tag. Admission predicts a request's wait from the work ahead of it in that order (its
  * tenant's share), and a full queue sheds the request last in the order when it is behind the
  * newcomer (the tenant most over its share) instead of refusing the newcomer. With
- * fair_batch_us, batches stay short while several tenants are active. With one tenant the tags
- * follow the arrivals and nothing differs from FIFO.
+ * fair_batch_us, batches stay short while several tenants are active. With over_share, a tenant
+ * past its share of what a contended lane served recently starts its requests a full batch past
+ * the virtual time: the tenants within their shares go first, in batches of their own. With
+ * one tenant the tags follow the arrivals and nothing differs from FIFO.
  *
  * Preemption (hs_lane_opts.preempt, fair lanes): with one slot per lane a light tenant's request
  * that arrives while a flood's batch runs waits for all of it. A preempting lane has one more
@@ -95,7 +97,9 @@
 #define HS_SCHED_MAX_SHAPES   64
 #define HS_SCHED_MAX_SLOTS    HS_RUNNER_MAX_SLOTS
 #define HS_SCHED_PRED_BUCKETS 6
-#define HS_SCHED_MAX_TENANTS  64 /* tenants a lane tells apart (others share modulo) */
+#define HS_SCHED_MAX_TENANTS  64   /* tenants a lane tells apart (others share modulo) */
+#define HS_FAIR_USED_TAU_S    0.25 /* time constant of the served tokens over_share weighs */
+#define HS_FAIR_BUSY_MIN      0.75 /* engine share of that time over_share needs to apply */
 
 struct hs_shape {
     int batch;
@@ -132,6 +136,18 @@ struct hs_lane_opts {
      * once its predicted time would pass this (one sequence at least), so that a light tenant's
      * request waits for short batches, not for a flood's full ones; 0 = batch_max alone */
     int fair_batch_us;
+    /* with fair: while the lane is contended (its batches kept the engine busy at least
+     * HS_FAIR_BUSY_MIN of the recent time), a tenant that had more than this times its weighted
+     * share (its weight over the active tenants') of the tokens the lane served recently (a sum
+     * decayed with time constant HS_FAIR_USED_TAU_S) is past its share: its requests start a
+     * full batch (the lane's largest) past the virtual time, so that the work of the tenants
+     * within their shares goes first (a light tenant's burst is not interleaved with a flood
+     * held to a few requests in flight by admission, whose tags stay near the virtual time),
+     * and a batch that starts with their work takes none of it; it still gets every turn they
+     * leave (hs_request.over_share says which requests were queued so). Above 1, a margin:
+     * tenants that all get what they ask for hover near their shares. 0 = off (start-time fair
+     * order alone) */
+    double over_share;
     /* with fair: one more slot (the runner's slot `slots`, so the runner takes slots + 1) that
      * preempts (see "Preemption" above); threads only (a stepped scheduler ignores it) */
     bool preempt;

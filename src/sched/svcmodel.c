@@ -207,7 +207,7 @@ double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r,
     }
     int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
     /* on a fair lane, what its tenant's share puts ahead of it: the work up to its tag */
-    double upto_tag = L->o.fair ? hs__lane_tag_of(L, r) : INFINITY;
+    double upto_tag = L->o.fair ? hs__lane_tag_of(L, r, now, NULL) : INFINITY;
     double pre = lane_preempt_predict(L, r, upto, upto_tag, own, own_tokens, now);
     if (pre >= 0) return pre;
     return hs__lane_backlog_s(L, upto, upto_tag, own, own_tokens, now);

@@ -41,7 +41,7 @@ struct tenant {
     struct bucket requests, tokens;
     int64_t last_ns; /* the buckets' last refill */
     atomic_llong answers[CODE_COUNT], tokens_total, limited_requests, limited_tokens, limited_share,
-        demoted_share;
+        demoted_share, over_share;
     atomic_int inflight; /* its admitted jobs not yet answered (hs_auth_job .. hs_auth_done) */
     atomic_llong
         lat[N_LAT + 1]; /* 2xx answers by latency: lat[i] <= lat_bounds[i], lat[N_LAT] above */
@@ -233,6 +233,7 @@ static void carry_over(struct tenant *t, struct tenant *p)
     atomic_store(&t->limited_tokens, atomic_load(&p->limited_tokens));
     atomic_store(&t->limited_share, atomic_load(&p->limited_share));
     atomic_store(&t->demoted_share, atomic_load(&p->demoted_share));
+    atomic_store(&t->over_share, atomic_load(&p->over_share));
     for (int i = 0; i <= N_LAT; i++) atomic_store(&t->lat[i], atomic_load(&p->lat[i]));
     atomic_store(&t->lat_sum, atomic_load(&p->lat_sum));
     /* (in-flight counts stay with the set their requests were admitted by) */
@@ -542,6 +543,11 @@ void hs_auth_done(const struct hs_auth_key *key)
     atomic_fetch_sub(&key->tenant->set->inflight, 1);
 }
 
+void hs_auth_over_share(const struct hs_auth_key *key)
+{
+    if (key) atomic_fetch_add(&key->tenant->over_share, 1);
+}
+
 void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens, double seconds)
 {
     struct tenant *t = key->tenant;
@@ -624,6 +630,14 @@ void hs_auth_metrics(const struct hs_auth *a, struct hs_buf *b)
                           (long long)atomic_load(w ? &a->tenants[i].limited_share
                                                    : &a->tenants[i].demoted_share));
         }
+    hs_buf_puts(b, "# HELP hetserve_tenant_over_share_total Requests a lane queued behind the "
+                   "other tenants' work: past the tenant's share of what it served "
+                   "(scheduler.over_share).\n# TYPE hetserve_tenant_over_share_total counter\n");
+    for (int i = 0; i < a->n_tenants; i++) {
+        hs_buf_puts(b, "hetserve_tenant_over_share_total{tenant=\"");
+        put_label(b, a->tenants[i].name);
+        hs_buf_printf(b, "\"} %lld\n", (long long)atomic_load(&a->tenants[i].over_share));
+    }
     hs_buf_puts(b, "# HELP hetserve_tenant_inflight A tenant's admitted requests not yet "
                    "answered.\n# TYPE hetserve_tenant_inflight gauge\n");
     for (int i = 0; i < a->n_tenants; i++) {

@@ -93,6 +93,8 @@ double hs_auth_tenant_weight(const struct hs_auth_key *key);
 /* Counts a keyed request's answer (HTTP status), its input tokens and, for a 2xx, its latency
  * (received to sent, seconds; < 0: unknown) in hetserve_tenant_request_duration_seconds. */
 void hs_auth_count(const struct hs_auth_key *key, int http_status, int tokens, double seconds);
+/* A keyed request was queued past its tenant's share (hs_request.over_share). */
+void hs_auth_over_share(const struct hs_auth_key *key);
 /* hetserve_tenant_* and hetserve_auth_* series (Prometheus text). */
 void hs_auth_metrics(const struct hs_auth *a, struct hs_buf *b);
 int hs_auth_n_keys(const struct hs_auth *a);

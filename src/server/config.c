@@ -432,6 +432,12 @@ static const struct key keys[] = {
      "that runs ahead (a full batch past the virtual time, or past another active tenant's next "
      "start): a light tenant waits for short batches, not a flood's full ones (costs the engine "
      "the larger batches' efficiency); 0 = batch_max alone"},
+    {C(scheduler, over_share), K_DOUBLE, 0, 1000, "1.25",
+     "with fair: while a lane is contended (busy 75 % of the last second or more), a tenant that "
+     "had more than this times its weighted share of the tokens the lane served over about the "
+     "last second waits behind the tenants within their shares (its requests start a full "
+     "batch past the virtual time, and their batches take none of its work); it still gets "
+     "every turn they leave (hetserve_tenant_over_share_total); 0 = off"},
     {C(scheduler, preempt), K_BOOL, 0, 0, "false",
      "with fair: each local lane (but a pipelined split) gets one more slot that runs owed work "
      "ahead of the batch in flight: sequences of tenants with nothing in it and not running "

@@ -290,6 +290,7 @@ struct hs_config {
         double shed_batch_ratio;
         int fair;          /* lanes order work between tenants by weight (hs_lane_opts.fair) */
         int fair_batch_ms; /* hs_lane_opts.fair_batch_us / 1000 */
+        double over_share; /* hs_lane_opts.over_share */
         int preempt;       /* hs_lane_opts.preempt (local lanes but pipelined splits) */
         int wait_max_ms;
         char profile[1024]; /* hetserve profile JSON seeding the service-time model; "" = none */

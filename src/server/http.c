@@ -919,10 +919,16 @@ void hs__http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         hs_metrics_request(s->metrics, k->lane, outcome_of(k->http_status), k->ts);
         char decision[400] = "";
         const struct hs_route_decision *d = k->job && k->job->routed ? &k->job->dec : NULL;
+        /* a lane queued one of its requests behind the other tenants' (scheduler.over_share) */
+        bool over = false;
+        for (int i = 0; i < k->n_jobs; i++)
+            if (k->jobs[i]->req && k->jobs[i]->req->over_share) over = true;
+        if (over) hs_auth_over_share(k->key);
         if (d)
-            snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s",
+            snprintf(decision, sizeof decision, "route %s, policy %s, engine %s: %s%s",
                      hs_router_route_name(s->router, d->route), hs_route_policy_name(d->policy),
-                     d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason);
+                     d->lane >= 0 ? s->lanes[d->lane].label : "none", d->reason,
+                     over ? "; queued past its tenant's share" : "");
         hs_trace_request(s->trace, k->lane, k->id, k->http_status, k->ts, d ? decision : NULL,
                          k->key ? hs_auth_tenant(k->key) : NULL);
         capture_request(s, k);

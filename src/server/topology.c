@@ -27,6 +27,7 @@ void hs_topo_lane_opts(const struct hs_config *c, const struct hs_engine_cfg *ec
     o->shed_batch_ratio = c->scheduler.shed_batch_ratio;
     o->fair = c->scheduler.fair != 0;
     o->fair_batch_us = c->scheduler.fair_batch_ms * 1000;
+    o->over_share = c->scheduler.over_share;
     o->preempt = c->scheduler.preempt != 0 && o->fair;
     o->wait_max_ms = c->scheduler.wait_max_ms;
     o->throughput_init_tokens_per_s = c->scheduler.throughput_init_tokens_per_s;
