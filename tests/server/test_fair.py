@@ -113,6 +113,17 @@ def test_light_tenants_keep_their_share_under_a_flood():
             # ahead of the flood's backlog: they wait for about a batch, the flooder for the queue
             assert pct(ok[n], 0.5) < 0.8 * pct(ok["flood"], 0.5), summary
             assert pct(ok[n], 0.99) < 1.5 * pct(ok["flood"], 0.99), summary
+        # scheduler.over_share (on by default): the flooder, past its share of what the lane
+        # served, was queued behind the light tenants' work; they, under theirs, were not (but
+        # for a rare burst)
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+        over = {n: int(re.search(r'hetserve_tenant_over_share_total\{tenant="%s"\} (\d+)' % n,
+                                 text).group(1)) for n in KEYS}
+        assert over["flood"] > 0.2 * len(ok["flood"]), (over, summary)
+        for n in ("light1", "light2"):
+            assert over[n] <= 0.1 * len(res[n]), (over, summary)
     finally:
         s.stop()
 
