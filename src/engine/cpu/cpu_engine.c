@@ -964,18 +964,25 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
     return -1;
 }
 
-/* Two ways to use the threads. A batch with at least as many sequences as threads is split
- * into one slice of whole sequences per thread (balanced by tokens), and each thread runs the
- * whole stage on its slice alone: one fork/join per stage, no barrier inside it, so a thread
- * preempted by other work on a shared machine delays only its own slice. Smaller batches (the
- * latency path: one query) split every operation across the threads instead. Either way a
- * sequence's result does not depend on the rest of the batch. */
+/* Two ways to use the threads. A batch with at least as many sequences as threads, and more
+ * tokens than the packed small-M kernel takes (f32), is split into one slice of whole sequences
+ * per thread (balanced by tokens), and each thread runs the whole stage on its slice alone: one
+ * fork/join per stage, no barrier inside it, so a thread preempted by other work on a shared
+ * machine delays only its own slice. Smaller batches (the latency path: one query, or a few
+ * short ones) split every operation across the threads instead. Either way a sequence's result
+ * does not depend on the rest of the batch. */
 static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
                               const struct hs_stage *st, int nt, struct hs_error *err)
 {
     omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
     int failed = 0;
-    if (nt > 1 && w->n_seqs >= nt && st->kind != HS_STAGE_NORMALIZE) {
+    /* an f32 batch the packed small-M kernel takes whole (c->small_rows) splits its operations
+     * too: at so few rows a thread a sequence runs each one single-threaded and the batch
+     * waits for the longest (bench_cpu, 2 threads, AVX2: 2x16 6.0 -> 4.8 ms, 3x32 16.7 -> 12.7,
+     * 4x32 17.6 -> 16.7, level at 8x64); its kernel computes every row alike however the rows
+     * are split */
+    const bool whole = p && p->dtype == HS_DTYPE_F32 && w->n_tokens <= c->small_rows;
+    if (nt > 1 && w->n_seqs >= nt && !whole && st->kind != HS_STAGE_NORMALIZE) {
         const size_t pad_per =
             (size_t)8 *
             (size_t)(w->dims.intermediate > w->dims.hidden ? w->dims.intermediate : w->dims.hidden);
