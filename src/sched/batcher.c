@@ -148,6 +148,14 @@ static int lane_take(struct lane *L, struct slot *sl, int b, int64_t now, struct
         /* a batch of the work of tenants within their shares takes none of one past its share:
          * the flood's sequence would hold their answers back by its own time */
         if (n && q->over && !sl->taken[0]->over) break;
+        /* and without fair_batch_ms (with it, the cut above), a batch of work past its share,
+         * while another tenant is active, stops growing at twice the batch's fixed cost (at
+         * least half the engine's time on the work itself): what a light tenant's request
+         * arriving meanwhile waits for */
+        if (n && q->over && bounded && L->o.fair_batch_us <= 0 &&
+            hs__lane_batch_s(L, b, (double)(taken_tokens + q->n_tokens)) >
+                2 * hs_cost_line_s(&L->fit[b], 1, 0))
+            break;
         struct hs_request *r = q->req;
         if (hs__lane_fail_expired(L, q, now, c)) continue;
         if (r->deadline_ns < cutoff && sl->backlog_since_ns) {

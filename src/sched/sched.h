@@ -144,7 +144,9 @@ struct hs_lane_opts {
      * within their shares goes first (a light tenant's burst is not interleaved with a flood
      * held to a few requests in flight by admission, whose tags stay near the virtual time),
      * and a batch that starts with their work takes none of it; it still gets every turn they
-     * leave (hs_request.over_share says which requests were queued so). Above 1, a margin:
+     * leave, in batches cut at fair_batch_us or, without it, at twice the batch's fixed cost
+     * while another tenant is active (hs_request.over_share says which requests were queued
+     * so). Above 1, a margin:
      * tenants that all get what they ask for hover near their shares. 0 = off (start-time fair
      * order alone) */
     double over_share;

@@ -437,7 +437,8 @@ static const struct key keys[] = {
      "had more than this times its weighted share of the tokens the lane served over about the "
      "last second waits behind the tenants within their shares (its requests start a full "
      "batch past the virtual time, and their batches take none of its work); it still gets "
-     "every turn they leave (hetserve_tenant_over_share_total); 0 = off"},
+     "every turn they leave, in batches cut at fair_batch_ms or, without it, at twice a "
+     "batch's fixed cost (hetserve_tenant_over_share_total); 0 = off"},
     {C(scheduler, preempt), K_BOOL, 0, 0, "false",
      "with fair: each local lane (but a pipelined split) gets one more slot that runs owed work "
      "ahead of the batch in flight: sequences of tenants with nothing in it and not running "

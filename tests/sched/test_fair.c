@@ -341,25 +341,29 @@ static void fair_shares_between_tenants(void **state)
     }
 }
 
-/* Runs the next batch, which takes dt_ns of the stepped clock (*now); returns its sequences. */
-static int step_batch(struct hs_sched *s, int64_t *now, int64_t dt_ns)
+/* Runs the next batch, which takes fixed_ns plus per_token_ns a token of the stepped clock
+ * (*now); returns its sequences. */
+static int step_batch(struct hs_sched *s, int64_t *now, int64_t fixed_ns, int64_t per_token_ns)
 {
     struct hs_sched_step b;
     int64_t wake;
     assert_true(hs_sched_step_begin(s, &b, &wake));
-    *now += dt_ns;
+    *now += fixed_ns + per_token_ns * b.tokens;
     hs_sched_step_clock(s, *now);
     hs_sched_step_end(s, b.lane, b.slot, HS_STATUS_OK, NULL);
     return b.n_seqs;
 }
 
-/* over_share 1.25: A has had the lane to itself for 0.3 s while B was active (three batches of 4 x
- * 10 tokens, 100 ms each: 400 tokens a second measured, A's share half of it), so A is past its
- * share. A's next 8 requests start a full batch past the virtual time: B's 3, sent after them,
- * run first, in a batch of their own (B's batch takes none of A's work), then A's. When nothing
- * but A's work is queued, the virtual time is at A's next tag, and B's next request, starting
- * there, still goes first (alone). With over_share 0 (start-time fair order alone) B's 3 share
- * their first batch with A's work. */
+/* over_share 1.25: A has had the lane to itself for a while B was active (three batches of 4 x
+ * 10 tokens back to back: the lane busy all the time, A with almost all it served), so A is past
+ * its share. A's next 8 requests start a full batch past the virtual time: B's 3, sent after
+ * them, run first, in a batch of their own (B's batch takes none of A's work), then A's. When
+ * nothing but A's work is queued, the virtual time is at A's next tag, and B's next request,
+ * starting there, still goes first (alone). Without fair_batch_us, a batch of A's work while B
+ * is active stops at twice the batch's fixed cost: on a lane whose batches cost 100 ms whatever
+ * they hold, A's batches stay whole; on one whose batches cost 2 ms plus 2 ms a token, A runs a
+ * sequence a batch. With over_share 0 (start-time fair order alone) B's 3 share their first
+ * batch with A's work. */
 static void over_share_waits_behind_shares(void **state)
 {
     (void)state;
@@ -368,20 +372,24 @@ static void over_share_waits_behind_shares(void **state)
     o.batch_max = 4;
     o.throughput_init_tokens_per_s = 10000;
     struct hs_error err;
-    const int64_t t0 = 1000000000LL, far = t0 + 1000000000000LL, step = 100000000LL;
-    for (int on = 0; on < 2; on++) {
+    const int64_t t0 = 1000000000LL, far = t0 + 1000000000000LL;
+    for (int run = 0; run < 3; run++) { /* off; on, flat costs; on, costs by token */
+        const bool on = run > 0;
+        const int64_t fixed = run == 2 ? 2000000LL : 100000000LL;
+        const int64_t per_token = run == 2 ? 2000000LL : 0;
+        const int whole = run == 2 ? 1 : 4; /* A's batches while B is active */
         o.over_share = on ? 1.25 : 0;
         struct hs_sched *s;
         int64_t now = t0;
         assert_int_equal(hs_sched_create_stepped(&o, 1, NULL, t0, &s, &err), HS_STATUS_OK);
         struct treq *b0 = fair_req(2, 1, far), *a[20], *b[4] = {NULL};
         assert_int_equal(hs_sched_submit(s, &b0->r), HS_STATUS_OK);
-        assert_int_equal(step_batch(s, &now, step), 1);
+        assert_int_equal(step_batch(s, &now, fixed, per_token), 1);
         for (int i = 0; i < 12; i++) {
             a[i] = fair_req(1, 1, far);
             assert_int_equal(hs_sched_submit(s, &a[i]->r), HS_STATUS_OK);
         }
-        for (int i = 0; i < 3; i++) assert_int_equal(step_batch(s, &now, step), 4);
+        for (int i = 0; i < 3; i++) assert_int_equal(step_batch(s, &now, fixed, per_token), 4);
         assert_int_equal(fair_done(a, 12), 12);
         for (int i = 12; i < 20; i++) {
             a[i] = fair_req(1, 1, far);
@@ -391,23 +399,26 @@ static void over_share_waits_behind_shares(void **state)
             b[i] = fair_req(2, 1, far);
             assert_int_equal(hs_sched_submit(s, &b[i]->r), HS_STATUS_OK);
         }
-        const int n = step_batch(s, &now, step);
+        const int n = step_batch(s, &now, fixed, per_token);
         if (on) {
             assert_int_equal(n, 3);
             assert_int_equal(fair_done(b, 3), 3);
             assert_int_equal(fair_done(a + 12, 8), 0);
-            assert_int_equal(step_batch(s, &now, step), 4); /* A's turn: nobody else queued */
-            assert_int_equal(fair_done(a + 12, 8), 4);
+            /* A's turn, nobody else queued */
+            assert_int_equal(step_batch(s, &now, fixed, per_token), whole);
+            assert_int_equal(fair_done(a + 12, 8), whole);
             b[3] = fair_req(2, 1, far);
             assert_int_equal(hs_sched_submit(s, &b[3]->r), HS_STATUS_OK);
-            assert_int_equal(step_batch(s, &now, step), 1);
+            assert_int_equal(step_batch(s, &now, fixed, per_token), 1);
             assert_int_equal(treq_is_done(b[3]), 1);
-            assert_int_equal(fair_done(a + 12, 8), 4);
-            assert_int_equal(step_batch(s, &now, step), 4);
+            assert_int_equal(fair_done(a + 12, 8), whole);
+            while (fair_done(a + 12, 8) < 8)
+                assert_int_equal(step_batch(s, &now, fixed, per_token), whole);
         } else {
             assert_int_equal(n, 4);
             assert_true(fair_done(a + 12, 8) >= 1); /* interleaved with A's */
-            while (fair_done(a + 12, 8) + fair_done(b, 3) < 11) step_batch(s, &now, step);
+            while (fair_done(a + 12, 8) + fair_done(b, 3) < 11)
+                step_batch(s, &now, fixed, per_token);
         }
         assert_int_equal(fair_done(a, 20), 20);
         hs_sched_destroy(s);
