@@ -303,7 +303,7 @@ def main():
     for variant_no, v in enumerate(a.variants.split()):
         f = [float(x) for x in v.split(",")]
         fair, share, preempt = int(f[0]), int(f[1]), int(f[2]) if len(f) > 2 else 0
-        over = f[3] if len(f) > 3 else 0.0
+        over = f[3] if len(f) > 3 else None  # None: the server's default
         cfg = ("engines:\n  - name: cpu0\n    kind: cpu\n    threads: 2\nlimits:\n"
                "  timeout_ms: 10000\n")
         trace = None
@@ -315,10 +315,10 @@ def main():
             cfg += "  batch_max: %d\n" % a.batch_max
         if a.buckets:
             cfg += "  buckets: [%s]\n" % a.buckets
-        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\n  preempt: %s\n  over_share: %g\n"
+        cfg += ("scheduler:\n  fair: %s\n  fair_batch_ms: %d\n  preempt: %s\n%s"
                 "auth:\n  share_inflight: %d\n  keys:\n"
                 % ("true" if fair else "false", a.fair_batch_ms, "true" if preempt else "false",
-                   over, share))
+                   "" if over is None else "  over_share: %g\n" % over, share))
         cfg += "".join("    - sha256: %s\n      tenant: %s\n"
                        % (hashlib.sha256(k.encode()).hexdigest(), n) for n, k in keys.items())
         with tempfile.TemporaryDirectory() as tmp:
@@ -329,9 +329,10 @@ def main():
             try:
                 if a.hetbench and a.relative > 0:
                     print("scheduler.fair %s, auth.share_inflight %d, fair_batch_ms %d, "
-                          "preempt %s, over_share %g:"
+                          "preempt %s, over_share %s:"
                           % ("true" if fair else "false", share, a.fair_batch_ms,
-                             "true" if preempt else "false", over))
+                             "true" if preempt else "false",
+                             "default" if over is None else "%g" % over))
                     relative(a.binary, port, keys, a.seconds, a.relative)
                     continue
                 if a.hetbench:
