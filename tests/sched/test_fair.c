@@ -7,27 +7,6 @@
 #include <math.h>
 #include <string.h>
 
-/* A stepped lane without a runner: the test runs its batches (hs_sched_step_*). */
-static struct hs_lane_opts fair_opts(void)
-{
-    struct hs_lane_opts o = {
-        .engine = "test0",
-        .model = "m",
-        .dim = DIM,
-        .seq_max = 256,
-        .batch_window_us = 1000,
-        .batch_max = 32,
-        .batch_max_tokens = 8192,
-        .n_buckets = 5,
-        .buckets = {16, 32, 64, 128, 256},
-        .queue_max = 1024,
-        .shed_batch_ratio = 0.75,
-        .throughput_init_tokens_per_s = 1e9,
-        .throughput_ewma_alpha = 0.2,
-    };
-    return o;
-}
-
 /* Fair shares, stepped so that every batch is exact. A floods 10x (40 requests) before B and C
  * send 4 each: in fair order B's and C's are batched with A's first ones, not after A's backlog
  * (arrival order, fair off, runs them last). Admission predicts C's wait from its own share,
@@ -75,7 +54,7 @@ static int fair_done(struct treq **r, int n)
 static void fair_shares_between_tenants(void **state)
 {
     (void)state;
-    struct hs_lane_opts o = fair_opts();
+    struct hs_lane_opts o = treq_lane_opts();
     o.batch_max = 4;
     o.throughput_init_tokens_per_s = 10000;
     struct hs_error err;
@@ -367,7 +346,7 @@ static int step_batch(struct hs_sched *s, int64_t *now, int64_t fixed_ns, int64_
 static void over_share_waits_behind_shares(void **state)
 {
     (void)state;
-    struct hs_lane_opts o = fair_opts();
+    struct hs_lane_opts o = treq_lane_opts();
     o.fair = true;
     o.batch_max = 4;
     o.throughput_init_tokens_per_s = 10000;

@@ -118,23 +118,8 @@ static void wait_entered(struct runner_ctx *c, int n)
 /* A test request with its own storage and a done flag. */
 static struct hs_lane_opts lane_opts(struct runner_ctx *c)
 {
-    struct hs_lane_opts o = {
-        .engine = "test0",
-        .model = "m",
-        .dim = DIM,
-        .seq_max = 256,
-        .pad_id = 0,
-        .batch_window_us = 1000,
-        .batch_max = 32,
-        .batch_max_tokens = 8192,
-        .n_buckets = 5,
-        .buckets = {16, 32, 64, 128, 256},
-        .queue_max = 1024,
-        .shed_batch_ratio = 0.75,
-        .throughput_init_tokens_per_s = 1e9,
-        .throughput_ewma_alpha = 0.2,
-        .runner = {test_run, c},
-    };
+    struct hs_lane_opts o = treq_lane_opts();
+    o.runner = (struct hs_runner){.run = test_run, .ctx = c};
     return o;
 }
 

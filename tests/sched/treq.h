@@ -96,4 +96,27 @@ static inline void treq_free(struct treq *t)
     hs_free(t);
 }
 
+/* A lane of test0 serving model m: buckets 16 .. 256, no runner (the caller sets one, or drives
+ * a stepped scheduler). */
+static inline struct hs_lane_opts treq_lane_opts(void)
+{
+    struct hs_lane_opts o = {
+        .engine = "test0",
+        .model = "m",
+        .dim = DIM,
+        .seq_max = 256,
+        .pad_id = 0,
+        .batch_window_us = 1000,
+        .batch_max = 32,
+        .batch_max_tokens = 8192,
+        .n_buckets = 5,
+        .buckets = {16, 32, 64, 128, 256},
+        .queue_max = 1024,
+        .shed_batch_ratio = 0.75,
+        .throughput_init_tokens_per_s = 1e9,
+        .throughput_ewma_alpha = 0.2,
+    };
+    return o;
+}
+
 #endif
