@@ -98,14 +98,18 @@ bool hs__lane_over_share(const struct lane *L, const struct hs_request *r, int64
     const double busy = decayed(L->busy_recent, L->busy_recent_ns, now) / HS_FAIR_USED_TAU_S;
     if (busy < HS_FAIR_BUSY_MIN) return false;
     const int t = hs__tenant_slot(r);
+    const double w = tenant_weight(r), used = tenant_used(L, t, now);
     double weights = 0, served = 0;
     for (int i = 0; i < HS_SCHED_MAX_TENANTS; i++) {
         if (i == t || !hs__lane_tenant_active(L, i, now)) continue;
+        const double u = tenant_used(L, i, now);
+        /* and the heaviest (per weight): a light tenant's burst past its share while a flood
+         * that admission holds near its own is served more is not what to hold back */
+        if (u * w > used * L->tenant_weight[i]) return false;
         weights += L->tenant_weight[i];
-        served += tenant_used(L, i, now);
+        served += u;
     }
     if (weights <= 0) return false; /* nobody else: its share is all */
-    const double w = tenant_weight(r), used = tenant_used(L, t, now);
     return used > L->o.over_share * w / (weights + w) * (served + used);
 }
 
@@ -120,12 +124,23 @@ static double full_batch_tokens(const struct lane *L)
     return most;
 }
 
+/* The start tag of r's tenant's next turn: max(its finish tag, the virtual time). */
+static double turn_of(const struct lane *L, const struct hs_request *r)
+{
+    const double last = L->tenant_tag[hs__tenant_slot(r)];
+    return last > L->vtime ? last : L->vtime;
+}
+
 double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, int64_t now, bool *over)
 {
-    double last = L->tenant_tag[hs__tenant_slot(r)];
-    double tag = last > L->vtime ? last : L->vtime;
+    double tag = turn_of(L, r);
     const bool o = hs__lane_over_share(L, r, now);
-    if (o && tag < L->vtime + full_batch_tokens(L)) tag = L->vtime + full_batch_tokens(L);
+    if (o) { /* a full batch past the virtual time, after its own earlier requests so placed */
+        const double from = L->vtime + full_batch_tokens(L),
+                     after = L->over_tag[hs__tenant_slot(r)];
+        if (tag < from) tag = from;
+        if (tag < after) tag = after;
+    }
     if (over) *over = o;
     return tag;
 }
@@ -135,10 +150,12 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
     const int t = hs__tenant_slot(r);
     const double w = tenant_weight(r);
     /* the request's sequences share its start tag (one call of the client's: they go in its
-     * turn); its tenant's finish tag moves on by all its tokens */
+     * turn); its tenant's finish tag moves on by all its tokens from its turn, not from where
+     * over_share put the request: the lead is this request's, and a tenant taken for past its
+     * share by a burst is back in its turn with its next request (which may then pass it) */
     bool over = false;
     const double tag = L->o.fair ? hs__lane_tag_of(L, r, now, &over) : 0;
-    double finish = tag;
+    double finish = L->o.fair ? turn_of(L, r) : 0, placed = tag;
     for (int i = 0; i < r->n_seqs; i++) {
         struct hs_seq *q = &r->seqs[i];
         q->enqueued_ns = now;
@@ -149,6 +166,7 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         if (L->o.fair) {
             list_insert(l, q);
             finish += q->n_tokens / w;
+            placed += q->n_tokens / w;
         } else {
             hs__list_push(l, q);
         }
@@ -162,6 +180,7 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
         L->tenant_tag[t] = finish;
         L->tenant_seen_ns[t] = now;
         L->tenant_weight[t] = w;
+        if (over) L->over_tag[t] = placed;
     }
 }
 

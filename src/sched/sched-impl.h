@@ -105,6 +105,9 @@ struct lane {
     double tenant_tag[HS_SCHED_MAX_TENANTS];
     int64_t tenant_seen_ns[HS_SCHED_MAX_TENANTS]; /* its last request's arrival */
     double tenant_weight[HS_SCHED_MAX_TENANTS];   /* its last request's weight */
+    /* the finish tag of its requests queued past its share (over_share), which follow each
+     * other in tag order like its others do */
+    double over_tag[HS_SCHED_MAX_TENANTS];
     /* tokens each tenant had served, decayed (hs__lane_served; o.over_share) */
     double tenant_used[HS_SCHED_MAX_TENANTS];
     int64_t tenant_used_ns[HS_SCHED_MAX_TENANTS];

@@ -137,10 +137,12 @@ struct hs_lane_opts {
      * request waits for short batches, not for a flood's full ones; 0 = batch_max alone */
     int fair_batch_us;
     /* with fair: while the lane is contended (its batches kept the engine busy at least
-     * HS_FAIR_BUSY_MIN of the recent time), a tenant that had more than this times its weighted
-     * share (its weight over the active tenants') of the tokens the lane served recently (a sum
-     * decayed with time constant HS_FAIR_USED_TAU_S) is past its share: its requests start a
-     * full batch (the lane's largest) past the virtual time, so that the work of the tenants
+     * HS_FAIR_BUSY_MIN of the recent time), the heaviest tenant (per weight), once it had more
+     * than this times its weighted share (its weight over the active tenants') of the tokens the
+     * lane served recently (a sum decayed with time constant HS_FAIR_USED_TAU_S), is past its
+     * share: each of its requests starts a full batch (the lane's largest) past the virtual time
+     * (after its earlier ones so placed; its finish tag moves on from its own turn, so the lead
+     * is the request's, not the tenant's), so that the work of the tenants
      * within their shares goes first (a light tenant's burst is not interleaved with a flood
      * held to a few requests in flight by admission, whose tags stay near the virtual time),
      * and a batch that starts with their work takes none of it; it still gets every turn they

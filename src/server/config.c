@@ -433,12 +433,12 @@ static const struct key keys[] = {
      "start): a light tenant waits for short batches, not a flood's full ones (costs the engine "
      "the larger batches' efficiency); 0 = batch_max alone"},
     {C(scheduler, over_share), K_DOUBLE, 0, 1000, "1.25",
-     "with fair: while a lane is contended (busy 75 % of the last second or more), a tenant that "
-     "had more than this times its weighted share of the tokens the lane served over about the "
-     "last second waits behind the tenants within their shares (its requests start a full "
-     "batch past the virtual time, and their batches take none of its work); it still gets "
-     "every turn they leave, in batches cut at fair_batch_ms or, without it, at twice a "
-     "batch's fixed cost (hetserve_tenant_over_share_total); 0 = off"},
+     "with fair: while a lane is contended (busy 75 % of the last quarter second or more), the "
+     "heaviest tenant, once it had more than this times its weighted share of the tokens the "
+     "lane served in that time, waits behind the tenants within their shares (its requests "
+     "start a full batch past the virtual time, and their batches take none of its work); it "
+     "still gets every turn they leave, in batches cut at fair_batch_ms or, without it, at "
+     "twice a batch's fixed cost (hetserve_tenant_over_share_total); 0 = off"},
     {C(scheduler, preempt), K_BOOL, 0, 0, "false",
      "with fair: each local lane (but a pipelined split) gets one more slot that runs owed work "
      "ahead of the batch in flight: sequences of tenants with nothing in it and not running "
