@@ -60,6 +60,7 @@ static hs_status reject(struct hs_request *r, hs_status st, double retry_s, cons
     va_end(ap);
     r->status = st;
     r->retry_after_s = retry_s;
+    r->over_share = 0; /* not queued, so not queued past its share */
     return st;
 }
 
@@ -139,14 +140,16 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
     }
     /* fair shares: a full queue sheds the work last in the fair order (the tenant furthest past
      * its share) when it would run after this request */
+    /* whether its tenant is past its share: once per submit (it walks every tenant) */
+    const bool over = hs__lane_over_share(L, r, now);
     if (L->o.fair) {
-        double tag = hs__lane_tag_of(L, r, now, NULL);
+        double tag = hs__lane_tag_of(L, r, over);
         while (L->queued_seqs + r->n_seqs > limit &&
                lane_evict_one(L, r->priority, tag, &c,
                               "shed under overload: its tenant is past its fair share")) {
         }
     }
-    double wait_s = hs__lane_predict_locked(L, r, now);
+    double wait_s = hs__lane_predict_locked(L, r, over, now);
     /* Retry-After: until everything queued, this request included, has run. */
     double drain_s = hs__lane_backlog_s(L, HS_PRIORITY_COUNT - 1, INFINITY, NULL, NULL, now);
     if (drain_s < wait_s) drain_s = wait_s;
@@ -173,7 +176,7 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
         atomic_store(&r->answered, 0);
         hs_request_ref(r);
         r->ts[HS_TS_ENQUEUED] = hs__sched_now(s);
-        hs__lane_enqueue(L, r, now);
+        hs__lane_enqueue(L, r, over, now);
         if (L->n_slots > 1)
             pthread_cond_broadcast(&L->cv);
         else

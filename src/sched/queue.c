@@ -131,21 +131,19 @@ static double turn_of(const struct lane *L, const struct hs_request *r)
     return last > L->vtime ? last : L->vtime;
 }
 
-double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, int64_t now, bool *over)
+double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, bool over)
 {
     double tag = turn_of(L, r);
-    const bool o = hs__lane_over_share(L, r, now);
-    if (o) { /* a full batch past the virtual time, after its own earlier requests so placed */
+    if (over) { /* a full batch past the virtual time, after its own earlier requests so placed */
         const double from = L->vtime + full_batch_tokens(L),
                      after = L->over_tag[hs__tenant_slot(r)];
         if (tag < from) tag = from;
         if (tag < after) tag = after;
     }
-    if (over) *over = o;
     return tag;
 }
 
-void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
+void hs__lane_enqueue(struct lane *L, struct hs_request *r, bool over, int64_t now)
 {
     const int t = hs__tenant_slot(r);
     const double w = tenant_weight(r);
@@ -153,8 +151,8 @@ void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now)
      * turn); its tenant's finish tag moves on by all its tokens from its turn, not from where
      * over_share put the request: the lead is this request's, and a tenant taken for past its
      * share by a burst is back in its turn with its next request (which may then pass it) */
-    bool over = false;
-    const double tag = L->o.fair ? hs__lane_tag_of(L, r, now, &over) : 0;
+    over = over && L->o.fair;
+    const double tag = L->o.fair ? hs__lane_tag_of(L, r, over) : 0;
     double finish = L->o.fair ? turn_of(L, r) : 0, placed = tag;
     for (int i = 0; i < r->n_seqs; i++) {
         struct hs_seq *q = &r->seqs[i];

@@ -167,10 +167,10 @@ void hs__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ns);
 int hs__tenant_slot(const struct hs_request *r);
 
 void hs__list_push(struct list *l, struct hs_seq *q);
-/* The start tag r's first sequence would get on L now (fair shares; lock held); *over (may be
- * NULL) whether its tenant is past its share (hs__lane_over_share), which starts it a full
- * batch past the virtual time. */
-double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, int64_t now, bool *over);
+/* The start tag r's first sequence would get on L now (fair shares; lock held); over: its
+ * tenant is past its share (hs__lane_over_share, computed once per submit by the caller), which
+ * starts it a full batch past the virtual time. */
+double hs__lane_tag_of(const struct lane *L, const struct hs_request *r, bool over);
 /* Whether r's tenant had more than o.over_share times its weighted share of the tokens L served
  * over about the last second while another tenant was active (lock held; false when
  * over_share is 0). */
@@ -179,8 +179,9 @@ bool hs__lane_over_share(const struct lane *L, const struct hs_request *r, int64
 void hs__lane_served(struct lane *L, const struct hs_seq *q, int64_t now);
 /* A batch ended at now after own_s seconds of engine time (lock held). */
 void hs__lane_busy(struct lane *L, double own_s, int64_t now);
-/* Queues r's sequences (lock held): at the tail, or in fair order with their tags. */
-void hs__lane_enqueue(struct lane *L, struct hs_request *r, int64_t now);
+/* Queues r's sequences (lock held): at the tail, or in fair order with their tags (over as
+ * for hs__lane_tag_of); sets r->over_share. */
+void hs__lane_enqueue(struct lane *L, struct hs_request *r, bool over, int64_t now);
 /* A batch took its sequences, the last with tag last_tag (lock held): the virtual time moves
  * on to the smallest tag still queued (every bucket's, so that a batch from a bucket whose
  * sequences are sparse in the fair order does not move it past the others' work), or past the
@@ -245,8 +246,10 @@ double hs__lane_backlog_s(const struct lane *L, int upto, double upto_tag, const
                           const int64_t *own_tokens, int64_t now);
 /* Compares an answered request's time in the scheduler with what admission predicted. */
 void hs__lane_check_prediction(struct lane *L, const struct hs_request *r, int64_t now);
-/* Predicted seconds until r would be answered on L (lock held); -1 when it does not fit. */
-double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r, int64_t now);
+/* Predicted seconds until r would be answered on L (lock held; over as for hs__lane_tag_of);
+ * -1 when it does not fit. */
+double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r, bool over,
+                               int64_t now);
 
 /* --- batcher.c --- */
 

@@ -194,7 +194,8 @@ void hs__lane_check_prediction(struct lane *L, const struct hs_request *r, int64
 }
 
 /* Predicted seconds until r would be answered on L (lock held); -1 when it does not fit. */
-double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r, int64_t now)
+double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r, bool over,
+                               int64_t now)
 {
     int own[HS_SCHED_MAX_BUCKETS] = {0};
     int64_t own_tokens[HS_SCHED_MAX_BUCKETS] = {0};
@@ -207,7 +208,7 @@ double hs__lane_predict_locked(const struct lane *L, const struct hs_request *r,
     }
     int upto = (unsigned)r->priority < HS_PRIORITY_COUNT ? (int)r->priority : 0;
     /* on a fair lane, what its tenant's share puts ahead of it: the work up to its tag */
-    double upto_tag = L->o.fair ? hs__lane_tag_of(L, r, now, NULL) : INFINITY;
+    double upto_tag = L->o.fair ? hs__lane_tag_of(L, r, over) : INFINITY;
     double pre = lane_preempt_predict(L, r, upto, upto_tag, own, own_tokens, now);
     if (pre >= 0) return pre;
     return hs__lane_backlog_s(L, upto, upto_tag, own, own_tokens, now);
@@ -221,7 +222,8 @@ double hs_sched_lane_predict(struct hs_sched *s, int lane, const struct hs_reque
     }
     struct lane *L = s->lanes[lane];
     pthread_mutex_lock(&L->mu);
-    double w = hs__lane_predict_locked(L, r, hs__sched_now(s));
+    const int64_t now = hs__sched_now(s);
+    double w = hs__lane_predict_locked(L, r, hs__lane_over_share(L, r, now), now);
     pthread_mutex_unlock(&L->mu);
     if (fits) *fits = w >= 0;
     return w < 0 ? 0 : w;
