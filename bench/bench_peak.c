@@ -7,12 +7,13 @@
  *   f32:  dnnl_sgemm('N', 'T', M, N, K) on row-major x [M, K] and W [N, K], as hs__cpu_linear
  *         (src/engine/cpu/kernels.c) calls it;
  *   int8, bf16: oneDNN's matmul primitive as the engine makes it (src/engine/cpu/qlinear.c:
- *         hs__ql_weights_make packs W in the layout oneDNN picks, s8 x s8 -> s32 or bf16 x bf16
- *         -> f32, user scratchpad) run through hs__ql_matmul, the GEMM of hs__ql_run without the
- *         per-token quantization and scaling around it.
- * omp_set_num_threads(N) first, as the engine's stages do (oneDNN sizes its team from it). The
- * default shape M = N = K = 2048 is large and square enough for the kernels' best blocking; a
- * run is at least 3 calls after one warm-up, then as many as fit in S seconds (default 1).
+ *         hs__ql_weights_make packs W in the layout oneDNN picks, s8 x s8 -> s32 (u8 x s8 where
+ *         the CPU has no int8 dot product, hs__ql_src_u8) or bf16 x bf16 -> f32, user scratchpad)
+ * run through hs__ql_matmul, the GEMM of hs__ql_run without the per-token quantization and scaling
+ * around it. omp_set_num_threads(N) first, as the engine's stages do (oneDNN sizes its team from
+ * it). The default shape M = N = K = 2048 is large and square enough for the kernels' best
+ * blocking; a run is at least 3 calls after one warm-up, then as many as fit in S seconds (default
+ * 1).
  *
  * Prints JSON lines: {"machine":...} (CPU model, logical CPUs, the ISA flags that decide which
  * kernels run, oneDNN's version and the ISA it dispatches to), then one {"peak":DTYPE,...} per
@@ -219,7 +220,8 @@ int main(int argc, char **argv)
         enum hs_dtype dtype;
         const char *call;
     } lanes[] = {{HS_DTYPE_BF16, "dnnl matmul bf16xbf16->f32 (hs__ql_matmul)"},
-                 {HS_DTYPE_I8, "dnnl matmul s8xs8->s32 (hs__ql_matmul)"}};
+                 {HS_DTYPE_I8, hs__ql_src_u8() ? "dnnl matmul u8xs8->s32 (hs__ql_matmul)"
+                                               : "dnnl matmul s8xs8->s32 (hs__ql_matmul)"}};
     for (size_t l = 0; l < sizeof lanes / sizeof lanes[0]; l++) {
         struct hs_error err = {0};
         struct hs_ql_weights w;

@@ -462,6 +462,67 @@ static void int8_resid_ln_epilogue_equals_unfused(void **state)
     free(wo);
 }
 
+/* The int8 layer on inputs at the top of their range against weights whose large values sit
+ * side by side: where the CPU has no int8 dot product (AVX2), the GEMM sums the products of an
+ * input pair (k = 2i, 2i + 1) in int16 and the u8 source is 255 there, so a pair of large
+ * same-signed weights would saturate. Rows of period 4 [small, L, L, small] put the large
+ * weights across pairs (an odd-aligned pairing would saturate), rows [L, L, ...] inside them
+ * (the scale must shrink). Every result is within int8's rounding of the fp32 product. */
+static void int8_pairs_do_not_saturate(void **state)
+{
+    (void)state;
+    if (!hs__ql_dtype_fast(HS_DTYPE_I8)) skip();
+    struct hs_error err = {0};
+    enum { K = 256, N = 48, ROWS = 20 };
+    float *w = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * ROWS * K);
+    float *y = malloc(sizeof(float) * ROWS * N);
+    void *qsrc = malloc((size_t)hs__ql_src_bytes(ROWS, K));
+    float *sx = malloc(sizeof(float) * (ROWS + HS_QL_ROW_PAD));
+    int32_t *acc = malloc(sizeof(int32_t) * (ROWS + HS_QL_ROW_PAD) * N);
+    assert_true(w && x && y && qsrc && sx && acc);
+    for (int j = 0; j < N; j++) {
+        const float sign = j % 2 ? -1.0f : 1.0f, big = 0.5f + 0.01f * (float)j;
+        for (int i = 0; i < K; i++) {
+            const int across = (j / 2) % 2 == 0, ph = i % 4;
+            const int large = across ? (ph == 1 || ph == 2) : 1;
+            w[(size_t)j * K + i] = sign * (large ? big : 0.004f);
+        }
+    }
+    for (int r = 0; r < ROWS; r++) /* all at the row's max (u8 255), or alternating signs */
+        for (int i = 0; i < K; i++)
+            x[(size_t)r * K + i] = r % 3 == 2 ? (i % 2 ? -2.0f : 2.0f) : 1.0f + (float)r;
+    struct hs_ql_weights q;
+    assert_int_equal(hs__ql_weights_make(HS_DTYPE_I8, w, N, K, NULL, &q, &err), 0);
+    struct hs_ql_cache *c = NULL;
+    assert_int_equal(hs__ql_cache_create(1, &c, &err), 0);
+    for (int nt = 1; nt <= 2; nt++) {
+        assert_int_equal(
+            hs__ql_run(c, 0, &q, x, NULL, y, ROWS, -1, nt, qsrc, sx, acc, NULL, NULL, &err), 0);
+        for (int r = 0; r < ROWS; r++)
+            for (int j = 0; j < N; j++) {
+                double ref = 0, mag = 0;
+                for (int i = 0; i < K; i++) {
+                    const double p = (double)x[(size_t)r * K + i] * w[(size_t)j * K + i];
+                    ref += p;
+                    mag += fabs(p);
+                }
+                /* int8 rounding: well under 2 % of the products' magnitude; a saturated pair
+                 * sum loses about half of it */
+                if (fabs((double)y[(size_t)r * N + j] - ref) > 0.02 * mag)
+                    fail_msg("row %d channel %d: %g, want %g (|products| %g)", r, j,
+                             (double)y[(size_t)r * N + j], ref, mag);
+            }
+    }
+    hs__ql_cache_free(c);
+    hs__ql_weights_free(&q);
+    free(w);
+    free(x);
+    free(y);
+    free(qsrc);
+    free(sx);
+    free(acc);
+}
+
 static void bad_batches_are_rejected(void **state)
 {
     (void)state;
@@ -958,6 +1019,7 @@ int main(void)
         cmocka_unit_test(kernels_avx2_attention_matches_reference),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
         cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
+        cmocka_unit_test(int8_pairs_do_not_saturate),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
         cmocka_unit_test(encoder_matches_reference_head64),

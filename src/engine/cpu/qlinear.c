@@ -32,16 +32,44 @@ static dnnl_engine_t cpu_engine(void)
     return g_engine_status == dnnl_success ? g_engine : NULL;
 }
 
+/* Whether the CPU sums int8 products in int32 (VNNI's vpdpbusd, AMX): oneDNN's kernels
+ * without it (AVX2) multiply u8 x s8 pairs with vpmaddubsw, whose int16 pair sum saturates. */
+static int have_int8_dot(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+}
+
 int hs__ql_dtype_fast(enum hs_dtype dtype)
 {
     __builtin_cpu_init();
-    /* AMX implies the AVX-512 paths below; the checks name what oneDNN's kernels need. */
-    if (dtype == HS_DTYPE_I8) return __builtin_cpu_supports("avx512vnni");
+    /* AMX implies the AVX-512 paths below; the checks name what oneDNN's kernels need. int8
+     * also runs on AVX2 (oneDNN's u8 x s8 kernels, on a u8 source and weights whose pairs
+     * cannot saturate: hs__ql_weights_make). */
+    if (dtype == HS_DTYPE_I8)
+        return have_int8_dot() || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
     if (dtype == HS_DTYPE_BF16) return __builtin_cpu_supports("avx512bf16");
     return 0;
 }
 
+int hs__ql_src_u8(void)
+{
+    static int cached = -1; /* (the CPU does not change under the process) */
+    if (cached < 0) cached = !have_int8_dot();
+    return cached;
+}
+
+/* The source: int8 as s8 where the CPU has an int8 dot product; as u8 (q + 128) without one,
+ * which oneDNN 2.x multiplies with its u8 x s8 kernels directly: given s8, those kernels shift
+ * the source themselves and sum the weights' columns again on every call, in scalar code (most
+ * of an int8 batch's time on AVX2); the u8 source's 128 * column sum is made once per weight
+ * (hs_ql_weights.comp). */
 static dnnl_data_type_t src_type(enum hs_dtype d)
+{
+    return d == HS_DTYPE_I8 ? (hs__ql_src_u8() ? dnnl_u8 : dnnl_s8) : dnnl_bf16;
+}
+
+static dnnl_data_type_t wei_type(enum hs_dtype d)
 {
     return d == HS_DTYPE_I8 ? dnnl_s8 : dnnl_bf16;
 }
@@ -138,7 +166,7 @@ static dnnl_status_t make_pd(enum hs_dtype dtype, int mb, int n, int k,
         if (weights_md)
             wmd = *weights_md;
         else
-            s = dnnl_memory_desc_init_by_tag(&wmd, 2, wd, src_type(dtype), dnnl_format_tag_any);
+            s = dnnl_memory_desc_init_by_tag(&wmd, 2, wd, wei_type(dtype), dnnl_format_tag_any);
     }
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dst_type, dnnl_ab);
     dnnl_matmul_desc_t md;
@@ -207,12 +235,26 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
         }
         int8_t *q = plain;
+        const int pairs = hs__ql_src_u8();
         for (int j = 0; j < n; j++) {
             for (int i = 0; i < k; i++) row[i] = w[(size_t)j * k + i] * (smooth ? smooth[i] : 1.0f);
             float amax = 0.0f;
             for (int i = 0; i < k; i++)
                 amax = row[i] > amax ? row[i] : (-row[i] > amax ? -row[i] : amax);
-            const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+            /* Without an int8 dot product the GEMM sums the products of an input pair (k = 2i,
+             * 2i + 1) in int16 (vpmaddubsw): with the u8 source at most 255 each, a pair of
+             * weights of one sign must stay within 128 steps together (255 * 128 < 32767).
+             * The scale is chosen so: per channel, the larger of max|w| and the largest
+             * same-signed pair sum is 127 steps (rounding adds at most one). Most channels keep
+             * nearly all of int8's range; a channel's largest weight loses the steps of its
+             * neighbour's. */
+            float span = amax;
+            for (int i = 0; pairs && i + 1 < k; i += 2)
+                if ((row[i] > 0.0f) == (row[i + 1] > 0.0f)) {
+                    const float p = fabsf(row[i]) + fabsf(row[i + 1]);
+                    span = p > span ? p : span;
+                }
+            const float s = span > 0.0f ? span / 127.0f : 1.0f;
             out->scale[j] = s;
             for (int i = 0; i < k; i++) {
                 float v = row[i] / s;
@@ -221,6 +263,19 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
             }
         }
         hs_free(row);
+        if (hs__ql_src_u8()) { /* what the u8 source's offset adds to each accumulator */
+            out->comp = hs_malloc_aligned(sizeof(int32_t) * (size_t)n, 64);
+            if (!out->comp) {
+                hs_free_aligned(plain);
+                hs__ql_weights_free(out);
+                return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
+            }
+            for (int j = 0; j < n; j++) {
+                int32_t sum = 0;
+                for (int i = 0; i < k; i++) sum += q[(size_t)j * k + i];
+                out->comp[j] = 128 * sum;
+            }
+        }
     } else {
         uint16_t *b = plain;
         for (size_t i = 0; i < (size_t)n * (size_t)k; i++) b[i] = to_bf16(w[i]);
@@ -247,7 +302,7 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     }
     /* [n, k] row-major is the {k, n} matrix in "ba" order */
     if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, src_type(dtype), dnnl_ba);
+        s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, wei_type(dtype), dnnl_ba);
     if (s == dnnl_success) s = dnnl_memory_create(&from, &user_md, cpu_engine(), plain);
     if (s == dnnl_success) s = dnnl_memory_create(&to, out->md, cpu_engine(), out->packed);
     if (s == dnnl_success)
@@ -281,6 +336,7 @@ void hs__ql_weights_free(struct hs_ql_weights *w)
     hs_free_aligned(w->packed);
     hs_free_aligned(w->scale);
     hs_free_aligned(w->inv_smooth);
+    hs_free_aligned(w->comp);
     hs_free(w->md);
     memset(w, 0, sizeof *w);
 }
@@ -441,10 +497,10 @@ static struct ql_entry *lookup(struct hs_ql_cache *c, const struct hs_ql_weights
     return found;
 }
 
-/* x row (times mul, when given) -> int8 with a per-row scale; returns the scale (0 for an
- * all-zero row). */
+/* x row (times mul, when given) -> int8 with a per-row scale, stored plus zp (0: s8; 128: u8,
+ * hs__ql_src_u8); returns the scale (0 for an all-zero row). */
 HS_CLONES
-static float quant_row(const float *x, const float *mul, int8_t *q, int k, float *tmp)
+static float quant_row(const float *x, const float *mul, uint8_t *q, int k, float *tmp, int zp)
 {
     if (mul) {
         for (int i = 0; i < k; i++) tmp[i] = x[i] * mul[i];
@@ -456,13 +512,13 @@ static float quant_row(const float *x, const float *mul, int8_t *q, int k, float
         amax = a > amax ? a : amax;
     }
     if (amax == 0.0f) {
-        memset(q, 0, (size_t)k);
+        memset(q, zp, (size_t)k);
         return 0.0f;
     }
     const float inv = 127.0f / amax;
     for (int i = 0; i < k; i++) {
         float v = x[i] * inv;
-        q[i] = (int8_t)(int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+        q[i] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zp);
     }
     return amax / 127.0f;
 }
@@ -530,12 +586,13 @@ static int have_avx512bw(void)
 
 /* The same with a fixed scale: values beyond +-127 steps saturate. */
 HS_CLONES
-static void quant_row_static(const float *x, const float *mul, int8_t *q, int k, float inv_scale)
+static void quant_row_static(const float *x, const float *mul, uint8_t *q, int k, float inv_scale,
+                             int zp)
 {
     for (int i = 0; i < k; i++) {
         float v = x[i] * (mul ? mul[i] : 1.0f) * inv_scale;
         v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
-        q[i] = (int8_t)(int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+        q[i] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zp);
     }
 }
 
@@ -551,9 +608,26 @@ static void bf16_row(const float *x, uint16_t *b, int k)
 }
 
 HS_CLONES
-static void dequant_row(const int32_t *acc, const float *sw, float sx, float *y, int n)
+static void dequant_row_plain(const int32_t *acc, const float *sw, float sx, float *y, int n)
 {
     for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sx * sw[j]);
+}
+
+HS_CLONES
+static void dequant_row_comp(const int32_t *acc, const int32_t *comp, const float *sw, float sx,
+                             float *y, int n)
+{
+    for (int j = 0; j < n; j++) y[j] = (float)(acc[j] - comp[j]) * (sx * sw[j]);
+}
+
+/* An int8 row's accumulators (less the u8 source's offset, w->comp) scaled back to fp32. */
+static void dequant_row(const int32_t *acc, const struct hs_ql_weights *w, float sx, float *y,
+                        int n)
+{
+    if (w->comp)
+        dequant_row_comp(acc, w->comp, w->scale, sx, y, n);
+    else
+        dequant_row_plain(acc, w->scale, sx, y, n);
 }
 
 /* The largest row count <= rows that is its own bucket: a primitive of exactly that many rows
@@ -613,12 +687,12 @@ static float quant_input(const struct hs_ql_weights *w, const float *x, void *q,
         return 0.0f;
     }
     if (w->act_scale > 0.0f) {
-        quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale);
+        quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale, w->comp ? 128 : 0);
         return w->act_scale;
     }
-    if (avx512) return quant_row_avx512(x, w->inv_smooth, q, k);
+    if (avx512 && !w->comp) return quant_row_avx512(x, w->inv_smooth, q, k);
     float tmp[k > 0 && w->inv_smooth ? k : 1];
-    return quant_row(x, w->inv_smooth, q, k, tmp);
+    return quant_row(x, w->inv_smooth, q, k, tmp, w->comp ? 128 : 0);
 }
 
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next)
@@ -721,7 +795,7 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
             if (next) { /* the row never leaves L1 in fp32: it goes out as next's input */
                 float row[n];
                 if (i8)
-                    dequant_row(acc + (size_t)r * n, w->scale, sxd[r], row, n);
+                    dequant_row(acc + (size_t)r * n, w, sxd[r], row, n);
                 else
                     memcpy(row, (const float *)acc + (size_t)r * n, sizeof(float) * (size_t)n);
                 hs__cpu_bias_act_row(row, bias, n, act);
@@ -730,14 +804,14 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
             }
             if (ln) { /* the row goes from L1 into the residual and its LayerNorm */
                 float row[n];
-                dequant_row(acc + (size_t)r * n, w->scale, sxd[r], row, n);
+                dequant_row(acc + (size_t)r * n, w, sxd[r], row, n);
                 hs__cpu_residual_ln_row(ln->x + (size_t)(r0 + r) * n, row, ln->bias, ln->g,
                                         ln->beta, n, ln->eps);
                 continue;
             }
             float *yr = yd + (size_t)r * n;
             if (i8)
-                dequant_row(acc + (size_t)r * n, w->scale, sxd[r], yr, n);
+                dequant_row(acc + (size_t)r * n, w, sxd[r], yr, n);
             else
                 memcpy(yr, (const float *)acc + (size_t)r * n, sizeof(float) * (size_t)n);
             hs__cpu_bias_act_row(yr, bias, n, act);

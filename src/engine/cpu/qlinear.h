@@ -4,7 +4,9 @@
  * y[rows, n] = x[rows, k] * W[n, k]^T + bias, then an activation, with the GEMM in int8 or bf16
  * through oneDNN's matmul primitive (AMX tiles where the CPU has them, AVX-512 VNNI / BF16
  * otherwise) and everything around it in fp32:
- *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127); each
+ *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127; where
+ *         the CPU has no int32 dot product of int8, max over |W| and the same-signed pair sums
+ *         |W[j,2i]| + |W[j,2i+1]|, so that AVX2's int16 pair sums cannot saturate); each
  *         row of x is quantized when the layer runs, symmetric per token (sx[i] = max|x[i,:]| /
  *         127), so a sequence's result never depends on the rest of its batch; the s32
  *         accumulator is scaled back by sx[i] * sw[j] in a C epilogue, one pass per row with
@@ -42,12 +44,16 @@ struct hs_ql_weights {
     float *scale;      /* int8: [n] per-channel weight scales; bf16: NULL */
     float *inv_smooth; /* int8 with smoothing: [k] multipliers of the input before quantizing */
     float act_scale;   /* int8: > 0: static per-tensor input scale; 0: per token, dynamic */
+    int32_t *comp;     /* int8 with a u8 source (hs__ql_src_u8): [n] 128 * the column sums of
+                          the quantized weights, taken off each accumulator; else NULL */
     void *md;          /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
 };
 
-/* True when this CPU runs dtype's GEMMs on a fast path (int8: AVX-512 VNNI or AMX; bf16:
- * AVX-512 BF16 or AMX). */
+/* True when this CPU runs dtype's GEMMs on a fast path (int8: AVX-512 VNNI, AVX-VNNI or AMX,
+ * or AVX2's u8 x s8 multiply with reduced-range weights; bf16: AVX-512 BF16 or AMX). */
 int hs__ql_dtype_fast(enum hs_dtype dtype);
+/* 1 where the int8 source is stored as u8 (q + 128: no int8 dot product, AVX2), 0 for s8. */
+int hs__ql_src_u8(void);
 
 /* Quantizes / rounds and packs w [n, k] (fp32). smooth (int8 only, may be NULL): [k] divisors
  * of the input channels; the weights' columns are multiplied by them before quantizing. */
