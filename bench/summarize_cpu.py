@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the CPU table from bench/run.sh's JSON lines: hetserve's CPU engine (f32, int8, bf16) and
 its OpenVINO engine plugin (f32, int8, when built) against ONNX Runtime (f32, int8) and OpenVINO called
-from Python (f32), then the ratios issue 8 item 8 targets, the OpenVINO engine's overhead over
+from Python (f32), then the ratios and peak shares issue 27 targets, the OpenVINO engine's overhead over
 the bare runtime (issue 13) and which engine is fastest at each shape.
 
 Rounds are interleaved (every engine once per round, in the same order), so all engines see the
@@ -49,16 +49,23 @@ ENGINES = [
 OV_OVERHEAD_SHAPES = [(1, 16), (1, 128), (32, 128)]
 OV_OVERHEAD_TARGET = 0.05
 COS_TARGET = 0.99
-# (label, faster engine, slower engine, shape, kind, target): "thr" = slower ms / faster ms
-# (>= target), "lat" = faster ms / slower ms (<= target).
+# Issue 27's targets: (label, engine, peer, shape, kind, target). "thr" = peer ms / engine ms
+# (>= target), "lat" = engine ms / peer ms (<= target), "peak" = the engine's share of its
+# dtype's measured GEMM peak (>= target; peer None). int8 rows also need int8's min cosine to f32
+# >= COS_TARGET, bf16 rows BF16_COS_TARGET.
+HS_F32, HS_I8, HS_BF16 = ("hetserve-cpu", "f32"), ("hetserve-cpu", "int8"), ("hetserve-cpu", "bf16")
+ORT_F32, ORT_I8, OV_F32 = ("onnxruntime", "f32"), ("onnxruntime", "int8"), ("openvino", "f32")
+BF16_COS_TARGET = 0.9999
 TARGETS = [
-    ("hetserve int8 vs hetserve f32, 32x128 throughput", ("hetserve-cpu", "int8"),
-     ("hetserve-cpu", "f32"), (32, 128), "thr", 2.5),
-    ("hetserve int8 vs ORT int8, 32x128 throughput", ("hetserve-cpu", "int8"),
-     ("onnxruntime", "int8"), (32, 128), "thr", 1.3),
-    ("hetserve int8 / ORT int8, 1x16 latency", ("hetserve-cpu", "int8"),
-     ("onnxruntime", "int8"), (1, 16), "lat", 0.7),
-]
+    ("hetserve int8 vs ORT int8, 32x128 throughput", HS_I8, ORT_I8, (32, 128), "thr", 2.0),
+    ("hetserve int8 vs hetserve f32, 32x128 throughput", HS_I8, HS_F32, (32, 128), "thr", 3.0),
+    ("hetserve int8, 32x128 share of the int8 peak", HS_I8, None, (32, 128), "peak", 0.60),
+    ("hetserve bf16 vs hetserve f32, 32x128 throughput", HS_BF16, HS_F32, (32, 128), "thr", 2.0),
+    ("hetserve int8 / ORT int8, 1x16 latency", HS_I8, ORT_I8, (1, 16), "lat", 0.5),
+    ("hetserve f32, 32x128 share of the f32 peak", HS_F32, None, (32, 128), "peak", 0.85),
+] + [(f"hetserve f32 vs {name}, {b}x{s}", HS_F32, peer, (b, s), "thr", t)
+     for b, s in [(1, 16), (1, 128), (32, 128)]
+     for name, peer, t in [("OpenVINO f32", OV_F32, 1.1), ("ORT f32", ORT_F32, 1.2)]]
 # Informational ratios per shape: (label, a, b) printed as b_ms / a_ms (> 1: a is faster).
 RATIOS = [
     ("hs f32 / ORT f32", ("hetserve-cpu", "f32"), ("onnxruntime", "f32")),
@@ -207,32 +214,55 @@ def main(path):
             cells.append(f"{y['ms'] / x['ms']:>9.2f}x [{min(rr):.2f}..{max(rr):.2f}]".rjust(24))
         print(f"   {f'{shape[0]}x{shape[1]}':>7}" + "".join(cells))
 
-    print(f"\n   targets (issue 8 item 8), each also needs hetserve int8's min cosine to f32 >= {COS_TARGET}")
+    print(f"\n   targets (issue 27; int8 rows also need a min cosine to f32 >= {COS_TARGET}, bf16 rows "
+          f">= {BF16_COS_TARGET}); measured on {machine_class(machine)}")
     for label, a, b, shape, kind, target in TARGETS:
-        x, y = best(runs, a, shape), best(runs, b, shape)
-        if not x or not y:
+        x = best(runs, a, shape)
+        y = best(runs, b, shape) if b else None
+        if not x or (b and not y):
             print(f"   {label}: not measured")
             continue
-        ratio = y["ms"] / x["ms"] if kind == "thr" else x["ms"] / y["ms"]
-        rr = round_ratios(runs, a, b, shape, kind)
-        ok_speed = ratio >= target if kind == "thr" else ratio <= target
-        ca, cb = cos.get(a), cos.get(b)
-        ok_cos = ca is not None and ca["cos_min"] >= COS_TARGET
-        cos_txt = f"min cos {ca['cos_min']:.4f}" if ca else "min cos not measured"
-        if cb and b[1] != "f32":
-            cos_txt += f" (peer {cb['cos_min']:.4f})"
+        if kind == "peak":
+            ratio = share(peaks, a[1], x["gflops"])
+            if ratio is None:
+                print(f"   {label}: no {a[1]} peak measured")
+                continue
+            ok_speed, head = ratio >= target, f"{ratio:.0%} (target >= {target:.0%})"
+        else:
+            ratio = y["ms"] / x["ms"] if kind == "thr" else x["ms"] / y["ms"]
+            rr = round_ratios(runs, a, b, shape, kind)
+            ok_speed = ratio >= target if kind == "thr" else ratio <= target
+            sign = ">=" if kind == "thr" else "<="
+            head = f"{ratio:.2f}x [{min(rr):.2f}..{max(rr):.2f}] (target {sign} {target}x)"
+        cos_txt, ok_cos = "", True
+        if a[1] != "f32":
+            ca, cb = cos.get(a), cos.get(b) if b else None
+            need = BF16_COS_TARGET if a[1] == "bf16" else COS_TARGET
+            ok_cos = ca is not None and ca["cos_min"] >= need
+            cos_txt = f", min cos {ca['cos_min']:.4f}" if ca else ", min cos not measured"
+            if cb and b[1] != "f32":
+                cos_txt += f" (peer {cb['cos_min']:.4f})"
         verdict = "met" if ok_speed and ok_cos else "NOT met"
         why = [] if ok_speed else ["speed"]
         why += [] if ok_cos else ["cosine"]
-        sign = ">=" if kind == "thr" else "<="
-        print(f"   {label}: {ratio:.2f}x [{min(rr):.2f}..{max(rr):.2f}] (target {sign} {target}x), "
-              f"{cos_txt}: {verdict}" + (f" ({', '.join(why)})" if why else ""))
+        print(f"   {label}: {head}{cos_txt}: {verdict}" + (f" ({', '.join(why)})" if why else ""))
 
     ov_overhead(runs)
     winners(runs, shapes)
     summary = os.path.join(os.path.dirname(os.path.abspath(path)), "cpu_summary.json")
     write_summary(summary, runs, cos, peaks, machine, shapes)
     print(f"\n   summary (JSON): {os.path.relpath(summary)}")
+
+
+def machine_class(machine):
+    """The CPU and the ISA class the targets were measured on (they differ by class)."""
+    if not machine:
+        return "an unreported CPU"
+    isa = machine.get("isa", {})
+    cls = ("AMX" if isa.get("amx_tile") else "AVX-512 VNNI" if isa.get("avx512_vnni")
+           else "AVX-VNNI" if isa.get("avx_vnni") else "AVX-512" if isa.get("avx512f")
+           else "AVX2" if isa.get("avx2") else "pre-AVX2")
+    return f"{machine.get('machine', '?')} ({cls} class)"
 
 
 def ov_overhead(runs):
