@@ -138,9 +138,9 @@ hs_status hs_sched_submit_lane(struct hs_sched *s, int li, struct hs_request *r)
                               "shed under overload to make room for interactive requests")) {
         }
     }
-    /* fair shares: a full queue sheds the work last in the fair order (the tenant furthest past
-     * its share) when it would run after this request */
-    /* whether its tenant is past its share: once per submit (it walks every tenant) */
+    /* whether its tenant is past its share: once per submit (it walks every tenant). Fair
+     * shares: a full queue sheds the work last in the fair order (the tenant furthest past its
+     * share) when it would run after this request */
     const bool over = hs__lane_over_share(L, r, now);
     if (L->o.fair) {
         double tag = hs__lane_tag_of(L, r, over);

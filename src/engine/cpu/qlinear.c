@@ -205,9 +205,13 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     void *plain = hs_malloc_aligned((size_t)n * (size_t)k * esz, 64);
     if (!plain) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
     if (dtype == HS_DTYPE_I8) {
+        const int u8 = hs__ql_src_u8();
         out->scale = hs_malloc_aligned(sizeof(float) * (size_t)n, 64);
-        if (!out->scale) {
+        /* what the u8 source's offset adds to each accumulator */
+        if (u8) out->comp = hs_malloc_aligned(sizeof(int32_t) * (size_t)n, 64);
+        if (!out->scale || (u8 && !out->comp)) {
             hs_free_aligned(plain);
+            hs__ql_weights_free(out);
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (scales)");
         }
         if (smooth) {
@@ -235,7 +239,6 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
             return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
         }
         int8_t *q = plain;
-        const int pairs = hs__ql_src_u8();
         for (int j = 0; j < n; j++) {
             for (int i = 0; i < k; i++) row[i] = w[(size_t)j * k + i] * (smooth ? smooth[i] : 1.0f);
             float amax = 0.0f;
@@ -249,33 +252,24 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
              * nearly all of int8's range; a channel's largest weight loses the steps of its
              * neighbour's. */
             float span = amax;
-            for (int i = 0; pairs && i + 1 < k; i += 2)
+            for (int i = 0; u8 && i + 1 < k; i += 2)
                 if ((row[i] > 0.0f) == (row[i + 1] > 0.0f)) {
                     const float p = fabsf(row[i]) + fabsf(row[i + 1]);
                     span = p > span ? p : span;
                 }
             const float s = span > 0.0f ? span / 127.0f : 1.0f;
             out->scale[j] = s;
+            int32_t sum = 0;
             for (int i = 0; i < k; i++) {
                 float v = row[i] / s;
                 int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
-                q[(size_t)j * k + i] = (int8_t)(r > 127 ? 127 : (r < -127 ? -127 : r));
+                r = r > 127 ? 127 : (r < -127 ? -127 : r);
+                q[(size_t)j * k + i] = (int8_t)r;
+                sum += r;
             }
+            if (u8) out->comp[j] = 128 * sum;
         }
         hs_free(row);
-        if (hs__ql_src_u8()) { /* what the u8 source's offset adds to each accumulator */
-            out->comp = hs_malloc_aligned(sizeof(int32_t) * (size_t)n, 64);
-            if (!out->comp) {
-                hs_free_aligned(plain);
-                hs__ql_weights_free(out);
-                return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
-            }
-            for (int j = 0; j < n; j++) {
-                int32_t sum = 0;
-                for (int i = 0; i < k; i++) sum += q[(size_t)j * k + i];
-                out->comp[j] = 128 * sum;
-            }
-        }
     } else {
         uint16_t *b = plain;
         for (size_t i = 0; i < (size_t)n * (size_t)k; i++) b[i] = to_bf16(w[i]);
@@ -527,9 +521,9 @@ static float quant_row(const float *x, const float *mul, uint8_t *q, int k, floa
 #include <immintrin.h>
 /* quant_row with AVX-512: gcc does not vectorize the float max reduction above (maxps is not
  * its max for NaN and -0), which made quantization 40 % of an int8 batch. Rounds to nearest
- * even; a row's result depends only on the row. */
+ * even; a row's result depends only on the row. zp as for quant_row. */
 __attribute__((target("avx512f,avx512bw"))) static float
-quant_row_avx512(const float *x, const float *mul, int8_t *q, int k)
+quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
 {
     __m512 vmax = _mm512_setzero_ps();
     int i = 0;
@@ -545,20 +539,21 @@ quant_row_avx512(const float *x, const float *mul, int8_t *q, int k)
         amax = a > amax ? a : amax;
     }
     if (!(amax > 0.0f)) {
-        memset(q, 0, (size_t)k);
+        memset(q, zp, (size_t)k);
         return 0.0f;
     }
     const float inv = 127.0f / amax;
     const __m512 vinv = _mm512_set1_ps(inv);
+    const __m128i vzp = _mm_set1_epi8((char)zp); /* + 128 on a byte is a flip of its top bit */
     for (i = 0; i + 16 <= k; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
         __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(v, vinv));
-        _mm_storeu_si128((__m128i *)(void *)(q + i), _mm512_cvtsepi32_epi8(r));
+        _mm_storeu_si128((__m128i *)(void *)(q + i), _mm_xor_si128(_mm512_cvtsepi32_epi8(r), vzp));
     }
     for (int j = i; j < k; j++) {
         float v = x[j] * (mul ? mul[j] : 1.0f) * inv;
-        q[j] = (int8_t)(int)nearbyintf(v);
+        q[j] = (uint8_t)((int)nearbyintf(v) + zp);
     }
     return amax / 127.0f;
 }
@@ -573,9 +568,9 @@ static int have_avx512bw(void)
     return cached;
 }
 #else
-static float quant_row_avx512(const float *x, const float *mul, int8_t *q, int k)
+static float quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
 {
-    (void)x, (void)mul, (void)q, (void)k;
+    (void)x, (void)mul, (void)q, (void)k, (void)zp;
     return 0.0f;
 }
 static int have_avx512bw(void)
@@ -686,13 +681,14 @@ static float quant_input(const struct hs_ql_weights *w, const float *x, void *q,
         bf16_row(x, q, k);
         return 0.0f;
     }
+    const int zp = w->comp ? 128 : 0; /* a u8 source (hs__ql_src_u8) */
     if (w->act_scale > 0.0f) {
-        quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale, w->comp ? 128 : 0);
+        quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale, zp);
         return w->act_scale;
     }
-    if (avx512 && !w->comp) return quant_row_avx512(x, w->inv_smooth, q, k);
+    if (avx512) return quant_row_avx512(x, w->inv_smooth, q, k, zp);
     float tmp[k > 0 && w->inv_smooth ? k : 1];
-    return quant_row(x, w->inv_smooth, q, k, tmp, w->comp ? 128 : 0);
+    return quant_row(x, w->inv_smooth, q, k, tmp, zp);
 }
 
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next)
