@@ -43,6 +43,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/threads.h"
+#include "engine/cpu/qlinear.h"
 #include "engine/engine.h"
 #include "model/executor.h"
 #include "model/model.h"
@@ -259,6 +260,8 @@ int main(int argc, char **argv)
             dtype = hs_compute_dtype_parse(argv[++i]);
         else if (strcmp(argv[i], "--golden") == 0 && i + 1 < argc)
             golden_dir = argv[++i];
+        else if (strcmp(argv[i], "--int8-own-rows") == 0 && i + 1 < argc)
+            hs__ql_set_own_rows(atoi(argv[++i])); /* 0: always oneDNN's matmul */
         else if (strcmp(argv[i], "--engine") == 0 && i + 1 < argc &&
                  parse_engine(argv[i + 1], kind, sizeof kind, &device))
             i++;
@@ -266,7 +269,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: bench_cpu [--model DIR] [--engine KIND[:DEVICE]] [--threads N] "
                             "[--shapes BxS,...]\n"
                             "                 [--seconds S] [--iters N] [--no-peak] "
-                            "[--dtype f32|int8|bf16] [--golden DIR] [--pairs]\n");
+                            "[--dtype f32|int8|bf16] [--golden DIR] [--pairs]\n"
+                            "                 [--int8-own-rows N]\n");
             return 2;
         }
     }

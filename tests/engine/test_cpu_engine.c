@@ -495,7 +495,9 @@ static void int8_pairs_do_not_saturate(void **state)
     assert_int_equal(hs__ql_weights_make(HS_DTYPE_I8, w, N, K, NULL, &q, &err), 0);
     struct hs_ql_cache *c = NULL;
     assert_int_equal(hs__ql_cache_create(1, &c, &err), 0);
-    for (int nt = 1; nt <= 2; nt++) {
+    for (int t = 0; t < 4; t++) { /* 1 and 2 threads; oneDNN's matmul, then the default kernel */
+        const int nt = 1 + t % 2;
+        hs__ql_set_own_rows(t < 2 ? 0 : -1);
         assert_int_equal(
             hs__ql_run(c, 0, &q, x, NULL, y, ROWS, -1, nt, qsrc, sx, acc, NULL, NULL, &err), 0);
         for (int r = 0; r < ROWS; r++)
@@ -521,6 +523,91 @@ static void int8_pairs_do_not_saturate(void **state)
     free(qsrc);
     free(sx);
     free(acc);
+}
+
+/* The AVX2 u8 x s8 kernel (qgemm_avx2.c) against integer sums, tail rows and a partial last
+ * panel included, then a whole int8 layer through it and through oneDNN's matmul: the same
+ * bits (exact s32 sums either way). */
+static void int8_own_kernel_equals_reference_and_onednn(void **state)
+{
+    (void)state;
+    if (!hs__ql_dtype_fast(HS_DTYPE_I8) || !hs__ql_src_u8() || !hs__cpu_qgemm_avx2_available())
+        skip();
+    enum { K = 96, N = 40, MAXR = 37 };
+    const int k_rows[] = {1, 3, 4, 5, 16, 37};
+    int8_t w[N * K];
+    uint8_t x[(MAXR + 4) * K];
+    uint32_t seed = 7;
+    for (int i = 0; i < N * K; i++) { /* |w| <= 64: a pair stays within int16 */
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = (int8_t)((int)(seed >> 24) % 129 - 64);
+    }
+    for (int i = 0; i < (MAXR + 4) * K; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (uint8_t)(seed >> 24);
+    }
+    int8_t *packed = hs__cpu_qgemm_avx2_pack(w, N, K);
+    assert_non_null(packed);
+    assert_null(hs__cpu_qgemm_avx2_pack(w, N, K - 1)); /* k must be a multiple of 4 */
+    int32_t acc[MAXR * N];
+    for (size_t t = 0; t < sizeof k_rows / sizeof k_rows[0]; t++)
+        for (int nt = 1; nt <= 2; nt++) {
+            const int rows = k_rows[t];
+            memset(acc, 0x5a, sizeof acc);
+            hs__cpu_qgemm_avx2(x, packed, acc, rows, N, K, nt);
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < N; j++) {
+                    int32_t ref = 0;
+                    for (int i = 0; i < K; i++) ref += (int32_t)x[r * K + i] * w[j * K + i];
+                    if (acc[r * N + j] != ref)
+                        fail_msg("rows %d threads %d: [%d][%d] = %d, want %d", rows, nt, r, j,
+                                 acc[r * N + j], ref);
+                }
+            if (rows < MAXR) assert_int_equal(acc[rows * N], 0x5a5a5a5a); /* past rows: untouched */
+        }
+    hs_free_aligned(packed);
+
+    /* a whole layer, float in and out: own kernel and oneDNN give the same bits */
+    enum { LK = 384, LN = 200, LROWS = 70 };
+    struct hs_error err = {0};
+    float *lw = malloc(sizeof(float) * LN * LK), *lx = malloc(sizeof(float) * LROWS * LK);
+    float *bias = malloc(sizeof(float) * LN), *y0 = malloc(sizeof(float) * LROWS * LN);
+    float *y1 = malloc(sizeof(float) * LROWS * LN);
+    void *qsrc = malloc((size_t)hs__ql_src_bytes(LROWS, LK));
+    float *sx = malloc(sizeof(float) * (LROWS + HS_QL_ROW_PAD));
+    int32_t *lacc = malloc(sizeof(int32_t) * (LROWS + HS_QL_ROW_PAD) * LN);
+    assert_true(lw && lx && bias && y0 && y1 && qsrc && sx && lacc);
+    fill_rand(lw, (size_t)LN * LK, 11, 0.1f);
+    fill_rand(lx, (size_t)LROWS * LK, 12, 2.0f);
+    fill_rand(bias, LN, 13, 0.5f);
+    struct hs_ql_weights q;
+    assert_int_equal(hs__ql_weights_make(HS_DTYPE_I8, lw, LN, LK, NULL, &q, &err), 0);
+    assert_non_null(q.own);
+    struct hs_ql_cache *c = NULL;
+    assert_int_equal(hs__ql_cache_create(1, &c, &err), 0);
+    for (int rows = 1; rows <= LROWS; rows += 23)
+        for (int nt = 1; nt <= 2; nt++) {
+            hs__ql_set_own_rows(0); /* oneDNN's matmul */
+            assert_int_equal(hs__ql_run(c, 0, &q, lx, bias, y0, rows, HS_ACT_GELU_ERF, nt, qsrc, sx,
+                                        lacc, NULL, NULL, &err),
+                             0);
+            hs__ql_set_own_rows(-1); /* the default: the own kernel */
+            assert_true(hs__ql_own_rows() >= rows);
+            assert_int_equal(hs__ql_run(c, 0, &q, lx, bias, y1, rows, HS_ACT_GELU_ERF, nt, qsrc, sx,
+                                        lacc, NULL, NULL, &err),
+                             0);
+            assert_memory_equal(y0, y1, sizeof(float) * (size_t)rows * LN);
+        }
+    hs__ql_cache_free(c);
+    hs__ql_weights_free(&q);
+    free(lw);
+    free(lx);
+    free(bias);
+    free(y0);
+    free(y1);
+    free(qsrc);
+    free(sx);
+    free(lacc);
 }
 
 static void bad_batches_are_rejected(void **state)
@@ -1020,6 +1107,7 @@ int main(void)
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
         cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
         cmocka_unit_test(int8_pairs_do_not_saturate),
+        cmocka_unit_test(int8_own_kernel_equals_reference_and_onednn),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
         cmocka_unit_test(encoder_matches_reference_head64),

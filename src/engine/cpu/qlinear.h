@@ -46,6 +46,8 @@ struct hs_ql_weights {
     float act_scale;   /* int8: > 0: static per-tensor input scale; 0: per token, dynamic */
     int32_t *comp;     /* int8 with a u8 source (hs__ql_src_u8): [n] 128 * the column sums of
                           the quantized weights, taken off each accumulator; else NULL */
+    int8_t *own;       /* int8 with a u8 source: the weights packed for the engine's own AVX2
+                          kernel (hs__cpu_qgemm_avx2), or NULL */
     void *md;          /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
 };
 
@@ -110,5 +112,26 @@ int hs__ql_run_resid_ln(struct hs_ql_cache *c, int slot, const struct hs_ql_weig
  * activation: for measuring the primitive's own rate (bench/bench_peak.c). Returns 0 or -1. */
 int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, void *qsrc,
                   void *acc, int rows, struct hs_error *err);
+
+/* ---- the u8 x s8 kernel of CPUs without an int8 dot product (AVX2; qgemm_avx2.c) ---- */
+
+/* True where the kernel runs (AVX2 + FMA). */
+int hs__cpu_qgemm_avx2_available(void);
+/* The weights' packed copy ([n/16][k/4][16][4] bytes; k a multiple of 4, else NULL), and its
+ * size. */
+int8_t *hs__cpu_qgemm_avx2_pack(const int8_t *w, int n, int k);
+int64_t hs__cpu_qgemm_avx2_pack_bytes(int n, int k);
+/* acc[rows, n] = x[rows, k] (u8) * W^T (s8) with `threads` threads. x is read up to rows
+ * rounded up to 4 (a source buffer's padding rows: HS_QL_ROW_PAD); only `rows` rows of acc are
+ * written. Exact s32 sums: the result equals oneDNN's u8 x s8 matmul on the same operands (pair
+ * sums stay within int16, as there). */
+void hs__cpu_qgemm_avx2(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
+                        int k, int threads);
+
+/* Up to how many rows hs__ql_run takes that kernel instead of oneDNN's matmul where the weights
+ * have its panels (0: never); hs__ql_set_own_rows overrides the measured default (< 0: back to
+ * it). Process-wide: for tests and benchmarks. */
+int hs__ql_own_rows(void);
+void hs__ql_set_own_rows(int rows);
 
 #endif
