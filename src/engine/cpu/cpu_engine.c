@@ -499,16 +499,6 @@ static int64_t small_gemm_panel_bytes(int n, int k)
     return w > 0 ? (int64_t)sizeof(float) * ((n + w - 1) / w) * w * k : 0;
 }
 
-static int64_t ql_layer_bytes(enum hs_dtype dtype, int n, int k)
-{
-    /* the packed copy (oneDNN's blocked layout, + 64) and the int8 per-channel scales and
-     * smoothing multipliers; the plain staging copy is freed once packed */
-    const int64_t esz = dtype == HS_DTYPE_I8 ? 1 : 2;
-    int64_t b = esz * n * k + 64;
-    if (dtype == HS_DTYPE_I8) b += (int64_t)sizeof(float) * (n + k);
-    return b;
-}
-
 int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_encoder_dims *d,
                                   enum hs_dtype dtype)
 {
@@ -526,7 +516,7 @@ int64_t hs_engine_cpu_stage_bytes(enum hs_stage_kind stage, const struct hs_enco
     const int n0 = stage == HS_STAGE_ATTN ? qkv_cols(d) : (gated ? 2 : 1) * inter, k0 = h;
     const int n1 = h, k1 = stage == HS_STAGE_ATTN ? q_cols(d) : inter;
     if (dtype == HS_DTYPE_I8 || dtype == HS_DTYPE_BF16)
-        return b + ql_layer_bytes(dtype, n0, k0) + ql_layer_bytes(dtype, n1, k1);
+        return b + hs__ql_weights_bytes(dtype, n0, k0) + hs__ql_weights_bytes(dtype, n1, k1);
     if (hs__cpu_small_gemm_available())
         b += small_gemm_panel_bytes(n0, k0) + small_gemm_panel_bytes(n1, k1);
     return b;

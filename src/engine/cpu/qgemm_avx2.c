@@ -48,6 +48,15 @@ int8_t *hs__cpu_qgemm_avx2_pack(const int8_t *w, int n, int k)
     return p;
 }
 
+void hs__cpu_qgemm_avx2_unpack(const int8_t *packed, int n, int k, int8_t *w)
+{
+    const int kq = k / 4;
+    for (int j = 0; j < n; j++)
+        for (int q = 0; q < kq; q++)
+            memcpy(w + (size_t)j * k + (size_t)q * 4,
+                   packed + (((size_t)(j / QP) * kq + q) * QP + (size_t)(j % QP)) * 4, 4);
+}
+
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) static void qk_4x16(const uint8_t *x, int ldx, const int8_t *wp,
                                                         int kq, int32_t *y, int ldy, int rows,

@@ -191,6 +191,86 @@ static inline uint16_t to_bf16(float f)
     return (uint16_t)(b >> 16);
 }
 
+/* Packs plain ([n, k] int8 or bf16) into the blocked layout oneDNN's matmul wants: learns the
+ * layout from a representative primitive, then reorders into it. Sets w->md, then w->packed. */
+static dnnl_status_t onednn_pack(struct hs_ql_weights *out, const void *plain)
+{
+    const enum hs_dtype dtype = out->dtype;
+    const int n = out->n, k = out->k;
+    void *packed = NULL;
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_memory_desc_t user_md;
+    dnnl_dims_t wd = {k, n};
+    /* (the weights' layout depends on the source type and the ISA, not on the epilogue) */
+    dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &ql_plain, &pd);
+    const dnnl_memory_desc_t *packed_md =
+        s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    if (s == dnnl_success && !packed_md) s = dnnl_runtime_error;
+    if (s == dnnl_success) {
+        out->md = hs_malloc(sizeof(dnnl_memory_desc_t));
+        packed = hs_malloc_aligned(dnnl_memory_desc_get_size(packed_md) + 64, 64);
+        if (!out->md || !packed)
+            s = dnnl_out_of_memory;
+        else
+            memcpy(out->md, packed_md, sizeof(dnnl_memory_desc_t));
+    }
+    /* [n, k] row-major is the {k, n} matrix in "ba" order */
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, wei_type(dtype), dnnl_ba);
+    if (s == dnnl_success) s = dnnl_memory_create(&from, &user_md, cpu_engine(), (void *)plain);
+    if (s == dnnl_success) s = dnnl_memory_create(&to, out->md, cpu_engine(), packed);
+    if (s == dnnl_success)
+        s = dnnl_reorder_primitive_desc_create(&rpd, &user_md, cpu_engine(), out->md, cpu_engine(),
+                                               NULL);
+    if (s == dnnl_success) s = dnnl_primitive_create(&reorder, rpd);
+    if (s == dnnl_success) s = dnnl_stream_create(&stream, cpu_engine(), dnnl_stream_default_flags);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        s = dnnl_primitive_execute(reorder, stream, 2, args);
+        if (s == dnnl_success) s = dnnl_stream_wait(stream);
+    }
+    if (stream) dnnl_stream_destroy(stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (s == dnnl_success)
+        __atomic_store_n(&out->packed, packed, __ATOMIC_RELEASE);
+    else
+        hs_free_aligned(packed);
+    return s;
+}
+
+/* w's oneDNN packing, made on first use where the own AVX2 kernel holds the weights (it runs
+ * every int8 layer there by default, so most processes never pay for the second copy): the
+ * plain weights are unpacked from its panels. Thread-safe; 0 or -1. */
+static int ensure_onednn_packed(const struct hs_ql_weights *cw)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    struct hs_ql_weights *w = (struct hs_ql_weights *)cw; /* (only the lazy fields change) */
+    if (__atomic_load_n(&w->packed, __ATOMIC_ACQUIRE)) return 0;
+    pthread_mutex_lock(&lock);
+    dnnl_status_t s = dnnl_success;
+    if (!w->packed) {
+        int8_t *plain = w->own ? hs_malloc_aligned((size_t)w->n * (size_t)w->k, 64) : NULL;
+        if (plain) {
+            hs__cpu_qgemm_avx2_unpack(w->own, w->n, w->k, plain);
+            hs_free(w->md);
+            w->md = NULL;
+            s = onednn_pack(w, plain);
+        } else {
+            s = dnnl_out_of_memory;
+        }
+        hs_free_aligned(plain);
+    }
+    pthread_mutex_unlock(&lock);
+    return s == dnnl_success ? 0 : -1;
+}
+
 hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
                               const float *smooth, struct hs_ql_weights *out, struct hs_error *err)
 {
@@ -275,58 +355,34 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
         uint16_t *b = plain;
         for (size_t i = 0; i < (size_t)n * (size_t)k; i++) b[i] = to_bf16(w[i]);
     }
-    /* Learn the packed layout from a representative primitive, then reorder into it. */
-    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_memory_t from = NULL, to = NULL;
-    dnnl_stream_t stream = NULL;
-    dnnl_memory_desc_t user_md;
-    dnnl_dims_t wd = {k, n};
-    /* (the weights' layout depends on the source type and the ISA, not on the epilogue) */
-    dnnl_status_t s = make_pd(dtype, 256, n, k, NULL, &ql_plain, &pd);
-    const dnnl_memory_desc_t *packed_md =
-        s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
-    if (s == dnnl_success && !packed_md) s = dnnl_runtime_error;
-    if (s == dnnl_success) {
-        out->md = hs_malloc(sizeof(dnnl_memory_desc_t));
-        out->packed = hs_malloc_aligned(dnnl_memory_desc_get_size(packed_md) + 64, 64);
-        if (!out->md || !out->packed)
-            s = dnnl_out_of_memory;
-        else
-            memcpy(out->md, packed_md, sizeof(dnnl_memory_desc_t));
-    }
-    /* [n, k] row-major is the {k, n} matrix in "ba" order */
-    if (s == dnnl_success)
-        s = dnnl_memory_desc_init_by_tag(&user_md, 2, wd, wei_type(dtype), dnnl_ba);
-    if (s == dnnl_success) s = dnnl_memory_create(&from, &user_md, cpu_engine(), plain);
-    if (s == dnnl_success) s = dnnl_memory_create(&to, out->md, cpu_engine(), out->packed);
-    if (s == dnnl_success)
-        s = dnnl_reorder_primitive_desc_create(&rpd, &user_md, cpu_engine(), out->md, cpu_engine(),
-                                               NULL);
-    if (s == dnnl_success) s = dnnl_primitive_create(&reorder, rpd);
-    if (s == dnnl_success) s = dnnl_stream_create(&stream, cpu_engine(), dnnl_stream_default_flags);
-    if (s == dnnl_success) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-        s = dnnl_primitive_execute(reorder, stream, 2, args);
-        if (s == dnnl_success) s = dnnl_stream_wait(stream);
-    }
-    if (stream) dnnl_stream_destroy(stream);
-    if (reorder) dnnl_primitive_destroy(reorder);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
-    if (from) dnnl_memory_destroy(from);
-    if (to) dnnl_memory_destroy(to);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    /* the own AVX2 kernel's panels (u8 source only: qgemm_avx2.c) */
-    if (s == dnnl_success && dtype == HS_DTYPE_I8 && out->comp && hs__cpu_qgemm_avx2_available() &&
-        k % 4 == 0 && !(out->own = hs__cpu_qgemm_avx2_pack(plain, n, k)))
+    dnnl_status_t s = dnnl_success;
+    /* the own AVX2 kernel's panels (u8 source only: qgemm_avx2.c); oneDNN's packing then waits
+     * for a call that needs it (ensure_onednn_packed) */
+    if (dtype == HS_DTYPE_I8 && out->comp && hs__cpu_qgemm_avx2_available() && k % 4 == 0 &&
+        !(out->own = hs__cpu_qgemm_avx2_pack(plain, n, k)))
         s = dnnl_out_of_memory;
+    if (s == dnnl_success && !out->own) s = onednn_pack(out, plain);
     hs_free_aligned(plain);
     if (s != dnnl_success) {
         hs__ql_weights_free(out);
+        if (s == dnnl_out_of_memory)
+            return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (packed weights)");
         return hs_error_set(err, HS_STATUS_ENGINE, "cpu: oneDNN cannot pack %s weights %dx%d (%d)",
                             hs_compute_dtype_name(dtype), n, k, (int)s);
     }
     return HS_STATUS_OK;
+}
+
+int64_t hs__ql_weights_bytes(enum hs_dtype dtype, int n, int k)
+{
+    /* the packed copy (oneDNN's blocked layout + 64, or the own kernel's panels, where oneDNN's
+     * waits for a call that needs it) and, int8, the per-channel scales, the u8 source's column
+     * sums and the smoothing multipliers; the plain staging copy is freed once packed */
+    if (dtype != HS_DTYPE_I8) return 2 * (int64_t)n * k + 64;
+    const int own = hs__ql_src_u8() && hs__cpu_qgemm_avx2_available() && k % 4 == 0;
+    int64_t b = own ? hs__cpu_qgemm_avx2_pack_bytes(n, k) : (int64_t)n * k + 64;
+    return b + (int64_t)sizeof(float) * (n + k) +
+           (hs__ql_src_u8() ? (int64_t)sizeof(int32_t) * n : 0);
 }
 
 void hs__ql_weights_free(struct hs_ql_weights *w)
@@ -824,6 +880,13 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
     }
     const int i8 = w->dtype == HS_DTYPE_I8;
     const size_t esz = i8 ? 1 : 2;
+    /* int8 with a u8 source: the own AVX2 kernel, a few rows in one pass (one parallel region
+     * fewer a layer), more in the same L2-sized chunks (350 vs 354 ms at 32x128 unchunked) */
+    const int own = i8 && w->own && rows <= hs__ql_own_rows();
+    if (!own && ensure_onednn_packed(w)) {
+        hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (oneDNN's packed weights)");
+        return -1;
+    }
     /* the quantizer: 2 AVX-512, 1 AVX2, 0 portable */
     const int isa = !i8 ? 0 : have_avx512bw() ? 2 : have_avx2() ? 1 : 0;
     if (x) { /* (NULL: a chained producer already quantized the input into qsrc and sx) */
@@ -870,9 +933,6 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
      * enough that a chunk's accumulators are still in L2 when the C epilogue reads them; one
      * GEMM over every row would stream them through memory (int8 s32 accumulators are exact,
      * so chunking changes no result). */
-    /* int8 with a u8 source: the own AVX2 kernel, a few rows in one pass (one parallel region
-     * fewer a layer), more in the same L2-sized chunks (350 vs 354 ms at 32x128 unchunked) */
-    const int own = i8 && w->own && rows <= hs__ql_own_rows();
     const int chunk = own && rows <= 256 ? rows : chunk_rows(n, nt);
     for (int r0 = done; s == dnnl_success && unfused && r0 < rows; r0 += chunk) {
         const int left = rows - r0 < chunk ? rows - r0 : chunk, mb = row_bucket(left);
@@ -944,6 +1004,10 @@ int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
 {
     if (slot < 0 || slot >= c->slots) {
         hs_error_set(err, HS_STATUS_INVALID_ARGUMENT, "cpu: linear slot %d of %d", slot, c->slots);
+        return -1;
+    }
+    if (ensure_onednn_packed(w)) {
+        hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (oneDNN's packed weights)");
         return -1;
     }
     const int mb = row_bucket(rows);

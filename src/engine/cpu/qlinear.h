@@ -40,7 +40,8 @@
 struct hs_ql_weights {
     enum hs_dtype dtype; /* HS_DTYPE_I8 or HS_DTYPE_BF16 */
     int n, k;
-    void *packed;      /* blocked layout chosen by oneDNN */
+    void *packed;      /* blocked layout chosen by oneDNN; with `own`, made on the first call
+                          that runs oneDNN's matmul (NULL until then) */
     float *scale;      /* int8: [n] per-channel weight scales; bf16: NULL */
     float *inv_smooth; /* int8 with smoothing: [k] multipliers of the input before quantizing */
     float act_scale;   /* int8: > 0: static per-tensor input scale; 0: per token, dynamic */
@@ -62,6 +63,8 @@ int hs__ql_src_u8(void);
 hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
                               const float *smooth, struct hs_ql_weights *out, struct hs_error *err);
 void hs__ql_weights_free(struct hs_ql_weights *w);
+/* What hs__ql_weights_make allocates for a layer (the memory plan's figure). */
+int64_t hs__ql_weights_bytes(enum hs_dtype dtype, int n, int k);
 
 /* A workspace's primitive cache, for up to `slots` threads running layers at once (slot =
  * thread index inside the engine's team). */
@@ -121,6 +124,8 @@ int hs__cpu_qgemm_avx2_available(void);
  * size. */
 int8_t *hs__cpu_qgemm_avx2_pack(const int8_t *w, int n, int k);
 int64_t hs__cpu_qgemm_avx2_pack_bytes(int n, int k);
+/* The plain [n, k] weights back from the panels. */
+void hs__cpu_qgemm_avx2_unpack(const int8_t *packed, int n, int k, int8_t *w);
 /* acc[rows, n] = x[rows, k] (u8) * W^T (s8) with `threads` threads. x is read up to rows
  * rounded up to 4 (a source buffer's padding rows: HS_QL_ROW_PAD); only `rows` rows of acc are
  * written. Exact s32 sums: the result equals oneDNN's u8 x s8 matmul on the same operands (pair
