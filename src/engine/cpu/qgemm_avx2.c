@@ -122,15 +122,15 @@ int hs__cpu_qgemm_avx2_available(void)
     return cached;
 }
 
-void hs__cpu_qgemm_avx2(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
-                        int k, int threads)
+void hs__cpu_qgemm_avx2_team(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
+                             int k, int threads)
 {
     const int panels = (n + QP - 1) / QP, mblocks = (rows + QM - 1) / QM, kq = k / 4;
     const int tasks = panels * mblocks;
     /* as hs__cpu_small_gemm: chunks of one panel's row blocks, taken in turn */
     int chunk = tasks / (4 * (threads > 0 ? threads : 1));
     chunk = chunk > mblocks ? mblocks : chunk < 1 ? 1 : chunk;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (threads > 1)
+#pragma omp for schedule(dynamic, chunk)
     for (int t = 0; t < tasks; t++) {
         const int pi = t / mblocks, mb = t % mblocks;
         const int r0 = mb * QM, nr = rows - r0 < QM ? rows - r0 : QM;
@@ -139,4 +139,11 @@ void hs__cpu_qgemm_avx2(const uint8_t *x, const int8_t *packed, int32_t *acc, in
         qk_4x16(x + (size_t)r0 * k, k, packed + (size_t)pi * kq * QP * 4, kq,
                 acc + (size_t)r0 * n + c0, n, nr, nc);
     }
+}
+
+void hs__cpu_qgemm_avx2(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
+                        int k, int threads)
+{
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    hs__cpu_qgemm_avx2_team(x, packed, acc, rows, n, k, threads);
 }

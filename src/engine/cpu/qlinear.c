@@ -863,6 +863,78 @@ static int ql_status(dnnl_status_t s, const struct hs_ql_weights *w, int mb, str
     return -1;
 }
 
+/* What an unfused layer does with each row of its accumulators (int8, or bf16 whose fused
+ * epilogue oneDNN refused). */
+struct ql_epilogue {
+    const struct hs_ql_weights *w, *next;
+    const float *bias;
+    int act, isa;
+    const int32_t *acc; /* the chunk's accumulators, row 0 = the chunk's first */
+    float *y;           /* plain output rows (NULL with next or ln) */
+    float *sx;          /* per-row input scales; with next, overwritten by next's */
+    void *qnext;
+    const struct hs_ql_resid_ln *ln;
+};
+
+/* Row r of the chunk that starts at row r0. */
+static void epilogue_row(const struct ql_epilogue *e, int r0, int r)
+{
+    const struct hs_ql_weights *w = e->w;
+    const int n = w->n, i8 = w->dtype == HS_DTYPE_I8;
+    const int32_t *a = e->acc + (size_t)r * n;
+    const size_t row = (size_t)(r0 + r);
+    if (e->next) { /* the row never leaves L1 in fp32: it goes out as next's input */
+        float v[n];
+        if (i8)
+            dequant_row(a, w, e->sx[row], v, n);
+        else
+            memcpy(v, (const float *)a, sizeof(float) * (size_t)n);
+        hs__cpu_bias_act_row(v, e->bias, n, e->act);
+        e->sx[row] = quant_input(e->next, v, (char *)e->qnext + row * n * (i8 ? 1 : 2), e->isa);
+        return;
+    }
+    if (e->ln) { /* the row goes from L1 into the residual and its LayerNorm */
+        float v[n];
+        dequant_row(a, w, e->sx[row], v, n);
+        hs__cpu_residual_ln_row(e->ln->x + row * n, v, e->ln->bias, e->ln->g, e->ln->beta, n,
+                                e->ln->eps);
+        return;
+    }
+    float *yr = e->y + row * n;
+    if (i8)
+        dequant_row(a, w, e->sx[row], yr, n);
+    else
+        memcpy(yr, (const float *)a, sizeof(float) * (size_t)n);
+    hs__cpu_bias_act_row(yr, e->bias, n, e->act);
+}
+
+/* An int8 layer on the own AVX2 kernel: quantization, GEMM and epilogue as worksharing loops
+ * of one parallel region (three forks and joins before; measured within noise of it, MiniLM
+ * 1x16 1.24-1.28 ms either way). A few rows run in one pass; more in L2-sized chunks, whose
+ * accumulators the epilogue reads from cache (350 vs 354 ms at 32x128 unchunked). */
+static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int rows, int nt)
+{
+    const struct hs_ql_weights *w = e->w;
+    const int n = w->n, k = w->k;
+    const int chunk = rows <= 256 ? rows : chunk_rows(n, nt);
+    int32_t *acc = (int32_t *)e->acc;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        if (x) { /* (NULL: a chained producer already quantized the input into qsrc and sx) */
+#pragma omp for schedule(static)
+            for (int r = 0; r < rows; r++)
+                e->sx[r] = quant_input(w, x + (size_t)r * k, (char *)qsrc + (size_t)r * k, e->isa);
+        }
+        for (int r0 = 0; r0 < rows; r0 += chunk) {
+            const int left = rows - r0 < chunk ? rows - r0 : chunk;
+            hs__cpu_qgemm_avx2_team((const uint8_t *)qsrc + (size_t)r0 * k, w->own, acc, left, n, k,
+                                    nt);
+#pragma omp for schedule(static)
+            for (int r = 0; r < left; r++) epilogue_row(e, r0, r);
+        }
+    }
+}
+
 /* hs__ql_run, and with ln given (int8, unfused only) hs__ql_run_resid_ln. */
 static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
                   const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
@@ -880,8 +952,7 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
     }
     const int i8 = w->dtype == HS_DTYPE_I8;
     const size_t esz = i8 ? 1 : 2;
-    /* int8 with a u8 source: the own AVX2 kernel, a few rows in one pass (one parallel region
-     * fewer a layer), more in the same L2-sized chunks (350 vs 354 ms at 32x128 unchunked) */
+    /* int8 with a u8 source: the own AVX2 kernel (run_own) */
     const int own = i8 && w->own && rows <= hs__ql_own_rows();
     if (!own && ensure_onednn_packed(w)) {
         hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (oneDNN's packed weights)");
@@ -889,6 +960,12 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
     }
     /* the quantizer: 2 AVX-512, 1 AVX2, 0 portable */
     const int isa = !i8 ? 0 : have_avx512bw() ? 2 : have_avx2() ? 1 : 0;
+    const struct ql_epilogue ep = {w,  next,  bias, act, isa, acc, next || ln ? NULL : y,
+                                   sx, qnext, ln};
+    if (own) {
+        run_own(&ep, x, qsrc, rows, nt);
+        return 0;
+    }
     if (x) { /* (NULL: a chained producer already quantized the input into qsrc and sx) */
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
         for (int r = 0; r < rows; r++)
@@ -933,49 +1010,19 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
      * enough that a chunk's accumulators are still in L2 when the C epilogue reads them; one
      * GEMM over every row would stream them through memory (int8 s32 accumulators are exact,
      * so chunking changes no result). */
-    const int chunk = own && rows <= 256 ? rows : chunk_rows(n, nt);
+    const int chunk = chunk_rows(n, nt);
     for (int r0 = done; s == dnnl_success && unfused && r0 < rows; r0 += chunk) {
         const int left = rows - r0 < chunk ? rows - r0 : chunk, mb = row_bucket(left);
-        if (own) {
-            hs__cpu_qgemm_avx2((const uint8_t *)qsrc + (size_t)r0 * k, w->own, acc, left, n, k, nt);
-        } else {
-            struct ql_entry *e = lookup(c, w, mb, &ql_plain);
-            if (!e) {
-                failed_mb = mb;
-                s = dnnl_runtime_error;
-                break;
-            }
-            s = execute(c, slot, e, w, (char *)qsrc + (size_t)r0 * k * esz, NULL, acc);
-            if (s != dnnl_success) break;
+        struct ql_entry *e = lookup(c, w, mb, &ql_plain);
+        if (!e) {
+            failed_mb = mb;
+            s = dnnl_runtime_error;
+            break;
         }
-        float *yd = next || ln ? NULL : y + (size_t)r0 * n;
-        float *sxd = sx + r0;
+        s = execute(c, slot, e, w, (char *)qsrc + (size_t)r0 * k * esz, NULL, acc);
+        if (s != dnnl_success) break;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-        for (int r = 0; r < left; r++) {
-            if (next) { /* the row never leaves L1 in fp32: it goes out as next's input */
-                float row[n];
-                if (i8)
-                    dequant_row(acc + (size_t)r * n, w, sxd[r], row, n);
-                else
-                    memcpy(row, (const float *)acc + (size_t)r * n, sizeof(float) * (size_t)n);
-                hs__cpu_bias_act_row(row, bias, n, act);
-                sxd[r] = quant_input(next, row, (char *)qnext + (size_t)(r0 + r) * n * esz, isa);
-                continue;
-            }
-            if (ln) { /* the row goes from L1 into the residual and its LayerNorm */
-                float row[n];
-                dequant_row(acc + (size_t)r * n, w, sxd[r], row, n);
-                hs__cpu_residual_ln_row(ln->x + (size_t)(r0 + r) * n, row, ln->bias, ln->g,
-                                        ln->beta, n, ln->eps);
-                continue;
-            }
-            float *yr = yd + (size_t)r * n;
-            if (i8)
-                dequant_row(acc + (size_t)r * n, w, sxd[r], yr, n);
-            else
-                memcpy(yr, (const float *)acc + (size_t)r * n, sizeof(float) * (size_t)n);
-            hs__cpu_bias_act_row(yr, bias, n, act);
-        }
+        for (int r = 0; r < left; r++) epilogue_row(&ep, r0, r);
     }
     return ql_status(s, w, failed_mb, err);
 }

@@ -132,6 +132,10 @@ void hs__cpu_qgemm_avx2_unpack(const int8_t *packed, int n, int k, int8_t *w);
  * sums stay within int16, as there). */
 void hs__cpu_qgemm_avx2(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
                         int k, int threads);
+/* The same as a worksharing loop for the threads of an enclosing parallel region, `threads` of
+ * them (each calls it; it ends with the loop's barrier); outside one, the caller runs it all. */
+void hs__cpu_qgemm_avx2_team(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
+                             int k, int threads);
 
 /* Up to how many rows hs__ql_run takes that kernel instead of oneDNN's matmul where the weights
  * have its panels (0: never); hs__ql_set_own_rows overrides the measured default (< 0: back to
