@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/lease.h"
 #include "engine/cpu/qlinear.h"
 #include "engine/engine.h"
 #include "model/executor.h"
@@ -1064,6 +1065,28 @@ static void borrowed_cores_are_lent_and_returned(void **state)
                 if (fabsf(got[i] - want[i]) > 1e-6f)
                     fail_msg("%s, %d sequence(s): borrowing changed value %d: %g vs %g",
                              hs_compute_dtype_name(dts[d]), bs[k]->n_seqs, i, got[i], want[i]);
+        }
+        /* rounds of one sequence each (a layer stage lent per round): the same values, more
+         * loans */
+        {
+            float want[3 * 64], got1[3 * 64], got2[3 * 64];
+            struct hs_cpu_lease_stats a0, a1, a2;
+            assert_int_equal(hs_executor_run(xa, 0, &three, want, NULL, &err), 0);
+            usleep(1000);
+            hs_engine_cpu_lease_stats(cores[0], &a0);
+            assert_int_equal(hs_executor_run(xb, 0, &three, got1, NULL, &err), 0);
+            hs_engine_cpu_lease_stats(cores[0], &a1);
+            hs__cpu_set_round_flop(1);
+            usleep(1000);
+            assert_int_equal(hs_executor_run(xb, 0, &three, got2, NULL, &err), 0);
+            hs_engine_cpu_lease_stats(cores[0], &a2);
+            hs__cpu_set_round_flop(0);
+            /* 4 layers x 2 stages: 2 more rounds each, unless the owner was busy at one */
+            assert_true(a2.lent_stages - a1.lent_stages > a1.lent_stages - a0.lent_stages);
+            for (int i = 0; i < 3 * 64; i++)
+                if (fabsf(got1[i] - want[i]) > 1e-6f || fabsf(got2[i] - want[i]) > 1e-6f)
+                    fail_msg("%s: rounds changed value %d: %g / %g vs %g",
+                             hs_compute_dtype_name(dts[d]), i, got1[i], got2[i], want[i]);
         }
         /* the owner's batches from another thread while the borrower runs: both unchanged */
         float own_want[64];

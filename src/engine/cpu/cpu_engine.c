@@ -962,7 +962,8 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
  * short ones) split every operation across the threads instead. Either way a sequence's result
  * does not depend on the rest of the batch. */
 static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
-                              const struct hs_stage *st, int nt, struct hs_error *err)
+                              const struct hs_stage *st, int s0, int s1, int nt,
+                              struct hs_error *err)
 {
     omp_set_num_threads(nt); /* oneDNN's sgemm sizes its team from this */
     int failed = 0;
@@ -972,7 +973,7 @@ static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const s
      * 4x32 17.6 -> 16.7, level at 8x64); its kernel computes every row alike however the rows
      * are split */
     const bool whole = p && p->dtype == HS_DTYPE_F32 && w->n_tokens <= c->small_rows;
-    if (nt > 1 && w->n_seqs >= nt && !whole && st->kind != HS_STAGE_NORMALIZE) {
+    if (nt > 1 && s1 - s0 >= nt && !whole && st->kind != HS_STAGE_NORMALIZE) {
         const size_t pad_per =
             (size_t)8 *
             (size_t)(w->dims.intermediate > w->dims.hidden ? w->dims.intermediate : w->dims.hidden);
@@ -980,42 +981,75 @@ static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const s
 #pragma omp parallel num_threads(nt) reduction(| : failed)
         {
             const int tid = omp_get_thread_num(), n = omp_get_num_threads();
-            /* slice boundaries where the token prefix crosses tid/n and (tid+1)/n of the total */
-            int sb = 0, se = 0;
-            const int64_t T = w->n_tokens;
-            while (sb < w->n_seqs && (int64_t)w->offsets[sb] * n < T * tid) sb++;
-            while (se < w->n_seqs && (int64_t)w->offsets[se] * n < T * (tid + 1)) se++;
-            if (tid == n - 1) se = w->n_seqs;
+            /* slice boundaries where the range's token prefix crosses tid/n and (tid+1)/n */
+            int sb = s0, se = s0;
+            const int64_t t0 = w->offsets[s0], T = w->offsets[s1] - t0;
+            while (sb < s1 && (int64_t)(w->offsets[sb] - t0) * n < T * tid) sb++;
+            while (se < s1 && (int64_t)(w->offsets[se] - t0) * n < T * (tid + 1)) se++;
+            if (tid == n - 1) se = s1;
             if (se > sb)
                 failed |= stage_slice(c, w, p, st, sb, se, 1, tid, w->pad + pad_per * tid,
                                       w->scratch + attn_per * tid, NULL) != 0;
         }
     } else {
-        failed = stage_slice(c, w, p, st, 0, w->n_seqs, nt, 0, w->pad, w->scratch, err) != 0;
+        failed = stage_slice(c, w, p, st, s0, s1, nt, 0, w->pad, w->scratch, err) != 0;
         if (failed && err && err->status) return err->status;
     }
     if (failed) return hs_error_set(err, HS_STATUS_ENGINE, "cpu: stage %s failed", st->name);
     return HS_STATUS_OK;
 }
 
+/* An engine that borrows runs a long batch's layer stage in rounds of whole sequences of about
+ * this much work each (2 FLOP per weight per token: ~5 ms on one AVX2 core, ~2.5 on an AVX-512
+ * one), taking and returning its loans per round: an owner whose lane gets a request waits at
+ * most for the round in flight, not for the stage (a stage of 8 x 256 tokens of MiniLM's FFN is
+ * ~50 ms on one core), and a core whose lane goes idle mid-stage is borrowed at the next
+ * round. Each sequence's math is the same in any round (it never depends on the others). */
+#define HS_CPU_ROUND_FLOP 500000000LL
+static int64_t g_round_flop = HS_CPU_ROUND_FLOP;
+
+void hs__cpu_set_round_flop(int64_t flop)
+{
+    __atomic_store_n(&g_round_flop, flop > 0 ? flop : HS_CPU_ROUND_FLOP, __ATOMIC_RELAXED);
+}
+
+static int64_t stage_flop_per_token(const struct hs_encoder_dims *d, enum hs_stage_kind kind)
+{
+    const int64_t h = d->hidden, i = d->intermediate;
+    if (kind == HS_STAGE_ATTN) return 2 * h * (q_cols(d) + 2LL * kv_cols(d) + q_cols(d));
+    if (kind == HS_STAGE_FFN) return 2 * h * i * (d->ffn == HS_FFN_GATED ? 3 : 2);
+    return 0; /* the rest: one round */
+}
+
 /* A stage on the engine's threads and, while their owners are idle, on the cores it may
- * borrow (lease.h): the owners' stages wait for this one to end. */
+ * borrow (lease.h): the owners' stages wait for this one's round to end. */
 static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st, void *vprep,
                                struct hs_error *err)
 {
     struct cpu_ctx *c = vctx;
     struct cpu_ws *w = vws;
     struct cpu_prep *p = vprep;
-    /* the owner's side of lent cores: wait for a borrower's stage to end, then hold them */
-    for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_take(c->cores[i]);
-    /* the borrower's side: one more thread on every listed core whose owners are idle */
-    int lent[HS_ENGINE_MAX_CORES], n_lent = 0;
-    for (int i = 0; i < c->n_borrow; i++)
-        if (hs__cpu_lease_borrow(c->borrow[i], HS_CPU_LEASE_IDLE_NS)) lent[n_lent++] = c->borrow[i];
-    pin_team(c, lent, n_lent);
-    hs_status rs = run_stage_on(c, w, p, st, c->threads + n_lent, err);
-    for (int i = 0; i < n_lent; i++) hs__cpu_lease_return(lent[i]);
-    for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_drop(c->cores[i]);
+    const int64_t per_token = c->n_borrow > 0 ? stage_flop_per_token(&w->dims, st->kind) : 0;
+    const int64_t round_flop = __atomic_load_n(&g_round_flop, __ATOMIC_RELAXED);
+    hs_status rs = HS_STATUS_OK;
+    for (int s0 = 0; s0 < w->n_seqs && rs == HS_STATUS_OK;) {
+        int s1 = per_token > 0 ? s0 + 1 : w->n_seqs; /* a round: at least one sequence */
+        while (s1 < w->n_seqs &&
+               (int64_t)(w->offsets[s1 + 1] - w->offsets[s0]) * per_token <= round_flop)
+            s1++;
+        /* the owner's side of lent cores: wait for a borrower's round to end, then hold them */
+        for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_take(c->cores[i]);
+        /* the borrower's side: one more thread on every listed core whose owners are idle */
+        int lent[HS_ENGINE_MAX_CORES], n_lent = 0;
+        for (int i = 0; i < c->n_borrow; i++)
+            if (hs__cpu_lease_borrow(c->borrow[i], HS_CPU_LEASE_IDLE_NS))
+                lent[n_lent++] = c->borrow[i];
+        pin_team(c, lent, n_lent);
+        rs = run_stage_on(c, w, p, st, s0, s1, c->threads + n_lent, err);
+        for (int i = 0; i < n_lent; i++) hs__cpu_lease_return(lent[i]);
+        for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_drop(c->cores[i]);
+        s0 = s1;
+    }
     return rs;
 }
 

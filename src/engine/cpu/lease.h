@@ -6,8 +6,10 @@
  * last HS_CPU_LEASE_IDLE_NS (an engine in the middle of a batch runs its stages back to back,
  * microseconds apart, so a pause longer than that means its lane has nothing to run) — runs
  * the stage with one more thread on each borrowed core, and gives them back when the stage
- * ends. An owner that wants its core while it is lent waits for the stage in flight to end:
- * at most one stage of the borrower's batch (a few milliseconds for a long batch), which the
+ * ends (a layer stage of a long batch runs in rounds of whole sequences of ~0.5 GFLOP each,
+ * cpu_engine.c, each round a stage here). An owner that wants its core while it is lent waits
+ * for the round in flight to end: a few milliseconds (bench/hybrid: longest wait 5-8.5 ms,
+ * 33-37 ms when a whole stage of 8 x 256 tokens was the unit), which the
  * lease counts (hs_engine_cpu_lease_stats). Leases never nest: a borrower takes only idle
  * cores and never waits while it holds one, so two engines borrowing from each other cannot
  * deadlock.
@@ -36,5 +38,9 @@ void hs__cpu_lease_drop(int core);
  * lent (give it back with hs__cpu_lease_return). Never waits. */
 bool hs__cpu_lease_borrow(int core, int64_t idle_ns);
 void hs__cpu_lease_return(int core);
+
+/* The work of a round of a borrowing engine's layer stage (cpu_engine.c, HS_CPU_ROUND_FLOP;
+ * <= 0: back to that default). Process-wide: for tests. */
+void hs__cpu_set_round_flop(int64_t flop);
 
 #endif
