@@ -8,8 +8,8 @@
  * the stage with one more thread on each borrowed core, and gives them back when the stage
  * ends (a layer stage of a long batch runs in rounds of whole sequences of ~0.5 GFLOP each,
  * cpu_engine.c, each round a stage here). An owner that wants its core while it is lent waits
- * for the round in flight to end: a few milliseconds (bench/hybrid: longest wait 5-8.5 ms,
- * 33-37 ms when a whole stage of 8 x 256 tokens was the unit), which the
+ * for the round in flight to end: a few milliseconds (bench/hybrid, two runs: longest wait
+ * 8.5 and 15 ms, 33-37 ms when a whole stage of 8 x 256 tokens was the unit), which the
  * lease counts (hs_engine_cpu_lease_stats). Leases never nest: a borrower takes only idle
  * cores and never waits while it holds one, so two engines borrowing from each other cannot
  * deadlock.
