@@ -579,6 +579,35 @@ static float quant_row(const float *x, const float *mul, uint8_t *q, int k, floa
     return amax / 127.0f;
 }
 
+/* The scalar ends of the vector quantizers below: the running amax over x[from, k) (times mul),
+ * and those values quantized (to nearest even, as the vector part). */
+static float amax_tail(const float *x, const float *mul, int from, int k, float amax)
+{
+    for (int j = from; j < k; j++) {
+        float a = x[j] * (mul ? mul[j] : 1.0f);
+        a = a < 0.0f ? -a : a;
+        amax = a > amax ? a : amax;
+    }
+    return amax;
+}
+
+/* An all-zero (or NaN-max) row: every value the zero point; true when so. */
+static int zero_row(uint8_t *q, int k, int zp, float amax)
+{
+    if (amax > 0.0f) return 0;
+    memset(q, zp, (size_t)k);
+    return 1;
+}
+
+static void quant_tail(const float *x, const float *mul, uint8_t *q, int from, int k, float inv,
+                       int zp)
+{
+    for (int j = from; j < k; j++) {
+        float v = x[j] * (mul ? mul[j] : 1.0f) * inv;
+        q[j] = (uint8_t)((int)nearbyintf(v) + zp);
+    }
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 /* quant_row with AVX-512: gcc does not vectorize the float max reduction above (maxps is not
@@ -594,16 +623,8 @@ quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
         if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
         vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
     }
-    float amax = _mm512_reduce_max_ps(vmax);
-    for (int j = i; j < k; j++) {
-        float a = x[j] * (mul ? mul[j] : 1.0f);
-        a = a < 0.0f ? -a : a;
-        amax = a > amax ? a : amax;
-    }
-    if (!(amax > 0.0f)) {
-        memset(q, zp, (size_t)k);
-        return 0.0f;
-    }
+    const float amax = amax_tail(x, mul, i, k, _mm512_reduce_max_ps(vmax));
+    if (zero_row(q, k, zp, amax)) return 0.0f;
     const float inv = 127.0f / amax;
     const __m512 vinv = _mm512_set1_ps(inv);
     const __m128i vzp = _mm_set1_epi8((char)zp); /* + 128 on a byte is a flip of its top bit */
@@ -613,10 +634,7 @@ quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
         __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(v, vinv));
         _mm_storeu_si128((__m128i *)(void *)(q + i), _mm_xor_si128(_mm512_cvtsepi32_epi8(r), vzp));
     }
-    for (int j = i; j < k; j++) {
-        float v = x[j] * (mul ? mul[j] : 1.0f) * inv;
-        q[j] = (uint8_t)((int)nearbyintf(v) + zp);
-    }
+    quant_tail(x, mul, q, i, k, inv, zp);
     return amax / 127.0f;
 }
 
@@ -637,16 +655,8 @@ __attribute__((target("avx2,fma"))) static float quant_row_avx2(const float *x, 
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-    float amax = _mm_cvtss_f32(h);
-    for (int j = i; j < k; j++) {
-        float a = x[j] * (mul ? mul[j] : 1.0f);
-        a = a < 0.0f ? -a : a;
-        amax = a > amax ? a : amax;
-    }
-    if (!(amax > 0.0f)) {
-        memset(q, zp, (size_t)k);
-        return 0.0f;
-    }
+    const float amax = amax_tail(x, mul, i, k, _mm_cvtss_f32(h));
+    if (zero_row(q, k, zp, amax)) return 0.0f;
     const float inv = 127.0f / amax;
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i vzp = _mm256_set1_epi8((char)zp),
@@ -663,10 +673,7 @@ __attribute__((target("avx2,fma"))) static float quant_row_avx2(const float *x, 
         _mm256_storeu_si256((__m256i *)(void *)(q + i),
                             _mm256_xor_si256(_mm256_permutevar8x32_epi32(w, order), vzp));
     }
-    for (int j = i; j < k; j++) {
-        float v = x[j] * (mul ? mul[j] : 1.0f) * inv;
-        q[j] = (uint8_t)((int)nearbyintf(v) + zp);
-    }
+    quant_tail(x, mul, q, i, k, inv, zp);
     return amax / 127.0f;
 }
 
