@@ -672,6 +672,50 @@ static struct hs_batch three_seqs(int32_t ids[60])
         .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
 }
 
+/* A whole int8 model (QKV with bias, the residual LayerNorm epilogues, the chained FFN) on the
+ * own AVX2 kernel and on oneDNN's matmul, 1 and 2 threads, one sequence and three: the same
+ * bits. */
+static void int8_model_own_kernel_equals_onednn(void **state)
+{
+    (void)state;
+    if (!hs__ql_dtype_fast(HS_DTYPE_I8) || !hs__ql_src_u8() || !hs__cpu_qgemm_avx2_available())
+        skip();
+    struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
+    struct hs_error err = {0};
+    for (int threads = 1; threads <= 2; threads++) {
+        hs_engine_t e = NULL;
+        assert_int_equal(hs_engine_cpu_create(
+                             &(struct hs_engine_opts){.name = "e", .threads = threads}, &e, &err),
+                         0);
+        struct hs_placement pl;
+        hs_placement_single(&rm->model, e, &pl);
+        struct hs_executor_opts xo = {.batch_max = 3, .seq_max = 64, .dtype = HS_DTYPE_I8};
+        struct hs_executor *x = NULL;
+        assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &x, &err), 0);
+        int32_t ids[60];
+        struct hs_batch three = three_seqs(ids);
+        int32_t off1[2] = {0, 25}, len1[1] = {25};
+        struct hs_batch one = {.n_seqs = 1,
+                               .seq_max = 64,
+                               .n_tokens = 25,
+                               .ids = ids + 20,
+                               .lengths = len1,
+                               .offsets = off1};
+        const struct hs_batch *bs[2] = {&three, &one};
+        for (int k = 0; k < 2; k++) {
+            float want[3 * 64], got[3 * 64];
+            hs__ql_set_own_rows(0);
+            assert_int_equal(hs_executor_run(x, 0, bs[k], want, NULL, &err), 0);
+            hs__ql_set_own_rows(-1);
+            assert_int_equal(hs_executor_run(x, 0, bs[k], got, NULL, &err), 0);
+            assert_memory_equal(want, got, sizeof(float) * (size_t)bs[k]->n_seqs * 64);
+        }
+        hs_executor_free(x);
+        hs_engine_destroy(e);
+    }
+    rand_model_free(rm);
+}
+
 static void layer_split_equals_single_engine(void **state)
 {
     (void)state;
@@ -1133,6 +1177,7 @@ int main(void)
         cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
         cmocka_unit_test(int8_pairs_do_not_saturate),
         cmocka_unit_test(int8_own_kernel_equals_reference_and_onednn),
+        cmocka_unit_test(int8_model_own_kernel_equals_onednn),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
         cmocka_unit_test(encoder_matches_reference_head64),
