@@ -672,6 +672,18 @@ static struct hs_batch three_seqs(int32_t ids[60])
         .n_seqs = 3, .seq_max = 64, .n_tokens = 60, .ids = ids, .lengths = len, .offsets = off};
 }
 
+/* One sequence (25 tokens) inside three_seqs' ids: its second sequence. */
+static struct hs_batch one_seq(int32_t ids[60])
+{
+    static const int32_t off[2] = {0, 25}, len[1] = {25};
+    return (struct hs_batch){.n_seqs = 1,
+                             .seq_max = 64,
+                             .n_tokens = 25,
+                             .ids = ids + 20,
+                             .lengths = len,
+                             .offsets = off};
+}
+
 /* A whole int8 model (QKV with bias, the residual LayerNorm epilogues, the chained FFN) on the
  * own AVX2 kernel and on oneDNN's matmul, 1 and 2 threads, one sequence and three: the same
  * bits. */
@@ -694,13 +706,7 @@ static void int8_model_own_kernel_equals_onednn(void **state)
         assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &x, &err), 0);
         int32_t ids[60];
         struct hs_batch three = three_seqs(ids);
-        int32_t off1[2] = {0, 25}, len1[1] = {25};
-        struct hs_batch one = {.n_seqs = 1,
-                               .seq_max = 64,
-                               .n_tokens = 25,
-                               .ids = ids + 20,
-                               .lengths = len1,
-                               .offsets = off1};
+        struct hs_batch one = one_seq(ids);
         const struct hs_batch *bs[2] = {&three, &one};
         for (int k = 0; k < 2; k++) {
             float want[3 * 64], got[3 * 64];
@@ -1087,13 +1093,7 @@ static void borrowed_cores_are_lent_and_returned(void **state)
         assert_int_equal(hs_executor_create(&rm->model, &po, &xo, &xo1, &err), 0);
         int32_t ids[60];
         struct hs_batch three = three_seqs(ids);
-        int32_t off1[2] = {0, 25}, len1[1] = {25};
-        struct hs_batch one = {.n_seqs = 1,
-                               .seq_max = 64,
-                               .n_tokens = 25,
-                               .ids = ids + 20,
-                               .lengths = len1,
-                               .offsets = off1};
+        struct hs_batch one = one_seq(ids);
         const struct hs_batch *bs[2] = {&three, &one};
         for (int k = 0; k < 2; k++) {
             float want[3 * 64], got[3 * 64];

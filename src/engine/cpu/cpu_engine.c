@@ -1016,7 +1016,7 @@ void hs__cpu_set_round_flop(int64_t flop)
 static int64_t stage_flop_per_token(const struct hs_encoder_dims *d, enum hs_stage_kind kind)
 {
     const int64_t h = d->hidden, i = d->intermediate;
-    if (kind == HS_STAGE_ATTN) return 2 * h * (q_cols(d) + 2LL * kv_cols(d) + q_cols(d));
+    if (kind == HS_STAGE_ATTN) return 2 * h * (2LL * q_cols(d) + 2LL * kv_cols(d)); /* qkv, out */
     if (kind == HS_STAGE_FFN) return 2 * h * i * (d->ffn == HS_FFN_GATED ? 3 : 2);
     return 0; /* the rest: one round */
 }

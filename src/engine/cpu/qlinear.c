@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <math.h>
 #include <string.h>
-#include <stdlib.h>
 
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
@@ -191,6 +190,13 @@ static inline uint16_t to_bf16(float f)
     return (uint16_t)(b >> 16);
 }
 
+/* Whether an int8 layer of input width k gets the own AVX2 kernel's panels (qgemm_avx2.c): the
+ * u8-source class, k a multiple of the kernel's 4-input steps. */
+static int own_kernel_takes(int k)
+{
+    return hs__ql_src_u8() && hs__cpu_qgemm_avx2_available() && k % 4 == 0;
+}
+
 /* Packs plain ([n, k] int8 or bf16) into the blocked layout oneDNN's matmul wants: learns the
  * layout from a representative primitive, then reorders into it. Sets w->md, then w->packed. */
 static dnnl_status_t onednn_pack(struct hs_ql_weights *out, const void *plain)
@@ -356,9 +362,9 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
         for (size_t i = 0; i < (size_t)n * (size_t)k; i++) b[i] = to_bf16(w[i]);
     }
     dnnl_status_t s = dnnl_success;
-    /* the own AVX2 kernel's panels (u8 source only: qgemm_avx2.c); oneDNN's packing then waits
-     * for a call that needs it (ensure_onednn_packed) */
-    if (dtype == HS_DTYPE_I8 && out->comp && hs__cpu_qgemm_avx2_available() && k % 4 == 0 &&
+    /* the own AVX2 kernel's panels; oneDNN's packing then waits for a call that needs it
+     * (ensure_onednn_packed) */
+    if (dtype == HS_DTYPE_I8 && own_kernel_takes(k) &&
         !(out->own = hs__cpu_qgemm_avx2_pack(plain, n, k)))
         s = dnnl_out_of_memory;
     if (s == dnnl_success && !out->own) s = onednn_pack(out, plain);
@@ -379,8 +385,7 @@ int64_t hs__ql_weights_bytes(enum hs_dtype dtype, int n, int k)
      * waits for a call that needs it) and, int8, the per-channel scales, the u8 source's column
      * sums and the smoothing multipliers; the plain staging copy is freed once packed */
     if (dtype != HS_DTYPE_I8) return 2 * (int64_t)n * k + 64;
-    const int own = hs__ql_src_u8() && hs__cpu_qgemm_avx2_available() && k % 4 == 0;
-    int64_t b = own ? hs__cpu_qgemm_avx2_pack_bytes(n, k) : (int64_t)n * k + 64;
+    int64_t b = own_kernel_takes(k) ? hs__cpu_qgemm_avx2_pack_bytes(n, k) : (int64_t)n * k + 64;
     return b + (int64_t)sizeof(float) * (n + k) +
            (hs__ql_src_u8() ? (int64_t)sizeof(int32_t) * n : 0);
 }
@@ -687,15 +692,6 @@ static int have_avx512bw(void)
     return cached;
 }
 
-static int have_avx2(void)
-{
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return cached;
-}
 #else
 static float quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
 {
@@ -708,10 +704,6 @@ static float quant_row_avx2(const float *x, const float *mul, uint8_t *q, int k,
     return 0.0f;
 }
 static int have_avx512bw(void)
-{
-    return 0;
-}
-static int have_avx2(void)
 {
     return 0;
 }
@@ -876,9 +868,9 @@ struct ql_epilogue {
     const struct hs_ql_weights *w, *next;
     const float *bias;
     int act, isa;
-    const int32_t *acc; /* the chunk's accumulators, row 0 = the chunk's first */
-    float *y;           /* plain output rows (NULL with next or ln) */
-    float *sx;          /* per-row input scales; with next, overwritten by next's */
+    int32_t *acc; /* the chunk's accumulators, row 0 = the chunk's first */
+    float *y;     /* plain output rows (NULL with next or ln) */
+    float *sx;    /* per-row input scales; with next, overwritten by next's */
     void *qnext;
     const struct hs_ql_resid_ln *ln;
 };
@@ -924,7 +916,6 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
     const struct hs_ql_weights *w = e->w;
     const int n = w->n, k = w->k;
     const int chunk = rows <= 256 ? rows : chunk_rows(n, nt);
-    int32_t *acc = (int32_t *)e->acc;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         if (x) { /* (NULL: a chained producer already quantized the input into qsrc and sx) */
@@ -934,8 +925,8 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
         }
         for (int r0 = 0; r0 < rows; r0 += chunk) {
             const int left = rows - r0 < chunk ? rows - r0 : chunk;
-            hs__cpu_qgemm_avx2_team((const uint8_t *)qsrc + (size_t)r0 * k, w->own, acc, left, n, k,
-                                    nt);
+            hs__cpu_qgemm_avx2_team((const uint8_t *)qsrc + (size_t)r0 * k, w->own, e->acc, left, n,
+                                    k, nt);
 #pragma omp for schedule(static)
             for (int r = 0; r < left; r++) epilogue_row(e, r0, r);
         }
@@ -966,7 +957,7 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
         return -1;
     }
     /* the quantizer: 2 AVX-512, 1 AVX2, 0 portable */
-    const int isa = !i8 ? 0 : have_avx512bw() ? 2 : have_avx2() ? 1 : 0;
+    const int isa = !i8 ? 0 : have_avx512bw() ? 2 : hs__cpu_qgemm_avx2_available() ? 1 : 0;
     const struct ql_epilogue ep = {w,  next,  bias, act, isa, acc, next || ln ? NULL : y,
                                    sx, qnext, ln};
     if (own) {
