@@ -14,6 +14,9 @@
 #       flight. Only with the server's routing (not with HYBRID_SPLIT=1 or HYBRID_CONFIG).
 #   (m) mutual: (e) with the short engine borrowing core 1 too, while the long lane is idle
 #       (both engines lend and borrow). Same conditions as (e).
+#   (p) preempt: (m) with the short engine's loans first (borrow_preempt,
+#       configs/hybrid-preempt.yaml): the long engine yields core 1 at its next round boundary
+#       whenever the short lane runs, so short requests have both cores at every load.
 # Routing for (b)/(c): by the server's router (rules: tokens_max 32 -> short route, default ->
 # long route, no failover), the mixed trace sent to one URL; HYBRID_CONFIG=FILE runs (b) with
 # FILE instead (e.g. configs/hybrid-cpu.yaml). On a build without the router, or with
@@ -25,7 +28,8 @@
 # Per run: short/long P50/P99, throughput, per-engine utilization (busy seconds from /metrics
 # over the run's wall time). report.py prints the table, the highest load with short P99 < 50 ms,
 # and the target checks. Output: DIR (default bench/out/hybrid). --quick: short runs, to check
-# the script. Bounded: ~6 min on 2 cores (~8.5 with a GPU).
+# the script. HYBRID_ONLY="a m p": only those configs ((a) always runs: it sets the loads).
+# Bounded: ~10 min on 2 cores (~12 with a GPU).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -37,6 +41,8 @@ WARMUP=3
 CAP_S=10
 FRACTIONS=${HYBRID_FRACTIONS:-"0.05 0.15 0.3 0.45 0.6 0.75"}
 RATES=${HYBRID_RATES:-}
+ONLY=${HYBRID_ONLY:-"a b c e m p"}
+want() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=5; WARMUP=1; CAP_S=4; FRACTIONS="0.2 0.5" ;;
@@ -141,6 +147,13 @@ elif [ "${HYBRID_SPLIT:-0}" != 1 ]; then
     cores: [1]
     borrow_cores: [0]"
     "$HETSERVE" config --check "$BENCH_TMP/m.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/m.yaml"
+    routed_config "$BENCH_TMP/p.yaml" "    kind: cpu
+    cores: [0]
+    borrow_cores: [1]
+    borrow_preempt: true" "    kind: cpu
+    cores: [1]
+    borrow_cores: [0]"
+    "$HETSERVE" config --check "$BENCH_TMP/p.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/p.yaml"
   else
     echo "hybrid: this build has no rule routing (router: in the config); routing in the client" >&2
   fi
@@ -148,7 +161,7 @@ fi
 GPUS=$("$HETSERVE" devices 2>/dev/null | python3 -c 'import json,sys
 try: print(int(json.load(sys.stdin).get("gpus", 0)))
 except Exception: print(0)')
-for c in a b c e m; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
+for c in a b c e m p; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
 {
   echo "# hybrid experiment, $(hs_load_note)"
   echo "# (b)/(c) routing: $B_MODE${HYBRID_CONFIG:+ ($HYBRID_CONFIG)}; GPUs found: $GPUS"
@@ -212,15 +225,17 @@ for r in $RATES; do run_mixed a "$r" all-MiniLM-L6-v2; done
 hs_server_stop || echo "hybrid: server (a) exited non-zero" >&2
 
 # --- (b) hybrid on two cores ---------------------------------------------------------------------
-hs_server_start b "$BENCH_TMP/b.yaml" || exit 1
-if [ "$B_MODE" = routed ]; then
-  warm all-MiniLM-L6-v2
-  for r in $RATES; do run_mixed b "$r" all-MiniLM-L6-v2; done
-else
-  warm minilm-short minilm-long
-  for r in $RATES; do run_split b "$r"; done
+if want b; then
+  hs_server_start b "$BENCH_TMP/b.yaml" || exit 1
+  if [ "$B_MODE" = routed ]; then
+    warm all-MiniLM-L6-v2
+    for r in $RATES; do run_mixed b "$r" all-MiniLM-L6-v2; done
+  else
+    warm minilm-short minilm-long
+    for r in $RATES; do run_split b "$r"; done
+  fi
+  hs_server_stop || echo "hybrid: server (b) exited non-zero" >&2
 fi
-hs_server_stop || echo "hybrid: server (b) exited non-zero" >&2
 
 # --- (e) hybrid with the long engine borrowing the short engine's idle core; (m) both ways -----
 run_lending() { # NAME: the config BENCH_TMP/NAME.yaml at every load, and its loans
@@ -231,14 +246,15 @@ run_lending() { # NAME: the config BENCH_TMP/NAME.yaml at every load, and its lo
   hs_server_stop || echo "hybrid: server ($1) exited non-zero" >&2
 }
 if [ -f "$BENCH_TMP/e.yaml" ]; then
-  run_lending e
+  want e && run_lending e
 else
   echo "hybrid: (e) skipped: needs the server's routing and engines[].borrow_cores"
 fi
-[ -f "$BENCH_TMP/m.yaml" ] && run_lending m
+[ -f "$BENCH_TMP/m.yaml" ] && want m && run_lending m
+[ -f "$BENCH_TMP/p.yaml" ] && want p && run_lending p
 
 # --- (c) GPU for the long requests ---------------------------------------------------------------
-if [ "$GPUS" -gt 0 ]; then
+if [ "$GPUS" -gt 0 ] && want c; then
   if hs_server_start c "$BENCH_TMP/c.yaml"; then
     if [ "$B_MODE" = routed ]; then
       warm all-MiniLM-L6-v2

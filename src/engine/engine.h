@@ -175,6 +175,10 @@ struct hs_engine_opts {
      * before it never reads it. */
     int n_borrow_cores;
     int borrow_cores[HS_ENGINE_MAX_CORES];
+    /* CPU (optional): the borrowed cores' owners yield them to this engine whenever it runs,
+     * at their next round boundary (lease.h), instead of lending them only while idle: a
+     * latency lane over a batch lane's cores. Added last (plugin ABI 6). */
+    bool borrow_preempt;
 };
 
 /* ---- The registry of engine kinds ----
@@ -335,6 +339,12 @@ struct hs_cpu_lease_stats {
     int64_t waits;       /* stages of its owners that waited for it to come back */
     int64_t wait_ns;     /* their waits, summed */
     int64_t wait_max_ns; /* the longest */
+    /* a preempting borrower's (engines[].borrow_preempt): */
+    int64_t yields;       /* rounds of its owners that waited while it ran */
+    int64_t yield_ns;     /* their waits, summed */
+    int64_t yield_max_ns; /* the longest */
+    int64_t claims;       /* its stages that wanted the core */
+    int64_t claims_lent;  /* ... and got it */
 };
 /* The counters of `core`; false (out untouched) when no engine borrows it. Thread-safe. */
 bool hs_engine_cpu_lease_stats(int core, struct hs_cpu_lease_stats *out);

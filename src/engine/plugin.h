@@ -66,8 +66,10 @@
  *    before it) and struct hs_engine_opts gained n_borrow_cores / borrow_cores at its end;
  *    pooling modes SPLADE and NONE (enum hs_pool_mode; pooled rows of hs_pooled_dim floats),
  *    struct hs_encoder_dims gained pool_rows, enum hs_weight_role gained the MLM_* roles at its
- *    end (struct hs_stage grew), features POOL_SPLADE and POOL_NONE. */
-#define HS_PLUGIN_ABI_VERSION 5
+ *    end (struct hs_stage grew), features POOL_SPLADE and POOL_NONE.
+ * 6: struct hs_engine_opts gained borrow_preempt at its end, struct hs_cpu_lease_stats the
+ *    yield and claim counters. */
+#define HS_PLUGIN_ABI_VERSION 6
 #define HS_PLUGIN_ENTRY_NAME  "hs_engine_plugin"
 
 /* What hetserve offers a plugin. */

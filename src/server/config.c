@@ -221,6 +221,11 @@ static const struct key keys[] = {
      "run nothing: a long batch runs each stage on its own cores and the idle borrowed ones, and "
      "a request on the owner's lane waits at most for the stage in flight; [] = none",
      N(engine_cfg, n_borrow_cores)},
+    {E("borrow_preempt", borrow_preempt), K_BOOL, 0, 0, "false",
+     "cpu, with borrow_cores: the loans come first: whenever this engine runs, the borrowed "
+     "cores' owners yield them at their next round boundary (a few ms; at most 20 ms per round, "
+     "so their lane still moves), instead of lending them only while idle: a latency lane over "
+     "a batch lane's cores"},
     {E("spread", spread), K_BOOL, 0, 0, "true",
      "cpu, no `cores`: each compute thread of a batch on its own core of the process's set, as "
      "if `cores` named them all (unpinned, the kernel woke a worker onto its master's core: a "

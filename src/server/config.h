@@ -54,6 +54,9 @@ struct hs_engine_cfg {
      * by stage, while their own lanes are idle; 0 = none */
     int n_borrow_cores;
     int borrow_cores[HS_ENGINE_MAX_CORES];
+    /* cpu, with borrow_cores: the owners yield those cores to this engine whenever it runs, at
+     * their next round boundary (a latency lane over a batch lane); 0 = only while they idle */
+    int borrow_preempt;
     /* cpu, no cores: each compute thread of a batch on its own core of the process's set (as
      * if cores named them all), so that the kernel never wakes a worker onto its master's core;
      * 0 = the kernel places the threads */

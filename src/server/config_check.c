@@ -177,6 +177,9 @@ static hs_status check_borrow(const struct hs_config *c, int i, const struct hs_
                               struct hs_error *err)
 {
     const struct hs_engine_cfg *e = &c->engines[i];
+    if (e->borrow_preempt && e->n_borrow_cores == 0)
+        return BAD("engines[%d].borrow_preempt: engine '%s' borrows no cores (borrow_cores)", i,
+                   e->name);
     if (e->n_borrow_cores == 0) return HS_STATUS_OK;
     if (!k->lends_cores)
         return BAD("engines[%d].borrow_cores: engine '%s' (kind %s): this kind does not borrow "
@@ -210,6 +213,15 @@ static hs_status check_borrow(const struct hs_config *c, int i, const struct hs_
         for (int q = 0; q < b; q++)
             if (e->borrow_cores[q] == core)
                 return BAD("engines[%d].borrow_cores[%d]: core %d is listed twice", i, b, core);
+        /* two engines preempting each other's cores would each yield to the other's claim */
+        const struct hs_engine_cfg *o = &c->engines[owner];
+        for (int q = 0; e->borrow_preempt && o->borrow_preempt && q < o->n_borrow_cores; q++)
+            for (int r = 0; r < e->n_cores; r++)
+                if (o->borrow_cores[q] == e->cores[r])
+                    return BAD("engines[%d].borrow_preempt: engine '%s' preempts core %d of "
+                               "engine '%s', which preempts core %d of '%s': one of them may "
+                               "preempt, not both",
+                               i, e->name, core, o->name, e->cores[r], e->name);
     }
     return HS_STATUS_OK;
 }

@@ -290,6 +290,13 @@ static void render_leases(struct hs_buf *b)
          "Stages of the core's own engines that waited for a borrower's stage to end."},
         {"hetserve_core_reclaim_wait_seconds_total", "counter", "Those waits, summed."},
         {"hetserve_core_reclaim_wait_max_seconds", "gauge", "The longest of those waits."},
+        {"hetserve_core_preempt_claims_total", "counter",
+         "Stages of a preempting borrower (borrow_preempt) that wanted this core."},
+        {"hetserve_core_preempt_lent_total", "counter", "Those that got it."},
+        {"hetserve_core_yields_total", "counter",
+         "Rounds of the core's own engines that waited while a preempting borrower ran."},
+        {"hetserve_core_yield_seconds_total", "counter", "Those waits, summed."},
+        {"hetserve_core_yield_max_seconds", "gauge", "The longest of those waits."},
     };
     long online = sysconf(_SC_NPROCESSORS_CONF);
     const int n_cores = online > 0 && online < 1024 ? (int)online : 1024;
@@ -300,8 +307,16 @@ static void render_leases(struct hs_buf *b)
             if (!hs_engine_cpu_lease_stats(core, &s)) continue;
             if (!any) help(b, series[k].name, series[k].type, series[k].text);
             any = true;
-            const double v[] = {(double)s.lent_stages, (double)s.lent_ns / 1e9, (double)s.waits,
-                                (double)s.wait_ns / 1e9, (double)s.wait_max_ns / 1e9};
+            const double v[] = {(double)s.lent_stages,
+                                (double)s.lent_ns / 1e9,
+                                (double)s.waits,
+                                (double)s.wait_ns / 1e9,
+                                (double)s.wait_max_ns / 1e9,
+                                (double)s.claims,
+                                (double)s.claims_lent,
+                                (double)s.yields,
+                                (double)s.yield_ns / 1e9,
+                                (double)s.yield_max_ns / 1e9};
             hs_buf_printf(b, "%s{core=\"%d\"} %.9g\n", series[k].name, core, v[k]);
         }
     }

@@ -601,6 +601,7 @@ hs_status hs_server_create(const struct hs_config *cfg, struct hs_server **out,
                 eo.n_cores = hs_config_slice(ec, k, avail, n_avail, eo.cores, &eo.threads);
                 eo.n_borrow_cores = ec->n_borrow_cores;
                 memcpy(eo.borrow_cores, ec->borrow_cores, sizeof eo.borrow_cores);
+                eo.borrow_preempt = ec->borrow_preempt != 0;
                 st = hs_engine_create(ec->kind, &eo, &s->engines[s->n_engines], err);
                 if (st) {
                     if (err) {

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1166,6 +1167,124 @@ static void borrowed_cores_are_lent_and_returned(void **state)
     hs_engine_destroy(alone);
 }
 
+/* engines[].borrow_preempt: a latency engine on core c0 that preempts core c1 gets c1 while
+ * c1's own engine runs a long batch (that engine yields at its round boundaries), and both
+ * answer as they do alone, f32 and int8 where the CPU has it; /metrics' counters count the
+ * yields and the loans. */
+struct batch_loop {
+    struct hs_executor *x;
+    const struct hs_batch *b;
+    const float *want;
+    atomic_int *stop;
+    int runs, bad;
+    hs_status st;
+};
+
+static void *batch_loop_thread(void *p)
+{
+    struct batch_loop *r = p;
+    struct hs_error err = {0};
+    float out[3 * 64];
+    const int m = r->b->n_seqs * 64;
+    while (!atomic_load(r->stop) && !r->st) {
+        r->st = hs_executor_run(r->x, 0, r->b, out, NULL, &err);
+        for (int j = 0; j < m && !r->st; j++) r->bad += fabsf(out[j] - r->want[j]) > 1e-6f;
+        r->runs++;
+    }
+    return NULL;
+}
+
+static void preempting_borrower_takes_a_busy_core(void **state)
+{
+    (void)state;
+    cpu_set_t avail;
+    assert_int_equal(sched_getaffinity(0, sizeof avail, &avail), 0);
+    int cores[2], n = 0;
+    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
+        if (CPU_ISSET(i, &avail)) cores[n++] = i;
+    if (n < 2) {
+        printf("# skipped: preempting needs two cores, this process may use %d\n", n);
+        return;
+    }
+    struct hs_error err = {0};
+    hs_engine_t batch = NULL, latency = NULL, alone = NULL;
+    struct hs_engine_opts bo = {.name = "batch", .threads = 1, .n_cores = 1, .cores = {cores[1]}};
+    struct hs_engine_opts lo = {.name = "latency",
+                                .threads = 1,
+                                .n_cores = 1,
+                                .cores = {cores[0]},
+                                .n_borrow_cores = 1,
+                                .borrow_cores = {cores[1]},
+                                .borrow_preempt = true};
+    struct hs_engine_opts ao = {.name = "alone", .threads = 1, .n_cores = 1, .cores = {cores[0]}};
+    assert_int_equal(hs_engine_cpu_create(&bo, &batch, &err), 0);
+    assert_int_equal(hs_engine_cpu_create(&lo, &latency, &err), 0);
+    assert_int_equal(hs_engine_cpu_create(&ao, &alone, &err), 0);
+    assert_true(hs__cpu_lease_preempted(cores[1]));
+    struct hs_engine_caps caps;
+    hs_engine_caps(alone, &caps);
+    cpu_set_t before;
+    sched_getaffinity(0, sizeof before, &before);
+    struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
+    const enum hs_dtype dts[] = {HS_DTYPE_F32, HS_DTYPE_I8};
+    hs__cpu_set_round_flop(1); /* the batch engine's stages in rounds of one sequence */
+    for (int d = 0; d < 2; d++) {
+        if (!(caps.dtypes & (1u << dts[d]))) continue;
+        struct hs_placement pb, pl, pa;
+        hs_placement_single(&rm->model, batch, &pb);
+        hs_placement_single(&rm->model, latency, &pl);
+        hs_placement_single(&rm->model, alone, &pa);
+        struct hs_executor_opts xo = {.batch_max = 3, .seq_max = 64, .dtype = dts[d]};
+        struct hs_executor *xb = NULL, *xl = NULL, *xa = NULL;
+        assert_int_equal(hs_executor_create(&rm->model, &pb, &xo, &xb, &err), 0);
+        assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &xl, &err), 0);
+        assert_int_equal(hs_executor_create(&rm->model, &pa, &xo, &xa, &err), 0);
+        int32_t ids[60];
+        struct hs_batch three = three_seqs(ids);
+        struct hs_batch one = one_seq(ids);
+        float three_want[3 * 64], one_want[64], got[64];
+        assert_int_equal(hs_executor_run(xa, 0, &three, three_want, NULL, &err), 0);
+        assert_int_equal(hs_executor_run(xa, 0, &one, one_want, NULL, &err), 0);
+        struct hs_cpu_lease_stats s0, s1;
+        assert_true(hs_engine_cpu_lease_stats(cores[1], &s0));
+        atomic_int stop = 0;
+        struct batch_loop bl = {.x = xb, .b = &three, .want = three_want, .stop = &stop};
+        pthread_t th;
+        pthread_create(&th, NULL, batch_loop_thread, &bl);
+        int diff = 0;
+        for (int r = 0; r < 30; r++) {
+            assert_int_equal(hs_executor_run(xl, 0, &one, got, NULL, &err), 0);
+            for (int i = 0; i < 64; i++) diff += fabsf(got[i] - one_want[i]) > 1e-6f;
+            usleep(500); /* the batch lane runs alone between requests */
+        }
+        atomic_store(&stop, 1);
+        pthread_join(th, NULL);
+        assert_int_equal(bl.st, 0);
+        assert_int_equal(bl.bad, 0);
+        assert_int_equal(diff, 0);
+        assert_true(hs_engine_cpu_lease_stats(cores[1], &s1));
+        /* every stage of the latency engine claimed core c1; the batch engine yielded, and the
+         * latency engine ran stages on the core it yielded */
+        assert_true(s1.claims - s0.claims >= 30);
+        assert_true(s1.claims_lent > s0.claims_lent);
+        assert_true(s1.yields > s0.yields);
+        printf("# %s: %d batches ran meanwhile; %lld of %lld latency stages got core %d; the "
+               "batch engine yielded %lld times, longest %.3f ms\n",
+               hs_compute_dtype_name(dts[d]), bl.runs, (long long)(s1.claims_lent - s0.claims_lent),
+               (long long)(s1.claims - s0.claims), cores[1], (long long)(s1.yields - s0.yields),
+               (double)s1.yield_max_ns / 1e6);
+        hs_executor_free(xb);
+        hs_executor_free(xl);
+        hs_executor_free(xa);
+    }
+    hs__cpu_set_round_flop(0);
+    sched_setaffinity(0, sizeof before, &before);
+    rand_model_free(rm);
+    hs_engine_destroy(batch);
+    hs_engine_destroy(latency);
+    hs_engine_destroy(alone);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1189,6 +1308,7 @@ int main(void)
         cmocka_unit_test(preparations_are_shared_between_engines),
         cmocka_unit_test(f32_workspace_refuses_reduced_stages),
         cmocka_unit_test(borrowed_cores_are_lent_and_returned),
+        cmocka_unit_test(preempting_borrower_takes_a_busy_core),
     };
     return cmocka_run_group_tests_name("cpu_engine", tests, NULL, NULL);
 }

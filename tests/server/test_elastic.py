@@ -17,9 +17,9 @@ LONG = [" ".join(["the borrowed core runs every stage of this long request"] * 2
 SHORT = ["a short query", "another short one"]
 
 
-def config(borrow, mutual=False):
+def config(borrow, mutual=False, preempt=False):
     return """engines:
-  - {name: cpu_a, kind: cpu, threads: 1, cores: [0]%s}
+  - {name: cpu_a, kind: cpu, threads: 1, cores: [0]%s%s}
   - {name: cpu_b, kind: cpu, threads: 1, cores: [1]%s}
 models:
   - path: "%s"
@@ -31,7 +31,8 @@ router:
   rules:
     - {tokens_max: 32, route: short}
   default_route: long
-""" % (", borrow_cores: [1]" if mutual else "", ", borrow_cores: [0]" if borrow else "", MODEL)
+""" % (", borrow_cores: [1]" if mutual else "", ", borrow_preempt: true" if preempt else "",
+       ", borrow_cores: [0]" if borrow else "", MODEL)
 
 
 def two_cores():
@@ -133,6 +134,27 @@ def test_both_lanes_lend_and_borrow(fixed):
         srv.stop()
 
 
+def test_the_short_lane_preempts_the_long_lanes_core(fixed):
+    """borrow_preempt on the short engine (configs/hybrid-preempt.yaml): while long requests
+    run, short ones still get core 1 (the long engine yields it at its next round), and both
+    answer as without loans; /metrics counts the claims and the yields."""
+    srv = Server(config(True, mutual=True, preempt=True), model=None)
+    try:
+        claims = metric(srv, "hetserve_core_preempt_claims_total", core=1)
+        assert claims is not None
+        assert all(same(embed(srv, SHORT)[0], fixed[1]) for _ in range(3))
+        assert metric(srv, "hetserve_core_preempt_claims_total", core=1) > claims
+        assert metric(srv, "hetserve_core_preempt_lent_total", core=1) > 0
+        assert same(embed(srv, LONG)[0], fixed[0])
+        both_at_once(srv, fixed)
+        assert metric(srv, "hetserve_core_yields_total", core=1) is not None
+        assert metric(srv, "hetserve_core_yield_max_seconds", core=1) <= 0.021
+        # core 0 is borrowed but not preempted: no claims there
+        assert metric(srv, "hetserve_core_preempt_claims_total", core=0) == 0
+    finally:
+        srv.stop()
+
+
 def test_a_config_that_cannot_borrow_is_refused(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text(config(True).replace("cores: [0]}", "cores: []}", 1))
@@ -143,3 +165,15 @@ def test_a_config_that_cannot_borrow_is_refused(tmp_path):
     p.write_text(config(True).replace("cores: [1], borrow", "cores: [], borrow"))
     r = subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
     assert r.returncode != 0 and "not pinned" in r.stderr, r.stderr
+    # preempting without borrowing; two engines preempting each other's cores
+    p.write_text(config(False, preempt=True))
+    r = subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
+    assert r.returncode != 0 and "engines[0].borrow_preempt" in r.stderr \
+        and "borrows no cores" in r.stderr, r.stderr
+    p.write_text(config(True, mutual=True, preempt=True).replace(
+        "borrow_cores: [0]}", "borrow_cores: [0], borrow_preempt: true}"))
+    r = subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
+    assert r.returncode != 0 and "one of them may preempt, not both" in r.stderr, r.stderr
+    p.write_text(config(True, mutual=True, preempt=True))
+    r = subprocess.run([BINARY, "config", "--check", str(p)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

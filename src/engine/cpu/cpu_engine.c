@@ -29,6 +29,7 @@ struct cpu_ctx {
      * workspaces hold: its own threads and one per borrowable core */
     int n_borrow;
     int borrow[HS_ENGINE_MAX_CORES];
+    bool preempt; /* its loans preempt the owners (engines[].borrow_preempt) */
     int slots;
     char device[128];
     void (*observe)(void *, const struct hs_stage *, int, const float *, int, int);
@@ -1029,7 +1030,11 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
     struct cpu_ctx *c = vctx;
     struct cpu_ws *w = vws;
     struct cpu_prep *p = vprep;
-    const int64_t per_token = c->n_borrow > 0 ? stage_flop_per_token(&w->dims, st->kind) : 0;
+    /* rounds where loans change hands: an engine that borrows, or one whose cores a preempting
+     * borrower may claim */
+    bool rounds = c->n_borrow > 0;
+    for (int i = 0; i < c->n_cores && !rounds; i++) rounds = hs__cpu_lease_preempted(c->cores[i]);
+    const int64_t per_token = rounds ? stage_flop_per_token(&w->dims, st->kind) : 0;
     const int64_t round_flop = __atomic_load_n(&g_round_flop, __ATOMIC_RELAXED);
     hs_status rs = HS_STATUS_OK;
     for (int s0 = 0; s0 < w->n_seqs && rs == HS_STATUS_OK;) {
@@ -1037,17 +1042,25 @@ static hs_status cpu_run_stage(void *vctx, void *vws, const struct hs_stage *st,
         while (s1 < w->n_seqs &&
                (int64_t)(w->offsets[s1 + 1] - w->offsets[s0]) * per_token <= round_flop)
             s1++;
-        /* the owner's side of lent cores: wait for a borrower's round to end, then hold them */
+        /* a preempting borrower claims first: an owner's next round yields even while this
+         * round still waits for its own cores */
+        for (int i = 0; c->preempt && i < c->n_borrow; i++) hs__cpu_lease_claim(c->borrow[i]);
+        /* the owner's side of lent cores: wait for a borrower's round to end (and yield to a
+         * preempting one), then hold them */
         for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_take(c->cores[i]);
-        /* the borrower's side: one more thread on every listed core whose owners are idle */
+        /* the borrower's side: one more thread on every listed core whose owners are idle
+         * (preempting: on which no owner runs) */
         int lent[HS_ENGINE_MAX_CORES], n_lent = 0;
         for (int i = 0; i < c->n_borrow; i++)
-            if (hs__cpu_lease_borrow(c->borrow[i], HS_CPU_LEASE_IDLE_NS))
+            if (c->preempt ? hs__cpu_lease_borrow_first(c->borrow[i])
+                           : hs__cpu_lease_borrow(c->borrow[i], HS_CPU_LEASE_IDLE_NS))
                 lent[n_lent++] = c->borrow[i];
         pin_team(c, lent, n_lent);
         rs = run_stage_on(c, w, p, st, s0, s1, c->threads + n_lent, err);
-        for (int i = 0; i < n_lent; i++) hs__cpu_lease_return(lent[i]);
+        /* own cores first: a preempting borrower woken by the return finds them free */
         for (int i = 0; i < c->n_cores; i++) hs__cpu_lease_drop(c->cores[i]);
+        for (int i = 0; i < n_lent; i++) hs__cpu_lease_return(lent[i]);
+        for (int i = 0; c->preempt && i < c->n_borrow; i++) hs__cpu_lease_unclaim(c->borrow[i]);
         s0 = s1;
     }
     return rs;
@@ -1150,8 +1163,12 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
                                         : "not available to this process");
         }
         c->borrow[c->n_borrow++] = core;
-        hs__cpu_lease_watch(core);
+        if (opts->borrow_preempt)
+            hs__cpu_lease_watch_preempt(core);
+        else
+            hs__cpu_lease_watch(core);
     }
+    c->preempt = opts->borrow_preempt && c->n_borrow > 0;
     c->slots = c->threads + c->n_borrow;
     read_cpu_name(c->device, sizeof c->device);
     c->small_rows = opts->cpu_small_gemm_rows < 0   ? 0

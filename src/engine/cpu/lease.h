@@ -14,6 +14,17 @@
  * cores and never waits while it holds one, so two engines borrowing from each other cannot
  * deadlock.
  *
+ * A borrower may also preempt (engines[].borrow_preempt): a latency lane that should have the
+ * cores of a batch lane whenever it has work. While it runs stages (and for HS_CPU_LEASE_IDLE_NS
+ * after its last, so the gaps between its stages do not count as idle), the owners of the cores
+ * it preempts yield them at their next round boundary: their next stage waits, at most
+ * HS_CPU_LEASE_YIELD_MAX_NS per round (then it runs on its core regardless, so a batch lane
+ * under a latency lane's overload still moves), and the preemptor borrows the core as soon as
+ * no owner runs, idle or not. Its stages never wait for the core: one that starts while the
+ * owner's round is in flight runs on its own cores and picks the core up at the next stage. An
+ * owner of a preempted core runs its layer stages in rounds too (cpu_engine.c). Two engines
+ * that preempt each other's cores would hold each other up to the bound; the config refuses it.
+ *
  * The table is process-wide, one entry per core (cores below HS_CPU_LEASE_CORES); only engines
  * that borrow, and the owners of the cores they list, touch it. Thread-safe.
  */
@@ -25,6 +36,8 @@
 
 #define HS_CPU_LEASE_CORES   1024
 #define HS_CPU_LEASE_IDLE_NS 200000 /* 0.2 ms without a stage: the owner's lane is idle */
+#define HS_CPU_LEASE_YIELD_MAX_NS                                                                  \
+    20000000 /* 20 ms: the longest an owner's round waits for a preempting borrower */
 
 /* An engine that borrows `core` exists (from now on the core's owners take it per stage). */
 void hs__cpu_lease_watch(int core);
@@ -38,6 +51,20 @@ void hs__cpu_lease_drop(int core);
  * lent (give it back with hs__cpu_lease_return). Never waits. */
 bool hs__cpu_lease_borrow(int core, int64_t idle_ns);
 void hs__cpu_lease_return(int core);
+
+/* A borrower that preempts `core` exists (its owners then yield it, and run in rounds). */
+void hs__cpu_lease_watch_preempt(int core);
+bool hs__cpu_lease_preempted(int core);
+/* Preempting borrower, around each of its stages: claim before it takes its own cores (the
+ * owner's next round then yields), unclaim after it gave everything back. */
+void hs__cpu_lease_claim(int core);
+void hs__cpu_lease_unclaim(int core);
+/* Preempting borrower, between claim and unclaim: lends the core when no owner runs on it
+ * (owners that wait for it do not count, nor does their idle time); never waits. */
+bool hs__cpu_lease_borrow_first(int core);
+/* The bound of an owner's yield (<= 0: back to HS_CPU_LEASE_YIELD_MAX_NS). Process-wide: for
+ * tests. */
+void hs__cpu_lease_set_yield_max(int64_t ns);
 
 /* The work of a round of a borrowing engine's layer stage (cpu_engine.c, HS_CPU_ROUND_FLOP;
  * <= 0: back to that default). Process-wide: for tests. */
