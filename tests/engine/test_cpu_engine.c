@@ -1012,6 +1012,18 @@ static void f32_workspace_refuses_reduced_stages(void **state)
     rand_model_free(rm);
 }
 
+/* The first two cores this process may use; false (the test skipped, saying why) without two. */
+static bool first_two_cores(int cores[2], const char *what)
+{
+    cpu_set_t avail;
+    assert_int_equal(sched_getaffinity(0, sizeof avail, &avail), 0);
+    int n = 0;
+    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
+        if (CPU_ISSET(i, &avail)) cores[n++] = i;
+    if (n < 2) printf("# skipped: %s needs two cores, this process may use %d\n", what, n);
+    return n == 2;
+}
+
 /* engines[].borrow_cores: an engine pinned to core c1 that may borrow core c0 runs its stages on
  * both while c0's own engine is idle, gets the same numbers as without borrowing (f32, bf16,
  * int8; a batch of several sequences and one alone), and gives the core back at each stage's
@@ -1039,15 +1051,8 @@ static void *owner_thread(void *p)
 static void borrowed_cores_are_lent_and_returned(void **state)
 {
     (void)state;
-    cpu_set_t avail;
-    assert_int_equal(sched_getaffinity(0, sizeof avail, &avail), 0);
-    int cores[2], n = 0;
-    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
-        if (CPU_ISSET(i, &avail)) cores[n++] = i;
-    if (n < 2) {
-        printf("# skipped: borrowing needs two cores, this process may use %d\n", n);
-        return;
-    }
+    int cores[2];
+    if (!first_two_cores(cores, "borrowing")) return;
     struct hs_error err = {0};
     hs_engine_t owner = NULL, borrower = NULL, alone = NULL, bad = NULL;
     struct hs_engine_opts oo = {.name = "owner", .threads = 1, .n_cores = 1, .cores = {cores[0]}};
@@ -1197,15 +1202,8 @@ static void *batch_loop_thread(void *p)
 static void preempting_borrower_takes_a_busy_core(void **state)
 {
     (void)state;
-    cpu_set_t avail;
-    assert_int_equal(sched_getaffinity(0, sizeof avail, &avail), 0);
-    int cores[2], n = 0;
-    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
-        if (CPU_ISSET(i, &avail)) cores[n++] = i;
-    if (n < 2) {
-        printf("# skipped: preempting needs two cores, this process may use %d\n", n);
-        return;
-    }
+    int cores[2];
+    if (!first_two_cores(cores, "preempting")) return;
     struct hs_error err = {0};
     hs_engine_t batch = NULL, latency = NULL, alone = NULL;
     struct hs_engine_opts bo = {.name = "batch", .threads = 1, .n_cores = 1, .cores = {cores[1]}};

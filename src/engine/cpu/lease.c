@@ -69,6 +69,22 @@ bool hs__cpu_lease_preempted(int core)
     return valid(core) && atomic_load_explicit(&preempted[core], memory_order_acquire);
 }
 
+/* One more wait of dt in a counter triple (under l->mu). */
+static void count_wait(int64_t *n, int64_t *sum_ns, int64_t *max_ns, int64_t dt)
+{
+    (*n)++;
+    *sum_ns += dt;
+    if (dt > *max_ns) *max_ns = dt;
+}
+
+/* The core lent to the caller (under l->mu). */
+static void lend(struct lease *l, int64_t now)
+{
+    l->lent = true;
+    l->lent_at_ns = now;
+    l->st.lent_stages++;
+}
+
 /* When the owner's yield to a preempting borrower ends (under l->mu): now, when none claims
  * the core or claimed it within the idle time. */
 static int64_t claim_until(const struct lease *l, int64_t now)
@@ -104,10 +120,7 @@ static void yield(struct lease *l)
     for (int64_t until; (until = claim_until(l, now)) > now && now < cap; now = hs_now_ns())
         wait_until(l, until < cap ? until : cap);
     l->waiting--;
-    const int64_t dt = now - t0;
-    l->st.yields++;
-    l->st.yield_ns += dt;
-    if (dt > l->st.yield_max_ns) l->st.yield_max_ns = dt;
+    count_wait(&l->st.yields, &l->st.yield_ns, &l->st.yield_max_ns, now - t0);
 }
 
 void hs__cpu_lease_take(int core)
@@ -121,10 +134,7 @@ void hs__cpu_lease_take(int core)
         l->waiting++;
         while (l->lent) pthread_cond_wait(&l->cv, &l->mu);
         l->waiting--;
-        const int64_t dt = hs_now_ns() - t0;
-        l->st.waits++;
-        l->st.wait_ns += dt;
-        if (dt > l->st.wait_max_ns) l->st.wait_max_ns = dt;
+        count_wait(&l->st.waits, &l->st.wait_ns, &l->st.wait_max_ns, hs_now_ns() - t0);
     }
     l->running++;
     pthread_mutex_unlock(&l->mu);
@@ -150,11 +160,7 @@ bool hs__cpu_lease_borrow(int core, int64_t idle_ns)
     /* an owner woken by the last return has not run yet: lending again at once would starve it */
     const bool ok =
         !l->lent && l->running == 0 && l->waiting == 0 && now - l->last_end_ns >= idle_ns;
-    if (ok) {
-        l->lent = true;
-        l->lent_at_ns = now;
-        l->st.lent_stages++;
-    }
+    if (ok) lend(l, now);
     pthread_mutex_unlock(&l->mu);
     return ok;
 }
@@ -201,9 +207,7 @@ bool hs__cpu_lease_borrow_first(int core)
     pthread_mutex_lock(&l->mu);
     const bool ok = !l->lent && l->running == 0;
     if (ok) {
-        l->lent = true;
-        l->lent_at_ns = hs_now_ns();
-        l->st.lent_stages++;
+        lend(l, hs_now_ns());
         l->st.claims_lent++;
     }
     pthread_mutex_unlock(&l->mu);
