@@ -8,13 +8,13 @@
  *         (src/engine/cpu/kernels.c) calls it;
  *   int8, bf16: oneDNN's matmul primitive as the engine makes it (src/engine/cpu/qlinear.c:
  *         hs__ql_weights_make packs W in the layout oneDNN picks, s8 x s8 -> s32 (u8 x s8 where
- *         the CPU has no int8 dot product, hs__ql_src_u8) or bf16 x bf16 -> f32, user scratchpad)
+ *         the engine's own kernels run, hs__ql_src_u8) or bf16 x bf16 -> f32, user scratchpad)
  * run through hs__ql_matmul, the GEMM of hs__ql_run without the per-token quantization and scaling
- * around it; int8 on the u8 class also through the engine's own AVX2 kernel (hs__cpu_qgemm_avx2,
- * which runs its int8 layers there), a second int8 line. omp_set_num_threads(N) first, as the
- * engine's stages do (oneDNN sizes its team from it). The default shape M = N = K = 2048 is large
- * and square enough for the kernels' best blocking; a run is at least 3 calls after one warm-up,
- * then as many as fit in S seconds (default 1).
+ * around it; int8 where the engine's own kernel runs its int8 layers (hs__ql_own_isa: AVX-512
+ * VNNI or AVX2, hs__cpu_qgemm) also through that kernel, a second int8 line. omp_set_num_threads(N)
+ * first, as the engine's stages do (oneDNN sizes its team from it). The default shape M = N = K =
+ * 2048 is large and square enough for the kernels' best blocking; a run is at least 3 calls after
+ * one warm-up, then as many as fit in S seconds (default 1).
  *
  * Prints JSON lines: {"machine":...} (CPU model, logical CPUs, the ISA flags that decide which
  * kernels run, oneDNN's version and the ISA it dispatches to), then one {"peak":DTYPE,...} per
@@ -173,7 +173,8 @@ struct own_args {
 static int run_own(void *p)
 {
     const struct own_args *o = p;
-    hs__cpu_qgemm_avx2(o->src, o->w->own, o->acc, o->rows, o->w->n, o->w->k, o->threads);
+    hs__cpu_qgemm(hs__ql_own_isa(), o->src, o->w->own, o->acc, o->rows, o->w->n, o->w->k,
+                  o->threads);
     return 0;
 }
 
@@ -253,13 +254,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_peak: %s: %s\n", hs_compute_dtype_name(lanes[l].dtype),
                     err.msg[0] ? err.msg : "failed");
         }
-        /* int8 on the u8 class: the engine's own AVX2 kernel too (it runs the int8 layers
-         * there, qlinear.c); the summary takes the faster line as the dtype's peak */
+        /* int8 where the engine's own kernel runs the int8 layers (qlinear.c), that kernel too;
+         * the summary takes the faster line as the dtype's peak */
         struct own_args o = {&w, src, (int32_t *)(void *)c, M, threads};
         if (!s && w.own && time_calls(run_own, &o, flop, seconds, &t) == 0)
             print_peak(hs_compute_dtype_name(lanes[l].dtype),
-                       "own avx2 u8xs8->s32 (hs__cpu_qgemm_avx2)", M, N, K, threads,
-                       hs__ql_dtype_fast(lanes[l].dtype), &t);
+                       hs__ql_own_isa() == HS_QGEMM_VNNI512 ? "own vnni u8xs8->s32 (hs__cpu_qgemm)"
+                                                            : "own avx2 u8xs8->s32 (hs__cpu_qgemm)",
+                       M, N, K, threads, hs__ql_dtype_fast(lanes[l].dtype), &t);
         hs__ql_cache_free(cache);
         hs__ql_weights_free(&w);
     }

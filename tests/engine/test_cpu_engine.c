@@ -527,20 +527,22 @@ static void int8_pairs_do_not_saturate(void **state)
     free(acc);
 }
 
-/* The AVX2 u8 x s8 kernel (qgemm_avx2.c) against integer sums, tail rows and a partial last
- * panel included, then a whole int8 layer through it and through oneDNN's matmul: the same
- * bits (exact s32 sums either way). */
+/* The own u8 x s8 kernels (qgemm.c: AVX2, and AVX-512 VNNI where the CPU has it) against
+ * integer sums, tail rows, a partial last panel and a partial last panel group included, then a
+ * whole int8 layer through the engine's kernel and through oneDNN's matmul: the same bits
+ * (exact s32 sums either way). */
 static void int8_own_kernel_equals_reference_and_onednn(void **state)
 {
     (void)state;
-    if (!hs__ql_dtype_fast(HS_DTYPE_I8) || !hs__ql_src_u8() || !hs__cpu_qgemm_avx2_available())
-        skip();
-    enum { K = 96, N = 40, MAXR = 37 };
-    const int k_rows[] = {1, 3, 4, 5, 16, 37};
-    int8_t w[N * K];
+    if (!hs__ql_dtype_fast(HS_DTYPE_I8) || hs__ql_own_isa() == HS_QGEMM_NONE) skip();
+    /* widths: one partial panel; 3 panels, the last partial (one VNNI group); 5 panels (a
+     * whole group and a partial one of 2) */
+    enum { K = 96, MAXN = 72, MAXR = 37 };
+    const int k_rows[] = {1, 3, 4, 5, 8, 9, 16, 37}, k_n[] = {12, 40, MAXN};
+    int8_t w[MAXN * K];
     uint8_t x[(MAXR + 4) * K];
     uint32_t seed = 7;
-    for (int i = 0; i < N * K; i++) { /* |w| <= 64: a pair stays within int16 */
+    for (int i = 0; i < MAXN * K; i++) { /* |w| <= 64: a pair stays within int16 */
         seed = seed * 1664525u + 1013904223u;
         w[i] = (int8_t)((int)(seed >> 24) % 129 - 64);
     }
@@ -548,26 +550,37 @@ static void int8_own_kernel_equals_reference_and_onednn(void **state)
         seed = seed * 1664525u + 1013904223u;
         x[i] = (uint8_t)(seed >> 24);
     }
-    int8_t *packed = hs__cpu_qgemm_avx2_pack(w, N, K);
-    assert_non_null(packed);
-    assert_null(hs__cpu_qgemm_avx2_pack(w, N, K - 1)); /* k must be a multiple of 4 */
-    int32_t acc[MAXR * N];
-    for (size_t t = 0; t < sizeof k_rows / sizeof k_rows[0]; t++)
-        for (int nt = 1; nt <= 2; nt++) {
-            const int rows = k_rows[t];
-            memset(acc, 0x5a, sizeof acc);
-            hs__cpu_qgemm_avx2(x, packed, acc, rows, N, K, nt);
-            for (int r = 0; r < rows; r++)
-                for (int j = 0; j < N; j++) {
-                    int32_t ref = 0;
-                    for (int i = 0; i < K; i++) ref += (int32_t)x[r * K + i] * w[j * K + i];
-                    if (acc[r * N + j] != ref)
-                        fail_msg("rows %d threads %d: [%d][%d] = %d, want %d", rows, nt, r, j,
-                                 acc[r * N + j], ref);
+    assert_null(hs__cpu_qgemm_pack(w, MAXN, K - 1)); /* k must be a multiple of 4 */
+    int32_t acc[MAXR * MAXN];
+    int kernels = 0;
+    for (int isa = HS_QGEMM_AVX2; isa <= HS_QGEMM_VNNI512; isa++) {
+        if (!hs__cpu_qgemm_runs(isa)) continue;
+        kernels++;
+        for (size_t ni = 0; ni < sizeof k_n / sizeof k_n[0]; ni++) {
+            const int n = k_n[ni];
+            int8_t *packed = hs__cpu_qgemm_pack(w, n, K);
+            assert_non_null(packed);
+            for (size_t t = 0; t < sizeof k_rows / sizeof k_rows[0]; t++)
+                for (int nt = 1; nt <= 2; nt++) {
+                    const int rows = k_rows[t];
+                    memset(acc, 0x5a, sizeof acc);
+                    hs__cpu_qgemm(isa, x, packed, acc, rows, n, K, nt);
+                    for (int r = 0; r < rows; r++)
+                        for (int j = 0; j < n; j++) {
+                            int32_t ref = 0;
+                            for (int i = 0; i < K; i++) ref += (int32_t)x[r * K + i] * w[j * K + i];
+                            if (acc[r * n + j] != ref)
+                                fail_msg("kernel %d n %d rows %d threads %d: [%d][%d] = %d, want "
+                                         "%d",
+                                         isa, n, rows, nt, r, j, acc[r * n + j], ref);
+                        }
+                    if (rows < MAXR) /* past rows: untouched */
+                        assert_int_equal(acc[rows * n], 0x5a5a5a5a);
                 }
-            if (rows < MAXR) assert_int_equal(acc[rows * N], 0x5a5a5a5a); /* past rows: untouched */
+            hs_free_aligned(packed);
         }
-    hs_free_aligned(packed);
+    }
+    assert_true(kernels >= 1);
 
     /* a whole layer, float in and out: own kernel and oneDNN give the same bits */
     enum { LK = 384, LN = 200, LROWS = 70 };
@@ -686,13 +699,12 @@ static struct hs_batch one_seq(int32_t ids[60])
 }
 
 /* A whole int8 model (QKV with bias, the residual LayerNorm epilogues, the chained FFN) on the
- * own AVX2 kernel and on oneDNN's matmul, 1 and 2 threads, one sequence and three: the same
- * bits. */
+ * engine's own kernel (AVX2 or AVX-512 VNNI) and on oneDNN's matmul, 1 and 2 threads, one
+ * sequence and three: the same bits. */
 static void int8_model_own_kernel_equals_onednn(void **state)
 {
     (void)state;
-    if (!hs__ql_dtype_fast(HS_DTYPE_I8) || !hs__ql_src_u8() || !hs__cpu_qgemm_avx2_available())
-        skip();
+    if (!hs__ql_dtype_fast(HS_DTYPE_I8) || hs__ql_own_isa() == HS_QGEMM_NONE) skip();
     struct rand_model *rm = rand_model_new(64, 4, 128, 4, HS_POOL_MEAN, HS_DTYPE_F32);
     struct hs_error err = {0};
     for (int threads = 1; threads <= 2; threads++) {

@@ -52,18 +52,44 @@ int hs__ql_dtype_fast(enum hs_dtype dtype)
     return 0;
 }
 
-int hs__ql_src_u8(void)
+/* The own kernel (qgemm.c) that runs this CPU's int8 layers, or HS_QGEMM_NONE: its VNNI kernel
+ * where the CPU has AVX-512 VNNI but no AMX (oneDNN's AMX tiles are several times a vector
+ * kernel's rate), its AVX2 kernel without an int8 dot product. */
+int hs__ql_own_isa(void)
 {
     static int cached = -1; /* (the CPU does not change under the process) */
+    if (cached < 0) {
+        __builtin_cpu_init();
+        const int amx = __builtin_cpu_supports("amx-int8");
+        const int isa = hs__cpu_qgemm_isa();
+        cached = isa == HS_QGEMM_VNNI512 && amx                ? HS_QGEMM_NONE
+                 : isa == HS_QGEMM_VNNI512 || !have_int8_dot() ? isa
+                                                               : HS_QGEMM_NONE;
+    }
+    return cached;
+}
+
+int hs__ql_src_u8(void)
+{
+    static int cached = -1;
+    if (cached < 0) cached = !have_int8_dot() || hs__ql_own_isa() != HS_QGEMM_NONE;
+    return cached;
+}
+
+/* Whether the weights' scales keep AVX2's int16 pair sums from saturating (no int8 dot
+ * product: hs__ql_weights_make). */
+static int pairs_safe(void)
+{
+    static int cached = -1;
     if (cached < 0) cached = !have_int8_dot();
     return cached;
 }
 
-/* The source: int8 as s8 where the CPU has an int8 dot product; as u8 (q + 128) without one,
- * which oneDNN 2.x multiplies with its u8 x s8 kernels directly: given s8, those kernels shift
- * the source themselves and sum the weights' columns again on every call, in scalar code (most
- * of an int8 batch's time on AVX2); the u8 source's 128 * column sum is made once per weight
- * (hs_ql_weights.comp). */
+/* The source: int8 as u8 (q + 128) for the own kernels and for CPUs without an int8 dot
+ * product, which oneDNN 2.x multiplies with its u8 x s8 kernels directly: given s8, those
+ * kernels shift the source themselves and sum the weights' columns again on every call, in
+ * scalar code (most of an int8 batch's time on AVX2); the u8 source's 128 * column sum is made
+ * once per weight (hs_ql_weights.comp). s8 where oneDNN runs every layer on VNNI or AMX. */
 static dnnl_data_type_t src_type(enum hs_dtype d)
 {
     return d == HS_DTYPE_I8 ? (hs__ql_src_u8() ? dnnl_u8 : dnnl_s8) : dnnl_bf16;
@@ -190,11 +216,11 @@ static inline uint16_t to_bf16(float f)
     return (uint16_t)(b >> 16);
 }
 
-/* Whether an int8 layer of input width k gets the own AVX2 kernel's panels (qgemm_avx2.c): the
- * u8-source class, k a multiple of the kernel's 4-input steps. */
+/* Whether an int8 layer of input width k gets the own kernels' panels (qgemm.c): where one runs
+ * this CPU's layers (own_isa), k a multiple of their 4-input steps. */
 static int own_kernel_takes(int k)
 {
-    return hs__ql_src_u8() && hs__cpu_qgemm_avx2_available() && k % 4 == 0;
+    return hs__ql_own_isa() != HS_QGEMM_NONE && k % 4 == 0;
 }
 
 /* Packs plain ([n, k] int8 or bf16) into the blocked layout oneDNN's matmul wants: learns the
@@ -251,7 +277,7 @@ static dnnl_status_t onednn_pack(struct hs_ql_weights *out, const void *plain)
     return s;
 }
 
-/* w's oneDNN packing, made on first use where the own AVX2 kernel holds the weights (it runs
+/* w's oneDNN packing, made on first use where the own kernels hold the weights (it runs
  * every int8 layer there by default, so most processes never pay for the second copy): the
  * plain weights are unpacked from its panels. Thread-safe; 0 or -1. */
 static int ensure_onednn_packed(const struct hs_ql_weights *cw)
@@ -264,7 +290,7 @@ static int ensure_onednn_packed(const struct hs_ql_weights *cw)
     if (!w->packed) {
         int8_t *plain = w->own ? hs_malloc_aligned((size_t)w->n * (size_t)w->k, 64) : NULL;
         if (plain) {
-            hs__cpu_qgemm_avx2_unpack(w->own, w->n, w->k, plain);
+            hs__cpu_qgemm_unpack(w->own, w->n, w->k, plain);
             hs_free(w->md);
             w->md = NULL;
             s = onednn_pack(w, plain);
@@ -339,7 +365,7 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
              * nearly all of int8's range; a channel's largest weight loses the steps of its
              * neighbour's. */
             float span = amax;
-            for (int i = 0; u8 && i + 1 < k; i += 2)
+            for (int i = 0; pairs_safe() && i + 1 < k; i += 2)
                 if ((row[i] > 0.0f) == (row[i + 1] > 0.0f)) {
                     const float p = fabsf(row[i]) + fabsf(row[i + 1]);
                     span = p > span ? p : span;
@@ -362,10 +388,10 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
         for (size_t i = 0; i < (size_t)n * (size_t)k; i++) b[i] = to_bf16(w[i]);
     }
     dnnl_status_t s = dnnl_success;
-    /* the own AVX2 kernel's panels; oneDNN's packing then waits for a call that needs it
+    /* the own kernels' panels; oneDNN's packing then waits for a call that needs it
      * (ensure_onednn_packed) */
     if (dtype == HS_DTYPE_I8 && own_kernel_takes(k) &&
-        !(out->own = hs__cpu_qgemm_avx2_pack(plain, n, k)))
+        !(out->own = hs__cpu_qgemm_pack(plain, n, k)))
         s = dnnl_out_of_memory;
     if (s == dnnl_success && !out->own) s = onednn_pack(out, plain);
     hs_free_aligned(plain);
@@ -385,7 +411,7 @@ int64_t hs__ql_weights_bytes(enum hs_dtype dtype, int n, int k)
      * waits for a call that needs it) and, int8, the per-channel scales, the u8 source's column
      * sums and the smoothing multipliers; the plain staging copy is freed once packed */
     if (dtype != HS_DTYPE_I8) return 2 * (int64_t)n * k + 64;
-    int64_t b = own_kernel_takes(k) ? hs__cpu_qgemm_avx2_pack_bytes(n, k) : (int64_t)n * k + 64;
+    int64_t b = own_kernel_takes(k) ? hs__cpu_qgemm_pack_bytes(n, k) : (int64_t)n * k + 64;
     return b + (int64_t)sizeof(float) * (n + k) +
            (hs__ql_src_u8() ? (int64_t)sizeof(int32_t) * n : 0);
 }
@@ -777,12 +803,16 @@ static int chunk_rows(int n, int nt)
     return r * (nt > 1 ? nt : 1);
 }
 
-/* Up to how many rows the engine's own AVX2 kernel (qgemm_avx2.c) runs an int8 layer instead of
- * oneDNN's matmul, where it exists (the u8-source class). Measured with bench_cpu --dtype int8
- * --int8-own-rows 0 against the default (MiniLM, 2 threads, AMD EPYC Zen 3, AVX2 + FMA, the
- * same binary interleaved): 1x16 1.78 -> 1.36 ms, 1x64 5.8 -> 5.1, 1x128 11.7 -> 10.6,
- * 4x128 48 -> 42, 32x128 389 -> 350 (before its AVX2 quantizer). oneDNN 2.6's AVX2 int8 kernels
- * lose at every size: a bound only for a later oneDNN or a CPU class that measures otherwise. */
+/* Up to how many rows the engine's own kernel (qgemm.c) runs an int8 layer instead of oneDNN's
+ * matmul, where it holds the weights (hs__ql_own_isa). Measured with bench_cpu --dtype int8
+ * --int8-own-rows 0 against the default, the same binary interleaved, MiniLM, 2 threads:
+ * - AVX2 (AMD EPYC Zen 3, no VNNI): 1x16 1.78 -> 1.36 ms, 1x64 5.8 -> 5.1, 1x128 11.7 -> 10.6,
+ *   4x128 48 -> 42, 32x128 389 -> 350 (before its AVX2 quantizer);
+ * - AVX-512 VNNI (Intel Xeon, no AMX; both on the u8 source): 1x4 0.53-0.66 -> 0.41 ms, 1x8
+ *   0.67-0.73 -> 0.55; from 1x16 to 32x128 within this VM's noise of each other (3 rounds,
+ *   min_ms 1x16 0.66 vs 0.68, 8x128 33-39 vs 32-45, 32x128 146-191 vs 146-179).
+ * oneDNN 2.6 wins nowhere: a bound only for a later oneDNN or a CPU class that measures
+ * otherwise (AMX keeps oneDNN: hs__ql_own_isa). */
 #define QL_OWN_ROWS_DEFAULT (1 << 30)
 static int g_own_rows = -1; /* < 0: the default */
 
@@ -907,7 +937,7 @@ static void epilogue_row(const struct ql_epilogue *e, int r0, int r)
     hs__cpu_bias_act_row(yr, e->bias, n, e->act);
 }
 
-/* An int8 layer on the own AVX2 kernel: quantization, GEMM and epilogue as worksharing loops
+/* An int8 layer on the own kernel (qgemm.c): quantization, GEMM and epilogue as worksharing loops
  * of one parallel region (three forks and joins before; measured within noise of it, MiniLM
  * 1x16 1.24-1.28 ms either way). A few rows run in one pass; more in L2-sized chunks, whose
  * accumulators the epilogue reads from cache (350 vs 354 ms at 32x128 unchunked). */
@@ -925,8 +955,8 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
         }
         for (int r0 = 0; r0 < rows; r0 += chunk) {
             const int left = rows - r0 < chunk ? rows - r0 : chunk;
-            hs__cpu_qgemm_avx2_team((const uint8_t *)qsrc + (size_t)r0 * k, w->own, e->acc, left, n,
-                                    k, nt);
+            hs__cpu_qgemm_team(hs__ql_own_isa(), (const uint8_t *)qsrc + (size_t)r0 * k, w->own,
+                               e->acc, left, n, k, nt);
 #pragma omp for schedule(static)
             for (int r = 0; r < left; r++) epilogue_row(e, r0, r);
         }
@@ -950,14 +980,14 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
     }
     const int i8 = w->dtype == HS_DTYPE_I8;
     const size_t esz = i8 ? 1 : 2;
-    /* int8 with a u8 source: the own AVX2 kernel (run_own) */
+    /* int8 where the own kernel holds the weights (run_own) */
     const int own = i8 && w->own && rows <= hs__ql_own_rows();
     if (!own && ensure_onednn_packed(w)) {
         hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (oneDNN's packed weights)");
         return -1;
     }
     /* the quantizer: 2 AVX-512, 1 AVX2, 0 portable */
-    const int isa = !i8 ? 0 : have_avx512bw() ? 2 : hs__cpu_qgemm_avx2_available() ? 1 : 0;
+    const int isa = !i8 ? 0 : have_avx512bw() ? 2 : hs__cpu_qgemm_runs(HS_QGEMM_AVX2) ? 1 : 0;
     const struct ql_epilogue ep = {w,  next,  bias, act, isa, acc, next || ln ? NULL : y,
                                    sx, qnext, ln};
     if (own) {

@@ -47,16 +47,21 @@ struct hs_ql_weights {
     float act_scale;   /* int8: > 0: static per-tensor input scale; 0: per token, dynamic */
     int32_t *comp;     /* int8 with a u8 source (hs__ql_src_u8): [n] 128 * the column sums of
                           the quantized weights, taken off each accumulator; else NULL */
-    int8_t *own;       /* int8 with a u8 source: the weights packed for the engine's own AVX2
-                          kernel (hs__cpu_qgemm_avx2), or NULL */
+    int8_t *own;       /* int8 with a u8 source: the weights packed for the engine's own
+                          kernels (hs__cpu_qgemm), or NULL */
     void *md;          /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
 };
 
 /* True when this CPU runs dtype's GEMMs on a fast path (int8: AVX-512 VNNI, AVX-VNNI or AMX,
  * or AVX2's u8 x s8 multiply with reduced-range weights; bf16: AVX-512 BF16 or AMX). */
 int hs__ql_dtype_fast(enum hs_dtype dtype);
-/* 1 where the int8 source is stored as u8 (q + 128: no int8 dot product, AVX2), 0 for s8. */
+/* 1 where the int8 source is stored as u8 (q + 128: the own kernels, or no int8 dot product),
+ * 0 for s8. */
 int hs__ql_src_u8(void);
+/* The own kernel (HS_QGEMM_*, qgemm.c) that runs this CPU's int8 layers: VNNI where the CPU has
+ * AVX-512 VNNI and no AMX, AVX2 where it has no int8 dot product; else HS_QGEMM_NONE (oneDNN's
+ * matmul runs them). */
+int hs__ql_own_isa(void);
 
 /* Quantizes / rounds and packs w [n, k] (fp32). smooth (int8 only, may be NULL): [k] divisors
  * of the input channels; the weights' columns are multiplied by them before quantizing. */
@@ -116,26 +121,30 @@ int hs__ql_run_resid_ln(struct hs_ql_cache *c, int slot, const struct hs_ql_weig
 int hs__ql_matmul(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, void *qsrc,
                   void *acc, int rows, struct hs_error *err);
 
-/* ---- the u8 x s8 kernel of CPUs without an int8 dot product (AVX2; qgemm_avx2.c) ---- */
+/* ---- the engine's own u8 x s8 kernels (qgemm.c): AVX-512 VNNI, and AVX2 without VNNI ---- */
 
-/* True where the kernel runs (AVX2 + FMA). */
-int hs__cpu_qgemm_avx2_available(void);
+enum { HS_QGEMM_NONE = 0, HS_QGEMM_AVX2 = 1, HS_QGEMM_VNNI512 = 2 };
+/* The best kernel this CPU runs (HS_QGEMM_*). */
+int hs__cpu_qgemm_isa(void);
+/* Whether the CPU runs that kernel (AVX2's on a VNNI CPU too: for tests and benchmarks). */
+int hs__cpu_qgemm_runs(int isa);
 /* The weights' packed copy ([n/16][k/4][16][4] bytes; k a multiple of 4, else NULL), and its
- * size. */
-int8_t *hs__cpu_qgemm_avx2_pack(const int8_t *w, int n, int k);
-int64_t hs__cpu_qgemm_avx2_pack_bytes(int n, int k);
+ * size; both kernels read it. */
+int8_t *hs__cpu_qgemm_pack(const int8_t *w, int n, int k);
+int64_t hs__cpu_qgemm_pack_bytes(int n, int k);
 /* The plain [n, k] weights back from the panels. */
-void hs__cpu_qgemm_avx2_unpack(const int8_t *packed, int n, int k, int8_t *w);
-/* acc[rows, n] = x[rows, k] (u8) * W^T (s8) with `threads` threads. x is read up to rows
- * rounded up to 4 (a source buffer's padding rows: HS_QL_ROW_PAD); only `rows` rows of acc are
- * written. Exact s32 sums: the result equals oneDNN's u8 x s8 matmul on the same operands (pair
- * sums stay within int16, as there). */
-void hs__cpu_qgemm_avx2(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
-                        int k, int threads);
+void hs__cpu_qgemm_unpack(const int8_t *packed, int n, int k, int8_t *w);
+/* acc[rows, n] = x[rows, k] (u8) * W^T (s8) on kernel isa (one hs__cpu_qgemm_runs) with
+ * `threads` threads. x is read up to rows rounded up to 4 (a source buffer's padding rows:
+ * HS_QL_ROW_PAD); only `rows` rows of acc are written. Exact s32 sums: the result equals
+ * oneDNN's u8 x s8 matmul on the same operands (the AVX2 kernel: where pair sums stay within
+ * int16, as there). */
+void hs__cpu_qgemm(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
+                   int k, int threads);
 /* The same as a worksharing loop for the threads of an enclosing parallel region, `threads` of
  * them (each calls it; it ends with the loop's barrier); outside one, the caller runs it all. */
-void hs__cpu_qgemm_avx2_team(const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
-                             int k, int threads);
+void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,
+                        int n, int k, int threads);
 
 /* Up to how many rows hs__ql_run takes that kernel instead of oneDNN's matmul where the weights
  * have its panels (0: never); hs__ql_set_own_rows overrides the measured default (< 0: back to
