@@ -268,65 +268,80 @@ static void fill_rand(float *v, size_t n, uint32_t seed, float amp)
     }
 }
 
-/* The AVX2 attention kernel against attention in double on random q | k | v rows: lengths
- * that fill and leave part of its 6-query and 16-key blocks, both head sizes, several heads
- * side by side (a wrong head offset shows), and a sequence that does not start at row 0. */
-static void kernels_avx2_attention_matches_reference(void **state)
+/* The AVX2 and AVX-512 attention kernels (each where the CPU has it) against attention in
+ * double on random q | k | v rows: lengths that fill and leave part of their query and key
+ * blocks (AVX2 6 x 16, AVX-512 4 x 64 and 16-key gathers), both head sizes, several heads side
+ * by side (a wrong head offset shows), and a sequence that does not start at row 0. */
+static void kernels_attention_match_reference(void **state)
 {
     (void)state;
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) skip();
     static const int lens[] = {1, 2, 5, 6, 7, 13, 16, 17, 33, 64, 65, 130};
     static const int ds[] = {32, 64};
     const int heads = 3;
-    for (size_t di = 0; di < 2; di++)
-        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
-            const size_t rows = (size_t)(t0 + len), stride = 3 * (size_t)hidden;
-            float *qkv = malloc(sizeof(float) * rows * stride);
-            float *a = calloc(rows * (size_t)hidden, sizeof(float));
-            double *sc = malloc(sizeof(double) * (size_t)len);
-            float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
-            assert_non_null(qkv);
-            assert_non_null(a);
-            assert_non_null(sc);
-            assert_non_null(scr);
-            fill_rand(qkv, rows * stride, 777u + (uint32_t)(d * 1000 + len), 3.0f);
-            for (int h = 0; h < heads; h++)
-                assert_int_equal(hs__cpu_attn_avx2(qkv, a, t0, len, h, hidden, d, scr), 0);
-            double err = 0.0, ref = 0.0;
-            for (int h = 0; h < heads; h++)
-                for (int i = 0; i < len; i++) {
-                    const float *q = qkv + (size_t)(t0 + i) * stride + (size_t)h * d;
-                    double mx = -INFINITY, sum = 0.0;
-                    for (int j = 0; j < len; j++) {
-                        const float *k = qkv + (size_t)(t0 + j) * stride + hidden + (size_t)h * d;
-                        double dot = 0.0;
-                        for (int c = 0; c < d; c++) dot += (double)q[c] * k[c];
-                        sc[j] = dot / sqrt((double)d);
-                        mx = fmax(mx, sc[j]);
+    const struct {
+        int (*run)(const float *, float *, int, int, int, int, int, float *);
+        int present;
+    } kernels[] = {
+        {hs__cpu_attn_avx2, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")},
+        {hs__cpu_attn_avx512, __builtin_cpu_supports("avx512f")},
+    };
+    int ran = 0;
+    for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++)
+        for (size_t di = 0; di < 2 && kernels[ki].present; di++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
+                const size_t rows = (size_t)(t0 + len), stride = 3 * (size_t)hidden;
+                float *qkv = malloc(sizeof(float) * rows * stride);
+                float *a = calloc(rows * (size_t)hidden, sizeof(float));
+                double *sc = malloc(sizeof(double) * (size_t)len);
+                float *scr =
+                    malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
+                assert_non_null(qkv);
+                assert_non_null(a);
+                assert_non_null(sc);
+                assert_non_null(scr);
+                fill_rand(qkv, rows * stride, 777u + (uint32_t)(d * 1000 + len), 3.0f);
+                for (int h = 0; h < heads; h++)
+                    assert_int_equal(kernels[ki].run(qkv, a, t0, len, h, hidden, d, scr), 0);
+                ran++;
+                double err = 0.0, ref = 0.0;
+                for (int h = 0; h < heads; h++)
+                    for (int i = 0; i < len; i++) {
+                        const float *q = qkv + (size_t)(t0 + i) * stride + (size_t)h * d;
+                        double mx = -INFINITY, sum = 0.0;
+                        for (int j = 0; j < len; j++) {
+                            const float *k =
+                                qkv + (size_t)(t0 + j) * stride + hidden + (size_t)h * d;
+                            double dot = 0.0;
+                            for (int c = 0; c < d; c++) dot += (double)q[c] * k[c];
+                            sc[j] = dot / sqrt((double)d);
+                            mx = fmax(mx, sc[j]);
+                        }
+                        for (int j = 0; j < len; j++) sum += (sc[j] = exp(sc[j] - mx));
+                        for (int c = 0; c < d; c++) {
+                            double o = 0.0;
+                            for (int j = 0; j < len; j++)
+                                o += sc[j] / sum *
+                                     qkv[(size_t)(t0 + j) * stride + 2 * (size_t)hidden +
+                                         (size_t)h * d + c];
+                            const float got = a[(size_t)(t0 + i) * hidden + (size_t)h * d + c];
+                            err = fmax(err, fabs(got - o));
+                            ref = fmax(ref, fabs(o));
+                        }
                     }
-                    for (int j = 0; j < len; j++) sum += (sc[j] = exp(sc[j] - mx));
-                    for (int c = 0; c < d; c++) {
-                        double o = 0.0;
-                        for (int j = 0; j < len; j++)
-                            o += sc[j] / sum *
-                                 qkv[(size_t)(t0 + j) * stride + 2 * (size_t)hidden +
-                                     (size_t)h * d + c];
-                        const float got = a[(size_t)(t0 + i) * hidden + (size_t)h * d + c];
-                        err = fmax(err, fabs(got - o));
-                        ref = fmax(ref, fabs(o));
-                    }
-                }
-            for (size_t i = 0; i < (size_t)t0 * hidden; i++) assert_true(a[i] == 0.0f);
-            assert_true(ref > 0.05);
-            if (!(err <= 1e-5 * ref)) fail_msg("d %d len %d: error %g of %g", d, len, err, ref);
-            free(qkv);
-            free(a);
-            free(sc);
-            free(scr);
-        }
+                for (size_t i = 0; i < (size_t)t0 * hidden; i++) assert_true(a[i] == 0.0f);
+                assert_true(ref > 0.05);
+                if (!(err <= 1e-5 * ref))
+                    fail_msg("kernel %zu d %d len %d: error %g of %g", ki, d, len, err, ref);
+                free(qkv);
+                free(a);
+                free(sc);
+                free(scr);
+            }
+    if (!ran) skip();
     assert_int_equal(hs__cpu_attn_avx2(NULL, NULL, 0, 1, 0, 72, 24, NULL), -1);
+    assert_int_equal(hs__cpu_attn_avx512(NULL, NULL, 0, 1, 0, 72, 24, NULL), -1);
 }
 
 /* The bf16 attention kernel against the f32 one on random q | k | v rows: every length class
@@ -1301,7 +1316,7 @@ int main(void)
         cmocka_unit_test(kernels_gelu_and_exp),
         cmocka_unit_test(kernels_small_gemm_matches_reference),
         cmocka_unit_test(kernels_vmath_every_width),
-        cmocka_unit_test(kernels_avx2_attention_matches_reference),
+        cmocka_unit_test(kernels_attention_match_reference),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
         cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
         cmocka_unit_test(int8_pairs_do_not_saturate),
