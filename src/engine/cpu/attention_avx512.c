@@ -136,6 +136,18 @@ attn(const int D, const float *qkv, float *ctx, int t0, int len, int h, int hidd
     for (int j = 0; j < len; j++)
         memcpy(vt + (size_t)j * D, qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D,
                sizeof(float) * (size_t)D);
+    /* the next head's K and V rows, into L2 while this one computes: a batch's q | k | v rows
+     * were written by its QKV GEMM long before (beyond L2 at 32 x 128), a row's head is two
+     * lines, and rows 4608 bytes apart defeat the hardware's streams; reading them in took a
+     * sixth of this kernel's samples at 32 x 128 */
+    if ((h + 1) * D < hidden)
+        for (int j = 0; j < len; j++) {
+            const char *r = (const char *)(qkv + (size_t)(t0 + j) * stride + hidden + (h + 1) * D);
+            for (int b = 0; b < D * 4; b += 64) {
+                _mm_prefetch(r + b, _MM_HINT_T1);
+                _mm_prefetch(r + (size_t)hidden * 4 + b, _MM_HINT_T1);
+            }
+        }
     for (int i0 = 0; i0 < len; i0 += QB) {
         const int qn = len - i0 < QB ? len - i0 : QB;
         const float *q[QB];
