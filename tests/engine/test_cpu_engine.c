@@ -1276,11 +1276,18 @@ static void preempting_borrower_takes_a_busy_core(void **state)
         struct batch_loop bl = {.x = xb, .b = &three, .want = three_want, .stop = &stop};
         pthread_t th;
         pthread_create(&th, NULL, batch_loop_thread, &bl);
-        int diff = 0;
-        for (int r = 0; r < 30; r++) {
-            assert_int_equal(hs_executor_run(xl, 0, &one, got, NULL, &err), 0);
-            for (int i = 0; i < 64; i++) diff += fabsf(got[i] - one_want[i]) > 1e-6f;
-            usleep(500); /* the batch lane runs alone between requests */
+        int diff = 0, requests = 0;
+        /* bursts of 30 requests until one of them was lent the core, at most 3: on a machine
+         * whose other work holds the cores, the batch engine's thread can be descheduled
+         * mid-round for a whole burst, and a preemptor never waits for a running owner */
+        for (int burst = 0; burst < 3; burst++) {
+            for (int r = 0; r < 30; r++, requests++) {
+                assert_int_equal(hs_executor_run(xl, 0, &one, got, NULL, &err), 0);
+                for (int i = 0; i < 64; i++) diff += fabsf(got[i] - one_want[i]) > 1e-6f;
+                usleep(500); /* the batch lane runs alone between requests */
+            }
+            assert_true(hs_engine_cpu_lease_stats(cores[1], &s1));
+            if (s1.claims_lent > s0.claims_lent && s1.yields > s0.yields) break;
         }
         atomic_store(&stop, 1);
         pthread_join(th, NULL);
@@ -1290,7 +1297,7 @@ static void preempting_borrower_takes_a_busy_core(void **state)
         assert_true(hs_engine_cpu_lease_stats(cores[1], &s1));
         /* every stage of the latency engine claimed core c1; the batch engine yielded, and the
          * latency engine ran stages on the core it yielded */
-        assert_true(s1.claims - s0.claims >= 30);
+        assert_true(s1.claims - s0.claims >= requests);
         assert_true(s1.claims_lent > s0.claims_lent);
         assert_true(s1.yields > s0.yields);
         printf("# %s: %d batches ran meanwhile; %lld of %lld latency stages got core %d; the "

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/softmax512.h"
 
 #define QB 4
 #define KB 64
@@ -25,25 +26,6 @@ int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max)
 }
 
 #define AVX512 __attribute__((target("avx512f")))
-
-AVX512 static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* K^T [D][lp] of head h, 16 keys a gather, zeros past len (element-wise copies, a store to a
  * new line each, cost more than the gathers). */
@@ -95,31 +77,6 @@ AVX512 static inline void scores_block(const float *q0, const float *q1, const f
 #undef HS__S
 }
 
-/* Row i of s (len real keys) becomes exp(s - max); returns 1 / the row's sum. */
-AVX512 static inline float softmax_row(float *row, int len)
-{
-    const int full = len / 16 * 16;
-    const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(row + j));
-    if (tail)
-        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, row + full));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < full; j += 16) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j), m));
-        _mm512_storeu_ps(row + j, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    if (tail) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), m));
-        e = _mm512_maskz_mov_ps(tail, e);
-        _mm512_mask_storeu_ps(row + full, tail, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    return 1.0f / _mm512_reduce_add_ps(sum);
-}
-
 /* One (sequence, head); D (32 or 64) is a constant at each call, so the P.V block's second
  * pair of output vectors folds away for 32. */
 AVX512 static inline __attribute__((always_inline)) void
@@ -156,7 +113,7 @@ attn(const int D, const float *qkv, float *ctx, int t0, int len, int h, int hidd
         for (int jb = 0; jb < lp; jb += KB)
             scores_block(q[0], q[1], q[2], q[3], kt, lp, jb, D, scale, s);
         float inv[QB] = {0};
-        for (int qi = 0; qi < qn; qi++) inv[qi] = softmax_row(s + (size_t)qi * lp, len);
+        for (int qi = 0; qi < qn; qi++) inv[qi] = hs__softmax_num512(s + (size_t)qi * lp, len);
         /* P.V: QB queries x D outputs (2 or 4 vectors each) in registers */
         const __m512 z = _mm512_setzero_ps();
         __m512 o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;

@@ -9,30 +9,12 @@
 #include <string.h>
 
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/softmax512.h"
 
 #define QB 4
 #define KB 64
 
 #define LOWP_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
-LOWP_TARGET static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* Softmax of one score row over its len real keys, written back as bf16 over the row's own
  * storage (element j at byte 2j; each block is loaded before its narrower store), zero from
@@ -41,24 +23,7 @@ LOWP_TARGET static void softmax_to_bf16(float *row, int len, int lp)
 {
     const int full = len / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(row + j));
-    if (tail)
-        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, row + full));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < full; j += 16) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j), m));
-        _mm512_storeu_ps(row + j, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    if (tail) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), m));
-        e = _mm512_maskz_mov_ps(tail, e);
-        _mm512_mask_storeu_ps(row + full, tail, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    const __m512 inv = _mm512_set1_ps(hs__softmax_num512(row, len));
     uint16_t *pb = (uint16_t *)row;
     for (int j = 0; j < full; j += 16) {
         __m256bh b = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(row + j), inv));

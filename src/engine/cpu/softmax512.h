@@ -1,0 +1,56 @@
+/* hetserve — the AVX-512 softmax pieces the attention kernels share (attention_avx512.c, f32;
+ * attention_lowp.c, bf16 products). Internal to engine/cpu; include after <immintrin.h>. */
+#ifndef HS_ENGINE_CPU_SOFTMAX512_H
+#define HS_ENGINE_CPU_SOFTMAX512_H
+
+#include <immintrin.h>
+#include <math.h>
+
+/* exp(x) for x clamped to [-87, 88]: a degree-7 Taylor polynomial of the remainder of
+ * x / ln 2, scaled by 2^n. */
+__attribute__((target("avx512f"))) static inline __m512 hs__exp512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* A score row's len real keys become exp(s - max) in place (what lies past len is not read or
+ * written); returns 1 / their sum. */
+__attribute__((target("avx512f"))) static inline float hs__softmax_num512(float *row, int len)
+{
+    const int full = len / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(row + j));
+    if (tail)
+        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, row + full));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < full; j += 16) {
+        __m512 e = hs__exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j), m));
+        _mm512_storeu_ps(row + j, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    if (tail) {
+        __m512 e = hs__exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), m));
+        e = _mm512_maskz_mov_ps(tail, e);
+        _mm512_mask_storeu_ps(row + full, tail, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+#endif
