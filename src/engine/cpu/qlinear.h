@@ -2,17 +2,20 @@
  * engine/cpu.
  *
  * y[rows, n] = x[rows, k] * W[n, k]^T + bias, then an activation, with the GEMM in int8 or bf16
- * through oneDNN's matmul primitive (AMX tiles where the CPU has them, AVX-512 VNNI / BF16
- * otherwise) and everything around it in fp32:
+ * and everything around it in fp32. bf16, and int8 on AMX CPUs, run oneDNN's matmul primitive
+ * (AMX tiles, AVX-512 BF16); int8 elsewhere runs the engine's own u8 x s8 kernels (qgemm.c:
+ * AVX-512 VNNI, or AVX2 without VNNI; hs__ql_own_isa), oneDNN's matmul staying the path for
+ * hs__ql_matmul and rows past hs__ql_own_rows:
  *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127; where
  *         the CPU has no int32 dot product of int8, max over |W| and the same-signed pair sums
  *         |W[j,2i]| + |W[j,2i+1]|, so that AVX2's int16 pair sums cannot saturate); each
  *         row of x is quantized when the layer runs, symmetric per token (sx[i] = max|x[i,:]| /
- *         127), so a sequence's result never depends on the rest of its batch; the s32
- *         accumulator is scaled back by sx[i] * sw[j] in a C epilogue, one pass per row with
- *         bias and activation. The GEMM runs in chunks of rows whose accumulators fit in L2,
- *         so the epilogue reads them from cache (a per-token scale is an [M, 1] broadcast,
- *         which oneDNN 2.x's brgemm post-ops do not take).
+ *         127; as u8, q + 128, where an own kernel runs, the epilogue taking the weights'
+ *         128 x column sums off), so a sequence's result never depends on the rest of its
+ *         batch; the s32 accumulator is scaled back by sx[i] * sw[j] in a C epilogue, one
+ *         pass per row with bias and activation. The GEMM runs in chunks of rows whose
+ *         accumulators fit in L2, so the epilogue reads them from cache (a per-token scale is
+ *         an [M, 1] broadcast, which oneDNN 2.x's brgemm post-ops do not take).
  *   bf16: W is rounded to bf16 once; x is rounded per call; fp32 accumulation; bias and
  *         activation are oneDNN post-ops of the matmul, which writes y itself.
  * Two layers in a row (the FFN) can be chained: the first's epilogue writes the second's int8
