@@ -171,28 +171,27 @@ vk_block(const int MR, const int NP, const uint8_t *x, int ldx, const int8_t *wp
 #undef HS__ST
 }
 
-/* One task of the VNNI kernel: up to VM rows x up to VP panels, dispatched to a constant-shape
- * block (8 or 4 rows, 1-3 panels). */
+/* The block of MR rows for np (1-3) panels, each shape its own constant instance. */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+vk_panels(const int MR, const uint8_t *x, int ldx, const int8_t *wp, int kq, int32_t *y, int ldy,
+          int rows, int np, int cols)
+{
+    if (np == 3)
+        vk_block(MR, 3, x, ldx, wp, kq, y, ldy, rows, cols);
+    else if (np == 2)
+        vk_block(MR, 2, x, ldx, wp, kq, y, ldy, rows, cols);
+    else
+        vk_block(MR, 1, x, ldx, wp, kq, y, ldy, rows, cols);
+}
+
+/* One task of the VNNI kernel: up to VM rows x up to VP panels, on an 8- or 4-row block. */
 VNNI_TARGET static void vk_task(const uint8_t *x, int ldx, const int8_t *wp, int kq, int32_t *y,
                                 int ldy, int rows, int np, int cols)
 {
-#define HS__VK(MR, NP) vk_block(MR, NP, x, ldx, wp, kq, y, ldy, rows, cols)
-    if (rows > 4) {
-        if (np == 3)
-            HS__VK(8, 3);
-        else if (np == 2)
-            HS__VK(8, 2);
-        else
-            HS__VK(8, 1);
-    } else {
-        if (np == 3)
-            HS__VK(4, 3);
-        else if (np == 2)
-            HS__VK(4, 2);
-        else
-            HS__VK(4, 1);
-    }
-#undef HS__VK
+    if (rows > 4)
+        vk_panels(8, x, ldx, wp, kq, y, ldy, rows, np, cols);
+    else
+        vk_panels(4, x, ldx, wp, kq, y, ldy, rows, np, cols);
 }
 
 static int cpu_has(int isa)
@@ -233,7 +232,14 @@ int hs__cpu_qgemm_isa(void)
 
 int hs__cpu_qgemm_runs(int isa)
 {
-    return (isa == HS_QGEMM_VNNI512 || isa == HS_QGEMM_AVX2) && cpu_has(isa);
+    static int cached[3] = {-1, -1, -1}; /* [isa] (the CPU does not change under the process) */
+    if (isa != HS_QGEMM_VNNI512 && isa != HS_QGEMM_AVX2) return 0;
+    int v = __atomic_load_n(&cached[isa], __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = cpu_has(isa);
+        __atomic_store_n(&cached[isa], v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
 
 void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,

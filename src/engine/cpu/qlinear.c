@@ -318,7 +318,7 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     void *plain = hs_malloc_aligned((size_t)n * (size_t)k * esz, 64);
     if (!plain) return hs_error_set(err, HS_STATUS_NO_MEMORY, "cpu: out of memory (weights)");
     if (dtype == HS_DTYPE_I8) {
-        const int u8 = hs__ql_src_u8();
+        const int u8 = hs__ql_src_u8(), pairs = pairs_safe();
         out->scale = hs_malloc_aligned(sizeof(float) * (size_t)n, 64);
         /* what the u8 source's offset adds to each accumulator */
         if (u8) out->comp = hs_malloc_aligned(sizeof(int32_t) * (size_t)n, 64);
@@ -365,7 +365,7 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
              * nearly all of int8's range; a channel's largest weight loses the steps of its
              * neighbour's. */
             float span = amax;
-            for (int i = 0; pairs_safe() && i + 1 < k; i += 2)
+            for (int i = 0; pairs && i + 1 < k; i += 2)
                 if ((row[i] > 0.0f) == (row[i + 1] > 0.0f)) {
                     const float p = fabsf(row[i]) + fabsf(row[i + 1]);
                     span = p > span ? p : span;
