@@ -425,6 +425,10 @@ void hs__batch_end(struct slot *sl, int64_t end, hs_status st, const struct hs_b
         }
     }
     sl->n_taken = 0;
+    /* The batch's work is over: nothing of it can be paused, and its tenants have nothing
+     * running. A request that arrives while these answers go out (its client may be one of
+     * them) waits for this slot rather than taking the preempting slot for a batch that ended. */
+    sl->run_tenants = 0;
     pthread_mutex_unlock(&L->mu);
     for (int i = 0; i < n; i++) {
         struct hs_request *r = done_reqs[i];

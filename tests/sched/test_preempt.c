@@ -327,6 +327,95 @@ static void preempt_spares_mixed_batches(void **state)
     assert_false(hs__lane_preemptible(&L, 0.001, 1000));
 }
 
+/* A request that arrives while a batch's answers go out (its client was answered a moment ago)
+ * is not a preemption: the batch's work is over, so the request waits the moment it takes the
+ * slot to come back instead of running on the preempting slot. The flood's answer callback (on
+ * the batcher's thread, in that window) submits the light request and holds the window open for
+ * a while: the light request must not be answered inside it, and the lane counts no preemption. */
+struct in_window {
+    struct hs_sched *s;
+    struct preq *light;
+    atomic_int answered_inside; /* the light request was answered before the callback returned */
+};
+
+static struct in_window win;
+
+static void flood_done_submits(struct hs_request *r, void *ctx)
+{
+    preq_done(r, ctx);
+    assert_int_equal(hs_sched_submit(win.s, &win.light->r), HS_STATUS_OK);
+    const int64_t until = hs_now_ns() + 300 * 1000000LL;
+    while (!atomic_load(&win.light->done_at) && hs_now_ns() < until)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    atomic_store(&win.answered_inside, atomic_load(&win.light->done_at) > 0);
+}
+
+static void request_after_batch_end_is_no_preemption(void **state)
+{
+    (void)state;
+    struct rand_model *rm = rand_model_new(H, 4, 128, 2, HS_POOL_MEAN, HS_DTYPE_F32);
+    assert_non_null(rm);
+    int flood_lens[2] = {24, 30}, light_len[1] = {LIGHT};
+    int32_t flood_ids[N_FLOOD][32] = {{0}}, light_ids[1][32] = {{0}};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < flood_lens[i]; k++) flood_ids[i][k] = rand_id(97);
+    for (int k = 0; k < LIGHT; k++) light_ids[0][k] = rand_id(97);
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = 1}, &e, &err),
+                     HS_STATUS_OK);
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    struct exec_runner er = {0};
+    struct hs_executor_opts xo = {.batch_max = 16, .seq_max = 64, .slots = 2, .preempt = true};
+    if (hs_executor_create(&rm->model, &plan, &xo, &er.x, &err))
+        fail_msg("executor_create: %s", err.msg);
+    struct hs_lane_opts o = {
+        .engine = "cpu0",
+        .model = "m",
+        .dim = H,
+        .seq_max = 64,
+        .batch_window_us = 1000,
+        .batch_max = 16,
+        .batch_max_tokens = 1024,
+        .n_buckets = 2,
+        .buckets = {16, 32},
+        .queue_max = 64,
+        .shed_batch_ratio = 0.75,
+        /* predicted to run far longer than it does: a batch still counted as running would
+         * look preemptible for the whole window */
+        .throughput_init_tokens_per_s = 10,
+        .throughput_ewma_alpha = 0.2,
+        .slots = 1,
+        .fair = true,
+        .preempt = true,
+        .runner = {exec_run, &er},
+    };
+    struct hs_sched *s = NULL;
+    if (hs_sched_create(&o, 1, NULL, &s, &err)) fail_msg("sched_create: %s", err.msg);
+    atomic_store(&answers, 0);
+    struct preq *flood = preq_new(1, 2, flood_lens, flood_ids);
+    struct preq *light = preq_new(2, 1, light_len, light_ids);
+    win = (struct in_window){.s = s, .light = light};
+    flood->r.done = flood_done_submits;
+    assert_int_equal(hs_sched_submit(s, &flood->r), HS_STATUS_OK);
+    preq_wait(flood);
+    preq_wait(light);
+    assert_int_equal(flood->r.status, HS_STATUS_OK);
+    assert_int_equal(light->r.status, HS_STATUS_OK);
+    assert_false(atomic_load(&win.answered_inside));
+    struct hs_lane_stats ls;
+    hs_sched_lane_stats(s, 0, &ls);
+    assert_int_equal(ls.preempt_batches, 0);
+    assert_int_equal(ls.paused_ns, 0);
+    hs_sched_destroy(s);
+    preq_free(flood);
+    preq_free(light);
+    hs_executor_free(er.x);
+    hs_engine_destroy(e);
+    rand_model_free(rm);
+}
+
 /* The executor refuses preempt without a second slot. */
 static void preempt_needs_two_slots(void **state)
 {
@@ -353,6 +442,7 @@ int main(void)
         cmocka_unit_test(light_batch_runs_while_flood_paused),
         cmocka_unit_test(preempt_needs_two_slots),
         cmocka_unit_test(preempt_spares_mixed_batches),
+        cmocka_unit_test(request_after_batch_end_is_no_preemption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
