@@ -387,6 +387,65 @@ static void kernels_bf16_attention_tracks_f32(void **state)
     assert_int_equal(hs__cpu_attn_bf16(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
 }
 
+/* The int8 Q.K^T attention kernel (AVX-512 VNNI) against the f32 one on random q | k | v rows:
+ * the same length classes, both head sizes, heads side by side; and a zero key row (its scale
+ * 0) and a zero query row, which must give what f32 gives for them. */
+static void kernels_q8_attention_tracks_f32(void **state)
+{
+    (void)state;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vnni"))
+        skip();
+    static const int lens[] = {1, 2, 7, 16, 33, 64, 65, 130};
+    static const int ds[] = {32, 64};
+    const int heads = 3;
+    double worst = 0.0;
+    for (size_t di = 0; di < 2; di++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
+            const size_t rows = (size_t)(t0 + len), stride = 3 * (size_t)hidden;
+            float *qkv = malloc(sizeof(float) * rows * stride);
+            float *a = calloc(rows * (size_t)hidden, sizeof(float));
+            float *b = calloc(rows * (size_t)hidden, sizeof(float));
+            float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
+            assert_non_null(qkv);
+            assert_non_null(a);
+            assert_non_null(b);
+            assert_non_null(scr);
+            fill_rand(qkv, rows * stride, 4242u + (uint32_t)(d * 1000 + len), 3.0f);
+            if (len > 2) { /* head 1: key 1 and query 2 all zero */
+                memset(qkv + (size_t)(t0 + 1) * stride + hidden + d, 0, sizeof(float) * d);
+                memset(qkv + (size_t)(t0 + 2) * stride + d, 0, sizeof(float) * d);
+            }
+            for (int h = 0; h < heads; h++) {
+                assert_int_equal(hs__cpu_attn_avx512(qkv, a, t0, len, h, hidden, d, scr), 0);
+                assert_int_equal(hs__cpu_attn_q8(qkv, b, t0, len, h, hidden, d, scr), 0);
+            }
+            double err = 0.0, ref = 0.0;
+            for (size_t i = (size_t)t0 * hidden; i < rows * (size_t)hidden; i++) {
+                err = fmax(err, fabs((double)a[i] - b[i]));
+                ref = fmax(ref, fabs((double)a[i]));
+            }
+            for (size_t i = 0; i < (size_t)t0 * hidden; i++) assert_true(b[i] == 0.0f);
+            assert_true(ref > 0.05);
+            worst = fmax(worst, err / ref);
+            if (!(err <= 0.01 * ref))
+                fail_msg("d %d len %d: error %g of %g against f32", d, len, err, ref);
+            if (len > 2) /* the zero query: every score 0, the mean of V, as in f32 */
+                for (int c = 0; c < d; c++) {
+                    const size_t o = (size_t)(t0 + 2) * hidden + (size_t)d + c;
+                    assert_true(fabs((double)a[o] - b[o]) <= 1e-5);
+                }
+            free(qkv);
+            free(a);
+            free(b);
+            free(scr);
+        }
+    print_message("q8 attention: worst error %.4g of the output's range\n", worst);
+    assert_int_equal(hs__cpu_attn_q8(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
+}
+
 /* The int8 layer with the residual LayerNorm as its epilogue (hs__ql_run_resid_ln) against the
  * layer into y, then hs__cpu_residual_ln: equal to the bit, alone and as the second layer of a
  * chained pair (its input quantized by the first's epilogue), for row counts below a bucket,
@@ -1324,6 +1383,7 @@ int main(void)
         cmocka_unit_test(kernels_small_gemm_matches_reference),
         cmocka_unit_test(kernels_vmath_every_width),
         cmocka_unit_test(kernels_attention_match_reference),
+        cmocka_unit_test(kernels_q8_attention_tracks_f32),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
         cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
         cmocka_unit_test(int8_pairs_do_not_saturate),

@@ -6,13 +6,17 @@
  * variables, not arrays, so they stay in registers whatever gcc's unrolling (at -O2 gcc 12 kept
  * the arrays on the stack). Without AVX-512 the AVX2 kernel (attention_avx2.c)
  * takes head sizes that are multiples of 16; the portable attn_head in kernels.c stays the path
- * for the rest. */
+ * for the rest. The int8 lanes' variant (hs__cpu_attn_q8, AVX-512 VNNI, for CPUs without a bf16
+ * dot product) computes Q.K^T with vpdpbusd on queries and keys quantized per (token, head),
+ * and shares the f32 softmax and P.V. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/softmax512.h"
+#include "engine/cpu/vnni512.h"
 
 #define QB 4
 #define KB 64
@@ -77,6 +81,74 @@ AVX512 static inline void scores_block(const float *q0, const float *q1, const f
 #undef HS__S
 }
 
+/* V's rows of head h side by side in vt [len][D]: in place, one every 3 * hidden floats, a
+ * head's rows fall into a few L1 sets (MiniLM: 4608 bytes apart, 8 of 64 sets) and evict each
+ * other while P.V reads them for every block of queries. Then the next head's Q, K and V rows,
+ * into L2 while this one computes: a batch's q | k | v rows were written by its QKV GEMM long
+ * before (beyond L2 at 32 x 128), a row's head is two lines, and rows 4608 bytes apart defeat
+ * the hardware's streams; reading them in took a sixth of this kernel's samples at 32 x 128. */
+AVX512 static inline void stage_v(const int D, const float *qkv, int t0, int len, int h, int hidden,
+                                  float *vt)
+{
+    const int stride = 3 * hidden;
+    for (int j = 0; j < len; j++)
+        memcpy(vt + (size_t)j * D, qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D,
+               sizeof(float) * (size_t)D);
+    if ((h + 1) * D < hidden)
+        for (int j = 0; j < len; j++) {
+            const char *r = (const char *)(qkv + (size_t)(t0 + j) * stride + (h + 1) * D);
+            for (int b = 0; b < D * 4; b += 64) {
+                _mm_prefetch(r + b, _MM_HINT_T1);
+                _mm_prefetch(r + (size_t)hidden * 4 + b, _MM_HINT_T1);
+                _mm_prefetch(r + (size_t)hidden * 8 + b, _MM_HINT_T1);
+            }
+        }
+}
+
+/* Softmax of the qn (<= QB) score rows in s [QB][lp] (the scores of QB queries over len keys)
+ * and P.V: QB queries x D outputs (2 or 4 vectors each) in registers over the unnormalized
+ * exponentials, each output row scaled by its 1 / sum and written at out + r * hidden. */
+AVX512 static inline __attribute__((always_inline)) void
+softmax_pv(const int D, const float *vt, float *s, int lp, int len, int qn, float *out0, int hidden)
+{
+    float inv[QB] = {0};
+    for (int qi = 0; qi < qn; qi++) inv[qi] = hs__softmax_num512(s + (size_t)qi * lp, len);
+    const __m512 z = _mm512_setzero_ps();
+    __m512 o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;
+    __m512 o20 = z, o21 = z, o22 = z, o23 = z, o30 = z, o31 = z, o32 = z, o33 = z;
+    const float *s0 = s, *s1 = s + lp, *s2 = s + 2 * (size_t)lp, *s3 = s + 3 * (size_t)lp;
+    const float *vr = vt;
+    for (int j = 0; j < len; j++, vr += D) {
+        const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
+        const __m512 v2 = D > 32 ? _mm512_loadu_ps(vr + 32) : z;
+        const __m512 v3 = D > 32 ? _mm512_loadu_ps(vr + 48) : z;
+        __m512 p;
+#define HS__P(r)                                                                                   \
+    p = _mm512_set1_ps(s##r[j]);                                                                   \
+    o##r##0 = _mm512_fmadd_ps(p, v0, o##r##0);                                                     \
+    o##r##1 = _mm512_fmadd_ps(p, v1, o##r##1);                                                     \
+    if (D > 32) {                                                                                  \
+        o##r##2 = _mm512_fmadd_ps(p, v2, o##r##2);                                                 \
+        o##r##3 = _mm512_fmadd_ps(p, v3, o##r##3);                                                 \
+    }
+        HS__P(0) HS__P(1) HS__P(2) HS__P(3)
+#undef HS__P
+    }
+#define HS__O(r)                                                                                   \
+    if (qn > r) {                                                                                  \
+        float *out = out0 + (size_t)(r)*hidden;                                                    \
+        const __m512 vi = _mm512_set1_ps(inv[r]);                                                  \
+        _mm512_storeu_ps(out, _mm512_mul_ps(o##r##0, vi));                                         \
+        _mm512_storeu_ps(out + 16, _mm512_mul_ps(o##r##1, vi));                                    \
+        if (D > 32) {                                                                              \
+            _mm512_storeu_ps(out + 32, _mm512_mul_ps(o##r##2, vi));                                \
+            _mm512_storeu_ps(out + 48, _mm512_mul_ps(o##r##3, vi));                                \
+        }                                                                                          \
+    }
+    HS__O(0) HS__O(1) HS__O(2) HS__O(3)
+#undef HS__O
+}
+
 /* One (sequence, head); D (32 or 64) is a constant at each call, so the P.V block's second
  * pair of output vectors folds away for 32. */
 AVX512 static inline __attribute__((always_inline)) void
@@ -87,24 +159,7 @@ attn(const int D, const float *qkv, float *ctx, int t0, int len, int h, int hidd
     float *kt = scratch, *vt = scratch + (size_t)D * lp, *s = vt + (size_t)D * lp;
     const float scale = 1.0f / sqrtf((float)D);
     transpose_k(qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, D, kt);
-    /* V's rows side by side: in place, one every 3 * hidden floats, a head's rows fall into a
-     * few L1 sets (MiniLM: 4608 bytes apart, 8 of 64 sets) and evict each other while P.V
-     * reads them for every block of queries */
-    for (int j = 0; j < len; j++)
-        memcpy(vt + (size_t)j * D, qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D,
-               sizeof(float) * (size_t)D);
-    /* the next head's K and V rows, into L2 while this one computes: a batch's q | k | v rows
-     * were written by its QKV GEMM long before (beyond L2 at 32 x 128), a row's head is two
-     * lines, and rows 4608 bytes apart defeat the hardware's streams; reading them in took a
-     * sixth of this kernel's samples at 32 x 128 */
-    if ((h + 1) * D < hidden)
-        for (int j = 0; j < len; j++) {
-            const char *r = (const char *)(qkv + (size_t)(t0 + j) * stride + hidden + (h + 1) * D);
-            for (int b = 0; b < D * 4; b += 64) {
-                _mm_prefetch(r + b, _MM_HINT_T1);
-                _mm_prefetch(r + (size_t)hidden * 4 + b, _MM_HINT_T1);
-            }
-        }
+    stage_v(D, qkv, t0, len, h, hidden, vt);
     for (int i0 = 0; i0 < len; i0 += QB) {
         const int qn = len - i0 < QB ? len - i0 : QB;
         const float *q[QB];
@@ -112,44 +167,189 @@ attn(const int D, const float *qkv, float *ctx, int t0, int len, int h, int hidd
             q[qi] = qkv + (size_t)(t0 + i0 + (qi < qn ? qi : 0)) * stride + h * D;
         for (int jb = 0; jb < lp; jb += KB)
             scores_block(q[0], q[1], q[2], q[3], kt, lp, jb, D, scale, s);
-        float inv[QB] = {0};
-        for (int qi = 0; qi < qn; qi++) inv[qi] = hs__softmax_num512(s + (size_t)qi * lp, len);
-        /* P.V: QB queries x D outputs (2 or 4 vectors each) in registers */
-        const __m512 z = _mm512_setzero_ps();
-        __m512 o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;
-        __m512 o20 = z, o21 = z, o22 = z, o23 = z, o30 = z, o31 = z, o32 = z, o33 = z;
-        const float *s0 = s, *s1 = s + lp, *s2 = s + 2 * (size_t)lp, *s3 = s + 3 * (size_t)lp;
-        const float *vr = vt;
-        for (int j = 0; j < len; j++, vr += D) {
-            const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
-            const __m512 v2 = D > 32 ? _mm512_loadu_ps(vr + 32) : z;
-            const __m512 v3 = D > 32 ? _mm512_loadu_ps(vr + 48) : z;
-            __m512 p;
-#define HS__P(r)                                                                                   \
-    p = _mm512_set1_ps(s##r[j]);                                                                   \
-    o##r##0 = _mm512_fmadd_ps(p, v0, o##r##0);                                                     \
-    o##r##1 = _mm512_fmadd_ps(p, v1, o##r##1);                                                     \
-    if (D > 32) {                                                                                  \
-        o##r##2 = _mm512_fmadd_ps(p, v2, o##r##2);                                                 \
-        o##r##3 = _mm512_fmadd_ps(p, v3, o##r##3);                                                 \
+        softmax_pv(D, vt, s, lp, len, qn, ctx + (size_t)(t0 + i0) * hidden + h * D, hidden);
     }
-            HS__P(0) HS__P(1) HS__P(2) HS__P(3)
-#undef HS__P
+}
+
+/* ---- int8 Q.K^T (hs__cpu_attn_q8): AVX-512 VNNI ---- */
+
+/* n (<= 16) rows of D floats (stride floats apart) as int8, each with its own symmetric scale
+ * max |x| / 127, written times mul to sc[r] (0 for a zero row), stored in q (qstride bytes a row)
+ * plus flip (0: s8; 0x80: u8, q + 128). The 16 row maxima are reduced side by side by a shuffle
+ * tree, with one division for all: reduced one row at a time, with a division each, the
+ * quantization of Q and K took as many samples as the int8 products. */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+q8_rows(const int D, const float *x, size_t stride, int n, uint8_t *q, int qstride, float *sc,
+        float mul, int flip)
+{
+    __m512 m[16];
+    for (int r = 0; r < 16; r++) {
+        m[r] = _mm512_setzero_ps();
+        if (r < n)
+            for (int c = 0; c < D; c += 16)
+                m[r] = _mm512_max_ps(m[r], _mm512_abs_ps(_mm512_loadu_ps(x + r * stride + c)));
+    }
+    __m512 t[8], u[4];
+    for (int i = 0; i < 8; i++) /* row 2i in lanes 0-7, 2i + 1 in 8-15 */
+        t[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* row 4i + b in block b */
+        u[i] = _mm512_max_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
+    const __m512 w01 =
+        _mm512_max_ps(_mm512_shuffle_ps(u[0], u[1], 0x44), _mm512_shuffle_ps(u[0], u[1], 0xEE));
+    const __m512 w23 =
+        _mm512_max_ps(_mm512_shuffle_ps(u[2], u[3], 0x44), _mm512_shuffle_ps(u[2], u[3], 0xEE));
+    const __m512 f = /* row 4i + b in lane 4b + i */
+        _mm512_max_ps(_mm512_shuffle_ps(w01, w23, 0x88), _mm512_shuffle_ps(w01, w23, 0xDD));
+    const __m512 amax = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), f);
+    const __mmask16 live = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
+    float inv[16];
+    _mm512_storeu_ps(inv, _mm512_maskz_div_ps(live, _mm512_set1_ps(127.0f), amax));
+    _mm512_mask_storeu_ps(sc, (__mmask16)((1u << n) - 1u),
+                          _mm512_mul_ps(amax, _mm512_set1_ps(mul / 127.0f)));
+    const __m128i fl = _mm_set1_epi8((char)flip);
+    for (int r = 0; r < n; r++) {
+        const __m512 vi = _mm512_set1_ps(inv[r]);
+        for (int c = 0; c < D; c += 16) {
+            const __m512i v =
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + r * stride + c), vi));
+            _mm_storeu_si128((__m128i *)(void *)(q + (size_t)r * qstride + c),
+                             _mm_xor_si128(_mm512_cvtsepi32_epi8(v), fl));
         }
-#define HS__O(r)                                                                                   \
-    if (qn > r) {                                                                                  \
-        float *out = ctx + (size_t)(t0 + i0 + r) * hidden + h * D;                                 \
-        const __m512 vi = _mm512_set1_ps(inv[r]);                                                  \
-        _mm512_storeu_ps(out, _mm512_mul_ps(o##r##0, vi));                                         \
-        _mm512_storeu_ps(out + 16, _mm512_mul_ps(o##r##1, vi));                                    \
-        if (D > 32) {                                                                              \
-            _mm512_storeu_ps(out + 32, _mm512_mul_ps(o##r##2, vi));                                \
-            _mm512_storeu_ps(out + 48, _mm512_mul_ps(o##r##3, vi));                                \
-        }                                                                                          \
     }
-        HS__O(0) HS__O(1) HS__O(2) HS__O(3)
-#undef HS__O
+}
+
+/* K of head h quantized per key (s8, scale sk[j] times the 1 / sqrt(D) of the scores), each key
+ * row first into kq [lp][D], then as k-quad panels kp [D/4][lp] (the 4 bytes of channels 4c..4c+3
+ * of key j at kp[c * lp + j]: one vector, 16 keys of a quad, against a broadcast 4-byte quad of
+ * a query) by 16-key gathers; ck[j] = 128 * the sum of key j's values, what a u8 query's
+ * + 128 adds to its dot product. Keys from len to lp are zero. */
+VNNI_TARGET static inline void pack_k8(const int D, const float *k0, int stride, int len, int lp,
+                                       float scale, uint8_t *kq, int32_t *kp, int32_t *ck,
+                                       float *sk)
+{
+    for (int j = 0; j < len; j += 16)
+        q8_rows(D, k0 + (size_t)j * stride, (size_t)stride, len - j < 16 ? len - j : 16,
+                kq + (size_t)j * D, D, sk + j, scale, 0);
+    memset(kq + (size_t)len * D, 0, (size_t)(lp - len) * D);
+    for (int j = len; j < lp; j++) sk[j] = 0.0f;
+    const __m512i rows =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(D / 4));
+    const __m512i u128 = _mm512_set1_epi8((char)0x80);
+    for (int j = 0; j < lp; j += 16) {
+        const int *base = (const int *)(const void *)(kq + (size_t)j * D);
+        __m512i sum = _mm512_setzero_si512();
+        for (int c = 0; c < D / 4; c++) {
+            const __m512i v = _mm512_i32gather_epi32(rows, base + c, 4);
+            _mm512_storeu_si512(kp + (size_t)c * lp + j, v);
+            sum = hs__dpbusd(sum, u128, v);
+        }
+        _mm512_storeu_si512(ck + j, sum);
     }
+}
+
+/* Scores of QB queries (u8 quads qd [QB][D/4], scales sq) x KB keys from column jb of kp, into
+ * s [QB][lp]: (acc - ck[j]) * sk[j] * sq[r]. */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+scores8_block(const int D, const int32_t *qd, const float *sq, const int32_t *kp, const int32_t *ck,
+              const float *sk, int lp, int jb, float *s)
+{
+    const __m512i z = _mm512_setzero_si512();
+    __m512i a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    __m512i a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+    for (int c = 0; c < D / 4; c++) {
+        const int32_t *kr = kp + (size_t)c * lp + jb;
+        const __m512i k0 = _mm512_loadu_si512(kr), k1 = _mm512_loadu_si512(kr + 16);
+        const __m512i k2 = _mm512_loadu_si512(kr + 32), k3 = _mm512_loadu_si512(kr + 48);
+        __m512i b;
+#define HS__Q(r)                                                                                   \
+    b = _mm512_set1_epi32(qd[(r) * (D / 4) + c]);                                                  \
+    a##r##0 = hs__dpbusd(a##r##0, b, k0);                                                          \
+    a##r##1 = hs__dpbusd(a##r##1, b, k1);                                                          \
+    a##r##2 = hs__dpbusd(a##r##2, b, k2);                                                          \
+    a##r##3 = hs__dpbusd(a##r##3, b, k3);
+        HS__Q(0) HS__Q(1) HS__Q(2) HS__Q(3)
+#undef HS__Q
+    }
+#define HS__S(r, v)                                                                                \
+    _mm512_storeu_ps(                                                                              \
+        s + (size_t)(r)*lp + jb + 16 * (v),                                                        \
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a##r##v, c##v)), k##v),    \
+                      q##r));
+    const __m512i c0 = _mm512_loadu_si512(ck + jb), c1 = _mm512_loadu_si512(ck + jb + 16);
+    const __m512i c2 = _mm512_loadu_si512(ck + jb + 32), c3 = _mm512_loadu_si512(ck + jb + 48);
+    const __m512 k0 = _mm512_loadu_ps(sk + jb), k1 = _mm512_loadu_ps(sk + jb + 16);
+    const __m512 k2 = _mm512_loadu_ps(sk + jb + 32), k3 = _mm512_loadu_ps(sk + jb + 48);
+    const __m512 q0 = _mm512_set1_ps(sq[0]), q1 = _mm512_set1_ps(sq[1]);
+    const __m512 q2 = _mm512_set1_ps(sq[2]), q3 = _mm512_set1_ps(sq[3]);
+    HS__S(0, 0)
+    HS__S(0, 1)
+    HS__S(0, 2) HS__S(0, 3) HS__S(1, 0) HS__S(1, 1) HS__S(1, 2) HS__S(1, 3) HS__S(2, 0) HS__S(2, 1)
+        HS__S(2, 2) HS__S(2, 3) HS__S(3, 0) HS__S(3, 1) HS__S(3, 2) HS__S(3, 3)
+#undef HS__S
+}
+
+/* One (sequence, head) with int8 Q.K^T: scratch as vt [len][D] | s [QB][lp] | kp | kq | ck | sk
+ * (within hs__cpu_attn_avx512_scratch_floats). */
+VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int D, const float *qkv,
+                                                                      float *ctx, int t0, int len,
+                                                                      int h, int hidden,
+                                                                      float *scratch)
+{
+    const int stride = 3 * hidden;
+    const int lp = (len + KB - 1) / KB * KB;
+    float *vt = scratch, *s = vt + (size_t)D * lp;
+    int32_t *kp = (int32_t *)(s + (size_t)QB * lp);
+    uint8_t *kq = (uint8_t *)(kp + (size_t)D / 4 * lp);
+    int32_t *ck = (int32_t *)(kq + (size_t)D * lp);
+    float *sk = (float *)(ck + lp);
+    pack_k8(D, qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, 1.0f / sqrtf((float)D),
+            kq, kp, ck, sk);
+    stage_v(D, qkv, t0, len, h, hidden, vt);
+    int32_t qd[16 * (D / 4)]; /* 16 queries' u8 quads, and their scales */
+    float sq[16];
+    for (int i16 = 0; i16 < len; i16 += 16) {
+        const int n = len - i16 < 16 ? len - i16 : 16;
+        if (n < 16) { /* the queries past len score zero (and are not written) */
+            memset(qd + n * (D / 4), 0x80, sizeof(int32_t) * (size_t)(16 - n) * (D / 4));
+            memset(sq + n, 0, sizeof(float) * (size_t)(16 - n));
+        }
+        q8_rows(D, qkv + (size_t)(t0 + i16) * stride + h * D, (size_t)stride, n, (uint8_t *)qd, D,
+                sq, 1.0f, 0x80);
+        for (int i0 = i16; i0 < i16 + n; i0 += QB) {
+            const int qn = len - i0 < QB ? len - i0 : QB;
+            for (int jb = 0; jb < lp; jb += KB)
+                scores8_block(D, qd + (i0 - i16) * (D / 4), sq + (i0 - i16), kp, ck, sk, lp, jb, s);
+            softmax_pv(D, vt, s, lp, len, qn, ctx + (size_t)(t0 + i0) * hidden + h * D, hidden);
+        }
+    }
+}
+
+VNNI_TARGET static void attn_q8_d32(const float *qkv, float *ctx, int t0, int len, int h,
+                                    int hidden, float *scratch)
+{
+    attn_q8(32, qkv, ctx, t0, len, h, hidden, scratch);
+}
+
+VNNI_TARGET static void attn_q8_d64(const float *qkv, float *ctx, int t0, int len, int h,
+                                    int hidden, float *scratch)
+{
+    attn_q8(64, qkv, ctx, t0, len, h, hidden, scratch);
+}
+
+int hs__cpu_attn_q8(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                    float *scratch)
+{
+    if (d == 32)
+        attn_q8_d32(qkv, ctx, t0, len, h, hidden, scratch);
+    else if (d == 64)
+        attn_q8_d64(qkv, ctx, t0, len, h, hidden, scratch);
+    else
+        return -1;
+    return 0;
 }
 
 AVX512 static void attn_d32(const float *qkv, float *ctx, int t0, int len, int h, int hidden,

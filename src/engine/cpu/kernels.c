@@ -269,6 +269,8 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
     const int fast =
         plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
     const int lowp = fast && a->lowp && __builtin_cpu_supports("avx512bf16");
+    const int q8 = fast && a->lowp && !lowp && __builtin_cpu_supports("avx512vnni") &&
+                   __builtin_cpu_supports("avx512bw");
     /* without AVX-512: the AVX2 kernel (head sizes that are multiples of 16) */
     const int fast2 = plain && !fast && __builtin_cpu_supports("avx2") &&
                       __builtin_cpu_supports("fma") && head_dim % 16 == 0;
@@ -286,6 +288,7 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
             int done = -1;
             if (!rel && fast)
                 done = lowp ? hs__cpu_attn_bf16(qkv, ctx, t0, len, h, hidden, head_dim, kt)
+                       : q8 ? hs__cpu_attn_q8(qkv, ctx, t0, len, h, hidden, head_dim, kt)
                             : hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt);
             else if (!rel && fast2)
                 done = hs__cpu_attn_avx2(qkv, ctx, t0, len, h, hidden, head_dim, kt);

@@ -39,7 +39,8 @@ struct hs_attn_shape {
     int ctx_stride;                /* floats per token row of ctx (>= heads * head_dim) */
     int causal;                    /* a query sees only keys at or before it */
     int window;                    /* > 0: only keys within this distance (inclusive) */
-    int lowp;                      /* products in bf16 where the CPU has them (int8 / bf16 lanes) */
+    int lowp; /* reduced-precision products (int8 / bf16 lanes): bf16 Q.K^T and P.V where the CPU
+               * has a bf16 dot product, else int8 Q.K^T where it has AVX-512 VNNI */
 };
 
 /* Self-attention over packed sequences. qkv: [n_tokens, stride] (q heads, then k heads at k_off,
@@ -89,6 +90,11 @@ int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
 int hs__cpu_attn_avx2(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                       float *scratch);
 int64_t hs__cpu_attn_avx2_scratch_floats(int head_dim, int seq_max);
+/* The same with Q.K^T in int8 (AVX-512 VNNI: each query and key quantized per (token, head),
+ * symmetric, vpdpbusd) and fp32 softmax and P.V (attention_avx512.c), in the same scratch: the
+ * int8 lanes' attention where the CPU has no bf16 dot product; -1 for other head sizes. */
+int hs__cpu_attn_q8(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                    float *scratch);
 /* The same with bf16 Q.K^T and P.V and fp32 softmax (attention_lowp.c, avx512_bf16), in the same
  * scratch; -1 for other head sizes. */
 int hs__cpu_attn_bf16(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,

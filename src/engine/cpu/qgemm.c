@@ -27,6 +27,7 @@
 
 #include "core/alloc.h"
 #include "engine/cpu/qlinear.h"
+#include "engine/cpu/vnni512.h"
 
 #define QP 16 /* columns a panel */
 #define QM 4  /* rows an AVX2 block */
@@ -106,17 +107,6 @@ __attribute__((target("avx2,fma"))) static void qk_4x16(const uint8_t *x, int ld
     }
 }
 
-#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
-
-/* c + the 4-product sums of a (u8) x b (s8) per int32 lane. gcc 12's _mm512_dpbusd_epi32 does
- * not tie the accumulator to the instruction's destination: it copied every accumulator once a
- * step (two instructions for each multiply, half the kernel's rate); the asm ties it. */
-VNNI_TARGET static inline __m512i dpbusd(__m512i c, __m512i a, __m512i b)
-{
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
-    return c;
-}
-
 /* A block of MR (<= VM) rows x NP (<= VP) panels; MR and NP are constants at each call, so the
  * conditions fold away and the 24 accumulators are named registers (arrays of them were kept on
  * the stack by gcc 12). Rows past `rows` read row 0 again (their sums are not stored), so x is
@@ -152,9 +142,9 @@ vk_block(const int MR, const int NP, const uint8_t *x, int ldx, const int8_t *wp
     if (MR > r) {                                                                                  \
         memcpy(&s, x##r + 4 * (size_t)q, 4);                                                       \
         a = _mm512_set1_epi32(s);                                                                  \
-        c##r##0 = dpbusd(c##r##0, a, b0);                                                          \
-        if (NP > 1) c##r##1 = dpbusd(c##r##1, a, b1);                                              \
-        if (NP > 2) c##r##2 = dpbusd(c##r##2, a, b2);                                              \
+        c##r##0 = hs__dpbusd(c##r##0, a, b0);                                                      \
+        if (NP > 1) c##r##1 = hs__dpbusd(c##r##1, a, b1);                                          \
+        if (NP > 2) c##r##2 = hs__dpbusd(c##r##2, a, b2);                                          \
     }
         HS__ROW(0) HS__ROW(1) HS__ROW(2) HS__ROW(3) HS__ROW(4) HS__ROW(5) HS__ROW(6) HS__ROW(7)
 #undef HS__ROW
