@@ -395,9 +395,9 @@ static void kernels_q8_attention_tracks_f32(void **state)
     (void)state;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vnni"))
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni"))
         skip();
-    static const int lens[] = {1, 2, 7, 16, 33, 64, 65, 130};
+    static const int lens[] = {1, 2, 7, 16, 33, 64, 65, 130, 511, 512, 513, 600};
     static const int ds[] = {32, 64};
     const int heads = 3;
     double worst = 0.0;
@@ -432,10 +432,11 @@ static void kernels_q8_attention_tracks_f32(void **state)
             worst = fmax(worst, err / ref);
             if (!(err <= 0.01 * ref))
                 fail_msg("d %d len %d: error %g of %g against f32", d, len, err, ref);
-            if (len > 2) /* the zero query: every score 0, the mean of V, as in f32 */
+            if (len > 2) /* the zero query: every score 0, the mean of V, as in f32 (within
+                          * half an int8 step of V, |v| <= 1.5, where P.V runs in int16) */
                 for (int c = 0; c < d; c++) {
                     const size_t o = (size_t)(t0 + 2) * hidden + (size_t)d + c;
-                    assert_true(fabs((double)a[o] - b[o]) <= 1e-5);
+                    assert_true(fabs((double)a[o] - b[o]) <= (len <= 512 ? 1.5 / 254 : 1e-5));
                 }
             free(qkv);
             free(a);

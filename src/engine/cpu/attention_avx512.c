@@ -8,7 +8,8 @@
  * takes head sizes that are multiples of 16; the portable attn_head in kernels.c stays the path
  * for the rest. The int8 lanes' variant (hs__cpu_attn_q8, AVX-512 VNNI, for CPUs without a bf16
  * dot product) computes Q.K^T with vpdpbusd on queries and keys quantized per (token, head),
- * and shares the f32 softmax and P.V. */
+ * the softmax in f32, and P.V with vpdpwssd on P in 15 bits and V in int8 steps per (sequence,
+ * head, channel) up to PV16_MAX keys (in f32 past them). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -91,9 +92,10 @@ AVX512 static inline void stage_v(const int D, const float *qkv, int t0, int len
                                   float *vt)
 {
     const int stride = 3 * hidden;
-    for (int j = 0; j < len; j++)
-        memcpy(vt + (size_t)j * D, qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D,
-               sizeof(float) * (size_t)D);
+    if (vt)
+        for (int j = 0; j < len; j++)
+            memcpy(vt + (size_t)j * D, qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D,
+                   sizeof(float) * (size_t)D);
     if ((h + 1) * D < hidden)
         for (int j = 0; j < len; j++) {
             const char *r = (const char *)(qkv + (size_t)(t0 + j) * stride + (h + 1) * D);
@@ -288,9 +290,139 @@ scores8_block(const int D, const int32_t *qd, const float *sq, const int32_t *kp
     HS__S(0, 0)
     HS__S(0, 1)
     HS__S(0, 2)
-    HS__S(0, 3) HS__S(1, 0) HS__S(1, 1) HS__S(1, 2) HS__S(1, 3) HS__S(2, 0) HS__S(2, 1) HS__S(2, 2)
-        HS__S(2, 3) HS__S(3, 0) HS__S(3, 1) HS__S(3, 2) HS__S(3, 3)
+    HS__S(0, 3)
+    HS__S(1, 0)
+    HS__S(1, 1) HS__S(1, 2) HS__S(1, 3) HS__S(2, 0) HS__S(2, 1) HS__S(2, 2) HS__S(2, 3) HS__S(3, 0)
+        HS__S(3, 1) HS__S(3, 2) HS__S(3, 3)
 #undef HS__S
+}
+
+/* ---- P.V in int16 (the int8 lanes, sequences up to PV16_MAX keys) ---- */
+
+/* Keys up to which P.V runs in int16: P in 15 bits (exp(s - max) <= 1 times 32767) against V in
+ * int8 steps, each product at most 32767 * 127, so 516 keys' sums stay within int32. */
+#define PV16_MAX 512
+
+VNNI_TARGET static inline __m512i dpwssd(__m512i c, __m512i a, __m512i b)
+{
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
+    return c;
+}
+
+/* V of head h quantized per channel (sv[c] = max over the keys |v[c]| / 127) as key pairs
+ * vq [len/2][D]: the s16 values of keys 2i and 2i + 1 in the low and high half of one int32 (an
+ * odd last key pairs with zero). */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+pack_v16(const int D, const float *v0, int stride, int len, int32_t *vq, float *sv)
+{
+    __m512 m[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int j = 0; j < len; j++)
+        for (int v = 0; v < D / 16; v++)
+            m[v] = _mm512_max_ps(m[v],
+                                 _mm512_abs_ps(_mm512_loadu_ps(v0 + (size_t)j * stride + 16 * v)));
+    __m512 inv[4];
+    for (int v = 0; v < D / 16; v++) {
+        const __mmask16 live = _mm512_cmp_ps_mask(m[v], _mm512_setzero_ps(), _CMP_GT_OQ);
+        inv[v] = _mm512_maskz_div_ps(live, _mm512_set1_ps(127.0f), m[v]);
+        _mm512_storeu_ps(sv + 16 * v, _mm512_mul_ps(m[v], _mm512_set1_ps(1.0f / 127.0f)));
+    }
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    for (int j = 0; j < len; j += 2) {
+        const float *r0 = v0 + (size_t)j * stride, *r1 = r0 + stride;
+        for (int v = 0; v < D / 16; v++) {
+            const __m512i a =
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r0 + 16 * v), inv[v]));
+            const __m512i b =
+                j + 1 < len
+                    ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r1 + 16 * v), inv[v]))
+                    : _mm512_setzero_si512();
+            _mm512_storeu_si512(
+                vq + (size_t)(j / 2) * D + 16 * v,
+                _mm512_or_si512(_mm512_and_si512(a, lo16), _mm512_slli_epi32(b, 16)));
+        }
+    }
+}
+
+/* A score row's softmax numerators as s16 in 15 bits over the row's own storage (value j at
+ * byte 2j; each block is loaded before its narrower store), zero at len when len is odd;
+ * returns 1 / the sum of the fp32 numerators. */
+VNNI_TARGET static inline float softmax_to_s16(float *row, int len)
+{
+    const float inv = hs__softmax_num512(row, len);
+    int16_t *p = (int16_t *)(void *)row;
+    const __m512 one = _mm512_set1_ps(32767.0f);
+    const int full = len / 16 * 16;
+    for (int j = 0; j < full; j += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(p + j),
+                            _mm512_cvtsepi32_epi16(
+                                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(row + j), one))));
+    if (full < len) {
+        const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
+        const __m512i q =
+            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), one));
+        _mm256_mask_storeu_epi16(p + full, tail, _mm512_cvtsepi32_epi16(q));
+    }
+    if (len & 1) p[len] = 0;
+    return inv;
+}
+
+/* softmax_pv with P in s16 and V in vq (pack_v16): QB queries x D outputs in int32 registers,
+ * each output scaled by sv[c] * 1 / (32767 * sum). */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+softmax_pv16(const int D, const int32_t *vq, const float *sv, float *s, int lp, int len, int qn,
+             float *out0, int hidden)
+{
+    float inv[QB] = {0};
+    for (int qi = 0; qi < QB; qi++) {
+        if (qi < qn)
+            inv[qi] = softmax_to_s16(s + (size_t)qi * lp, len) / 32767.0f;
+        else
+            memset(s + (size_t)qi * lp, 0, sizeof(int16_t) * (size_t)(len + 1));
+    }
+    const __m512i z = _mm512_setzero_si512();
+    __m512i o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;
+    __m512i o20 = z, o21 = z, o22 = z, o23 = z, o30 = z, o31 = z, o32 = z, o33 = z;
+    const int32_t *p0 = (const int32_t *)(const void *)s,
+                  *p1 = (const int32_t *)(const void *)(s + lp);
+    const int32_t *p2 = (const int32_t *)(const void *)(s + 2 * (size_t)lp);
+    const int32_t *p3 = (const int32_t *)(const void *)(s + 3 * (size_t)lp);
+    const int32_t *vr = vq;
+    for (int j2 = 0; j2 < (len + 1) / 2; j2++, vr += D) {
+        const __m512i v0 = _mm512_loadu_si512(vr), v1 = _mm512_loadu_si512(vr + 16);
+        const __m512i v2 = D > 32 ? _mm512_loadu_si512(vr + 32) : z;
+        const __m512i v3 = D > 32 ? _mm512_loadu_si512(vr + 48) : z;
+        __m512i p;
+#define HS__P(r)                                                                                   \
+    p = _mm512_set1_epi32(p##r[j2]);                                                               \
+    o##r##0 = dpwssd(o##r##0, p, v0);                                                              \
+    o##r##1 = dpwssd(o##r##1, p, v1);                                                              \
+    if (D > 32) {                                                                                  \
+        o##r##2 = dpwssd(o##r##2, p, v2);                                                          \
+        o##r##3 = dpwssd(o##r##3, p, v3);                                                          \
+    }
+        HS__P(0) HS__P(1) HS__P(2) HS__P(3)
+#undef HS__P
+    }
+    const __m512 s0 = _mm512_loadu_ps(sv), s1 = _mm512_loadu_ps(sv + 16);
+    const __m512 s2 = D > 32 ? _mm512_loadu_ps(sv + 32) : _mm512_setzero_ps();
+    const __m512 s3 = D > 32 ? _mm512_loadu_ps(sv + 48) : _mm512_setzero_ps();
+#define HS__O(r)                                                                                   \
+    if (qn > r) {                                                                                  \
+        float *out = out0 + (size_t)(r)*hidden;                                                    \
+        const __m512 vi = _mm512_set1_ps(inv[r]);                                                  \
+        _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(o##r##0), _mm512_mul_ps(s0, vi)));  \
+        _mm512_storeu_ps(out + 16,                                                                 \
+                         _mm512_mul_ps(_mm512_cvtepi32_ps(o##r##1), _mm512_mul_ps(s1, vi)));       \
+        if (D > 32) {                                                                              \
+            _mm512_storeu_ps(out + 32,                                                             \
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(o##r##2), _mm512_mul_ps(s2, vi)));   \
+            _mm512_storeu_ps(out + 48,                                                             \
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(o##r##3), _mm512_mul_ps(s3, vi)));   \
+        }                                                                                          \
+    }
+    HS__O(0) HS__O(1) HS__O(2) HS__O(3)
+#undef HS__O
 }
 
 /* One (sequence, head) with int8 Q.K^T: scratch as vt [len][D] | s [QB][lp] | kp | kq | ck | sk
@@ -309,7 +441,11 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
     float *sk = (float *)(ck + lp);
     pack_k8(D, qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, 1.0f / sqrtf((float)D),
             kq, kp, ck, sk);
-    stage_v(D, qkv, t0, len, h, hidden, vt);
+    const int pv16 = len <= PV16_MAX;
+    int32_t *vq = (int32_t *)vt; /* pv16: V's pairs [len/2][D] and its channel scales */
+    float *sv = vt + (size_t)(len + 1) / 2 * D;
+    if (pv16) pack_v16(D, qkv + (size_t)t0 * stride + 2 * hidden + h * D, stride, len, vq, sv);
+    stage_v(D, qkv, t0, len, h, hidden, pv16 ? NULL : vt);
     int32_t qd[16 * (D / 4)]; /* 16 queries' u8 quads, and their scales */
     float sq[16];
     for (int i16 = 0; i16 < len; i16 += 16) {
@@ -324,7 +460,11 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
             const int qn = len - i0 < QB ? len - i0 : QB;
             for (int jb = 0; jb < lp; jb += KB)
                 scores8_block(D, qd + (i0 - i16) * (D / 4), sq + (i0 - i16), kp, ck, sk, lp, jb, s);
-            softmax_pv(D, vt, s, lp, len, qn, ctx + (size_t)(t0 + i0) * hidden + h * D, hidden);
+            float *out = ctx + (size_t)(t0 + i0) * hidden + h * D;
+            if (pv16)
+                softmax_pv16(D, vq, sv, s, lp, len, qn, out, hidden);
+            else
+                softmax_pv(D, vt, s, lp, len, qn, out, hidden);
         }
     }
 }

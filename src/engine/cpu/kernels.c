@@ -270,7 +270,7 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
         plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
     const int lowp = fast && a->lowp && __builtin_cpu_supports("avx512bf16");
     const int q8 = fast && a->lowp && !lowp && __builtin_cpu_supports("avx512vnni") &&
-                   __builtin_cpu_supports("avx512bw");
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     /* without AVX-512: the AVX2 kernel (head sizes that are multiples of 16) */
     const int fast2 = plain && !fast && __builtin_cpu_supports("avx2") &&
                       __builtin_cpu_supports("fma") && head_dim % 16 == 0;

@@ -91,8 +91,9 @@ int hs__cpu_attn_avx2(const float *qkv, float *ctx, int t0, int len, int h, int 
                       float *scratch);
 int64_t hs__cpu_attn_avx2_scratch_floats(int head_dim, int seq_max);
 /* The same with Q.K^T in int8 (AVX-512 VNNI: each query and key quantized per (token, head),
- * symmetric, vpdpbusd) and fp32 softmax and P.V (attention_avx512.c), in the same scratch: the
- * int8 lanes' attention where the CPU has no bf16 dot product; -1 for other head sizes. */
+ * symmetric, vpdpbusd), fp32 softmax, and P.V in int16 (P in 15 bits, V in int8 steps per
+ * channel; fp32 past 512 keys) (attention_avx512.c), in the same scratch: the int8 lanes'
+ * attention where the CPU has no bf16 dot product; -1 for other head sizes. */
 int hs__cpu_attn_q8(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                     float *scratch);
 /* The same with bf16 Q.K^T and P.V and fp32 softmax (attention_lowp.c, avx512_bf16), in the same

@@ -189,7 +189,7 @@ static int cpu_has(int isa)
     __builtin_cpu_init();
     if (isa == HS_QGEMM_VNNI512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vnni");
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else

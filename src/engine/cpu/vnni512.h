@@ -5,7 +5,7 @@
 
 #include <immintrin.h>
 
-#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 /* c + the 4-product sums of a (u8) x b (s8) per int32 lane. gcc 12's _mm512_dpbusd_epi32 does
  * not tie the accumulator to the instruction's destination: it copied every accumulator once a
