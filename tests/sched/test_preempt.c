@@ -96,6 +96,31 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
     return st;
 }
 
+/* The fair lane of one slot over the runner, with or without preemption; tokens_per_s is its
+ * throughput before any batch is measured. */
+static struct hs_lane_opts fair_lane(struct exec_runner *er, bool preempt, double tokens_per_s)
+{
+    return (struct hs_lane_opts){
+        .engine = "cpu0",
+        .model = "m",
+        .dim = H,
+        .seq_max = 64,
+        .batch_window_us = 1000,
+        .batch_max = 16,
+        .batch_max_tokens = 1024,
+        .n_buckets = 2,
+        .buckets = {16, 32},
+        .queue_max = 64,
+        .shed_batch_ratio = 0.75,
+        .throughput_init_tokens_per_s = tokens_per_s,
+        .throughput_ewma_alpha = 0.2,
+        .slots = 1,
+        .fair = true,
+        .preempt = preempt,
+        .runner = {exec_run, er},
+    };
+}
+
 /* A request with its own storage; done records the order of answers. */
 struct preq {
     struct hs_request r;
@@ -198,27 +223,9 @@ static void light_batch_runs_while_flood_paused(void **state)
 
     float out_flood[2][N_FLOOD * H], out_light[2][H];
     for (int preempt = 0; preempt < 2; preempt++) {
-        struct hs_lane_opts o = {
-            .engine = "cpu0",
-            .model = "m",
-            .dim = H,
-            .seq_max = 64,
-            .batch_window_us = 1000,
-            .batch_max = 16,
-            .batch_max_tokens = 1024,
-            .n_buckets = 2,
-            .buckets = {16, 32},
-            .queue_max = 64,
-            .shed_batch_ratio = 0.75,
-            /* unmeasured, the flood's batch is predicted to run 3 s: it has more left than the
-             * light one needs (0.1 s) while it is held (briefly) */
-            .throughput_init_tokens_per_s = 100,
-            .throughput_ewma_alpha = 0.2,
-            .slots = 1,
-            .fair = true,
-            .preempt = preempt,
-            .runner = {exec_run, &er},
-        };
+        /* unmeasured, the flood's batch is predicted to run 3 s: it has more left than the
+         * light one needs (0.1 s) while it is held (briefly) */
+        const struct hs_lane_opts o = fair_lane(&er, preempt, 100);
         struct hs_sched *s = NULL;
         if (hs_sched_create(&o, 1, NULL, &s, &err)) fail_msg("sched_create: %s", err.msg);
         memset(er.runs, 0, sizeof er.runs);
@@ -370,27 +377,9 @@ static void request_after_batch_end_is_no_preemption(void **state)
     struct hs_executor_opts xo = {.batch_max = 16, .seq_max = 64, .slots = 2, .preempt = true};
     if (hs_executor_create(&rm->model, &plan, &xo, &er.x, &err))
         fail_msg("executor_create: %s", err.msg);
-    struct hs_lane_opts o = {
-        .engine = "cpu0",
-        .model = "m",
-        .dim = H,
-        .seq_max = 64,
-        .batch_window_us = 1000,
-        .batch_max = 16,
-        .batch_max_tokens = 1024,
-        .n_buckets = 2,
-        .buckets = {16, 32},
-        .queue_max = 64,
-        .shed_batch_ratio = 0.75,
-        /* predicted to run far longer than it does: a batch still counted as running would
-         * look preemptible for the whole window */
-        .throughput_init_tokens_per_s = 10,
-        .throughput_ewma_alpha = 0.2,
-        .slots = 1,
-        .fair = true,
-        .preempt = true,
-        .runner = {exec_run, &er},
-    };
+    /* predicted to run far longer than it does: a batch still counted as running would look
+     * preemptible for the whole window */
+    const struct hs_lane_opts o = fair_lane(&er, true, 10);
     struct hs_sched *s = NULL;
     if (hs_sched_create(&o, 1, NULL, &s, &err)) fail_msg("sched_create: %s", err.msg);
     atomic_store(&answers, 0);

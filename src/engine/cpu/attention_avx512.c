@@ -292,8 +292,9 @@ scores8_block(const int D, const int32_t *qd, const float *sq, const int32_t *kp
     HS__S(0, 2)
     HS__S(0, 3)
     HS__S(1, 0)
-    HS__S(1, 1) HS__S(1, 2) HS__S(1, 3) HS__S(2, 0) HS__S(2, 1) HS__S(2, 2) HS__S(2, 3) HS__S(3, 0)
-        HS__S(3, 1) HS__S(3, 2) HS__S(3, 3)
+    HS__S(1, 1)
+    HS__S(1, 2) HS__S(1, 3) HS__S(2, 0) HS__S(2, 1) HS__S(2, 2) HS__S(2, 3) HS__S(3, 0) HS__S(3, 1)
+        HS__S(3, 2) HS__S(3, 3)
 #undef HS__S
 }
 
@@ -469,50 +470,26 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
     }
 }
 
-VNNI_TARGET static void attn_q8_d32(const float *qkv, float *ctx, int t0, int len, int h,
-                                    int hidden, float *scratch)
-{
-    attn_q8(32, qkv, ctx, t0, len, h, hidden, scratch);
-}
+/* The entry point `name` of kernel `k` (attn or attn_q8): one copy for each head size, so that D
+ * is a constant inside it; -1 for other head sizes. */
+#define HS__ATTN_ENTRY(name, k, TARGET)                                                            \
+    TARGET static void k##_d32(const float *qkv, float *ctx, int t0, int len, int h, int hidden,   \
+                               float *scratch)                                                     \
+    {                                                                                              \
+        k(32, qkv, ctx, t0, len, h, hidden, scratch);                                              \
+    }                                                                                              \
+    TARGET static void k##_d64(const float *qkv, float *ctx, int t0, int len, int h, int hidden,   \
+                               float *scratch)                                                     \
+    {                                                                                              \
+        k(64, qkv, ctx, t0, len, h, hidden, scratch);                                              \
+    }                                                                                              \
+    int name(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,              \
+             float *scratch)                                                                       \
+    {                                                                                              \
+        if (d != 32 && d != 64) return -1;                                                         \
+        (d == 32 ? k##_d32 : k##_d64)(qkv, ctx, t0, len, h, hidden, scratch);                      \
+        return 0;                                                                                  \
+    }
 
-VNNI_TARGET static void attn_q8_d64(const float *qkv, float *ctx, int t0, int len, int h,
-                                    int hidden, float *scratch)
-{
-    attn_q8(64, qkv, ctx, t0, len, h, hidden, scratch);
-}
-
-int hs__cpu_attn_q8(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
-                    float *scratch)
-{
-    if (d == 32)
-        attn_q8_d32(qkv, ctx, t0, len, h, hidden, scratch);
-    else if (d == 64)
-        attn_q8_d64(qkv, ctx, t0, len, h, hidden, scratch);
-    else
-        return -1;
-    return 0;
-}
-
-AVX512 static void attn_d32(const float *qkv, float *ctx, int t0, int len, int h, int hidden,
-                            float *scratch)
-{
-    attn(32, qkv, ctx, t0, len, h, hidden, scratch);
-}
-
-AVX512 static void attn_d64(const float *qkv, float *ctx, int t0, int len, int h, int hidden,
-                            float *scratch)
-{
-    attn(64, qkv, ctx, t0, len, h, hidden, scratch);
-}
-
-int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
-                        float *scratch)
-{
-    if (d == 32)
-        attn_d32(qkv, ctx, t0, len, h, hidden, scratch);
-    else if (d == 64)
-        attn_d64(qkv, ctx, t0, len, h, hidden, scratch);
-    else
-        return -1;
-    return 0;
-}
+HS__ATTN_ENTRY(hs__cpu_attn_avx512, attn, AVX512)
+HS__ATTN_ENTRY(hs__cpu_attn_q8, attn_q8, VNNI_TARGET)
