@@ -287,14 +287,9 @@ scores8_block(const int D, const int32_t *qd, const float *sq, const int32_t *kp
     const __m512 k2 = _mm512_loadu_ps(sk + jb + 32), k3 = _mm512_loadu_ps(sk + jb + 48);
     const __m512 q0 = _mm512_set1_ps(sq[0]), q1 = _mm512_set1_ps(sq[1]);
     const __m512 q2 = _mm512_set1_ps(sq[2]), q3 = _mm512_set1_ps(sq[3]);
-    HS__S(0, 0)
-    HS__S(0, 1)
-    HS__S(0, 2)
-    HS__S(0, 3)
-    HS__S(1, 0)
-    HS__S(1, 1)
-    HS__S(1, 2) HS__S(1, 3) HS__S(2, 0) HS__S(2, 1) HS__S(2, 2) HS__S(2, 3) HS__S(3, 0) HS__S(3, 1)
-        HS__S(3, 2) HS__S(3, 3)
+#define HS__SR(r) HS__S(r, 0) HS__S(r, 1) HS__S(r, 2) HS__S(r, 3)
+    HS__SR(0) HS__SR(1) HS__SR(2) HS__SR(3)
+#undef HS__SR
 #undef HS__S
 }
 
