@@ -344,9 +344,59 @@ static void kernels_attention_match_reference(void **state)
     assert_int_equal(hs__cpu_attn_avx512(NULL, NULL, 0, 1, 0, 72, 24, NULL), -1);
 }
 
-/* The bf16 attention kernel against the f32 one on random q | k | v rows: every length class
- * (one key, odd counts, a partial and several 64-key blocks), both head sizes, and several
- * heads side by side so a wrong head offset or pair layout shows. */
+typedef int (*attn_kernel)(const float *, float *, int, int, int, int, int, float *);
+
+/* A reduced-precision attention kernel against the f32 one on random q | k | v rows of 3 heads
+ * side by side, the sequence starting at row 3 (rows before it must stay untouched): returns the
+ * largest error over the largest f32 output. zeros: head 1's key 1 and query 2 set to zero
+ * first (len > 2), and *zero_query_err the largest error of that query's outputs. */
+static double attn_vs_f32(attn_kernel run, int d, int len, uint32_t seed, int zeros,
+                          double *zero_query_err)
+{
+    const int heads = 3, hidden = heads * d, t0 = 3;
+    const size_t rows = (size_t)(t0 + len), stride = 3 * (size_t)hidden;
+    float *qkv = malloc(sizeof(float) * rows * stride);
+    float *a = calloc(rows * (size_t)hidden, sizeof(float));
+    float *b = calloc(rows * (size_t)hidden, sizeof(float));
+    float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
+    assert_non_null(qkv);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(scr);
+    fill_rand(qkv, rows * stride, seed + (uint32_t)(d * 1000 + len), 3.0f);
+    zeros = zeros && len > 2;
+    if (zeros) {
+        memset(qkv + (size_t)(t0 + 1) * stride + hidden + d, 0, sizeof(float) * d);
+        memset(qkv + (size_t)(t0 + 2) * stride + d, 0, sizeof(float) * d);
+    }
+    for (int h = 0; h < heads; h++) {
+        assert_int_equal(hs__cpu_attn_avx512(qkv, a, t0, len, h, hidden, d, scr), 0);
+        assert_int_equal(run(qkv, b, t0, len, h, hidden, d, scr), 0);
+    }
+    double err = 0.0, ref = 0.0;
+    for (size_t i = (size_t)t0 * hidden; i < rows * (size_t)hidden; i++) {
+        err = fmax(err, fabs((double)a[i] - b[i]));
+        ref = fmax(ref, fabs((double)a[i]));
+    }
+    for (size_t i = 0; i < (size_t)t0 * hidden; i++) assert_true(b[i] == 0.0f);
+    assert_true(ref > 0.05);
+    if (zero_query_err) {
+        *zero_query_err = 0.0;
+        for (int c = 0; zeros && c < d; c++) {
+            const size_t o = (size_t)(t0 + 2) * hidden + (size_t)d + c;
+            *zero_query_err = fmax(*zero_query_err, fabs((double)a[o] - b[o]));
+        }
+    }
+    free(qkv);
+    free(a);
+    free(b);
+    free(scr);
+    return err / ref;
+}
+
+/* The bf16 attention kernel against the f32 one: every length class (one key, odd counts, a
+ * partial and several 64-key blocks), both head sizes, and several heads side by side so a
+ * wrong head offset or pair layout shows. */
 static void kernels_bf16_attention_tracks_f32(void **state)
 {
     (void)state;
@@ -354,42 +404,16 @@ static void kernels_bf16_attention_tracks_f32(void **state)
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) skip();
     static const int lens[] = {1, 2, 7, 33, 64, 65, 130};
     static const int ds[] = {32, 64};
-    const int heads = 3;
     for (size_t di = 0; di < 2; di++)
-        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
-            const size_t rows = (size_t)(t0 + len);
-            float *qkv = malloc(sizeof(float) * rows * 3 * (size_t)hidden);
-            float *a = calloc(rows * (size_t)hidden, sizeof(float));
-            float *b = calloc(rows * (size_t)hidden, sizeof(float));
-            float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
-            assert_non_null(qkv);
-            assert_non_null(a);
-            assert_non_null(b);
-            assert_non_null(scr);
-            fill_rand(qkv, rows * 3 * (size_t)hidden, 12345u + (uint32_t)(d * 1000 + len), 3.0f);
-            for (int h = 0; h < heads; h++) {
-                assert_int_equal(hs__cpu_attn_avx512(qkv, a, t0, len, h, hidden, d, scr), 0);
-                assert_int_equal(hs__cpu_attn_bf16(qkv, b, t0, len, h, hidden, d, scr), 0);
-            }
-            double err = 0.0, ref = 0.0;
-            for (size_t i = (size_t)t0 * hidden; i < rows * (size_t)hidden; i++) {
-                err = fmax(err, fabs((double)a[i] - b[i]));
-                ref = fmax(ref, fabs((double)a[i]));
-            }
-            assert_true(ref > 0.05);
-            assert_true(err <= 0.02 * ref);
-            free(qkv);
-            free(a);
-            free(b);
-            free(scr);
-        }
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            assert_true(attn_vs_f32(hs__cpu_attn_bf16, ds[di], lens[li], 12345u, 0, NULL) <= 0.02);
     assert_int_equal(hs__cpu_attn_bf16(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
 }
 
-/* The int8 Q.K^T attention kernel (AVX-512 VNNI) against the f32 one on random q | k | v rows:
- * the same length classes, both head sizes, heads side by side; and a zero key row (its scale
- * 0) and a zero query row, which must give what f32 gives for them. */
+/* The int8 Q.K^T attention kernel (AVX-512 VNNI) against the f32 one: the same length classes
+ * and past 512 keys (where its P.V goes from int16 to f32), both head sizes, heads side by
+ * side; and a zero key row (its scale 0) and a zero query row, whose outputs must be the mean
+ * of V, as in f32 (within half an int8 step of V, |v| <= 1.5, where P.V runs in int16). */
 static void kernels_q8_attention_tracks_f32(void **state)
 {
     (void)state;
@@ -399,49 +423,16 @@ static void kernels_q8_attention_tracks_f32(void **state)
         skip();
     static const int lens[] = {1, 2, 7, 16, 33, 64, 65, 130, 511, 512, 513, 600};
     static const int ds[] = {32, 64};
-    const int heads = 3;
     double worst = 0.0;
     for (size_t di = 0; di < 2; di++)
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            const int d = ds[di], len = lens[li], hidden = heads * d, t0 = 3;
-            const size_t rows = (size_t)(t0 + len), stride = 3 * (size_t)hidden;
-            float *qkv = malloc(sizeof(float) * rows * stride);
-            float *a = calloc(rows * (size_t)hidden, sizeof(float));
-            float *b = calloc(rows * (size_t)hidden, sizeof(float));
-            float *scr = malloc(sizeof(float) * (size_t)hs__cpu_attn_scratch_floats(d, len + 3));
-            assert_non_null(qkv);
-            assert_non_null(a);
-            assert_non_null(b);
-            assert_non_null(scr);
-            fill_rand(qkv, rows * stride, 4242u + (uint32_t)(d * 1000 + len), 3.0f);
-            if (len > 2) { /* head 1: key 1 and query 2 all zero */
-                memset(qkv + (size_t)(t0 + 1) * stride + hidden + d, 0, sizeof(float) * d);
-                memset(qkv + (size_t)(t0 + 2) * stride + d, 0, sizeof(float) * d);
-            }
-            for (int h = 0; h < heads; h++) {
-                assert_int_equal(hs__cpu_attn_avx512(qkv, a, t0, len, h, hidden, d, scr), 0);
-                assert_int_equal(hs__cpu_attn_q8(qkv, b, t0, len, h, hidden, d, scr), 0);
-            }
-            double err = 0.0, ref = 0.0;
-            for (size_t i = (size_t)t0 * hidden; i < rows * (size_t)hidden; i++) {
-                err = fmax(err, fabs((double)a[i] - b[i]));
-                ref = fmax(ref, fabs((double)a[i]));
-            }
-            for (size_t i = 0; i < (size_t)t0 * hidden; i++) assert_true(b[i] == 0.0f);
-            assert_true(ref > 0.05);
-            worst = fmax(worst, err / ref);
-            if (!(err <= 0.01 * ref))
-                fail_msg("d %d len %d: error %g of %g against f32", d, len, err, ref);
-            if (len > 2) /* the zero query: every score 0, the mean of V, as in f32 (within
-                          * half an int8 step of V, |v| <= 1.5, where P.V runs in int16) */
-                for (int c = 0; c < d; c++) {
-                    const size_t o = (size_t)(t0 + 2) * hidden + (size_t)d + c;
-                    assert_true(fabs((double)a[o] - b[o]) <= (len <= 512 ? 1.5 / 254 : 1e-5));
-                }
-            free(qkv);
-            free(a);
-            free(b);
-            free(scr);
+            const int d = ds[di], len = lens[li];
+            double zq = 0.0;
+            const double e = attn_vs_f32(hs__cpu_attn_q8, d, len, 4242u, 1, &zq);
+            worst = fmax(worst, e);
+            if (!(e <= 0.01)) fail_msg("d %d len %d: error %g of the range against f32", d, len, e);
+            if (!(zq <= (len <= 512 ? 1.5 / 254 : 1e-5)))
+                fail_msg("d %d len %d: the zero query is %g off", d, len, zq);
         }
     print_message("q8 attention: worst error %.4g of the output's range\n", worst);
     assert_int_equal(hs__cpu_attn_q8(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);

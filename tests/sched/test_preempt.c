@@ -96,6 +96,23 @@ static hs_status exec_run(void *ctx, int slot, const struct hs_batch *b, float *
     return st;
 }
 
+/* A CPU engine (eo) and, into er, an executor of the model on it with two slots and
+ * preemption; returns the engine. */
+static hs_engine_t preempting_executor(const struct rand_model *rm, const struct hs_engine_opts *eo,
+                                       struct exec_runner *er)
+{
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_cpu_create(eo, &e, &err), HS_STATUS_OK);
+    struct hs_placement plan;
+    hs_placement_single(&rm->model, e, &plan);
+    const struct hs_executor_opts xo = {
+        .batch_max = 16, .seq_max = 64, .slots = 2, .preempt = true};
+    if (hs_executor_create(&rm->model, &plan, &xo, &er->x, &err))
+        fail_msg("executor_create: %s", err.msg);
+    return e;
+}
+
 /* The fair lane of one slot over the runner, with or without preemption; tokens_per_s is its
  * throughput before any batch is measured. */
 static struct hs_lane_opts fair_lane(struct exec_runner *er, bool preempt, double tokens_per_s)
@@ -206,19 +223,11 @@ static void light_batch_runs_while_flood_paused(void **state)
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cv, NULL);
     struct hs_error err = {0};
-    hs_engine_t e = NULL;
-    /* one thread: the observer runs on the batch's own thread */
-    assert_int_equal(
-        hs_engine_cpu_create(
-            &(struct hs_engine_opts){.threads = 1, .cpu_observe = observe, .cpu_observe_ctx = &h},
-            &e, &err),
-        HS_STATUS_OK);
-    struct hs_placement plan;
-    hs_placement_single(&rm->model, e, &plan);
     struct exec_runner er = {0};
-    struct hs_executor_opts xo = {.batch_max = 16, .seq_max = 64, .slots = 2, .preempt = true};
-    if (hs_executor_create(&rm->model, &plan, &xo, &er.x, &err))
-        fail_msg("executor_create: %s", err.msg);
+    /* one thread: the observer runs on the batch's own thread */
+    hs_engine_t e = preempting_executor(
+        rm, &(struct hs_engine_opts){.threads = 1, .cpu_observe = observe, .cpu_observe_ctx = &h},
+        &er);
     h.x = er.x;
 
     float out_flood[2][N_FLOOD * H], out_light[2][H];
@@ -368,15 +377,8 @@ static void request_after_batch_end_is_no_preemption(void **state)
         for (int k = 0; k < flood_lens[i]; k++) flood_ids[i][k] = rand_id(97);
     for (int k = 0; k < LIGHT; k++) light_ids[0][k] = rand_id(97);
     struct hs_error err = {0};
-    hs_engine_t e = NULL;
-    assert_int_equal(hs_engine_cpu_create(&(struct hs_engine_opts){.threads = 1}, &e, &err),
-                     HS_STATUS_OK);
-    struct hs_placement plan;
-    hs_placement_single(&rm->model, e, &plan);
     struct exec_runner er = {0};
-    struct hs_executor_opts xo = {.batch_max = 16, .seq_max = 64, .slots = 2, .preempt = true};
-    if (hs_executor_create(&rm->model, &plan, &xo, &er.x, &err))
-        fail_msg("executor_create: %s", err.msg);
+    hs_engine_t e = preempting_executor(rm, &(struct hs_engine_opts){.threads = 1}, &er);
     /* predicted to run far longer than it does: a batch still counted as running would look
      * preemptible for the whole window */
     const struct hs_lane_opts o = fair_lane(&er, true, 10);

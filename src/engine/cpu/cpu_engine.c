@@ -856,7 +856,7 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
             .ctx_stride = nq,
             .causal = d->causal,
             .window = local ? d->window : 0,
-            .lowp = p->dtype != HS_DTYPE_F32, /* int8 and bf16 lanes: bf16 products */
+            .lowp = p->dtype != HS_DTYPE_F32, /* int8 and bf16 lanes (kernels.h: which products) */
         };
         /* attention indexes tokens by the batch's absolute offsets */
         hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, &shape, scratch,
