@@ -174,7 +174,7 @@ static int run_own(void *p)
 {
     const struct own_args *o = p;
     hs__cpu_qgemm(hs__ql_own_isa(), o->src, o->w->own, o->acc, o->rows, o->w->n, o->w->k,
-                  o->threads);
+                  o->threads, NULL);
     return 0;
 }
 

@@ -630,7 +630,7 @@ static void int8_own_kernel_equals_reference_and_onednn(void **state)
                 for (int nt = 1; nt <= 2; nt++) {
                     const int rows = k_rows[t];
                     memset(acc, 0x5a, sizeof acc);
-                    hs__cpu_qgemm(isa, x, packed, acc, rows, n, K, nt);
+                    hs__cpu_qgemm(isa, x, packed, acc, rows, n, K, nt, NULL);
                     for (int r = 0; r < rows; r++)
                         for (int j = 0; j < n; j++) {
                             int32_t ref = 0;

@@ -18,6 +18,22 @@ int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, 
 /* y[j] += bias[j] (bias may be NULL), then the activation when act >= 0, over one row. */
 void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
 
+/* What an int8 GEMM does with a block of its accumulators while they are in L1 (qgemm.c): row r,
+ * column j (of the whole GEMM) becomes act(float(acc - comp[j]) * (sx[r] * sw[j]) + bias[j]) at
+ * y[r * ldy + j]. comp and bias may be NULL, act < 0 is none; y may be the accumulator buffer
+ * itself, read as floats (same row stride). */
+struct hs_qgemm_epi {
+    const int32_t *comp;
+    const float *sw, *sx, *bias;
+    int act;
+    float *y;
+    int ldy;
+};
+/* That for the block of rows x cols at (r0, c0) of the GEMM, whose accumulators are at acc
+ * (lda int32 a row): equal to the row epilogue's dequantization and activation. */
+void hs__cpu_dequant_block(const int32_t *acc, int lda, const struct hs_qgemm_epi *e, int r0,
+                           int c0, int rows, int cols);
+
 /* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias and beta may be NULL. */
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/cpu/kernels.h"
 #include "engine/cpu/qlinear.h"
 #include "engine/cpu/vnni512.h"
 
@@ -233,7 +234,7 @@ int hs__cpu_qgemm_runs(int isa)
 }
 
 void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,
-                        int n, int k, int threads)
+                        int n, int k, int threads, const struct hs_qgemm_epi *epi)
 {
     const int panels = (n + QP - 1) / QP, kq = k / 4;
     const size_t pbytes = (size_t)kq * QP * 4;
@@ -257,12 +258,13 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
             vk_task(xs, k, packed + (size_t)p0 * pbytes, kq, ys, n, nr, np, lastc);
         else /* (a tail block reads the source's padding rows; their sums are not stored) */
             qk_4x16(xs, k, packed + (size_t)p0 * pbytes, kq, ys, n, nr, lastc);
+        if (epi) hs__cpu_dequant_block(ys, n, epi, r0, c0, nr, (np - 1) * QP + lastc);
     }
 }
 
 void hs__cpu_qgemm(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
-                   int k, int threads)
+                   int k, int threads, const struct hs_qgemm_epi *epi)
 {
 #pragma omp parallel num_threads(threads) if (threads > 1)
-    hs__cpu_qgemm_team(isa, x, packed, acc, rows, n, k, threads);
+    hs__cpu_qgemm_team(isa, x, packed, acc, rows, n, k, threads, epi);
 }

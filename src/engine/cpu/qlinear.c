@@ -758,35 +758,13 @@ static void bf16_row(const float *x, uint16_t *b, int k)
     }
 }
 
-HS_CLONES
-static void dequant_row_plain(const int32_t *acc, const float *sw, float sx, const float *bias,
-                              float *y, int n)
-{
-    if (bias)
-        for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sx * sw[j]) + bias[j];
-    else
-        for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sx * sw[j]);
-}
-
-HS_CLONES
-static void dequant_row_comp(const int32_t *acc, const int32_t *comp, const float *sw, float sx,
-                             const float *bias, float *y, int n)
-{
-    if (bias)
-        for (int j = 0; j < n; j++) y[j] = (float)(acc[j] - comp[j]) * (sx * sw[j]) + bias[j];
-    else
-        for (int j = 0; j < n; j++) y[j] = (float)(acc[j] - comp[j]) * (sx * sw[j]);
-}
-
 /* An int8 row's accumulators (less the u8 source's offset, w->comp) scaled back to fp32, plus
- * bias when given (in the same pass: a separate one over the row cost 2-3 % of an int8 batch). */
+ * bias and through act when given, in one pass: the own kernel's block epilogue on one row. */
 static void dequant_row(const int32_t *acc, const struct hs_ql_weights *w, float sx,
-                        const float *bias, float *y, int n)
+                        const float *bias, int act, float *y, int n)
 {
-    if (w->comp)
-        dequant_row_comp(acc, w->comp, w->scale, sx, bias, y, n);
-    else
-        dequant_row_plain(acc, w->scale, sx, bias, y, n);
+    const struct hs_qgemm_epi e = {w->comp, w->scale, &sx, bias, act, y, n};
+    hs__cpu_dequant_block(acc, n, &e, 0, 0, 1, n);
 }
 
 /* The largest row count <= rows that is its own bucket: a primitive of exactly that many rows
@@ -923,37 +901,57 @@ static void epilogue_row(const struct ql_epilogue *e, int r0, int r)
     if (e->next) { /* the row never leaves L1 in fp32: it goes out as next's input */
         float v[n];
         if (i8)
-            dequant_row(a, w, e->sx[row], e->bias, v, n);
-        else
+            dequant_row(a, w, e->sx[row], e->bias, e->act, v, n);
+        else {
             memcpy(v, (const float *)a, sizeof(float) * (size_t)n);
-        hs__cpu_bias_act_row(v, i8 ? NULL : e->bias, n, e->act);
+            hs__cpu_bias_act_row(v, e->bias, n, e->act);
+        }
         e->sx[row] = quant_input(e->next, v, (char *)e->qnext + row * n * (i8 ? 1 : 2), e->isa);
         return;
     }
     if (e->ln) { /* the row goes from L1 into the residual and its LayerNorm */
         float v[n];
-        dequant_row(a, w, e->sx[row], NULL, v, n);
+        dequant_row(a, w, e->sx[row], NULL, -1, v, n);
         hs__cpu_residual_ln_row(e->ln->x + row * n, v, e->ln->bias, e->ln->g, e->ln->beta, n,
                                 e->ln->eps);
         return;
     }
     float *yr = e->y + row * n;
     if (i8)
-        dequant_row(a, w, e->sx[row], e->bias, yr, n);
-    else
+        dequant_row(a, w, e->sx[row], e->bias, e->act, yr, n);
+    else {
         memcpy(yr, (const float *)a, sizeof(float) * (size_t)n);
-    hs__cpu_bias_act_row(yr, i8 ? NULL : e->bias, n, e->act);
+        hs__cpu_bias_act_row(yr, e->bias, n, e->act);
+    }
+}
+
+/* Row r of a chunk whose GEMM blocks the own kernel already turned into fp32 (dequantized, bias
+ * and activation: hs__cpu_dequant_block) in the accumulator buffer: the rest of epilogue_row. */
+static void epilogue_f32_row(const struct ql_epilogue *e, int r0, int r)
+{
+    const int n = e->w->n;
+    const float *v = (const float *)(const void *)e->acc + (size_t)r * n;
+    const size_t row = (size_t)(r0 + r);
+    if (e->next)
+        e->sx[row] = quant_input(e->next, v, (char *)e->qnext + row * n, e->isa);
+    else
+        hs__cpu_residual_ln_row(e->ln->x + row * n, v, e->ln->bias, e->ln->g, e->ln->beta, n,
+                                e->ln->eps);
 }
 
 /* An int8 layer on the own kernel (qgemm.c): quantization, GEMM and epilogue as worksharing loops
  * of one parallel region (three forks and joins before; measured within noise of it, MiniLM
  * 1x16 1.24-1.28 ms either way). A few rows run in one pass; more in L2-sized chunks, whose
- * accumulators the epilogue reads from cache (350 vs 354 ms at 32x128 unchunked). */
+ * fp32 rows the row epilogue reads from cache (350 vs 354 ms at 32x128 unchunked). Each block of
+ * the GEMM is dequantized (with bias and activation) while it is in L1, straight into y or, for
+ * a row epilogue (the next layer's quantization, the residual LayerNorm), into the accumulators
+ * as floats: a pass over the accumulators after the GEMM was 7.5 % of an int8 MiniLM batch. */
 static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int rows, int nt)
 {
     const struct hs_ql_weights *w = e->w;
     const int n = w->n, k = w->k;
     const int chunk = rows <= 256 ? rows : chunk_rows(n, nt);
+    float *accf = (float *)(void *)e->acc;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         if (x) { /* (NULL: a chained producer already quantized the input into qsrc and sx) */
@@ -963,10 +961,19 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
         }
         for (int r0 = 0; r0 < rows; r0 += chunk) {
             const int left = rows - r0 < chunk ? rows - r0 : chunk;
+            const struct hs_qgemm_epi epi = {w->comp,
+                                             w->scale,
+                                             e->sx + r0,
+                                             e->ln ? NULL : e->bias,
+                                             e->ln ? -1 : e->act,
+                                             e->y ? e->y + (size_t)r0 * n : accf,
+                                             n};
             hs__cpu_qgemm_team(hs__ql_own_isa(), (const uint8_t *)qsrc + (size_t)r0 * k, w->own,
-                               e->acc, left, n, k, nt);
+                               e->acc, left, n, k, nt, &epi);
+            if (!e->y) {
 #pragma omp for schedule(static)
-            for (int r = 0; r < left; r++) epilogue_row(e, r0, r);
+                for (int r = 0; r < left; r++) epilogue_f32_row(e, r0, r);
+            }
         }
     }
 }

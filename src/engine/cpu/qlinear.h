@@ -141,13 +141,15 @@ void hs__cpu_qgemm_unpack(const int8_t *packed, int n, int k, int8_t *w);
  * `threads` threads. x is read up to rows rounded up to 4 (a source buffer's padding rows:
  * HS_QL_ROW_PAD); only `rows` rows of acc are written. Exact s32 sums: the result equals
  * oneDNN's u8 x s8 matmul on the same operands (the AVX2 kernel: where pair sums stay within
- * int16, as there). */
+ * int16, as there). epi (NULL: none) turns each block of sums into fp32 as soon as it is computed
+ * (kernels.h: hs__cpu_dequant_block), from L1, instead of a pass over acc after the GEMM. */
+struct hs_qgemm_epi;
 void hs__cpu_qgemm(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
-                   int k, int threads);
+                   int k, int threads, const struct hs_qgemm_epi *epi);
 /* The same as a worksharing loop for the threads of an enclosing parallel region, `threads` of
  * them (each calls it; it ends with the loop's barrier); outside one, the caller runs it all. */
 void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,
-                        int n, int k, int threads);
+                        int n, int k, int threads, const struct hs_qgemm_epi *epi);
 
 /* Up to how many rows hs__ql_run takes that kernel instead of oneDNN's matmul where the weights
  * have its panels (0: never); hs__ql_set_own_rows overrides the measured default (< 0: back to

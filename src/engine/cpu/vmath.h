@@ -15,10 +15,12 @@ typedef float HS_VN(vf) __attribute__((vector_size(4 * HS_VL)));
 typedef int32_t HS_VN(vi) __attribute__((vector_size(4 * HS_VL)));
 /* unaligned loads and stores go through this one */
 typedef float HS_VN(vfu) __attribute__((vector_size(4 * HS_VL), aligned(4), may_alias));
+typedef int32_t HS_VN(viu) __attribute__((vector_size(4 * HS_VL), aligned(4), may_alias));
 
 #define VF      HS_VN(vf)
 #define VI      HS_VN(vi)
 #define VFU     HS_VN(vfu)
+#define VIU     HS_VN(viu)
 #define HS__VFN static inline __attribute__((always_inline)) HS_VT
 
 HS__VFN VF HS_VN(v_sel)(VI m, VF a, VF b) /* m ? a : b, lane by lane */
@@ -162,6 +164,68 @@ HS_VT static void HS_VN(act_rows)(float *x, int64_t n, enum hs_act_fn act)
     }
 }
 
+/* An int8 GEMM block's accumulators back to fp32, while they are in L1: y[r][j] =
+ * act(float(acc[r][j] - comp[j]) * (sx[r] * sw[j]) + bias[j]) for rows x cols (comp and bias may
+ * be NULL: zeros). One expression, so that it contracts to one fused multiply-add where the width
+ * has it, with or without bias; y may be acc itself (each vector is read before it is written).
+ * Every int8 epilogue goes through it, whichever kernel made the sums, so they agree bit for bit.
+ */
+#define HS__DQ_VEC(FN, av, cv, wv, bv, f)                                                          \
+    VF f = FN(__builtin_convertvector((av) - (cv), VF) * (s * (wv)) + (bv))
+#define HS__DQ_LOOP(FN)                                                                            \
+    for (int r = 0; r < rows; r++) {                                                               \
+        const int32_t *a = acc + (size_t)r * (size_t)lda;                                          \
+        float *yr = y + (size_t)r * (size_t)ldy;                                                   \
+        const float s = sx[r];                                                                     \
+        int j = 0;                                                                                 \
+        for (; j + HS_VL <= cols; j += HS_VL) {                                                    \
+            const VI zi = {0};                                                                     \
+            const VF zf = {0};                                                                     \
+            HS__DQ_VEC(FN, (VI) * (const VIU *)(a + j),                                            \
+                       comp ? (VI) * (const VIU *)(comp + j) : zi, (VF) * (const VFU *)(sw + j),   \
+                       bias ? (VF) * (const VFU *)(bias + j) : zf, f);                             \
+            *(VFU *)(yr + j) = f;                                                                  \
+        }                                                                                          \
+        if (j < cols) { /* the tail through zero-padded copies */                                  \
+            const size_t m = (size_t)(cols - j);                                                   \
+            VI av = {0}, cv = {0};                                                                 \
+            VF wv = {0}, bv = {0};                                                                 \
+            memcpy(&av, a + j, sizeof(int32_t) * m);                                               \
+            memcpy(&wv, sw + j, sizeof(float) * m);                                                \
+            if (comp) memcpy(&cv, comp + j, sizeof(int32_t) * m);                                  \
+            if (bias) memcpy(&bv, bias + j, sizeof(float) * m);                                    \
+            HS__DQ_VEC(FN, av, cv, wv, bv, f);                                                     \
+            memcpy(yr + j, &f, sizeof(float) * m);                                                 \
+        }                                                                                          \
+    }
+#define HS__DQ_ID(v) (v)
+
+HS_VT static void HS_VN(dequant_block)(const int32_t *acc, int lda, const float *sx, int rows,
+                                       const int32_t *comp, const float *sw, const float *bias,
+                                       int cols, int act, float *y, int ldy)
+{
+    switch (act) {
+    case HS_ACT_GELU_ERF:
+        HS__DQ_LOOP(HS_VN(v_gelu_erf));
+        break;
+    case HS_ACT_GELU_TANH:
+        HS__DQ_LOOP(HS_VN(v_gelu_tanh));
+        break;
+    case HS_ACT_RELU:
+        HS__DQ_LOOP(HS_VN(v_relu));
+        break;
+    case HS_ACT_SILU:
+        HS__DQ_LOOP(HS_VN(v_silu));
+        break;
+    default:
+        HS__DQ_LOOP(HS__DQ_ID);
+    }
+}
+
+#undef HS__DQ_LOOP
+#undef HS__DQ_VEC
+#undef HS__DQ_ID
+
 HS_VT static float HS_VN(exp_sub_sum)(float *s, int n, float mx)
 {
     VF acc = {0};
@@ -190,6 +254,7 @@ HS_VT static float HS_VN(exp_sub_sum)(float *s, int n, float mx)
 #undef VF
 #undef VI
 #undef VFU
+#undef VIU
 #undef HS_VL
 #undef HS_VT
 #undef HS_VN
