@@ -297,7 +297,7 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
         int tid = omp_get_thread_num();
         float *kt = scratch + per_thread * tid;
         float *s = kt + (int64_t)head_dim * seq_max;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait /* (the region's end is the barrier) */
         for (int p = 0; p < pairs; p++) {
             int seq = p / heads, h = p % heads;
             int t0 = offsets[seq], len = offsets[seq + 1] - offsets[seq];

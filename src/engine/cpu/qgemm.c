@@ -234,7 +234,7 @@ int hs__cpu_qgemm_runs(int isa)
 }
 
 void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,
-                        int n, int k, int threads, const struct hs_qgemm_epi *epi)
+                        int n, int k, int threads, const struct hs_qgemm_epi *epi, int barrier)
 {
     const int panels = (n + QP - 1) / QP, kq = k / 4;
     const size_t pbytes = (size_t)kq * QP * 4;
@@ -246,7 +246,7 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
      * weights stay in L2 while its row blocks go by) */
     int chunk = tasks / (4 * (threads > 0 ? threads : 1));
     chunk = chunk > mblocks ? mblocks : chunk < 1 ? 1 : chunk;
-#pragma omp for schedule(dynamic, chunk)
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int t = 0; t < tasks; t++) {
         const int g = t / mblocks, mb = t % mblocks;
         const int r0 = mb * bm, nr = rows - r0 < bm ? rows - r0 : bm;
@@ -260,11 +260,14 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
             qk_4x16(xs, k, packed + (size_t)p0 * pbytes, kq, ys, n, nr, lastc);
         if (epi) hs__cpu_dequant_block(ys, n, epi, r0, c0, nr, (np - 1) * QP + lastc);
     }
+    if (barrier) {
+#pragma omp barrier
+    }
 }
 
 void hs__cpu_qgemm(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
                    int k, int threads, const struct hs_qgemm_epi *epi)
 {
 #pragma omp parallel num_threads(threads) if (threads > 1)
-    hs__cpu_qgemm_team(isa, x, packed, acc, rows, n, k, threads, epi);
+    hs__cpu_qgemm_team(isa, x, packed, acc, rows, n, k, threads, epi, 0);
 }

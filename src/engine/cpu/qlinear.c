@@ -647,13 +647,21 @@ static void quant_tail(const float *x, const float *mul, uint8_t *q, int from, i
 __attribute__((target("avx512f,avx512bw"))) static float
 quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
 {
-    __m512 vmax = _mm512_setzero_ps();
+    /* four running maxima: one was a chain of the max's latency per vector, most of the pass */
+    __m512 m0 = _mm512_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
     int i = 0;
-    for (; i + 16 <= k; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+#define HS__LD(o)                                                                                  \
+    (mul ? _mm512_mul_ps(_mm512_loadu_ps(x + i + (o)), _mm512_loadu_ps(mul + i + (o)))             \
+         : _mm512_loadu_ps(x + i + (o)))
+    for (; i + 64 <= k; i += 64) {
+        m0 = _mm512_max_ps(m0, _mm512_abs_ps(HS__LD(0)));
+        m1 = _mm512_max_ps(m1, _mm512_abs_ps(HS__LD(16)));
+        m2 = _mm512_max_ps(m2, _mm512_abs_ps(HS__LD(32)));
+        m3 = _mm512_max_ps(m3, _mm512_abs_ps(HS__LD(48)));
     }
+    for (; i + 16 <= k; i += 16) m0 = _mm512_max_ps(m0, _mm512_abs_ps(HS__LD(0)));
+#undef HS__LD
+    const __m512 vmax = _mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3));
     const float amax = amax_tail(x, mul, i, k, _mm512_reduce_max_ps(vmax));
     if (zero_row(q, k, zp, amax)) return 0.0f;
     const float inv = 127.0f / amax;
@@ -960,7 +968,7 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
                 e->sx[r] = quant_input(w, x + (size_t)r * k, (char *)qsrc + (size_t)r * k, e->isa);
         }
         for (int r0 = 0; r0 < rows; r0 += chunk) {
-            const int left = rows - r0 < chunk ? rows - r0 : chunk;
+            const int left = rows - r0 < chunk ? rows - r0 : chunk, last = r0 + chunk >= rows;
             const struct hs_qgemm_epi epi = {w->comp,
                                              w->scale,
                                              e->sx + r0,
@@ -969,10 +977,13 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
                                              e->y ? e->y + (size_t)r0 * n : accf,
                                              n};
             hs__cpu_qgemm_team(hs__ql_own_isa(), (const uint8_t *)qsrc + (size_t)r0 * k, w->own,
-                               e->acc, left, n, k, nt, &epi);
-            if (!e->y) {
-#pragma omp for schedule(static)
+                               e->acc, left, n, k, nt, &epi, !e->y || !last);
+            if (!e->y) { /* (the next chunk's GEMM reuses the accumulators: a barrier before it) */
+#pragma omp for schedule(static) nowait
                 for (int r = 0; r < left; r++) epilogue_f32_row(e, r0, r);
+                if (!last) {
+#pragma omp barrier
+                }
             }
         }
     }
