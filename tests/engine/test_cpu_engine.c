@@ -801,6 +801,60 @@ static void int8_model_own_kernel_equals_onednn(void **state)
     rand_model_free(rm);
 }
 
+/* An int8 batch large enough that each thread's slice runs in parts of a few hundred tokens
+ * (cpu_engine.c: SUB_TOKENS), each part through the whole stage before the next: every
+ * sequence's embedding is the same bits as the sequence alone, on 1 and 2 threads. */
+static void int8_batch_in_parts_equals_alone(void **state)
+{
+    (void)state;
+    if (!hs__ql_dtype_fast(HS_DTYPE_I8)) skip();
+    struct rand_model *rm = rand_model_new(64, 4, 128, 2, HS_POOL_MEAN, HS_DTYPE_F32);
+    enum { NS = 7, SEQ = 160 }; /* (the model's positions) */
+    static const int32_t len[NS] = {150, 90, 120, 160, 7, 60, 141};
+    int32_t off[NS + 1] = {0};
+    for (int i = 0; i < NS; i++) off[i + 1] = off[i] + len[i];
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)off[NS]);
+    float *all = malloc(sizeof(float) * NS * 64), *one = malloc(sizeof(float) * 64);
+    assert_true(ids && all && one);
+    for (int i = 0; i < off[NS]; i++) ids[i] = (i * 13 + 5) % 97;
+    struct hs_error err = {0};
+    for (int threads = 1; threads <= 2; threads++) {
+        hs_engine_t e = NULL;
+        assert_int_equal(hs_engine_cpu_create(
+                             &(struct hs_engine_opts){.name = "e", .threads = threads}, &e, &err),
+                         0);
+        struct hs_placement pl;
+        hs_placement_single(&rm->model, e, &pl);
+        struct hs_executor_opts xo = {.batch_max = NS, .seq_max = SEQ, .dtype = HS_DTYPE_I8};
+        struct hs_executor *x = NULL;
+        assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &x, &err), 0);
+        const struct hs_batch b = {.n_seqs = NS,
+                                   .seq_max = SEQ,
+                                   .n_tokens = off[NS],
+                                   .ids = ids,
+                                   .lengths = len,
+                                   .offsets = off};
+        assert_int_equal(hs_executor_run(x, 0, &b, all, NULL, &err), 0);
+        for (int i = 0; i < NS; i++) {
+            const int32_t o1[2] = {0, len[i]};
+            const struct hs_batch b1 = {.n_seqs = 1,
+                                        .seq_max = SEQ,
+                                        .n_tokens = len[i],
+                                        .ids = ids + off[i],
+                                        .lengths = len + i,
+                                        .offsets = o1};
+            assert_int_equal(hs_executor_run(x, 0, &b1, one, NULL, &err), 0);
+            assert_memory_equal(one, all + (size_t)i * 64, sizeof(float) * 64);
+        }
+        hs_executor_free(x);
+        hs_engine_destroy(e);
+    }
+    free(ids);
+    free(all);
+    free(one);
+    rand_model_free(rm);
+}
+
 static void layer_split_equals_single_engine(void **state)
 {
     (void)state;
@@ -1381,6 +1435,7 @@ int main(void)
         cmocka_unit_test(int8_pairs_do_not_saturate),
         cmocka_unit_test(int8_own_kernel_equals_reference_and_onednn),
         cmocka_unit_test(int8_model_own_kernel_equals_onednn),
+        cmocka_unit_test(int8_batch_in_parts_equals_alone),
         cmocka_unit_test(encoder_matches_reference_f32_mean),
         cmocka_unit_test(encoder_matches_reference_f16_cls),
         cmocka_unit_test(encoder_matches_reference_head64),

@@ -962,6 +962,7 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
  * machine delays only its own slice. Smaller batches (the latency path: one query, or a few
  * short ones) split every operation across the threads instead. Either way a sequence's result
  * does not depend on the rest of the batch. */
+#define SUB_TOKENS 256
 static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const struct cpu_prep *p,
                               const struct hs_stage *st, int s0, int s1, int nt,
                               struct hs_error *err)
@@ -988,9 +989,17 @@ static hs_status run_stage_on(const struct cpu_ctx *c, struct cpu_ws *w, const s
             while (sb < s1 && (int64_t)(w->offsets[sb] - t0) * n < T * tid) sb++;
             while (se < s1 && (int64_t)(w->offsets[se] - t0) * n < T * (tid + 1)) se++;
             if (tid == n - 1) se = s1;
-            if (se > sb)
-                failed |= stage_slice(c, w, p, st, sb, se, 1, tid, w->pad + pad_per * tid,
+            /* int8: the slice in parts of about SUB_TOKENS tokens, each through the whole stage
+             * before the next, so that what one layer writes (QKV, the context, the residual
+             * rows) is still in L2 when the next reads it */
+            const int sub = p && p->dtype == HS_DTYPE_I8 ? SUB_TOKENS : INT32_MAX;
+            for (int a = sb; a < se && !failed;) {
+                int b = a + 1;
+                while (b < se && w->offsets[b] - w->offsets[a] < sub) b++;
+                failed |= stage_slice(c, w, p, st, a, b, 1, tid, w->pad + pad_per * tid,
                                       w->scratch + attn_per * tid, NULL) != 0;
+                a = b;
+            }
         }
     } else {
         failed = stage_slice(c, w, p, st, s0, s1, nt, 0, w->pad, w->scratch, err) != 0;

@@ -958,7 +958,8 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
 {
     const struct hs_ql_weights *w = e->w;
     const int n = w->n, k = w->k;
-    const int chunk = rows <= 256 ? rows : chunk_rows(n, nt);
+    /* (one thread: a slice of a large batch, in L2-sized chunks however few its rows) */
+    const int chunk = rows <= 256 && nt > 1 ? rows : chunk_rows(n, nt);
     float *accf = (float *)(void *)e->acc;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
