@@ -764,6 +764,23 @@ static struct hs_batch one_seq(int32_t ids[60])
                              .offsets = off};
 }
 
+/* A cpu engine of `threads` threads in *e and an int8 executor of rm's model on it. */
+static struct hs_executor *int8_executor(struct rand_model *rm, int threads, int batch_max,
+                                         int seq_max, hs_engine_t *e)
+{
+    struct hs_error err = {0};
+    assert_int_equal(
+        hs_engine_cpu_create(&(struct hs_engine_opts){.name = "e", .threads = threads}, e, &err),
+        0);
+    struct hs_placement pl;
+    hs_placement_single(&rm->model, *e, &pl);
+    const struct hs_executor_opts xo = {
+        .batch_max = batch_max, .seq_max = seq_max, .dtype = HS_DTYPE_I8};
+    struct hs_executor *x = NULL;
+    assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &x, &err), 0);
+    return x;
+}
+
 /* A whole int8 model (QKV with bias, the residual LayerNorm epilogues, the chained FFN) on the
  * engine's own kernel (AVX2 or AVX-512 VNNI) and on oneDNN's matmul, 1 and 2 threads, one
  * sequence and three: the same bits. */
@@ -775,14 +792,7 @@ static void int8_model_own_kernel_equals_onednn(void **state)
     struct hs_error err = {0};
     for (int threads = 1; threads <= 2; threads++) {
         hs_engine_t e = NULL;
-        assert_int_equal(hs_engine_cpu_create(
-                             &(struct hs_engine_opts){.name = "e", .threads = threads}, &e, &err),
-                         0);
-        struct hs_placement pl;
-        hs_placement_single(&rm->model, e, &pl);
-        struct hs_executor_opts xo = {.batch_max = 3, .seq_max = 64, .dtype = HS_DTYPE_I8};
-        struct hs_executor *x = NULL;
-        assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &x, &err), 0);
+        struct hs_executor *x = int8_executor(rm, threads, 3, 64, &e);
         int32_t ids[60];
         struct hs_batch three = three_seqs(ids);
         struct hs_batch one = one_seq(ids);
@@ -820,14 +830,7 @@ static void int8_batch_in_parts_equals_alone(void **state)
     struct hs_error err = {0};
     for (int threads = 1; threads <= 2; threads++) {
         hs_engine_t e = NULL;
-        assert_int_equal(hs_engine_cpu_create(
-                             &(struct hs_engine_opts){.name = "e", .threads = threads}, &e, &err),
-                         0);
-        struct hs_placement pl;
-        hs_placement_single(&rm->model, e, &pl);
-        struct hs_executor_opts xo = {.batch_max = NS, .seq_max = SEQ, .dtype = HS_DTYPE_I8};
-        struct hs_executor *x = NULL;
-        assert_int_equal(hs_executor_create(&rm->model, &pl, &xo, &x, &err), 0);
+        struct hs_executor *x = int8_executor(rm, threads, NS, SEQ, &e);
         const struct hs_batch b = {.n_seqs = NS,
                                    .seq_max = SEQ,
                                    .n_tokens = off[NS],

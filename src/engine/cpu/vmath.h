@@ -147,23 +147,29 @@ HS__VFN VF HS_VN(v_act)(VF v, int act)
         }                                                                                          \
     } while (0)
 
-HS_VT static void HS_VN(act_rows)(float *x, int64_t n, enum hs_act_fn act)
-{
-    switch (act) {
-    case HS_ACT_GELU_ERF:
-        HS__ACT_LOOP(HS_VN(v_gelu_erf));
-        break;
-    case HS_ACT_GELU_TANH:
-        HS__ACT_LOOP(HS_VN(v_gelu_tanh));
-        break;
-    case HS_ACT_RELU:
-        HS__ACT_LOOP(HS_VN(v_relu));
-        break;
-    case HS_ACT_SILU:
-        HS__ACT_LOOP(HS_VN(v_silu));
-        break;
+/* LOOP(f) for the activation act (a row loop each, the switch outside it); else the statement
+ * none. */
+#define HS__ACT_SWITCH(act, LOOP, none)                                                            \
+    switch (act) {                                                                                 \
+    case HS_ACT_GELU_ERF:                                                                          \
+        LOOP(HS_VN(v_gelu_erf));                                                                   \
+        break;                                                                                     \
+    case HS_ACT_GELU_TANH:                                                                         \
+        LOOP(HS_VN(v_gelu_tanh));                                                                  \
+        break;                                                                                     \
+    case HS_ACT_RELU:                                                                              \
+        LOOP(HS_VN(v_relu));                                                                       \
+        break;                                                                                     \
+    case HS_ACT_SILU:                                                                              \
+        LOOP(HS_VN(v_silu));                                                                       \
+        break;                                                                                     \
+    default:                                                                                       \
+        none;                                                                                      \
     }
-}
+#define HS__ACT_ID(v) (v)
+
+HS_VT static void HS_VN(act_rows)(float *x, int64_t n,
+                                  enum hs_act_fn act){HS__ACT_SWITCH(act, HS__ACT_LOOP, (void)0)}
 
 /* An int8 GEMM block's accumulators back to fp32, while they are in L1: y[r][j] =
  * act(float(acc[r][j] - comp[j]) * (sx[r] * sw[j]) + bias[j]) for rows x cols (comp and bias may
@@ -199,33 +205,16 @@ HS_VT static void HS_VN(act_rows)(float *x, int64_t n, enum hs_act_fn act)
             memcpy(yr + j, &f, sizeof(float) * m);                                                 \
         }                                                                                          \
     }
-#define HS__DQ_ID(v) (v)
 
 HS_VT static void HS_VN(dequant_block)(const int32_t *acc, int lda, const float *sx, int rows,
                                        const int32_t *comp, const float *sw, const float *bias,
-                                       int cols, int act, float *y, int ldy)
-{
-    switch (act) {
-    case HS_ACT_GELU_ERF:
-        HS__DQ_LOOP(HS_VN(v_gelu_erf));
-        break;
-    case HS_ACT_GELU_TANH:
-        HS__DQ_LOOP(HS_VN(v_gelu_tanh));
-        break;
-    case HS_ACT_RELU:
-        HS__DQ_LOOP(HS_VN(v_relu));
-        break;
-    case HS_ACT_SILU:
-        HS__DQ_LOOP(HS_VN(v_silu));
-        break;
-    default:
-        HS__DQ_LOOP(HS__DQ_ID);
-    }
-}
+                                       int cols, int act, float *y, int ldy){
+    HS__ACT_SWITCH(act, HS__DQ_LOOP, HS__DQ_LOOP(HS__ACT_ID))}
 
 #undef HS__DQ_LOOP
 #undef HS__DQ_VEC
-#undef HS__DQ_ID
+#undef HS__ACT_SWITCH
+#undef HS__ACT_ID
 
 HS_VT static float HS_VN(exp_sub_sum)(float *s, int n, float mx)
 {
