@@ -207,8 +207,8 @@ static void kernels_vmath_every_width(void **state)
 {
     (void)state;
     static const int ns[] = {1, 3, 4, 5, 8, 15, 16, 17, 31, 33, 130, 2001};
-    float xs[2001], y[2001];
-    for (int i = 0; i < 2001; i++) xs[i] = -10.0f + 0.0101f * (float)((i * 37) % 2001);
+    float xs[2002], y[2002]; /* one past the longest row, for the guard */
+    for (int i = 0; i < 2002; i++) xs[i] = -10.0f + 0.0101f * (float)((i * 37) % 2001);
     const int best = hs__cpu_vmath_use(-1);
     for (int w = 0; w <= best; w++) {
         assert_int_equal(hs__cpu_vmath_use(w), w);
