@@ -21,11 +21,16 @@
 
 #define MR_MAX 8 /* the most rows a micro-kernel reads (the pad holds MR_MAX rows a thread) */
 
-/* The AVX2 kernel applies the activation to its accumulators before storing them, with the
- * same vector functions as hs__cpu_activation at this width (vmath.h; its row loops go unused
+/* Both kernels apply the activation to their accumulators before storing them, with the same
+ * vector functions as hs__cpu_activation at their width (vmath.h; its row loops go unused
  * here). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wpsabi" /* the vector helpers are always inlined */
+#define HS_VL    16
+#define HS_VT    __attribute__((target("avx512f")))
+#define HS_VN(x) x##_512
+#include "engine/cpu/vmath.h"
 #define HS_VL    8
 #define HS_VT    __attribute__((target("avx2,fma")))
 #define HS_VN(x) x##_256
@@ -106,7 +111,7 @@ float *hs__cpu_pack_weights(const float *w, int n, int k)
 __attribute__((target("avx512f"))) static void ukernel_avx512(const float *x, int ldx,
                                                               const float *wp, int k, float *y,
                                                               int ldy, int rows, int cols,
-                                                              const float *bias)
+                                                              const float *bias, int act)
 {
     __m512 a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51, a60, a61, a70, a71;
     a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = _mm512_setzero_ps();
@@ -133,8 +138,10 @@ __attribute__((target("avx512f"))) static void ukernel_avx512(const float *x, in
     __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
     __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
     for (int r = 0; r < rows; r++) {
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, m0, _mm512_add_ps(acc[r][0], b0));
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16, m1, _mm512_add_ps(acc[r][1], b1));
+        const __m512 o0 = (__m512)v_act_512((vf_512)_mm512_add_ps(acc[r][0], b0), act);
+        const __m512 o1 = (__m512)v_act_512((vf_512)_mm512_add_ps(acc[r][1], b1), act);
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, m0, o0);
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16, m1, o1);
     }
 }
 
@@ -193,14 +200,15 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
     const int panels = (n + PANEL - 1) / PANEL;
     const int mblocks = (rows + MR - 1) / MR;
     const int tasks = panels * mblocks;
-    /* Threads take chunks of consecutive tasks in turn (a chunk is one weight panel's row blocks
-     * where there are enough panels, about four chunks a thread otherwise): a panel is read from
-     * memory once, and a thread descheduled on a shared machine leaves the chunks it has not
-     * started to the others instead of holding up a static share. Which thread computes a
-     * block does not change its result. */
-    int chunk = tasks / (4 * (threads > 0 ? threads : 1));
-    chunk = chunk > mblocks ? mblocks : chunk < 1 ? 1 : chunk;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
+    /* Guided chunks of whole panels (all their row blocks, in turn: a panel is read from memory
+     * once): the first chunk a thread takes is its share of the rest, so each thread streams a
+     * long run of consecutive panels, which the hardware prefetcher follows, and the chunks
+     * shrink towards the end, so a thread descheduled on a shared machine leaves what it has
+     * not started to the others. A few rows are bound by that stream (the weights come from L3
+     * or memory each batch): with chunks of one panel's row blocks taken in turn, as before,
+     * each thread's run broke at every chunk, and two threads ran a 16-row int8 GEMM only
+     * 1.4x faster than one. Which thread computes a block does not change its result. */
+#pragma omp parallel for num_threads(threads) schedule(guided, mblocks)
     for (int t = 0; t < tasks; t++) {
         const int pi = t / mblocks, mb = t % mblocks;
         const int r0 = mb * MR, nr = rows - r0 < MR ? rows - r0 : MR;
@@ -215,13 +223,10 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
         }
         float *ys = y + (size_t)r0 * n + c0;
         const float *wp = packed + (size_t)pi * PANEL * k;
-        if (!wide) { /* bias and activation in the kernel's epilogue */
+        /* bias and activation in the kernel's epilogue */
+        if (wide)
+            ukernel_avx512(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL, act);
+        else
             ukernel_avx2(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL, act);
-            continue;
-        }
-        ukernel_avx512(xs, k, wp, k, ys, n, nr, nc, bias ? bias + c0 : NULL);
-        if (act >= 0)
-            for (int r = 0; r < nr; r++)
-                hs__cpu_activation(ys + (size_t)r * n, nc, (enum hs_act_fn)act);
     }
 }

@@ -242,11 +242,10 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
     const int bm = vnni ? VM : QM, bp = vnni ? VP : 1;
     const int mblocks = (rows + bm - 1) / bm, groups = (panels + bp - 1) / bp;
     const int tasks = groups * mblocks;
-    /* as hs__cpu_small_gemm: chunks of one panel group's row blocks, taken in turn (the group's
-     * weights stay in L2 while its row blocks go by) */
-    int chunk = tasks / (4 * (threads > 0 ? threads : 1));
-    chunk = chunk > mblocks ? mblocks : chunk < 1 ? 1 : chunk;
-#pragma omp for schedule(dynamic, chunk) nowait
+    /* as hs__cpu_small_gemm: guided chunks of whole panel groups (their row blocks, in turn:
+     * a group's weights stay in L1 / L2 while its row blocks go by) */
+    (void)threads;
+#pragma omp for schedule(guided, mblocks) nowait
     for (int t = 0; t < tasks; t++) {
         const int g = t / mblocks, mb = t % mblocks;
         const int r0 = mb * bm, nr = rows - r0 < bm ? rows - r0 : bm;
