@@ -442,6 +442,52 @@ static void kernels_q8_attention_tracks_f32(void **state)
  * layer into y, then hs__cpu_residual_ln: equal to the bit, alone and as the second layer of a
  * chained pair (its input quantized by the first's epilogue), for row counts below a bucket,
  * across GEMM chunks and with either thread count. */
+/* The vector row quantizers (AVX-512, AVX2) against the definition, bit for bit: over lengths
+ * that end inside a 16- / 64-value step and on its edge, with and without smoothing, s8 and u8;
+ * round to nearest even, saturated to [-128, 127] (the scale keeps every value within +-127). */
+static void int8_row_quantizers_match_reference(void **state)
+{
+    (void)state;
+    __builtin_cpu_init();
+    static const int ks[] = {1, 7, 16, 63, 64, 65, 85, 100, 128, 384, 1000, 1536};
+    float *x = malloc(sizeof(float) * 1536), *mul = malloc(sizeof(float) * 1536);
+    uint8_t *q = malloc(1536);
+    int ran = 0;
+    for (int isa = 1; isa <= 2; isa++) {
+        if (isa == 2 && !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")))
+            continue;
+        if (isa == 1 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+            continue;
+        ran++;
+        unsigned seed = 7;
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int var = 0; var < 8; var++) {
+                const int k = ks[ki], zp = var & 1 ? 128 : 0;
+                const float *m = var & 2 ? mul : NULL;
+                for (int j = 0; j < k; j++) {
+                    seed = seed * 1103515245u + 12345u;
+                    x[j] = (float)((int)(seed >> 8) % 20001 - 10000) / (var & 4 ? 3.0f : 100.0f);
+                    mul[j] = 0.5f + (float)(j % 7) * 0.1f;
+                }
+                const float sc = hs__ql_quant_row(isa, x, m, q, k, zp);
+                float amax = 0.0f;
+                for (int j = 0; j < k; j++) amax = fmaxf(amax, fabsf(m ? x[j] * m[j] : x[j]));
+                assert_true(sc == amax / 127.0f);
+                const float inv = 127.0f / amax;
+                for (int j = 0; j < k; j++) {
+                    int r = (int)nearbyintf((m ? x[j] * m[j] : x[j]) * inv);
+                    r = r > 127 ? 127 : r < -128 ? -128 : r;
+                    const uint8_t want = (uint8_t)((uint8_t)(int8_t)r ^ (uint8_t)zp);
+                    if (q[j] != want)
+                        fail_msg("isa %d k %d var %d: value %d quantized to %d, want %d", isa, k,
+                                 var, j, q[j], want);
+                }
+            }
+    }
+    free(x), free(mul), free(q);
+    if (!ran) skip();
+}
+
 static void int8_resid_ln_epilogue_equals_unfused(void **state)
 {
     (void)state;
@@ -1434,6 +1480,7 @@ int main(void)
         cmocka_unit_test(kernels_attention_match_reference),
         cmocka_unit_test(kernels_q8_attention_tracks_f32),
         cmocka_unit_test(kernels_bf16_attention_tracks_f32),
+        cmocka_unit_test(int8_row_quantizers_match_reference),
         cmocka_unit_test(int8_resid_ln_epilogue_equals_unfused),
         cmocka_unit_test(int8_pairs_do_not_saturate),
         cmocka_unit_test(int8_own_kernel_equals_reference_and_onednn),

@@ -159,4 +159,10 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
 int hs__ql_own_rows(void);
 void hs__ql_set_own_rows(int rows);
 
+/* One row (times mul, when given) quantized as an int8 layer's input is: int8 with the row's
+ * scale max |x| / 127, stored plus zp (0: s8; 128: u8); returns the scale (0 for a zero row).
+ * isa 2: the AVX-512 quantizer, 1: AVX2 (both round to nearest even), 0: the portable one (half
+ * away from zero); the caller checks that the CPU has the ISA. For tests. */
+float hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k, int zp);
+
 #endif
