@@ -438,10 +438,6 @@ static void kernels_q8_attention_tracks_f32(void **state)
     assert_int_equal(hs__cpu_attn_q8(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
 }
 
-/* The int8 layer with the residual LayerNorm as its epilogue (hs__ql_run_resid_ln) against the
- * layer into y, then hs__cpu_residual_ln: equal to the bit, alone and as the second layer of a
- * chained pair (its input quantized by the first's epilogue), for row counts below a bucket,
- * across GEMM chunks and with either thread count. */
 /* The vector row quantizers (AVX-512, AVX2) against the definition, bit for bit: over lengths
  * that end inside a 16- / 64-value step and on its edge, with and without smoothing, s8 and u8;
  * round to nearest even, saturated to [-128, 127] (the scale keeps every value within +-127). */
@@ -488,6 +484,10 @@ static void int8_row_quantizers_match_reference(void **state)
     if (!ran) skip();
 }
 
+/* The int8 layer with the residual LayerNorm as its epilogue (hs__ql_run_resid_ln) against the
+ * layer into y, then hs__cpu_residual_ln: equal to the bit, alone and as the second layer of a
+ * chained pair (its input quantized by the first's epilogue), for row counts below a bucket,
+ * across GEMM chunks and with either thread count. */
 static void int8_resid_ln_epilogue_equals_unfused(void **state)
 {
     (void)state;

@@ -234,7 +234,7 @@ int hs__cpu_qgemm_runs(int isa)
 }
 
 void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,
-                        int n, int k, int threads, const struct hs_qgemm_epi *epi, int barrier)
+                        int n, int k, const struct hs_qgemm_epi *epi, int barrier)
 {
     const int panels = (n + QP - 1) / QP, kq = k / 4;
     const size_t pbytes = (size_t)kq * QP * 4;
@@ -244,7 +244,6 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
     const int tasks = groups * mblocks;
     /* as hs__cpu_small_gemm: guided chunks of whole panel groups (their row blocks, in turn:
      * a group's weights stay in L1 / L2 while its row blocks go by) */
-    (void)threads;
 #pragma omp for schedule(guided, mblocks) nowait
     for (int t = 0; t < tasks; t++) {
         const int g = t / mblocks, mb = t % mblocks;
@@ -268,5 +267,5 @@ void hs__cpu_qgemm(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc
                    int k, int threads, const struct hs_qgemm_epi *epi)
 {
 #pragma omp parallel num_threads(threads) if (threads > 1)
-    hs__cpu_qgemm_team(isa, x, packed, acc, rows, n, k, threads, epi, 0);
+    hs__cpu_qgemm_team(isa, x, packed, acc, rows, n, k, epi, 0);
 }

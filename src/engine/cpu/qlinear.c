@@ -668,26 +668,23 @@ quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
     const __m512 vinv = _mm512_set1_ps(inv);
     const __m128i vzp = _mm_set1_epi8((char)zp); /* + 128 on a byte is a flip of its top bit */
     i = 0;
-    if (k >= 64) {
-        /* 64 values a step, packed by vpackssdw and vpacksswb (saturating, as vpmovsdb: the
-         * same bytes) with one vpermd for the lane order: 4 shuffle-port operations where four
-         * vpmovsdb take 8 */
-        const __m512i order =
-            _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        const __m512i vzp4 = _mm512_set1_epi8((char)zp);
+    /* 64 values a step, packed by vpackssdw and vpacksswb (saturating, as vpmovsdb: the
+     * same bytes) with one vpermd for the lane order: 4 shuffle-port operations where four
+     * vpmovsdb take 8 */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i vzp4 = _mm512_set1_epi8((char)zp);
 #define HS__CV(o)                                                                                  \
     _mm512_cvtps_epi32(_mm512_mul_ps(                                                              \
         mul ? _mm512_mul_ps(_mm512_loadu_ps(x + i + (o)), _mm512_loadu_ps(mul + i + (o)))          \
             : _mm512_loadu_ps(x + i + (o)),                                                        \
         vinv))
-        for (; i + 64 <= k; i += 64) {
-            const __m512i ab = _mm512_packs_epi32(HS__CV(0), HS__CV(16));
-            const __m512i cd = _mm512_packs_epi32(HS__CV(32), HS__CV(48));
-            const __m512i b = _mm512_permutexvar_epi32(order, _mm512_packs_epi16(ab, cd));
-            _mm512_storeu_si512((void *)(q + i), _mm512_xor_si512(b, vzp4));
-        }
-#undef HS__CV
+    for (; i + 64 <= k; i += 64) {
+        const __m512i ab = _mm512_packs_epi32(HS__CV(0), HS__CV(16));
+        const __m512i cd = _mm512_packs_epi32(HS__CV(32), HS__CV(48));
+        const __m512i b = _mm512_permutexvar_epi32(order, _mm512_packs_epi16(ab, cd));
+        _mm512_storeu_si512((void *)(q + i), _mm512_xor_si512(b, vzp4));
     }
+#undef HS__CV
     for (; i + 16 <= k; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
@@ -867,6 +864,14 @@ static dnnl_status_t execute(struct hs_ql_cache *c, int slot, struct ql_entry *e
     return s;
 }
 
+float hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k, int zp)
+{
+    if (isa == 2) return quant_row_avx512(x, mul, q, k, zp);
+    if (isa == 1) return quant_row_avx2(x, mul, q, k, zp);
+    float tmp[k > 0 && mul ? k : 1];
+    return quant_row(x, mul, q, k, tmp, zp);
+}
+
 /* One row of x quantized for w's input (its smoothing, static or per-token scale) or rounded
  * to bf16; returns the int8 scale. */
 static float quant_input(const struct hs_ql_weights *w, const float *x, void *q, int isa)
@@ -881,18 +886,7 @@ static float quant_input(const struct hs_ql_weights *w, const float *x, void *q,
         quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale, zp);
         return w->act_scale;
     }
-    if (isa == 2) return quant_row_avx512(x, w->inv_smooth, q, k, zp);
-    if (isa == 1) return quant_row_avx2(x, w->inv_smooth, q, k, zp);
-    float tmp[k > 0 && w->inv_smooth ? k : 1];
-    return quant_row(x, w->inv_smooth, q, k, tmp, zp);
-}
-
-float hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k, int zp)
-{
-    if (isa == 2) return quant_row_avx512(x, mul, q, k, zp);
-    if (isa == 1) return quant_row_avx2(x, mul, q, k, zp);
-    float tmp[k > 0 && mul ? k : 1];
-    return quant_row(x, mul, q, k, tmp, zp);
+    return hs__ql_quant_row(isa, x, w->inv_smooth, q, k, zp);
 }
 
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next)
@@ -1007,7 +1001,7 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
                                              e->y ? e->y + (size_t)r0 * n : accf,
                                              n};
             hs__cpu_qgemm_team(hs__ql_own_isa(), (const uint8_t *)qsrc + (size_t)r0 * k, w->own,
-                               e->acc, left, n, k, nt, &epi, !e->y || !last);
+                               e->acc, left, n, k, &epi, !e->y || !last);
             if (!e->y) { /* (the next chunk's GEMM reuses the accumulators: a barrier before it) */
 #pragma omp for schedule(static) nowait
                 for (int r = 0; r < left; r++) epilogue_f32_row(e, r0, r);

@@ -146,12 +146,12 @@ void hs__cpu_qgemm_unpack(const int8_t *packed, int n, int k, int8_t *w);
 struct hs_qgemm_epi;
 void hs__cpu_qgemm(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows, int n,
                    int k, int threads, const struct hs_qgemm_epi *epi);
-/* The same as a worksharing loop for the threads of an enclosing parallel region, `threads` of
- * them (each calls it); outside one, the caller runs it all. barrier: it ends with the team's
+/* The same as a worksharing loop for the threads of an enclosing parallel region (each calls
+ * it); outside one, the caller runs it all. barrier: it ends with the team's
  * barrier; 0 where the region ends right after it (its join is one), a barrier saved: at 1 x 16
  * tokens a batch passes about 70 of them, each a few percent of a layer's GEMM. */
 void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t *acc, int rows,
-                        int n, int k, int threads, const struct hs_qgemm_epi *epi, int barrier);
+                        int n, int k, const struct hs_qgemm_epi *epi, int barrier);
 
 /* Up to how many rows hs__ql_run takes that kernel instead of oneDNN's matmul where the weights
  * have its panels (0: never); hs__ql_set_own_rows overrides the measured default (< 0: back to
