@@ -72,28 +72,33 @@ HS__VFN VF HS_VN(v_exp)(VF x)
 
 /* erf by Abramowitz & Stegun 7.1.28: 1 - 1 / (1 + a1 x + ... + a6 x^6)^16, |abs err| <= 3e-7,
  * no exp (7.1.26, the form before, took an exp and a division: 2x the time on AVX2, whose
- * dependency chain it was). |x| is clamped at 6 (erf = 1 in float), so the power stays finite.
- * v erf(v / sqrt 2) is even, so GELU = 0.5 (v + |v|) - 0.5 |v| r with r = erfc(|v| / sqrt 2) =
- * 1 / p: no sign to carry, three operations fewer (GELU is bound by its count on the vector
- * ports), and no cancellation for negative v, where it is -0.5 |v| r. */
+ * dependency chain it was). v erf(v / sqrt 2) is even, so GELU = 0.5 (v + |v|) - 0.5 |v| r with
+ * r = erfc(|v| / sqrt 2) = 1 / p: no sign to carry, and no cancellation for negative v, where it
+ * is -0.5 |v| r. GELU is bound by its operation count on the vector ports, so the constants take
+ * what would be operations: the polynomial runs in |v| itself (a_i / sqrt(2)^i), and every
+ * coefficient, 1 included, carries 2^(1/16), so that its 16th power is 2 p and |v| / (2 p) is the
+ * term: 14 operations, where the scaled argument, a clamp and a separate 0.5 took 18. No clamp:
+ * past |v| ~ 17 the power overflows to inf and the term is exactly 0 (erfc is 0 in float there);
+ * before it, the term is at least 5e-38, never subnormal. +-inf gives NaN, as it did. */
+/* a_i 2^(1/16) / sqrt(2)^i, with s = sqrt(2)^i */
+#define HS__ERF_C(a, s) ((float)((a)*1.0442737824274138 / (s)))
 HS__VFN VF HS_VN(v_gelu_erf)(VF v)
 {
     const VF av = (VF)((VI)v & 0x7fffffff);
-    const VF a = HS__VMIN(HS_VN(v_splat)(6.0f), av * 0.70710678118654752f);
-    VF p = HS_VN(v_splat)(0.0000430638f);
-    p = p * a + 0.0002765672f;
-    p = p * a + 0.0001520143f;
-    p = p * a + 0.0092705272f;
-    p = p * a + 0.0422820123f;
-    p = p * a + 0.0705230784f;
-    p = p * a + 1.0f;
+    VF p = HS_VN(v_splat)(HS__ERF_C(0.0000430638, 8.0));
+    p = p * av + HS__ERF_C(0.0002765672, 5.6568542494923802);
+    p = p * av + HS__ERF_C(0.0001520143, 4.0);
+    p = p * av + HS__ERF_C(0.0092705272, 2.8284271247461903);
+    p = p * av + HS__ERF_C(0.0422820123, 2.0);
+    p = p * av + HS__ERF_C(0.0705230784, 1.4142135623730951);
+    p = p * av + 1.0442737824274138f;
     p = p * p; /* ^16 */
     p = p * p;
     p = p * p;
     p = p * p;
-    const VF r = 1.0f / p;
-    return 0.5f * (v + av) - (0.5f * av) * r;
+    return 0.5f * (v + av) - av / p;
 }
+#undef HS__ERF_C
 
 HS__VFN VF HS_VN(v_gelu_tanh)(VF v)
 {
