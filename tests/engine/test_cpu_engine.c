@@ -212,6 +212,21 @@ static void kernels_vmath_every_width(void **state)
     const int best = hs__cpu_vmath_use(-1);
     for (int w = 0; w <= best; w++) {
         assert_int_equal(hs__cpu_vmath_use(w), w);
+        /* GELU far out, where its erfc term's power overflows (no clamp): v itself for
+         * positive v, a finite value below 1e-20 in size for negative (the clamped form gave
+         * -1.5e22 at -1e38) */
+        {
+            static const float far[] = {12.0f, 17.0f, 17.5f, 20.0f, 1e6f, 1e38f};
+            float g[2 * sizeof far / sizeof far[0]];
+            const int nf = (int)(sizeof far / sizeof far[0]);
+            for (int i = 0; i < nf; i++) g[i] = far[i], g[nf + i] = -far[i];
+            hs__cpu_activation(g, 2 * nf, HS_ACT_GELU_ERF);
+            for (int i = 0; i < nf; i++) {
+                if (!(g[i] == far[i]) || !isfinite(g[nf + i]) || !(fabsf(g[nf + i]) < 1e-20f))
+                    fail_msg("width %d: GELU(%g) = %g, GELU(%g) = %g", w, (double)far[i],
+                             (double)g[i], -(double)far[i], (double)g[nf + i]);
+            }
+        }
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             const int n = ns[ni];
             for (int act = HS_ACT_GELU_ERF; act <= HS_ACT_SILU; act++) {
