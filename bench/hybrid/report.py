@@ -17,8 +17,8 @@ from hsbench import csv_rows, fmt, load_json, measured, ok, pct  # noqa: E402
 
 SHORT_P99_MS = 50.0
 NAMES = {"a": "(a) shared", "b": "(b) hybrid", "c": "(c) gpu-long", "e": "(e) elastic",
-         "m": "(m) mutual", "p": "(p) preempt"}
-CONFIGS = ("a", "b", "e", "m", "p", "c")
+         "m": "(m) mutual", "p": "(p) preempt", "q": "(q) int8-short"}
+CONFIGS = ("a", "b", "e", "m", "p", "q", "c")
 
 
 def read_snap(path):
@@ -112,7 +112,7 @@ def main():
         print("%s: highest offered load with short P99 < %.0f ms, no errors: %s"
               % (NAMES[cfg], SHORT_P99_MS, "%.1f req/s" % sustained[cfg] if good
                  else "none of the loads tried"))
-    for b in ("b", "e", "m", "p"):
+    for b in ("b", "e", "m", "p", "q"):
         if "a" not in sustained or b not in sustained:
             continue
         print()
@@ -136,7 +136,7 @@ def main():
                  "met" if sustained[b] >= sustained["a"] and sustained[b] > 0 else "NOT met"))
         print("  verdict: %s" % ("targets REACHED at some load" if any(hits) and
                                  sustained[b] >= sustained["a"] else "targets NOT reached"))
-    for cfg in ("e", "m", "p"):
+    for cfg in ("e", "m", "p", "q"):
         leases = os.path.join(runs, "%s-leases.txt" % cfg)
         if os.path.exists(leases):
             with open(leases) as fh:

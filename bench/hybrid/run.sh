@@ -17,6 +17,11 @@
 #   (p) preempt: (m) with the short engine's loans first (borrow_preempt,
 #       configs/hybrid-preempt.yaml): the long engine yields core 1 at its next round boundary
 #       whenever the short lane runs, so short requests have both cores at every load.
+#   (q) precision: (p) with the short engine on the int8 lane (dtype: int8, the quantized folder
+#       INT8_MODEL, default bench/out/minilm-int8, made once with `hetserve quantize` when
+#       missing); the long engine stays f32. Short answers then differ from f32 as the int8
+#       lane does (min cosine >= 0.99 on the golden sentences): precision as a placement choice,
+#       not the same computation as (a).
 # Routing for (b)/(c): by the server's router (rules: tokens_max 32 -> short route, default ->
 # long route, no failover), the mixed trace sent to one URL; HYBRID_CONFIG=FILE runs (b) with
 # FILE instead (e.g. configs/hybrid-cpu.yaml). On a build without the router, or with
@@ -28,8 +33,8 @@
 # Per run: short/long P50/P99, throughput, per-engine utilization (busy seconds from /metrics
 # over the run's wall time). report.py prints the table, the highest load with short P99 < 50 ms,
 # and the target checks. Output: DIR (default bench/out/hybrid). --quick: short runs, to check
-# the script. HYBRID_ONLY="a m p": only those configs ((a) always runs: it sets the loads).
-# Bounded: ~10 min on 2 cores (~12 with a GPU).
+# the script. HYBRID_ONLY="a p q": only those configs ((a) always runs: it sets the loads).
+# Bounded: ~15 min on 2 cores (~17 with a GPU).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -41,14 +46,14 @@ WARMUP=3
 CAP_S=10
 FRACTIONS=${HYBRID_FRACTIONS:-"0.05 0.15 0.3 0.45 0.6 0.75"}
 RATES=${HYBRID_RATES:-}
-ONLY=${HYBRID_ONLY:-"a b c e m p"}
+ONLY=${HYBRID_ONLY:-"a b c e m p q"}
 want() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=5; WARMUP=1; CAP_S=4; FRACTIONS="0.2 0.5" ;;
     --out) OUTDIR=$2; shift ;;
     --rates) RATES=$2; shift ;;
-    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
     -*) echo "hybrid/run.sh: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$1 ;;
   esac
@@ -99,8 +104,9 @@ split_config "$BENCH_TMP/b.yaml" "    kind: cpu
 split_config "$BENCH_TMP/c.yaml" "    kind: cpu
     cores: [0, 1]" "    kind: cuda"
 
-routed_config() { # file short-engine-lines long-engine-lines: one model on both engines,
-  # rule routing by token count (the server's router), no failover between the two
+routed_config() { # file short-engine-lines long-engine-lines [folder]: one model on both
+  # engines, rule routing by token count (the server's router), no failover between the two;
+  # folder: the model from there (the quantized folder, for an int8 lane), under the same name
   cat >"$1" <<EOF
 engines:
   - name: short
@@ -108,8 +114,9 @@ $2
   - name: long
 $3
 models:
-  - path: "$MODEL"
-    engines: [short, long]
+  - path: "${4:-$MODEL}"
+${4:+    name: $(basename "$MODEL")
+}    engines: [short, long]
 routes:
   - name: short
     engines: [short]
@@ -120,6 +127,17 @@ router:
     - {tokens_max: 32, route: short}
   default_route: long
 EOF
+}
+# (q)'s int8 lane reads the quantization plan of a quantized folder (made once, as bench/run.sh
+# does; f32 lanes ignore the plan, so the long engine serves the same folder in f32)
+INT8_MODEL=${INT8_MODEL:-bench/out/minilm-int8}
+int8_folder() {
+  [ -f "$INT8_MODEL/quant.json" ] && return 0
+  [ -e "$INT8_MODEL" ] && { echo "hybrid: $INT8_MODEL has no quant.json; (q) skipped" >&2; return 1; }
+  echo "hybrid: quantizing $MODEL into $INT8_MODEL for (q) (once)"
+  "$HETSERVE" quantize --model "$MODEL" --out "$INT8_MODEL" >"$BENCH_OUT/quantize.txt" 2>&1 &&
+    [ -f "$INT8_MODEL/quant.json" ] ||
+    { echo "hybrid: (q) skipped: $(tail -n 1 "$BENCH_OUT/quantize.txt")" >&2; return 1; }
 }
 B_MODE=split
 if [ -n "${HYBRID_CONFIG:-}" ]; then
@@ -154,6 +172,16 @@ elif [ "${HYBRID_SPLIT:-0}" != 1 ]; then
     cores: [1]
     borrow_cores: [0]"
     "$HETSERVE" config --check "$BENCH_TMP/p.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/p.yaml"
+    if want q && [ -f "$BENCH_TMP/p.yaml" ] && int8_folder; then
+      routed_config "$BENCH_TMP/q.yaml" "    kind: cpu
+    dtype: int8
+    cores: [0]
+    borrow_cores: [1]
+    borrow_preempt: true" "    kind: cpu
+    cores: [1]
+    borrow_cores: [0]" "$INT8_MODEL"
+      "$HETSERVE" config --check "$BENCH_TMP/q.yaml" >/dev/null 2>&1 || rm -f "$BENCH_TMP/q.yaml"
+    fi
   else
     echo "hybrid: this build has no rule routing (router: in the config); routing in the client" >&2
   fi
@@ -161,7 +189,7 @@ fi
 GPUS=$("$HETSERVE" devices 2>/dev/null | python3 -c 'import json,sys
 try: print(int(json.load(sys.stdin).get("gpus", 0)))
 except Exception: print(0)')
-for c in a b c e m p; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
+for c in a b c e m p q; do [ -f "$BENCH_TMP/$c.yaml" ] && cp "$BENCH_TMP/$c.yaml" "$BENCH_OUT/config-$c.yaml"; done
 {
   echo "# hybrid experiment, $(hs_load_note)"
   echo "# (b)/(c) routing: $B_MODE${HYBRID_CONFIG:+ ($HYBRID_CONFIG)}; GPUs found: $GPUS"
@@ -252,6 +280,7 @@ else
 fi
 [ -f "$BENCH_TMP/m.yaml" ] && want m && run_lending m
 [ -f "$BENCH_TMP/p.yaml" ] && want p && run_lending p
+[ -f "$BENCH_TMP/q.yaml" ] && run_lending q
 
 # --- (c) GPU for the long requests ---------------------------------------------------------------
 if [ "$GPUS" -gt 0 ] && want c; then
