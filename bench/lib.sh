@@ -11,6 +11,8 @@
 #                                labels match LABEL_RE (0 when absent)
 #   hs_load_note                 one line: date, nproc, load averages (numbers are only as
 #                                quiet as the machine)
+#   hs_int8_folder HS MODEL DIR LOG [THREADS]
+#                                the quantized folder for an int8 lane, made once (below)
 
 hs_bench_init() {
   local build=$1 out=$2
@@ -66,4 +68,18 @@ hs_metric() {
 
 hs_load_note() {
   echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) nproc=$(nproc) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# hs_int8_folder HETSERVE MODEL DIR LOG [THREADS]: the quantized folder DIR (its quant.json is
+# the int8 lane's plan), made once with `hetserve quantize` when missing, its output in LOG.
+# Returns 0 when DIR holds a plan, 1 when DIR exists without one (left alone), 2 when this CPU
+# has no fast int8 path, 3 when quantize failed otherwise. Exit status 1 of quantize also means
+# "written, target not met": the folder is still the plan to use.
+hs_int8_folder() {
+  local hs=$1 model=$2 dir=$3 log=$4 threads=${5:-}
+  [ -f "$dir/quant.json" ] && return 0
+  [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ] && return 1
+  "$hs" quantize --model "$model" --out "$dir" ${threads:+--threads "$threads"} >"$log" 2>&1 ||
+    [ -f "$dir/quant.json" ] || { grep -q 'has no fast int8 path' "$log" && return 2; return 3; }
+  return 0
 }

@@ -48,6 +48,7 @@ GOLDEN=${HS_GOLDEN_DIR:-tests/golden}
 name=$(basename "$MODEL")
 [ "$name" = all-MiniLM-L6-v2 ] && name=minilm
 INT8_MODEL=${INT8_MODEL:-bench/out/$name-int8}
+. bench/lib.sh # hs_int8_folder
 mkdir -p bench/out
 export VENV=${VENV:-$PWD/.venv-bench}
 bash bench/setup_venv.sh >/dev/null
@@ -78,23 +79,17 @@ if ! "$BUILD/bench_cpu" --model "$MODEL" --dtype bf16 --shapes 1x2 --iters 1 --n
 fi
 HS_I8=1
 if [ ! -f "$INT8_MODEL/quant.json" ]; then
-    if [ -e "$INT8_MODEL" ] && [ -n "$(ls -A "$INT8_MODEL")" ]; then
-        echo "run.sh: $INT8_MODEL exists without quant.json; remove it to let hetserve quantize write it" >&2
-        exit 1
-    fi
     echo "   quantizing: $BUILD/hetserve quantize --out $INT8_MODEL (once; log in bench/out/quantize.txt)"
-    # exit status 1 also means "written, target not met": the folder is still the plan to bench
-    "$BUILD/hetserve" quantize --model "$MODEL" --out "$INT8_MODEL" --threads "$THREADS" \
-        >bench/out/quantize.txt 2>&1 || [ -f "$INT8_MODEL/quant.json" ] ||
-        if grep -q 'has no fast int8 path' bench/out/quantize.txt; then
-            HS_I8=0
-            echo "   hetserve int8: skipped ($(tail -n 1 bench/out/quantize.txt))"
-        else
-            cat bench/out/quantize.txt >&2
-            exit 1
-        fi
-    [ "$HS_I8" = 1 ] &&
-        grep -E '^(input smoothing|held-out, with)' bench/out/quantize.txt | sed 's/^/   /'
+    hs_int8_folder "$BUILD/hetserve" "$MODEL" "$INT8_MODEL" bench/out/quantize.txt "$THREADS"
+    case $? in
+    0) grep -E '^(input smoothing|held-out, with)' bench/out/quantize.txt | sed 's/^/   /' ;;
+    1) echo "run.sh: $INT8_MODEL exists without quant.json; remove it to let hetserve quantize write it" >&2
+       exit 1 ;;
+    2) HS_I8=0
+       echo "   hetserve int8: skipped ($(tail -n 1 bench/out/quantize.txt))" ;;
+    *) cat bench/out/quantize.txt >&2
+       exit 1 ;;
+    esac
 fi
 echo "   load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # export + optimize once (and check the peer computes the same embeddings)

@@ -132,12 +132,14 @@ EOF
 # does; f32 lanes ignore the plan, so the long engine serves the same folder in f32)
 INT8_MODEL=${INT8_MODEL:-bench/out/minilm-int8}
 int8_folder() {
-  [ -f "$INT8_MODEL/quant.json" ] && return 0
-  [ -e "$INT8_MODEL" ] && { echo "hybrid: $INT8_MODEL has no quant.json; (q) skipped" >&2; return 1; }
-  echo "hybrid: quantizing $MODEL into $INT8_MODEL for (q) (once)"
-  "$HETSERVE" quantize --model "$MODEL" --out "$INT8_MODEL" >"$BENCH_OUT/quantize.txt" 2>&1 &&
-    [ -f "$INT8_MODEL/quant.json" ] ||
-    { echo "hybrid: (q) skipped: $(tail -n 1 "$BENCH_OUT/quantize.txt")" >&2; return 1; }
+  [ -f "$INT8_MODEL/quant.json" ] || echo "hybrid: quantizing $MODEL into $INT8_MODEL for (q) (once)"
+  hs_int8_folder "$HETSERVE" "$MODEL" "$INT8_MODEL" "$BENCH_OUT/quantize.txt"
+  case $? in
+  0) return 0 ;;
+  1) echo "hybrid: (q) skipped: $INT8_MODEL exists without quant.json" >&2 ;;
+  *) echo "hybrid: (q) skipped: $(tail -n 1 "$BENCH_OUT/quantize.txt")" >&2 ;;
+  esac
+  return 1
 }
 B_MODE=split
 if [ -n "${HYBRID_CONFIG:-}" ]; then
@@ -280,7 +282,7 @@ else
 fi
 [ -f "$BENCH_TMP/m.yaml" ] && want m && run_lending m
 [ -f "$BENCH_TMP/p.yaml" ] && want p && run_lending p
-[ -f "$BENCH_TMP/q.yaml" ] && run_lending q
+[ -f "$BENCH_TMP/q.yaml" ] && want q && run_lending q
 
 # --- (c) GPU for the long requests ---------------------------------------------------------------
 if [ "$GPUS" -gt 0 ] && want c; then
