@@ -11,13 +11,21 @@ void hs_threads_wait_policy_init(char **argv)
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     const char *keep = getenv("HS_OMP_KEEP_POLICY");
     if (keep && strcmp(keep, "0") != 0) return;
-    if (setenv("GOMP_SPINCOUNT", HS_OMP_SPINCOUNT, 1) != 0) return;
+    /* "active" only lifts the throttled count to the bound (threads.h); the bound is the
+     * spin count itself */
+    if (setenv("GOMP_SPINCOUNT", HS_OMP_SPINCOUNT, 1) != 0 ||
+        setenv("OMP_WAIT_POLICY", "active", 1) != 0) {
+        unsetenv("GOMP_SPINCOUNT");
+        return;
+    }
     execv("/proc/self/exe", argv);
     /* not reached unless exec failed: run on, with the default policy */
     unsetenv("GOMP_SPINCOUNT");
+    unsetenv("OMP_WAIT_POLICY");
     fprintf(stderr,
             "hetserve: could not re-execute to set the OpenMP wait policy; set "
-            "GOMP_SPINCOUNT=%s yourself to avoid stalls when cores are shared\n",
+            "GOMP_SPINCOUNT=%s OMP_WAIT_POLICY=active yourself to avoid stalls when cores are "
+            "shared\n",
             HS_OMP_SPINCOUNT);
 }
 

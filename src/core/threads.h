@@ -11,14 +11,19 @@
  * the environment, unless the user set either variable (then theirs is kept) or
  * HS_OMP_KEEP_POLICY=1 asks to leave libgomp's default.
  *
- * The count that applies is often shorter: libgomp spins only its throttled count (100 pauses, a
- * few microseconds, unless OMP_WAIT_POLICY is set) while it manages more threads than the
- * process has CPUs. A server did on 2 cores while its main thread kept the team it loaded the
- * models with (hs_threads_release_idle_team ends it); several lanes' batchers, each with its
- * team, still do. bench_cpu's one team spins the full count. On a shared 2-core machine under
- * load (load average 6-10), a 1 x 24 int8 batch on 2 unpinned threads took 2.5-3x longer with
- * 1000 pauses than with 100 (and 0 was no worse than 100); the team's master and worker then
- * shared a core, which a cpu engine's spread (one thread per core) now prevents, and with it
+ * While libgomp manages more threads than the process has CPUs it spins only its throttled
+ * count: 100 pauses, unless OMP_WAIT_POLICY=active (1000), and never more than the spin count.
+ * A server with several lanes (each batcher has its team) is always there on 2 cores, and 100
+ * pauses are ~1.4 us on the AVX-512 Xeon class (a pause ~14 ns): a worker then sleeps at nearly
+ * every barrier, and waking a vCPU costs 20-60 us. So the policy set is "active" with the
+ * bounded count, the same 1000 pauses (~14 us) with one lane or several. Measured in
+ * bench/hybrid's (p), where the short lane preempts the long lane's core (87 req/s, 3
+ * interleaved runs): the short lane's layer stages (~24 tokens) took 254-312 us (attention) and
+ * 440-545 us (FFN), against 378-418 and 577-655 us with 100 pauses. Two unpinned 2-thread lanes
+ * sharing both cores, the case the throttle is for, served 155-168 req/s at 32 clients against
+ * 147-153. On a shared 2-core machine under load (load average 6-10), a 1 x 24 int8 batch on 2
+ * unpinned threads took 2.5-3x longer with 1000 pauses than with 100 when the team's master and
+ * worker shared a core; a cpu engine's spread (one thread per core) prevents that, and with it
  * 1000 pauses served a lone request in ~1 ms instead of ~5 (bench/SERVING.md, 1-client).
  */
 #ifndef HS_CORE_THREADS_H
@@ -33,9 +38,9 @@ void hs_threads_wait_policy_init(char **argv);
 /* Ends the calling thread's idle OpenMP workers (a server's main thread: the team it loaded
  * the models with, idle from then on). libgomp counts every pooled worker of every team, and
  * the throttled spin above applies to all of them while that count exceeds the CPUs: with the
- * main thread's workers gone, a 2-core server with one 2-thread lane is back under it, and its
- * workers spin the bounded HS_OMP_SPINCOUNT between a batch's parallel regions instead of
- * sleeping in the kernel after each (1 x 32 int8: ~30 sleeps per thread and batch before).
+ * main thread's workers gone, a 2-core server with one 2-thread lane is back under it (which
+ * mattered most before the policy lifted the throttled count to the bound: 1 x 32 int8 had ~30
+ * sleeps per thread and batch), and the idle threads' stacks are freed.
  * A later parallel region on the thread starts a new team. Not inside a parallel region. */
 void hs_threads_release_idle_team(void);
 
