@@ -102,3 +102,48 @@ def test_multilingual_config_serves_an_xlm_roberta_model():
                 assert cosine(r["data"][0]["embedding"], ref) >= 0.999, text
         finally:
             s.stop()
+
+
+def test_hybrid_int8_preempt_config_places_precision_by_length():
+    """configs/hybrid-int8-preempt.yaml as written, its quantized folder replaced by a copy of
+    the tiny RoBERTa checkpoint: short texts on the int8 lane (which preempts core 1) within
+    int8's tolerance of the transformers reference, a long one on the f32 lane with the numbers
+    of a plain f32 server."""
+    if not cpu_computes("int8"):
+        pytest.skip("this machine's CPU engine does not compute in int8 (hetserve devices)")
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("the config pins cores 0 and 1")
+    g = json.load(open(os.path.join(ROOT, "tests", "golden", "tiny_roberta.json")))
+    raw = open(os.path.join(ROOT, "tests", "golden", "tiny_roberta.f32"), "rb").read()
+    dim = g["dim"]
+    shorts = [(i, t) for i, t in enumerate(g["sentences"]) if not t.startswith("(random ids")]
+    long_text = " ".join(t for _, t in shorts[2:4])  # past the rule's 32 tokens, within 64
+    with tempfile.TemporaryDirectory(prefix="hs_pytest_") as d:
+        m = os.path.join(d, "model")  # a copy: the int8 lane writes its plan into it
+        shutil.copytree(os.path.join(ROOT, "tests", "data", "tiny-roberta"), m)
+        cfg = config_with("hybrid-int8-preempt.yaml",
+                          {"path: models/all-MiniLM-L6-v2-int8": 'path: "%s"' % m,
+                           "port: 8080": "port: 0"})
+        s = Server(cfg + "limits:\n  timeout_ms: 300000\n", model=None)
+        try:
+            for i, text in shorts:
+                st, h, r = s.post("/v1/embeddings", {"input": text, "model": "all-MiniLM-L6-v2"})
+                assert st == 200 and h["x-engine"] == "cpu_int8", (text, st, h)
+                ref = struct.unpack_from("<%df" % dim, raw, 4 * dim * i)
+                assert cosine(r["data"][0]["embedding"], ref) >= 0.99, text
+            st, h, r = s.post("/v1/embeddings", {"input": long_text, "model": "all-MiniLM-L6-v2"})
+            assert st == 200 and h["x-engine"] == "cpu_f32", (st, h)
+            got_long = r["data"][0]["embedding"]
+            st, _, body = s.get("/metrics")
+            claims = [l for l in body.decode().splitlines()
+                      if l.startswith('hetserve_core_preempt_claims_total{core="1"}')]
+            assert claims and float(claims[0].split()[-1]) > 0, claims
+        finally:
+            s.stop()
+        f32 = Server(model=m)
+        try:
+            st, _, r = f32.post("/v1/embeddings", {"input": long_text})
+            assert st == 200, r
+            assert cosine(got_long, r["data"][0]["embedding"]) >= 0.99999
+        finally:
+            f32.stop()
