@@ -40,7 +40,7 @@ void hs_threads_wait_policy_init(char **argv);
  * the throttled spin above applies to all of them while that count exceeds the CPUs: with the
  * main thread's workers gone, a 2-core server with one 2-thread lane is back under it (which
  * mattered most before the policy lifted the throttled count to the bound: 1 x 32 int8 had ~30
- * sleeps per thread and batch), and the idle threads' stacks are freed.
+ * sleeps per thread and batch), and the idle threads end.
  * A later parallel region on the thread starts a new team. Not inside a parallel region. */
 void hs_threads_release_idle_team(void);
 

@@ -122,8 +122,7 @@ def test_hybrid_int8_preempt_config_places_precision_by_length():
         m = os.path.join(d, "model")  # a copy: the int8 lane writes its plan into it
         shutil.copytree(os.path.join(ROOT, "tests", "data", "tiny-roberta"), m)
         cfg = config_with("hybrid-int8-preempt.yaml",
-                          {"path: models/all-MiniLM-L6-v2-int8": 'path: "%s"' % m,
-                           "port: 8080": "port: 0"})
+                          {"path: models/all-MiniLM-L6-v2-int8": 'path: "%s"' % m})
         s = Server(cfg + "limits:\n  timeout_ms: 300000\n", model=None)
         try:
             for i, text in shorts:
