@@ -35,7 +35,7 @@ int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max)
 /* K^T [D][lp] of head h, 16 keys a gather, zeros past len (element-wise copies, a store to a
  * new line each, cost more than the gathers). */
 AVX512 static inline void transpose_k(const float *k0, int stride, int len, int lp, int D,
-                                      float *kt)
+                                      const float *bk, float *kt)
 {
     const __m512i step =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -44,9 +44,11 @@ AVX512 static inline void transpose_k(const float *k0, int stride, int len, int 
         const int n = len - j < 16 ? (len - j > 0 ? len - j : 0) : 16;
         const __mmask16 m = (__mmask16)((1u << n) - 1u);
         const float *kj = k0 + (size_t)(n > 0 ? j : 0) * stride;
-        for (int c = 0; c < D; c++)
-            _mm512_storeu_ps(kt + (size_t)c * lp + j,
-                             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, step, kj + c, 4));
+        for (int c = 0; c < D; c++) {
+            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, step, kj + c, 4);
+            if (bk) v = _mm512_maskz_add_ps(m, v, _mm512_set1_ps(bk[c]));
+            _mm512_storeu_ps(kt + (size_t)c * lp + j, v);
+        }
     }
 }
 
@@ -89,10 +91,17 @@ AVX512 static inline void scores_block(const float *q0, const float *q1, const f
  * before (beyond L2 at 32 x 128), a row's head is two lines, and rows 4608 bytes apart defeat
  * the hardware's streams; reading them in took a sixth of this kernel's samples at 32 x 128. */
 AVX512 static inline void stage_v(const int D, const float *qkv, int t0, int len, int h, int hidden,
-                                  float *vt)
+                                  const float *bv, float *vt)
 {
     const int stride = 3 * hidden;
-    if (vt)
+    if (vt && bv)
+        for (int j = 0; j < len; j++) {
+            const float *r = qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D;
+            for (int c = 0; c < D; c += 16)
+                _mm512_storeu_ps(vt + (size_t)j * D + c,
+                                 _mm512_add_ps(_mm512_loadu_ps(r + c), _mm512_loadu_ps(bv + c)));
+        }
+    else if (vt)
         for (int j = 0; j < len; j++)
             memcpy(vt + (size_t)j * D, qkv + (size_t)(t0 + j) * stride + 2 * hidden + h * D,
                    sizeof(float) * (size_t)D);
@@ -152,21 +161,37 @@ softmax_pv(const int D, const float *vt, float *s, int lp, int len, int qn, floa
 }
 
 /* One (sequence, head); D (32 or 64) is a constant at each call, so the P.V block's second
- * pair of output vectors folds away for 32. */
-AVX512 static inline __attribute__((always_inline)) void
-attn(const int D, const float *qkv, float *ctx, int t0, int len, int h, int hidden, float *scratch)
+ * pair of output vectors folds away for 32. bias (NULL: none), the QKV layer's [3 * hidden],
+ * is added to q, k and v as they are read: to each block's queries, to K as it is transposed, to
+ * V as it is staged. Each sum is the one a bias pass over the rows would have stored, so the
+ * result is the same bits, without that pass over the batch's q | k | v rows (beyond L2 in a
+ * large batch). */
+AVX512 static inline __attribute__((always_inline)) void attn(const int D, const float *qkv,
+                                                              float *ctx, int t0, int len, int h,
+                                                              int hidden, const float *bias,
+                                                              float *scratch)
 {
     const int stride = 3 * hidden;
     const int lp = (len + KB - 1) / KB * KB;
     float *kt = scratch, *vt = scratch + (size_t)D * lp, *s = vt + (size_t)D * lp;
     const float scale = 1.0f / sqrtf((float)D);
-    transpose_k(qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, D, kt);
-    stage_v(D, qkv, t0, len, h, hidden, vt);
+    const float *bq = bias ? bias + h * D : NULL;
+    transpose_k(qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, D,
+                bias ? bias + hidden + h * D : NULL, kt);
+    stage_v(D, qkv, t0, len, h, hidden, bias ? bias + 2 * hidden + h * D : NULL, vt);
+    float qb[QB][64] __attribute__((aligned(64))); /* a block's queries plus bq (D <= 64) */
     for (int i0 = 0; i0 < len; i0 += QB) {
         const int qn = len - i0 < QB ? len - i0 : QB;
         const float *q[QB];
-        for (int qi = 0; qi < QB; qi++)
+        for (int qi = 0; qi < QB; qi++) {
             q[qi] = qkv + (size_t)(t0 + i0 + (qi < qn ? qi : 0)) * stride + h * D;
+            if (bq) {
+                for (int c = 0; c < D; c += 16)
+                    _mm512_store_ps(&qb[qi][c], _mm512_add_ps(_mm512_loadu_ps(q[qi] + c),
+                                                              _mm512_loadu_ps(bq + c)));
+                q[qi] = qb[qi];
+            }
+        }
         for (int jb = 0; jb < lp; jb += KB)
             scores_block(q[0], q[1], q[2], q[3], kt, lp, jb, D, scale, s);
         softmax_pv(D, vt, s, lp, len, qn, ctx + (size_t)(t0 + i0) * hidden + h * D, hidden);
@@ -467,7 +492,7 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
     int32_t *vq = (int32_t *)vt; /* pv16: V's pairs [len/2][D] and its channel scales */
     float *sv = vt + (size_t)(len + 1) / 2 * D;
     if (pv16) pack_v16(D, qkv + (size_t)t0 * stride + 2 * hidden + h * D, stride, len, vq, sv);
-    stage_v(D, qkv, t0, len, h, hidden, pv16 ? NULL : vt);
+    stage_v(D, qkv, t0, len, h, hidden, NULL, pv16 ? NULL : vt);
     int32_t qd[16 * (D / 4)]; /* 16 queries' u8 quads, and their scales */
     float sq[16];
     for (int i16 = 0; i16 < len; i16 += 16) {
@@ -512,5 +537,28 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
         return 0;                                                                                  \
     }
 
-HS__ATTN_ENTRY(hs__cpu_attn_avx512, attn, AVX512)
 HS__ATTN_ENTRY(hs__cpu_attn_q8, attn_q8, VNNI_TARGET)
+
+/* The f32 kernel's entry points, with the QKV bias (hs__cpu_attn_avx512_bias) and without. */
+AVX512 static void attn_d32(const float *qkv, float *ctx, int t0, int len, int h, int hidden,
+                            const float *bias, float *scratch)
+{
+    attn(32, qkv, ctx, t0, len, h, hidden, bias, scratch);
+}
+AVX512 static void attn_d64(const float *qkv, float *ctx, int t0, int len, int h, int hidden,
+                            const float *bias, float *scratch)
+{
+    attn(64, qkv, ctx, t0, len, h, hidden, bias, scratch);
+}
+int hs__cpu_attn_avx512_bias(const float *qkv, float *ctx, int t0, int len, int h, int hidden,
+                             int d, const float *bias, float *scratch)
+{
+    if (d != 32 && d != 64) return -1;
+    (d == 32 ? attn_d32 : attn_d64)(qkv, ctx, t0, len, h, hidden, bias, scratch);
+    return 0;
+}
+int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
+                        float *scratch)
+{
+    return hs__cpu_attn_avx512_bias(qkv, ctx, t0, len, h, hidden, d, NULL, scratch);
+}

@@ -23,6 +23,7 @@ struct cpu_ctx {
     uint64_t id; /* unique per engine created: a freed engine's address may be reused */
     int threads;
     int small_rows; /* token counts up to this use the packed small-M GEMM; 0 = never */
+    int act_k;      /* a layer with an activation and k <= this uses it at every token count */
     int n_cores;
     int cores[HS_ENGINE_MAX_CORES];
     /* cores of other engines this one may borrow per stage (lease.h), and the thread slots its
@@ -711,6 +712,14 @@ struct slice_ctx {
     struct hs_error *err;
 };
 
+/* Whether an f32 layer (k inputs; act: its activation, < 0 none) runs on oneDNN's sgemm rather
+ * than the packed small-M kernel (see linear). */
+static bool on_sgemm(const struct cpu_ctx *c, const struct slice_ctx *sc, const float *packed,
+                     int k, int act)
+{
+    return !packed || (sc->batch_rows > c->small_rows && !(act >= 0 && k <= c->act_k));
+}
+
 /* int8 / bf16: the quantized layer (qlinear.h). fp32: a batch of few tokens takes the packed
  * small-M kernel, otherwise oneDNN's sgemm; same math either way. The choice follows the whole
  * batch's token count, not this slice's: how a batch is cut into slices depends on how many
@@ -736,7 +745,7 @@ static int linear(const struct cpu_ctx *c, const struct slice_ctx *sc, int which
                           NULL, NULL, sc->err);
     }
     if (c->observe) c->observe(c->observe_ctx, sc->st, which & 1, x, rows, k);
-    if (packed && sc->batch_rows <= c->small_rows) {
+    if (!on_sgemm(c, sc, packed, k, act)) {
         hs__cpu_small_gemm(x, packed, bias, y, rows, n, k, act, nt, pad);
         return 0;
     }
@@ -755,6 +764,25 @@ static int linear_resid_ln(const struct slice_ctx *sc, int which, const float *x
     void *qsrc = (char *)w->ql_src + r0 * (size_t)act_wide(&w->dims) * 2;
     return hs__ql_run_resid_ln(w->ql, sc->slot, &sc->p->ql[which], x, rows, nt, qsrc, w->ql_sx + r0,
                                w->ql_acc + r0 * (size_t)ql_widest(&w->dims), &ln, sc->err);
+}
+
+/* f32, post-LN, on oneDNN's sgemm (a batch past the packed kernel's rows): the stage's output
+ * layer adds its product into the residual stream itself (beta 1), and the LayerNorm then adds
+ * the bias in its pass. The sum is the same, x + y then + bias, but the product is not written
+ * to a buffer of its own and read back: at 32 x 128 the residual LayerNorm's passes were 3 % of
+ * an f32 batch, as each thread's slice (3 MB of rows a stream) runs from L3. 1: done; 0: the
+ * stage takes the plain path (small batches, pre-LN families, other dtypes); -1: the GEMM
+ * failed. */
+static int linear_resid_ln_f32(const struct cpu_ctx *c, const struct slice_ctx *sc, int which,
+                               const float *x, const float *wt, const float *packed, float *hidden,
+                               const float *bias, const float *g, const float *beta, float eps,
+                               int rows, int n, int k, int nt)
+{
+    if (sc->p->dtype != HS_DTYPE_F32 || !g || !on_sgemm(c, sc, packed, k, -1)) return 0;
+    if (c->observe) c->observe(c->observe_ctx, sc->st, which & 1, x, rows, k);
+    if (hs__cpu_linear_acc(x, wt, hidden, rows, n, k)) return -1;
+    hs__cpu_residual_ln(hidden, NULL, bias, g, beta, rows, n, eps, nt);
+    return 1;
 }
 
 /* Whether a stage's output layer takes the residual LayerNorm as its epilogue: the int8 lane of
@@ -830,9 +858,30 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
                          d->norm, nt);
             in = tmp2;
         }
-        if (linear(c, &sc, QL_QKV, pad, in, p->qkv_w, p->packed_qkv, p->qkv_b, qkv, T, nqkv, H, -1,
-                   nt))
+        struct hs_attn_shape shape = {
+            .heads = d->heads,
+            .kv_heads = nkv / d->head_dim,
+            .head_dim = d->head_dim,
+            .stride = nqkv,
+            .k_off = nq,
+            .v_off = nq + nkv,
+            .ctx_stride = nq,
+            .causal = d->causal,
+            .window = local ? d->window : 0,
+            .lowp = p->dtype != HS_DTYPE_F32, /* int8 and bf16 lanes (kernels.h: which products) */
+        };
+        /* f32 on sgemm: the attention kernel adds the QKV bias as it reads q, k and v, where it
+         * can and nothing comes between (per-head norms, rotary positions), so no pass over the
+         * batch's q | k | v rows adds it (the packed kernel adds it in its epilogue, int8 and
+         * bf16 in theirs) */
+        const bool bias_in_attn = p->dtype == HS_DTYPE_F32 && p->qkv_b &&
+                                  on_sgemm(c, &sc, p->packed_qkv, H, -1) && !p->w[HS_W_Q_NORM] &&
+                                  !p->w[HS_W_K_NORM] && d->pos != HS_POS_ROTARY &&
+                                  hs__cpu_attn_takes_bias(&shape, p->rel != NULL);
+        if (linear(c, &sc, QL_QKV, pad, in, p->qkv_w, p->packed_qkv, bias_in_attn ? NULL : p->qkv_b,
+                   qkv, T, nqkv, H, -1, nt))
             return -1;
+        shape.qkv_bias = bias_in_attn ? p->qkv_b : NULL;
         if (p->w[HS_W_Q_NORM])
             hs__cpu_head_rms(w->qkv, t0, t0 + T, nqkv, d->heads, d->head_dim, p->w[HS_W_Q_NORM],
                              d->ln_eps, nt);
@@ -846,24 +895,22 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
             hs__cpu_rope(w->qkv + nq, w->offsets + sb, se - sb, nqkv, nkv / d->head_dim,
                          d->head_dim, d->rotary_dim, cs, nt);
         }
-        const struct hs_attn_shape shape = {
-            .heads = d->heads,
-            .kv_heads = nkv / d->head_dim,
-            .head_dim = d->head_dim,
-            .stride = nqkv,
-            .k_off = nq,
-            .v_off = nq + nkv,
-            .ctx_stride = nq,
-            .causal = d->causal,
-            .window = local ? d->window : 0,
-            .lowp = p->dtype != HS_DTYPE_F32, /* int8 and bf16 lanes (kernels.h: which products) */
-        };
         /* attention indexes tokens by the batch's absolute offsets */
-        hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, &shape, scratch,
-                          w->spec.seq_max, nt, p->rel, p->rel_span);
+        if (hs__cpu_attention(w->qkv, w->tmp, w->offsets + sb, se - sb, &shape, scratch,
+                              w->spec.seq_max, nt, p->rel, p->rel_span)) {
+            hs_error_set(sc.err, HS_STATUS_INTERNAL, "cpu: attention refused the QKV bias");
+            return -1;
+        }
         if (fuse_resid_ln(&sc, d, p->w[HS_W_ATTN_LN_G]))
             return linear_resid_ln(&sc, QL_ATTN_OUT, ctx, hidden, p->w[HS_W_ATTN_OUT_B],
                                    p->w[HS_W_ATTN_LN_G], p->w[HS_W_ATTN_LN_B], d->ln_eps, T, nt);
+        if (!d->norm_pre) {
+            const int done =
+                linear_resid_ln_f32(c, &sc, QL_ATTN_OUT, ctx, p->w[HS_W_ATTN_OUT], p->packed_out,
+                                    hidden, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
+                                    p->w[HS_W_ATTN_LN_B], d->ln_eps, T, H, nq, nt);
+            if (done) return done < 0 ? -1 : 0;
+        }
         if (linear(c, &sc, QL_ATTN_OUT, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T,
                    H, nq, -1, nt))
             return -1;
@@ -902,6 +949,12 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
             if (!chained && fuse)
                 return linear_resid_ln(&sc, QL_FFN_OUT, inter, hidden, ln.bias, ln.g, ln.beta,
                                        ln.eps, T, nt);
+            if (!chained && !d->norm_pre) {
+                const int done = linear_resid_ln_f32(c, &sc, QL_FFN_OUT, inter, p->w[HS_W_FFN_OUT],
+                                                     p->packed_ffn_out, hidden, ln.bias, ln.g,
+                                                     ln.beta, ln.eps, T, H, I, nt);
+                if (done) return done < 0 ? -1 : 0;
+            }
             if (!chained && linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],
                                    p->packed_ffn_out, NULL, tmp2, T, H, I, -1, nt))
                 return -1;
@@ -1185,6 +1238,7 @@ hs_status hs_engine_cpu_create(const struct hs_engine_opts *opts, hs_engine_t *o
                                                     : hs__cpu_small_gemm_rows_default();
     if (getenv("HS_CPU_SMALL_GEMM_ROWS")) c->small_rows = atoi(getenv("HS_CPU_SMALL_GEMM_ROWS"));
     if (!hs__cpu_small_gemm_available()) c->small_rows = 0;
+    c->act_k = c->small_rows > 0 ? hs__cpu_small_gemm_act_k_default() : 0;
     c->observe = opts->cpu_observe;
     c->observe_ctx = opts->cpu_observe_ctx;
     return hs__engine_wrap(&cpu_iface, c, opts->name ? opts->name : "cpu0", out, err);

@@ -19,7 +19,8 @@
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
 
-#define MR_MAX 8 /* the most rows a micro-kernel reads (the pad holds MR_MAX rows a thread) */
+#define MR_MAX  8 /* the most rows a micro-kernel reads (the pad holds MR_MAX rows a thread) */
+#define SB_ROWS 64
 
 /* Both kernels apply the activation to their accumulators before storing them, with the same
  * vector functions as hs__cpu_activation at their width (vmath.h; its row loops go unused
@@ -68,25 +69,45 @@ int hs__cpu_small_gemm_available(void)
  * (32x128). On AVX2 + FMA (Zen 3), where the 4 x 24 kernel runs, it is ahead to 512 rows
  * (1x16: 4.9 -> 2.9 ms, 1x128: 19.3 -> 17.8 ms, 8x64: 69 -> 66 ms), even at 1,024 - 2,048, and
  * 5 % behind at 32x128: at a few rows sgemm streams the model's weights (42 MB for MiniLM,
- * more than the L3) at a low rate and packs them on every call. Below AVX2 there is none. */
+ * more than the L3) at a low rate and packs them on every call. Below AVX2 there is none.
+ * act_k: a layer with an activation (the FFN's input layer) and at most this many inputs takes
+ * the packed kernel at every batch size, since its epilogue adds the bias and the activation
+ * while the block is in registers, where sgemm needs a pass over its output after it. On
+ * AVX-512 without AMX (Intel Xeon, VNNI), one thread, 2,048 rows: MiniLM's FFN input (k = 384)
+ * 17.0-17.2 ms packed (in 64-row super-blocks) against 18.4-19.1 for sgemm and the pass;
+ * BERT-base's (k = 768) 66-68 ms against 64-66.5, so there it stays on sgemm. 0: not measured. */
 static const struct {
     dnnl_cpu_isa_t isa;
     int rows;
+    int act_k;
 } small_rows_by_isa[] = {
-    {dnnl_cpu_isa_avx512_core_amx, 64},
-    {dnnl_cpu_isa_avx512_core, 256},
-    {dnnl_cpu_isa_avx2, 512},
+    {dnnl_cpu_isa_avx512_core_amx, 64, 0},
+    {dnnl_cpu_isa_avx512_core, 256, 512},
+    {dnnl_cpu_isa_avx2, 512, 0},
 };
 
-int hs__cpu_small_gemm_rows_default(void)
+/* The table's entry for this CPU; -1 where the packed kernel does not run. */
+static int small_entry(void)
 {
-    if (!hs__cpu_small_gemm_available()) return 0;
+    if (!hs__cpu_small_gemm_available()) return -1;
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
     for (size_t i = 0; i < sizeof small_rows_by_isa / sizeof small_rows_by_isa[0]; i++) {
         const unsigned want = (unsigned)small_rows_by_isa[i].isa;
-        if ((isa & want) == want) return small_rows_by_isa[i].rows;
+        if ((isa & want) == want) return (int)i;
     }
-    return 0;
+    return -1;
+}
+
+int hs__cpu_small_gemm_act_k_default(void)
+{
+    const int i = small_entry();
+    return i < 0 ? 0 : small_rows_by_isa[i].act_k;
+}
+
+int hs__cpu_small_gemm_rows_default(void)
+{
+    const int i = small_entry();
+    return i < 0 ? 0 : small_rows_by_isa[i].rows;
 }
 
 float *hs__cpu_pack_weights(const float *w, int n, int k)
@@ -199,7 +220,16 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
     const int PANEL = wide ? 32 : 24, MR = wide ? 8 : 4;
     const int panels = (n + PANEL - 1) / PANEL;
     const int mblocks = (rows + MR - 1) / MR;
-    const int tasks = panels * mblocks;
+    /* Row blocks a super-block. AVX-512, more than 256 rows, k <= 512: all panels run over 64
+     * rows before the next 64, which stay in L1 / L2 (96 KiB at k = 384) while the panels
+     * stream past them. At 2,048 rows and k = 384 (one thread) that took MiniLM's FFN input
+     * layer from 130 to 141 GFLOP/s. At k = 1536 (a 192 KiB panel, held in L2 while the rows
+     * stream) it lost 3 %, and at 128 rows (1 x 128, both threads) 3 %, as the weights then
+     * stream from memory once a super-block: those keep one super-block, as before. */
+    const int sbm =
+        wide && k <= 512 && rows > 4 * SB_ROWS && mblocks > SB_ROWS / MR ? SB_ROWS / MR : mblocks;
+    const int sbs = (mblocks + sbm - 1) / sbm;
+    const int tasks = sbs * panels * sbm;
     /* Guided chunks of whole panels (all their row blocks, in turn: a panel is read from memory
      * once): the first chunk a thread takes is its share of the rest, so each thread streams a
      * long run of consecutive panels, which the hardware prefetcher follows, and the chunks
@@ -208,9 +238,11 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
      * or memory each batch): with chunks of one panel's row blocks taken in turn, as before,
      * each thread's run broke at every chunk, and two threads ran a 16-row int8 GEMM only
      * 1.4x faster than one. Which thread computes a block does not change its result. */
-#pragma omp parallel for num_threads(threads) schedule(guided, mblocks)
+#pragma omp parallel for num_threads(threads) schedule(guided, sbm)
     for (int t = 0; t < tasks; t++) {
-        const int pi = t / mblocks, mb = t % mblocks;
+        const int sb = t / (panels * sbm), in = t % (panels * sbm);
+        const int pi = in / sbm, mb = sb * sbm + in % sbm;
+        if (mb >= mblocks) continue; /* the last super-block's missing rows */
         const int r0 = mb * MR, nr = rows - r0 < MR ? rows - r0 : MR;
         const int c0 = pi * PANEL, nc = n - c0 < PANEL ? n - c0 : PANEL;
         const float *xs = x + (size_t)r0 * k;

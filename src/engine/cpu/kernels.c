@@ -136,6 +136,11 @@ int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, 
     return 0;
 }
 
+int hs__cpu_linear_acc(const float *x, const float *w, float *y, int rows, int n, int k)
+{
+    return dnnl_sgemm('N', 'T', rows, n, k, 1.0f, x, k, w, k, 1.0f, y, n) == dnnl_success ? 0 : -1;
+}
+
 HS_CLONES
 static void ln_row(float *x, const float *y, const float *bias, const float *g, const float *beta,
                    int n, float eps)
@@ -145,6 +150,8 @@ static void ln_row(float *x, const float *y, const float *bias, const float *g, 
         for (int j = 0; j < n; j++) x[j] = x[j] + y[j] + bias[j];
     } else if (y) {
         for (int j = 0; j < n; j++) x[j] = x[j] + y[j];
+    } else if (bias) {
+        for (int j = 0; j < n; j++) x[j] = x[j] + bias[j];
     }
 #pragma omp simd reduction(+ : mean)
     for (int j = 0; j < n; j++) mean += x[j];
@@ -174,7 +181,7 @@ void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const floa
 {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int r = 0; r < rows; r++)
-        ln_row(x + (int64_t)r * n, y + (int64_t)r * n, bias, g, beta, n, eps);
+        ln_row(x + (int64_t)r * n, y ? y + (int64_t)r * n : NULL, bias, g, beta, n, eps);
 }
 
 HS_CLONES
@@ -271,27 +278,48 @@ static void attn_head(const float *qkv, float *ctx, int t0, int len, const struc
     }
 }
 
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
-                       const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
-                       const float *rel_bias, int rel_span)
+/* Which kernel hs__cpu_attention runs for a shape on this CPU. */
+enum attn_path { ATTN_PORTABLE, ATTN_AVX512, ATTN_BF16, ATTN_Q8, ATTN_AVX2 };
+
+static enum attn_path attn_path(const struct hs_attn_shape *a)
 {
+    const int heads = a->heads, head_dim = a->head_dim, hidden = heads * head_dim;
+    __builtin_cpu_init();
+    /* the AVX-512 kernels: full bidirectional attention over BERT's q | k | v rows only */
+    const int plain = !a->causal && a->window == 0 && a->kv_heads == heads &&
+                      a->stride == 3 * hidden && a->k_off == hidden && a->v_off == 2 * hidden &&
+                      a->ctx_stride == hidden;
+    if (plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64)) {
+        if (!a->lowp) return ATTN_AVX512;
+        if (__builtin_cpu_supports("avx512bf16")) return ATTN_BF16;
+        if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl"))
+            return ATTN_Q8;
+        return ATTN_AVX512;
+    }
+    /* otherwise (no AVX-512, or other head sizes): the AVX2 kernel, head sizes that are
+     * multiples of 16 */
+    if (plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        head_dim % 16 == 0)
+        return ATTN_AVX2;
+    return ATTN_PORTABLE;
+}
+
+int hs__cpu_attn_takes_bias(const struct hs_attn_shape *a, int has_rel_bias)
+{
+    return !has_rel_bias && !a->lowp && attn_path(a) == ATTN_AVX512;
+}
+
+int hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                      const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
+                      const float *rel_bias, int rel_span)
+{
+    if (a->qkv_bias && !hs__cpu_attn_takes_bias(a, rel_bias != NULL)) return -1;
     const int64_t rel_row = 2 * (int64_t)rel_span - 1;
     const int heads = a->heads, head_dim = a->head_dim, hidden = heads * head_dim;
     const int64_t per_thread = hs__cpu_attn_scratch_floats(head_dim, seq_max);
     const int pairs = n_seqs * heads;
-    __builtin_cpu_init();
-    /* the AVX-512 kernel: full bidirectional attention over BERT's q | k | v rows only */
-    const int plain = !a->causal && a->window == 0 && a->kv_heads == heads &&
-                      a->stride == 3 * hidden && a->k_off == hidden && a->v_off == 2 * hidden &&
-                      a->ctx_stride == hidden;
-    const int fast =
-        plain && __builtin_cpu_supports("avx512f") && (head_dim == 32 || head_dim == 64);
-    const int lowp = fast && a->lowp && __builtin_cpu_supports("avx512bf16");
-    const int q8 = fast && a->lowp && !lowp && __builtin_cpu_supports("avx512vnni") &&
-                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    /* without AVX-512: the AVX2 kernel (head sizes that are multiples of 16) */
-    const int fast2 = plain && !fast && __builtin_cpu_supports("avx2") &&
-                      __builtin_cpu_supports("fma") && head_dim % 16 == 0;
+    const enum attn_path path = attn_path(a);
 #pragma omp parallel num_threads(threads)
     {
         int tid = omp_get_thread_num();
@@ -301,18 +329,30 @@ void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int
         for (int p = 0; p < pairs; p++) {
             int seq = p / heads, h = p % heads;
             int t0 = offsets[seq], len = offsets[seq + 1] - offsets[seq];
-            /* the AVX-512 kernel has no relative bias: MPNet takes the portable one */
+            /* the vector kernels have no relative bias: MPNet takes the portable one */
             const float *rel = rel_bias ? rel_bias + h * rel_row + rel_span - 1 : NULL;
             int done = -1;
-            if (!rel && fast)
-                done = lowp ? hs__cpu_attn_bf16(qkv, ctx, t0, len, h, hidden, head_dim, kt)
-                       : q8 ? hs__cpu_attn_q8(qkv, ctx, t0, len, h, hidden, head_dim, kt)
-                            : hs__cpu_attn_avx512(qkv, ctx, t0, len, h, hidden, head_dim, kt);
-            else if (!rel && fast2)
-                done = hs__cpu_attn_avx2(qkv, ctx, t0, len, h, hidden, head_dim, kt);
+            if (!rel) switch (path) {
+                case ATTN_AVX512:
+                    done = hs__cpu_attn_avx512_bias(qkv, ctx, t0, len, h, hidden, head_dim,
+                                                    a->qkv_bias, kt);
+                    break;
+                case ATTN_BF16:
+                    done = hs__cpu_attn_bf16(qkv, ctx, t0, len, h, hidden, head_dim, kt);
+                    break;
+                case ATTN_Q8:
+                    done = hs__cpu_attn_q8(qkv, ctx, t0, len, h, hidden, head_dim, kt);
+                    break;
+                case ATTN_AVX2:
+                    done = hs__cpu_attn_avx2(qkv, ctx, t0, len, h, hidden, head_dim, kt);
+                    break;
+                case ATTN_PORTABLE:
+                    break;
+                }
             if (done != 0) attn_head(qkv, ctx, t0, len, a, h, kt, s, rel);
         }
     }
+    return 0;
 }
 
 HS_CLONES

@@ -15,6 +15,10 @@
 int hs__cpu_linear(const float *x, const float *w, const float *bias, float *y, int rows, int n,
                    int k, int act, int threads);
 
+/* y[rows, n] += x[rows, k] * w[n, k]^T: oneDNN's sgemm with beta 1, so a residual stream takes
+ * a layer's output in place (no bias: hs__cpu_residual_ln adds it with y NULL). */
+int hs__cpu_linear_acc(const float *x, const float *w, float *y, int rows, int n, int k);
+
 /* y[j] += bias[j] (bias may be NULL), then the activation when act >= 0, over one row. */
 void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
 
@@ -34,7 +38,8 @@ struct hs_qgemm_epi {
 void hs__cpu_dequant_block(const int32_t *acc, int lda, const struct hs_qgemm_epi *e, int r0,
                            int c0, int rows, int cols);
 
-/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. bias and beta may be NULL. */
+/* x[t] = LN(x[t] + y[t] + bias) * g + beta, per row of width n. y, bias and beta may be NULL
+ * (y NULL: x already holds the sum without the bias, as hs__cpu_linear_acc leaves it). */
 void hs__cpu_residual_ln(float *x, const float *y, const float *bias, const float *g,
                          const float *beta, int rows, int n, float eps, int threads);
 /* The same for one row: hs__cpu_residual_ln is this over every row (equal results). */
@@ -57,6 +62,9 @@ struct hs_attn_shape {
     int window;                    /* > 0: only keys within this distance (inclusive) */
     int lowp; /* reduced-precision products (int8 / bf16 lanes): bf16 Q.K^T and P.V where the CPU
                * has a bf16 dot product, else int8 Q.K^T where it has AVX-512 VNNI */
+    /* The QKV layer's bias, [stride], not yet added to the rows (NULL: it is in them). Only
+     * where hs__cpu_attn_takes_bias says the kernel adds it as it reads q, k and v. */
+    const float *qkv_bias;
 };
 
 /* Self-attention over packed sequences. qkv: [n_tokens, stride] (q heads, then k heads at k_off,
@@ -64,10 +72,14 @@ struct hs_attn_shape {
  * written. scratch: threads * hs__cpu_attn_scratch_floats(). rel_bias (NULL: none): [heads,
  * 2 * rel_span - 1], the score bias of key j seen from query i at
  * rel_bias[h * (2 * rel_span - 1) + (j - i) + rel_span - 1]; sequences are <= rel_span. */
-void hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
-                       const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
-                       const float *rel_bias, int rel_span);
+int hs__cpu_attention(const float *qkv, float *ctx, const int32_t *offsets, int n_seqs,
+                      const struct hs_attn_shape *a, float *scratch, int seq_max, int threads,
+                      const float *rel_bias, int rel_span);
 int64_t hs__cpu_attn_scratch_floats(int head_dim, int seq_max);
+/* Whether hs__cpu_attention on this CPU adds a shape's qkv_bias itself (the f32 AVX-512 kernel,
+ * without a relative bias), so the QKV layer can leave it out. hs__cpu_attention returns -1 for a
+ * qkv_bias it would not add; else 0. */
+int hs__cpu_attn_takes_bias(const struct hs_attn_shape *a, int has_rel_bias);
 
 /* Pooling: mean over each sequence's tokens, its first token (CLS) or its last. */
 void hs__cpu_pool(const float *x, float *out, const int32_t *offsets, int n_seqs, int hidden,
@@ -100,6 +112,10 @@ int hs__cpu_vmath_use(int width);
  * and 64 only: returns -1 (and does nothing) otherwise. */
 int hs__cpu_attn_avx512(const float *qkv, float *ctx, int t0, int len, int h, int hidden, int d,
                         float *scratch);
+/* The same adding bias (the QKV layer's, [3 * hidden]; NULL: none) to q, k and v as it reads
+ * them: the same bits as a bias pass over the rows first. */
+int hs__cpu_attn_avx512_bias(const float *qkv, float *ctx, int t0, int len, int h, int hidden,
+                             int d, const float *bias, float *scratch);
 int64_t hs__cpu_attn_avx512_scratch_floats(int head_dim, int seq_max);
 /* The same with AVX2 + FMA blocking (attention_avx2.c), for head sizes that are multiples of 16:
  * the path of machines without AVX-512; returns -1 (and does nothing) for other sizes. */
@@ -149,6 +165,9 @@ int hs__cpu_small_gemm_available(void);
 int hs__cpu_small_gemm_panel(void);
 /* Up to how many rows it beats oneDNN's sgemm on this CPU's ISA class; 0 where unavailable. */
 int hs__cpu_small_gemm_rows_default(void);
+/* Up to how many inputs (k) a layer with an activation takes it at every batch size on this CPU
+ * (gemm_small.c); 0: none does. */
+int hs__cpu_small_gemm_act_k_default(void);
 /* Packs w [n, k] into k-major panels of hs__cpu_small_gemm_panel() columns; free with
  * hs_free_aligned. NULL when out of memory. */
 float *hs__cpu_pack_weights(const float *w, int n, int k);
