@@ -73,6 +73,7 @@ int main(int argc, char **argv)
 {
     hs_crash_report_install();
     hs_threads_wait_policy_init(argv);
+    hs_threads_flush_denormals(); /* before any thread starts: they inherit it */
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

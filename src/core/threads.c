@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 void hs_threads_wait_policy_init(char **argv)
 {
@@ -33,4 +36,23 @@ void hs_threads_release_idle_team(void)
 {
     /* soft: the threads end, the runtime stays usable (OpenMP 5.0) */
     (void)omp_pause_resource_all(omp_pause_soft);
+}
+
+int hs_threads_flush_denormals(void)
+{
+    static int keep = -1; /* HS_KEEP_DENORMALS, read once (racing first calls read the same) */
+    int k = __atomic_load_n(&keep, __ATOMIC_RELAXED);
+    if (k < 0) {
+        const char *v = getenv("HS_KEEP_DENORMALS");
+        k = v && strcmp(v, "0") != 0;
+        __atomic_store_n(&keep, k, __ATOMIC_RELAXED);
+    }
+    if (k) return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    /* FTZ (bit 15) and DAZ (bit 6) */
+    _mm_setcsr(_mm_getcsr() | 0x8040u);
+    return 1;
+#else
+    return 0;
+#endif
 }

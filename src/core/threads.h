@@ -44,4 +44,17 @@ void hs_threads_wait_policy_init(char **argv);
  * A later parallel region on the thread starts a new team. Not inside a parallel region. */
 void hs_threads_release_idle_team(void);
 
+/* Denormal floats (below 1.2e-38) flushed to zero on the calling thread: results that would be
+ * denormal become zero, and denormal inputs read as zero (x86-64's FTZ and DAZ bits; nothing
+ * elsewhere), as TensorFlow's compute threads do. Each one costs a microcode assist of ~100
+ * cycles otherwise. They arise where an attention row is peaked beyond exp's range: keys ~85
+ * or more below the row's best get weights of ~1e-38, and their products with V are denormal
+ * while the accumulators hold nothing larger (a sink at the last key, [SEP]). bench_attn has
+ * that row: the f32 kernel took 134 ms kept against 2.2 flushed (8 x 12 heads x 128 keys, one
+ * thread), with the same outputs; on spread rows, and on MiniLM's batches in bench_cpu, the
+ * two are alike. (A GELU input below -13 gives one as well.) Threads inherit the setting from
+ * the thread that starts them. HS_KEEP_DENORMALS=1 keeps IEEE denormals (returns 0 then; 1 when
+ * set). */
+int hs_threads_flush_denormals(void);
+
 #endif

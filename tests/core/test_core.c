@@ -8,12 +8,14 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/file.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/threads.h"
 
 static void status_strings(void **state)
 {
@@ -165,10 +167,45 @@ static void write_file_atomic_whole_or_not_at_all(void **state)
     rmdir(dir);
 }
 
+/* Denormals flushed on the calling thread by default (a product below 1.2e-38 is zero, a denormal
+ * input reads as zero); HS_KEEP_DENORMALS=1, read once per process, keeps them (a child process
+ * checks that). */
+static volatile float tiny_a = 1e-30f, tiny_b = 1e-20f;
+
+static void denormals_flushed_unless_kept(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("HS_KEEP_DENORMALS", "1", 1);
+        const int set = hs_threads_flush_denormals();
+        const float p = tiny_a * tiny_b; /* 1e-50: zero either way */
+        const float q = tiny_a * 1e-9f;  /* 1e-39: denormal, kept */
+        _exit(set == 0 && p == 0.0f && q > 0.0f ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    unsetenv("HS_KEEP_DENORMALS");
+    assert_int_equal(hs_threads_flush_denormals(), 1);
+    const float q = tiny_a * 1e-9f;
+    assert_true(q == 0.0f);
+    volatile float d = q;     /* and a denormal input reads as zero: made by bits */
+    const unsigned bits = 1u; /* the smallest denormal */
+    memcpy((void *)&d, &bits, sizeof bits);
+    assert_true(d * 1e30f == 0.0f);
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings),
+        cmocka_unit_test(denormals_flushed_unless_kept),
         cmocka_unit_test(read_file_whole),
         cmocka_unit_test(write_file_atomic_whole_or_not_at_all),
         cmocka_unit_test(alloc_counts_and_fails),

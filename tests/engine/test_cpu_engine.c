@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sched.h>
@@ -12,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
@@ -520,6 +524,36 @@ static void core_set_pins_the_team(void **state)
 
 /* A model on two CPU engines holds each stage's weights once per dtype: the second engine's
  * prepare returns the first's preparation, and it lives until both released it. */
+/* An engine's team flushes denormals (core/threads.h), the master and every worker, though the
+ * thread that runs the batch did not ask for it and its pooled worker was started without. */
+static void engine_team_flushes_denormals(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    const unsigned csr = _mm_getcsr(), bits = 0x8040u;
+    /* a pooled worker without them first (the master's team of 2, which the engine reuses) */
+#pragma omp parallel num_threads(2)
+    _mm_setcsr(_mm_getcsr() & ~bits);
+    struct rand_model *rm = rand_model_new(32, 1, 64, 1, HS_POOL_MEAN, HS_DTYPE_F32);
+    int lens[] = {5, 9};
+    check_model(rm, lens, 2, 2);
+    rand_model_free(rm);
+    assert_int_equal(_mm_getcsr() & bits, bits);
+    /* the master clears its own again, so a worker started now would inherit none: the team's
+     * pooled worker still has them */
+    _mm_setcsr(csr & ~bits);
+    unsigned worker = 0;
+#pragma omp parallel num_threads(2)
+    {
+        if (omp_get_thread_num() == 1) worker = _mm_getcsr() & bits;
+    }
+    _mm_setcsr(csr);
+    assert_int_equal(worker, bits);
+#else
+    skip();
+#endif
+}
+
 static void preparations_are_shared_between_engines(void **state)
 {
     (void)state;
@@ -891,6 +925,7 @@ int main(void)
         cmocka_unit_test(layer_split_equals_single_engine),
         cmocka_unit_test(pipelined_split_holds_each_engine),
         cmocka_unit_test(core_set_pins_the_team),
+        cmocka_unit_test(engine_team_flushes_denormals),
         cmocka_unit_test(preparations_are_shared_between_engines),
         cmocka_unit_test(f32_workspace_refuses_reduced_stages),
         cmocka_unit_test(borrowed_cores_are_lent_and_returned),

@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "core/threads.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/lease.h"
 #include "engine/cpu/qlinear.h"
@@ -601,7 +602,8 @@ double hs_engine_cpu_gemm_gflops(int device, int threads, double seconds, const 
 }
 
 /* Pins the calling thread's OpenMP team: thread t < threads to the engine's cores, thread
- * threads + j to borrowed core lent[j]. Once per calling thread and team make-up. */
+ * threads + j to borrowed core lent[j], and has each flush denormals. Once per calling thread
+ * and team make-up. */
 struct pinned {
     uint64_t id; /* engine pinned for; 0 = none */
     int n_lent;
@@ -613,20 +615,23 @@ static atomic_uint_fast64_t next_ctx_id;
 static void pin_team(const struct cpu_ctx *c, const int *lent, int n_lent)
 {
     omp_set_num_threads(c->threads + n_lent);
+    hs_threads_flush_denormals(); /* the team's master (each batch: one register write) */
     if (pinned_for.id == c->id && pinned_for.n_lent == n_lent &&
         (n_lent == 0 || !memcmp(pinned_for.lent, lent, sizeof(int) * (size_t)n_lent)))
         return;
     pinned_for.id = c->id;
     pinned_for.n_lent = n_lent;
     if (n_lent) memcpy(pinned_for.lent, lent, sizeof(int) * (size_t)n_lent);
-    if (c->n_cores <= 0) return;
+    const bool pin = c->n_cores > 0;
     /* the process's first thread keeps its affinity: every thread it starts later (the HTTP
      * threads, the batchers) inherits it */
     const bool initial = gettid() == getpid();
+    /* every thread of the team flushes denormals (core/threads.h), whichever started it */
 #pragma omp parallel num_threads(c->threads + n_lent)
     {
+        hs_threads_flush_denormals();
         const int t = omp_get_thread_num();
-        if (t > 0 || !initial) {
+        if (pin && (t > 0 || !initial)) {
             cpu_set_t set;
             CPU_ZERO(&set);
             CPU_SET(t < c->threads ? c->cores[t % c->n_cores] : lent[t - c->threads], &set);
