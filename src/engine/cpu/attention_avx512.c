@@ -84,12 +84,13 @@ AVX512 static inline void scores_block(const float *q0, const float *q1, const f
 #undef HS__S
 }
 
-/* V's rows of head h side by side in vt [len][D]: in place, one every 3 * hidden floats, a
- * head's rows fall into a few L1 sets (MiniLM: 4608 bytes apart, 8 of 64 sets) and evict each
- * other while P.V reads them for every block of queries. Then the next head's Q, K and V rows,
- * into L2 while this one computes: a batch's q | k | v rows were written by its QKV GEMM long
- * before (beyond L2 at 32 x 128), a row's head is two lines, and rows 4608 bytes apart defeat
- * the hardware's streams; reading them in took a sixth of this kernel's samples at 32 x 128. */
+/* V's rows of head h side by side in vt [len][D], plus bv when not NULL: in place, one every
+ * 3 * hidden floats, a head's rows fall into a few L1 sets (MiniLM: 4608 bytes apart, 8 of 64
+ * sets) and evict each other while P.V reads them for every block of queries. Then the next
+ * head's Q, K and V rows, into L2 while this one computes: a batch's q | k | v rows were written
+ * by its QKV GEMM long before (beyond L2 at 32 x 128), a row's head is two lines, and rows 4608
+ * bytes apart defeat the hardware's streams; reading them in took a sixth of this kernel's
+ * samples at 32 x 128. */
 AVX512 static inline void stage_v(const int D, const float *qkv, int t0, int len, int h, int hidden,
                                   const float *bv, float *vt)
 {

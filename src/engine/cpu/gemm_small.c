@@ -9,6 +9,9 @@
  *     broadcasts per k);
  *   - AVX2 + FMA: panels of 24 columns, 4 x 24 blocks (12 accumulators, three weight loads and
  *     four broadcasts per k), which tile the 16-token query with no padded rows.
+ * Its epilogue adds the bias and the activation to the accumulators, so the layer with one (the
+ * FFN's input) also takes this kernel in large batches on AVX-512 (act_k below), there in
+ * super-blocks of 64 rows that stay in L2 while every panel streams past them.
  * Each output is one FMA chain over k in order, whatever the rows, threads or tile position, so
  * a row's result does not depend on what else is in the batch. */
 #include <dnnl.h>
@@ -19,8 +22,8 @@
 #include "core/alloc.h"
 #include "engine/cpu/kernels.h"
 
-#define MR_MAX  8 /* the most rows a micro-kernel reads (the pad holds MR_MAX rows a thread) */
-#define SB_ROWS 64
+#define MR_MAX  8  /* the most rows a micro-kernel reads (the pad holds MR_MAX rows a thread) */
+#define SB_ROWS 64 /* rows a super-block (hs__cpu_small_gemm) */
 
 /* Both kernels apply the activation to their accumulators before storing them, with the same
  * vector functions as hs__cpu_activation at their width (vmath.h; its row loops go unused
@@ -232,8 +235,7 @@ void hs__cpu_small_gemm(const float *x, const float *packed, const float *bias, 
      * layer from 130 to 141 GFLOP/s. At k = 1536 (a 192 KiB panel, held in L2 while the rows
      * stream) it lost 3 %, and at 128 rows (1 x 128, both threads) 3 %, as the weights then
      * stream from memory once a super-block: those keep one super-block, as before. */
-    const int sbm =
-        wide && k <= 512 && rows > 4 * SB_ROWS && mblocks > SB_ROWS / MR ? SB_ROWS / MR : mblocks;
+    const int sbm = wide && k <= 512 && rows > 4 * SB_ROWS ? SB_ROWS / MR : mblocks;
     const int sbs = (mblocks + sbm - 1) / sbm;
     const int tasks = sbs * panels * sbm;
     /* Guided chunks of whole panels (all their row blocks, in turn: a panel is read from memory
