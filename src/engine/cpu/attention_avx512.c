@@ -52,10 +52,11 @@ AVX512 static inline void transpose_k(const float *k0, int stride, int len, int 
     }
 }
 
-/* Scores of QB queries (q0..q3) x KB keys from column jb of K^T, scaled, into s [QB][lp]. */
+/* Scores of QB queries (q0..q3, already scaled) x KB keys from column jb of K^T into
+ * s [QB][lp]. */
 AVX512 static inline void scores_block(const float *q0, const float *q1, const float *q2,
                                        const float *q3, const float *kt, int lp, int jb, int D,
-                                       float scale, float *s)
+                                       float *s)
 {
     const __m512 z = _mm512_setzero_ps();
     __m512 a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
@@ -74,12 +75,11 @@ AVX512 static inline void scores_block(const float *q0, const float *q1, const f
         HS__Q(0) HS__Q(1) HS__Q(2) HS__Q(3)
 #undef HS__Q
     }
-    const __m512 vs = _mm512_set1_ps(scale);
 #define HS__S(r)                                                                                   \
-    _mm512_storeu_ps(s + (size_t)(r)*lp + jb, _mm512_mul_ps(a##r##0, vs));                         \
-    _mm512_storeu_ps(s + (size_t)(r)*lp + jb + 16, _mm512_mul_ps(a##r##1, vs));                    \
-    _mm512_storeu_ps(s + (size_t)(r)*lp + jb + 32, _mm512_mul_ps(a##r##2, vs));                    \
-    _mm512_storeu_ps(s + (size_t)(r)*lp + jb + 48, _mm512_mul_ps(a##r##3, vs));
+    _mm512_storeu_ps(s + (size_t)(r)*lp + jb, a##r##0);                                            \
+    _mm512_storeu_ps(s + (size_t)(r)*lp + jb + 16, a##r##1);                                       \
+    _mm512_storeu_ps(s + (size_t)(r)*lp + jb + 32, a##r##2);                                       \
+    _mm512_storeu_ps(s + (size_t)(r)*lp + jb + 48, a##r##3);
     HS__S(0) HS__S(1) HS__S(2) HS__S(3)
 #undef HS__S
 }
@@ -120,11 +120,15 @@ AVX512 static inline void stage_v(const int D, const float *qkv, int t0, int len
 /* Softmax of the qn (<= QB) score rows in s [QB][lp] (the scores of QB queries over len keys)
  * and P.V: QB queries x D outputs (2 or 4 vectors each) in registers over the unnormalized
  * exponentials, each output row scaled by its 1 / sum and written at out + r * hidden. */
-AVX512 static inline __attribute__((always_inline)) void
-softmax_pv(const int D, const float *vt, float *s, int lp, int len, int qn, float *out0, int hidden)
+AVX512 static inline __attribute__((always_inline)) void softmax_pv(const int D, const int base2,
+                                                                    const float *vt, float *s,
+                                                                    int lp, int len, int qn,
+                                                                    float *out0, int hidden)
 {
     float inv[QB] = {0};
-    for (int qi = 0; qi < qn; qi++) inv[qi] = hs__softmax_num512(s + (size_t)qi * lp, len);
+    for (int qi = 0; qi < qn; qi++)
+        inv[qi] = base2 ? hs__softmax2_num512(s + (size_t)qi * lp, len)
+                        : hs__softmax_num512(s + (size_t)qi * lp, len);
     const __m512 z = _mm512_setzero_ps();
     __m512 o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;
     __m512 o20 = z, o21 = z, o22 = z, o23 = z, o30 = z, o31 = z, o32 = z, o33 = z;
@@ -175,27 +179,27 @@ AVX512 static inline __attribute__((always_inline)) void attn(const int D, const
     const int stride = 3 * hidden;
     const int lp = (len + KB - 1) / KB * KB;
     float *kt = scratch, *vt = scratch + (size_t)D * lp, *s = vt + (size_t)D * lp;
-    const float scale = 1.0f / sqrtf((float)D);
+    /* the queries times log2(e) / sqrt(D): scores in base 2 for the softmax (hs__exp2_512) */
+    const __m512 qmul = _mm512_set1_ps(1.44269504088896341f / sqrtf((float)D));
     const float *bq = bias ? bias + h * D : NULL;
     transpose_k(qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, D,
                 bias ? bias + hidden + h * D : NULL, kt);
     stage_v(D, qkv, t0, len, h, hidden, bias ? bias + 2 * hidden + h * D : NULL, vt);
-    float qb[QB][64] __attribute__((aligned(64))); /* a block's queries plus bq (D <= 64) */
+    float qb[QB][64] __attribute__((aligned(64))); /* a block's queries (D <= 64), scaled */
     for (int i0 = 0; i0 < len; i0 += QB) {
         const int qn = len - i0 < QB ? len - i0 : QB;
         const float *q[QB];
         for (int qi = 0; qi < QB; qi++) {
-            q[qi] = qkv + (size_t)(t0 + i0 + (qi < qn ? qi : 0)) * stride + h * D;
-            if (bq) {
-                for (int c = 0; c < D; c += 16)
-                    _mm512_store_ps(&qb[qi][c], _mm512_add_ps(_mm512_loadu_ps(q[qi] + c),
-                                                              _mm512_loadu_ps(bq + c)));
-                q[qi] = qb[qi];
+            const float *qr = qkv + (size_t)(t0 + i0 + (qi < qn ? qi : 0)) * stride + h * D;
+            for (int c = 0; c < D; c += 16) {
+                __m512 v = _mm512_loadu_ps(qr + c);
+                if (bq) v = _mm512_add_ps(v, _mm512_loadu_ps(bq + c));
+                _mm512_store_ps(&qb[qi][c], _mm512_mul_ps(v, qmul));
             }
+            q[qi] = qb[qi];
         }
-        for (int jb = 0; jb < lp; jb += KB)
-            scores_block(q[0], q[1], q[2], q[3], kt, lp, jb, D, scale, s);
-        softmax_pv(D, vt, s, lp, len, qn, ctx + (size_t)(t0 + i0) * hidden + h * D, hidden);
+        for (int jb = 0; jb < lp; jb += KB) scores_block(q[0], q[1], q[2], q[3], kt, lp, jb, D, s);
+        softmax_pv(D, 1, vt, s, lp, len, qn, ctx + (size_t)(t0 + i0) * hidden + h * D, hidden);
     }
 }
 
@@ -512,7 +516,7 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
             if (pv16)
                 softmax_pv16(D, vq, sv, s, lp, len, qn, out, hidden);
             else
-                softmax_pv(D, vt, s, lp, len, qn, out, hidden);
+                softmax_pv(D, 0, vt, s, lp, len, qn, out, hidden);
         }
     }
 }
