@@ -6,6 +6,18 @@
 #include <immintrin.h>
 #include <math.h>
 
+/* c5 r^5 + c4 r^4 + ... + c0, by Horner's rule in multiply-adds. */
+__attribute__((target("avx512f"))) static inline __m512
+hs__poly5_512(__m512 r, float c5, float c4, float c3, float c2, float c1, float c0)
+{
+    __m512 p = _mm512_set1_ps(c5);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c1));
+    return _mm512_fmadd_ps(p, r, _mm512_set1_ps(c0));
+}
+
 /* exp(x) for x <= 0 (a softmax numerator's s - max), clamped at -87: 2^n times a degree-5
  * polynomial of the remainder r of x / ln 2, |r| <= ln 2 / 2, fitted for relative error
  * (1.7e-7 evaluated in float; the degree-7 Taylor series it replaces was 1e-9 before rounding,
@@ -17,12 +29,9 @@ __attribute__((target("avx512f"))) static inline __m512 hs__exp512(__m512 x)
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(0.00829027034342289f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.041897933930158615f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.1666763722896576f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.4999915063381195f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.9999997019767761f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512 p =
+        hs__poly5_512(r, 0.00829027034342289f, 0.041897933930158615f, 0.1666763722896576f,
+                      0.4999915063381195f, 0.9999997019767761f, 1.0f);
     return _mm512_scalef_ps(p, n);
 }
 
@@ -36,12 +45,8 @@ __attribute__((target("avx512f"))) static inline __m512 hs__exp2_512(__m512 x)
     x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
     const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 r = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(0.00132764713f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00967554096f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0555071309f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.240221202f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.693146944f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.00000012f));
+    const __m512 p = hs__poly5_512(r, 0.00132764713f, 0.00967554096f, 0.0555071309f, 0.240221202f,
+                                   0.693146944f, 1.00000012f);
     return _mm512_scalef_ps(p, n);
 }
 
