@@ -778,15 +778,17 @@ static int linear_resid_ln(const struct slice_ctx *sc, int which, const float *x
  * an f32 batch, as each thread's slice (3 MB of rows a stream) runs from L3. 1: done; 0: the
  * stage takes the plain path (small batches, pre-LN families, other dtypes); -1: the GEMM
  * failed. */
-static int linear_resid_ln_f32(const struct cpu_ctx *c, const struct slice_ctx *sc, int which,
-                               const float *x, const float *wt, const float *packed, float *hidden,
-                               const float *bias, const float *g, const float *beta, float eps,
-                               int rows, int n, int k, int nt)
+static int linear_resid_ln_f32(const struct cpu_ctx *c, const struct slice_ctx *sc,
+                               const struct hs_encoder_dims *d, int which, const float *x,
+                               const float *wt, const float *packed, float *hidden,
+                               const float *bias, const float *g, const float *beta, int rows,
+                               int n, int k, int nt)
 {
-    if (sc->p->dtype != HS_DTYPE_F32 || !g || !on_sgemm(c, sc, packed, k, -1)) return 0;
+    if (sc->p->dtype != HS_DTYPE_F32 || d->norm_pre || !g || !on_sgemm(c, sc, packed, k, -1))
+        return 0;
     if (c->observe) c->observe(c->observe_ctx, sc->st, which & 1, x, rows, k);
     if (hs__cpu_linear_acc(x, wt, hidden, rows, n, k)) return -1;
-    hs__cpu_residual_ln(hidden, NULL, bias, g, beta, rows, n, eps, nt);
+    hs__cpu_residual_ln(hidden, NULL, bias, g, beta, rows, n, d->ln_eps, nt);
     return 1;
 }
 
@@ -909,13 +911,10 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
         if (fuse_resid_ln(&sc, d, p->w[HS_W_ATTN_LN_G]))
             return linear_resid_ln(&sc, QL_ATTN_OUT, ctx, hidden, p->w[HS_W_ATTN_OUT_B],
                                    p->w[HS_W_ATTN_LN_G], p->w[HS_W_ATTN_LN_B], d->ln_eps, T, nt);
-        if (!d->norm_pre) {
-            const int done =
-                linear_resid_ln_f32(c, &sc, QL_ATTN_OUT, ctx, p->w[HS_W_ATTN_OUT], p->packed_out,
-                                    hidden, p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G],
-                                    p->w[HS_W_ATTN_LN_B], d->ln_eps, T, H, nq, nt);
-            if (done) return done < 0 ? -1 : 0;
-        }
+        const int done = linear_resid_ln_f32(
+            c, &sc, d, QL_ATTN_OUT, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, hidden,
+            p->w[HS_W_ATTN_OUT_B], p->w[HS_W_ATTN_LN_G], p->w[HS_W_ATTN_LN_B], T, H, nq, nt);
+        if (done) return done < 0 ? -1 : 0;
         if (linear(c, &sc, QL_ATTN_OUT, pad, ctx, p->w[HS_W_ATTN_OUT], p->packed_out, NULL, tmp2, T,
                    H, nq, -1, nt))
             return -1;
@@ -954,12 +953,12 @@ static int stage_slice(const struct cpu_ctx *c, struct cpu_ws *w, const struct c
             if (!chained && fuse)
                 return linear_resid_ln(&sc, QL_FFN_OUT, inter, hidden, ln.bias, ln.g, ln.beta,
                                        ln.eps, T, nt);
-            if (!chained && !d->norm_pre) {
-                const int done = linear_resid_ln_f32(c, &sc, QL_FFN_OUT, inter, p->w[HS_W_FFN_OUT],
-                                                     p->packed_ffn_out, hidden, ln.bias, ln.g,
-                                                     ln.beta, ln.eps, T, H, I, nt);
-                if (done) return done < 0 ? -1 : 0;
-            }
+            const int done = chained
+                                 ? 0
+                                 : linear_resid_ln_f32(c, &sc, d, QL_FFN_OUT, inter,
+                                                       p->w[HS_W_FFN_OUT], p->packed_ffn_out,
+                                                       hidden, ln.bias, ln.g, ln.beta, T, H, I, nt);
+            if (done) return done < 0 ? -1 : 0;
             if (!chained && linear(c, &sc, QL_FFN_OUT, pad, inter, p->w[HS_W_FFN_OUT],
                                    p->packed_ffn_out, NULL, tmp2, T, H, I, -1, nt))
                 return -1;
