@@ -8,7 +8,10 @@
  *           weights are ~1e-38, and P.V adds their products with V, denormal, into accumulators
  *           that hold nothing larger until the last key.
  *
- *   bench_attn [--len L] [--heads H] [--head-dim 32|64] [--seqs N] [--seconds S]
+ *   bench_attn [--len L] [--heads H] [--head-dim 32|64] [--seqs N] [--seconds S] [--int8]
+ *
+ * --int8 times the int8 lanes' kernel instead (hs__cpu_attn_q8: int8 Q.K^T, int16 P.V, AVX-512
+ * VNNI), on spread rows, flushed; its line's max_abs_diff is against the f32 kernel's result.
  *
  * Prints one JSON line per case: median ms per call over the sequences, GFLOP/s (Q.K^T and P.V,
  * 4 * len^2 * head_dim a (sequence, head)), and the maximum |difference| between the flushed and
@@ -37,15 +40,28 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The int8 kernel over every (sequence, head), as the engine's attention loop calls it. */
+static void run_q8(const float *qkv, float *ctx, const int32_t *off, int seqs,
+                   const struct hs_attn_shape *sh, float *scr)
+{
+    for (int s = 0; s < seqs; s++)
+        for (int h = 0; h < sh->heads; h++)
+            hs__cpu_attn_q8(qkv, ctx, off[s], off[s + 1] - off[s], h, sh->ctx_stride, sh->head_dim,
+                            scr);
+}
+
 static double run(const float *qkv, float *ctx, const int32_t *off, int seqs,
-                  const struct hs_attn_shape *sh, float *scr, int len, double seconds)
+                  const struct hs_attn_shape *sh, float *scr, int len, double seconds, int q8)
 {
     double t[256];
     int n = 0;
     const int64_t end = hs_now_ns() + (int64_t)(seconds * 1e9);
     do {
         const int64_t t0 = hs_now_ns();
-        hs__cpu_attention(qkv, ctx, off, seqs, sh, scr, len, 1, NULL, 0);
+        if (q8)
+            run_q8(qkv, ctx, off, seqs, sh, scr);
+        else
+            hs__cpu_attention(qkv, ctx, off, seqs, sh, scr, len, 1, NULL, 0);
         t[n++] = (double)(hs_now_ns() - t0) / 1e6;
     } while (n < 256 && (n < 3 || hs_now_ns() < end));
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
@@ -54,10 +70,16 @@ static double run(const float *qkv, float *ctx, const int32_t *off, int seqs,
 
 int main(int argc, char **argv)
 {
-    int len = 128, heads = 12, d = 32, seqs = 8;
+    int len = 128, heads = 12, d = 32, seqs = 8, q8 = 0;
     double seconds = 1.0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--len"))
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--int8")) {
+            q8 = 1;
+            i--;
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "bench_attn: %s needs a value\n", argv[i]);
+            return 2;
+        } else if (!strcmp(argv[i], "--len"))
             len = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--heads"))
             heads = atoi(argv[i + 1]);
@@ -69,7 +91,7 @@ int main(int argc, char **argv)
             seconds = atof(argv[i + 1]);
         else {
             fprintf(stderr, "usage: bench_attn [--len L] [--heads H] [--head-dim 32|64] "
-                            "[--seqs N] [--seconds S]\n");
+                            "[--seqs N] [--seconds S] [--int8]\n");
             return 2;
         }
     }
@@ -96,6 +118,31 @@ int main(int argc, char **argv)
                                      .v_off = 2 * hidden,
                                      .ctx_stride = hidden};
     const unsigned mxcsr = _mm_getcsr();
+    if (q8) {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
+            fprintf(stderr, "bench_attn: --int8 needs AVX-512 VNNI\n");
+            return 2;
+        }
+        for (size_t i = 0; i < rows * stride; i++) qkv[i] = urand();
+        _mm_setcsr(mxcsr | 0x8040u);
+        const double ms = run(qkv, b, off, seqs, &sh, scr, len, seconds, 1);
+        run(qkv, a, off, seqs, &sh, scr, len, 0.0, 0);
+        _mm_setcsr(mxcsr);
+        double diff = 0.0;
+        for (size_t i = 0; i < rows * hidden; i++) diff = fmax(diff, fabs((double)a[i] - b[i]));
+        printf("{\"kernel\":\"int8\",\"rows\":\"spread\",\"len\":%d,\"heads\":%d,"
+               "\"head_dim\":%d,\"seqs\":%d,\"ms\":%.4f,\"gflops\":%.2f,"
+               "\"max_abs_diff\":%.3g}\n",
+               len, heads, d, seqs, ms, 4.0 * seqs * heads * (double)len * len * d / ms / 1e6,
+               diff);
+        hs_free_aligned(qkv);
+        hs_free_aligned(a);
+        hs_free_aligned(b);
+        hs_free_aligned(scr);
+        free(off);
+        return 0;
+    }
     for (int peaked = 0; peaked < 2; peaked++) {
         for (size_t i = 0; i < rows * stride; i++) qkv[i] = urand();
         if (peaked) /* queries 1 + noise in every channel; the last key 110 / sqrt(d) in each:
@@ -110,7 +157,7 @@ int main(int argc, char **argv)
         double ms[2];
         for (int keep = 0; keep < 2; keep++) {
             _mm_setcsr(keep ? mxcsr & ~0x8040u : mxcsr | 0x8040u);
-            ms[keep] = run(qkv, keep ? b : a, off, seqs, &sh, scr, len, seconds);
+            ms[keep] = run(qkv, keep ? b : a, off, seqs, &sh, scr, len, seconds, 0);
         }
         _mm_setcsr(mxcsr);
         double diff = 0.0;

@@ -125,10 +125,8 @@ AVX512 static inline __attribute__((always_inline)) void softmax_pv(const int D,
                                                                     int lp, int len, int qn,
                                                                     float *out0, int hidden)
 {
-    float inv[QB] = {0};
-    for (int qi = 0; qi < qn; qi++)
-        inv[qi] = base2 ? hs__softmax2_num512(s + (size_t)qi * lp, len)
-                        : hs__softmax_num512(s + (size_t)qi * lp, len);
+    float inv[QB]; /* (rows past qn: queries the caller scored as copies of a real one) */
+    hs__softmax_rows512(s, (size_t)lp, len, QB, base2, inv);
     const __m512 z = _mm512_setzero_ps();
     __m512 o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;
     __m512 o20 = z, o21 = z, o22 = z, o23 = z, o30 = z, o31 = z, o32 = z, o33 = z;
@@ -253,11 +251,11 @@ q8_rows(const int D, const float *x, size_t stride, int n, uint8_t *q, int qstri
     }
 }
 
-/* K of head h quantized per key (s8, scale sk[j] times the 1 / sqrt(D) of the scores), each key
- * row first into kq [lp][D], then as k-quad panels kp [D/4][lp] (the 4 bytes of channels 4c..4c+3
- * of key j at kp[c * lp + j]: one vector, 16 keys of a quad, against a broadcast 4-byte quad of
- * a query) by 16-key gathers; ck[j] = 128 * the sum of key j's values, what a u8 query's
- * + 128 adds to its dot product. Keys from len to lp are zero. */
+/* K of head h quantized per key (s8, scale sk[j] times `scale`: the scores' 1 / sqrt(D), with
+ * log2(e) for base 2), each key row first into kq [lp][D], then as k-quad panels kp [D/4][lp]
+ * (the 4 bytes of channels 4c..4c+3 of key j at kp[c * lp + j]: one vector, 16 keys of a quad,
+ * against a broadcast 4-byte quad of a query) by 16-key gathers; ck[j] = 128 * the sum of key
+ * j's values, what a u8 query's + 128 adds to its dot product. Keys from len to lp are zero. */
 VNNI_TARGET static inline void pack_k8(const int D, const float *k0, int stride, int len, int lp,
                                        float scale, uint8_t *kq, int32_t *kp, int32_t *ck,
                                        float *sk)
@@ -370,68 +368,97 @@ pack_v16(const int D, const float *v0, int stride, int len, int32_t *vq, float *
     }
 }
 
-/* A score row's softmax numerators as s16 in 15 bits over the row's own storage (value j at
- * byte 2j; each block is loaded before its narrower store), zero at len when len is odd;
- * returns 1 / the sum of the fp32 numerators. Each numerator goes to s16 in the pass that makes
- * it (a second pass over the fp32 row was 5 % of the kernel's samples). */
-VNNI_TARGET static inline float softmax_to_s16(float *row, int len)
+/* 32767 * 2^x for x <= 0 (a base-2 softmax numerator on the 15-bit grid of P.V): 2^n times a
+ * degree-4 polynomial of r = x - n, |r| <= 1/2, fitted for relative error (2.7e-6 evaluated in
+ * float, at most 0.12 of a grid step) with the 32767 in its coefficients. Degree 4 and no clamp
+ * where the f32 softmax's 2^x has degree 5 and one: the numerators are rounded to 1 / 32767
+ * next, and the scores are finite (products of int8 sums and finite scales), so a very negative
+ * x only makes scalef's result 0. */
+VNNI_TARGET static inline __m512 exp2_s15(__m512 x)
+{
+    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(313.58353f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1832.2606f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(7872.188f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(22711.523f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(32766.977f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* The QB score rows of s [QB][lp] (base 2: pack_k8 folds log2(e) into the key scales) as their
+ * softmax numerators in s16, 32767 * 2^(s - max) rounded, each over its row's own storage
+ * (value j at byte 2j; each block is loaded before its narrower store), zero at len when len is
+ * odd; inv[r] = 1 / the sum of row r's unrounded numerators. The rows go side by side, so that
+ * their maxima and sums reduce as independent chains: one row at a time, each row's reductions
+ * and division were a chain that took a tenth of the kernel's samples. Rows past qn (queries
+ * past the sequence, which q8_rows scored 0) are computed too and never read. Each numerator
+ * goes to s16 in the pass that makes it (a second pass over the fp32 row was 5 % of the kernel's
+ * samples). */
+VNNI_TARGET static inline __attribute__((always_inline)) void softmax_to_s16(float *s, int lp,
+                                                                             int len, float *inv)
 {
     const int full = len / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx0 = ninf, mx1 = ninf; /* two running maxima: half the chain */
-    int j = 0;
-    for (; j + 32 <= full; j += 32) {
-        mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(row + j));
-        mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(row + j + 16));
+    __m512 mx[QB], m[QB], sum[QB];
+    for (int r = 0; r < QB; r++) mx[r] = ninf;
+    for (int j = 0; j < full; j += 16)
+        for (int r = 0; r < QB; r++)
+            mx[r] = _mm512_max_ps(mx[r], _mm512_loadu_ps(s + (size_t)r * lp + j));
+    if (tail)
+        for (int r = 0; r < QB; r++)
+            mx[r] =
+                _mm512_max_ps(mx[r], _mm512_mask_loadu_ps(ninf, tail, s + (size_t)r * lp + full));
+    for (int r = 0; r < QB; r++) {
+        m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
+        sum[r] = _mm512_setzero_ps();
     }
-    if (j < full) mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(row + j));
-    if (tail) mx1 = _mm512_max_ps(mx1, _mm512_mask_loadu_ps(ninf, tail, row + full));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)));
-    const __m512 one = _mm512_set1_ps(32767.0f);
-    int16_t *p = (int16_t *)(void *)row;
-    __m512 sum = _mm512_setzero_ps();
     /* 32 a step, packed by vpackssdw (saturating, as vpmovsdw: the same values) and put in
      * order by one vpermq: 2 shuffle-port operations where two vpmovsdw take 4 */
     const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-    for (j = 0; j + 32 <= full; j += 32) {
-        const __m512 e0 = hs__exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j), m));
-        const __m512 e1 = hs__exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), m));
-        sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
-        const __m512i w = _mm512_packs_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(e0, one)),
-                                             _mm512_cvtps_epi32(_mm512_mul_ps(e1, one)));
-        _mm512_storeu_si512((void *)(p + j), _mm512_permutexvar_epi64(order, w));
+    int j = 0;
+    for (; j + 32 <= full; j += 32)
+        for (int r = 0; r < QB; r++) {
+            float *row = s + (size_t)r * lp;
+            const __m512 e0 = exp2_s15(_mm512_sub_ps(_mm512_loadu_ps(row + j), m[r]));
+            const __m512 e1 = exp2_s15(_mm512_sub_ps(_mm512_loadu_ps(row + j + 16), m[r]));
+            sum[r] = _mm512_add_ps(_mm512_add_ps(sum[r], e0), e1);
+            const __m512i w = _mm512_packs_epi32(_mm512_cvtps_epi32(e0), _mm512_cvtps_epi32(e1));
+            _mm512_storeu_si512((void *)((int16_t *)(void *)row + j),
+                                _mm512_permutexvar_epi64(order, w));
+        }
+    for (; j < full; j += 16)
+        for (int r = 0; r < QB; r++) {
+            float *row = s + (size_t)r * lp;
+            const __m512 e = exp2_s15(_mm512_sub_ps(_mm512_loadu_ps(row + j), m[r]));
+            sum[r] = _mm512_add_ps(sum[r], e);
+            _mm256_storeu_si256((__m256i *)(void *)((int16_t *)(void *)row + j),
+                                _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(e)));
+        }
+    for (int r = 0; tail && r < QB; r++) {
+        float *row = s + (size_t)r * lp;
+        const __m512 e = _mm512_maskz_mov_ps(
+            tail, exp2_s15(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), m[r])));
+        sum[r] = _mm512_add_ps(sum[r], e);
+        _mm256_mask_storeu_epi16((int16_t *)(void *)row + full, tail,
+                                 _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(e)));
     }
-    for (; j < full; j += 16) {
-        const __m512 e = hs__exp512(_mm512_sub_ps(_mm512_loadu_ps(row + j), m));
-        sum = _mm512_add_ps(sum, e);
-        _mm256_storeu_si256((__m256i *)(void *)(p + j),
-                            _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(e, one))));
+    for (int r = 0; r < QB; r++) {
+        if (len & 1) ((int16_t *)(void *)(s + (size_t)r * lp))[len] = 0;
+        inv[r] = 1.0f / _mm512_reduce_add_ps(sum[r]);
     }
-    if (tail) {
-        __m512 e = hs__exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), m));
-        e = _mm512_maskz_mov_ps(tail, e);
-        sum = _mm512_add_ps(sum, e);
-        _mm256_mask_storeu_epi16(p + full, tail,
-                                 _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(e, one))));
-    }
-    if (len & 1) p[len] = 0;
-    return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
 /* softmax_pv with P in s16 and V in vq (pack_v16): QB queries x D outputs in int32 registers,
- * each output scaled by sv[c] * 1 / (32767 * sum). */
+ * each output scaled by sv[c] / the sum of the row's numerators (softmax_to_s16: 32767 times those
+ * of the softmax). */
 VNNI_TARGET static inline __attribute__((always_inline)) void
 softmax_pv16(const int D, const int32_t *vq, const float *sv, float *s, int lp, int len, int qn,
              float *out0, int hidden)
 {
-    float inv[QB] = {0};
-    for (int qi = 0; qi < QB; qi++) {
-        if (qi < qn)
-            inv[qi] = softmax_to_s16(s + (size_t)qi * lp, len) * (1.0f / 32767.0f);
-        else
-            memset(s + (size_t)qi * lp, 0, sizeof(int16_t) * (size_t)(len + 1));
-    }
+    float inv[QB];
+    softmax_to_s16(s, lp, len, inv);
     const __m512i z = _mm512_setzero_si512();
     __m512i o00 = z, o01 = z, o02 = z, o03 = z, o10 = z, o11 = z, o12 = z, o13 = z;
     __m512i o20 = z, o21 = z, o22 = z, o23 = z, o30 = z, o31 = z, o32 = z, o33 = z;
@@ -491,8 +518,9 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
     uint8_t *kq = (uint8_t *)(kp + (size_t)D / 4 * lp);
     int32_t *ck = (int32_t *)(kq + (size_t)D * lp);
     float *sk = (float *)(ck + lp);
-    pack_k8(D, qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp, 1.0f / sqrtf((float)D),
-            kq, kp, ck, sk);
+    /* the scores in base 2: log2(e) / sqrt(D) in the key scales */
+    pack_k8(D, qkv + (size_t)t0 * stride + hidden + h * D, stride, len, lp,
+            1.44269504088896341f / sqrtf((float)D), kq, kp, ck, sk);
     const int pv16 = len <= PV16_MAX;
     int32_t *vq = (int32_t *)vt; /* pv16: V's pairs [len/2][D] and its channel scales */
     float *sv = vt + (size_t)(len + 1) / 2 * D;
@@ -516,7 +544,7 @@ VNNI_TARGET static inline __attribute__((always_inline)) void attn_q8(const int 
             if (pv16)
                 softmax_pv16(D, vq, sv, s, lp, len, qn, out, hidden);
             else
-                softmax_pv(D, 0, vt, s, lp, len, qn, out, hidden);
+                softmax_pv(D, 1, vt, s, lp, len, qn, out, hidden);
         }
     }
 }

@@ -50,43 +50,51 @@ __attribute__((target("avx512f"))) static inline __m512 hs__exp2_512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* A score row's len real keys become exp(s - max) in place (what lies past len is not read or
- * written); returns 1 / their sum. */
-__attribute__((target("avx512f"), always_inline)) static inline float
-hs__softmax_num512_base(float *row, int len, const int base2)
+/* `rows` score rows `lp` floats apart, each over its len real keys, become exp(s - max) in place
+ * (base2: 2^(s - max), for scores in base 2), side by side (inv[r]: row r's 1 / sum; what lies
+ * past len is not read or written), so that their maxima and sums reduce as independent chains:
+ * one row at a time, each row's reductions and division were a chain after the one before
+ * (f32 kernel, 4 rows: 6-9 % of its time at 128 keys). rows is a constant at the call. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+hs__softmax_rows512(float *s, size_t lp, int len, const int rows, const int base2, float *inv)
 {
     const int full = len / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < full; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(row + j));
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mx[8], m[8], sum[8]; /* rows <= 8 */
+    for (int r = 0; r < rows; r++) mx[r] = ninf;
+    for (int j = 0; j < full; j += 16)
+        for (int r = 0; r < rows; r++)
+            mx[r] = _mm512_max_ps(mx[r], _mm512_loadu_ps(s + r * lp + j));
     if (tail)
-        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, row + full));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < full; j += 16) {
-        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(row + j), m);
-        const __m512 e = base2 ? hs__exp2_512(d) : hs__exp512(d);
-        _mm512_storeu_ps(row + j, e);
-        sum = _mm512_add_ps(sum, e);
+        for (int r = 0; r < rows; r++)
+            mx[r] = _mm512_max_ps(mx[r], _mm512_mask_loadu_ps(ninf, tail, s + r * lp + full));
+    for (int r = 0; r < rows; r++) {
+        m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
+        sum[r] = _mm512_setzero_ps();
     }
-    if (tail) {
-        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), m);
+    for (int j = 0; j < full; j += 16)
+        for (int r = 0; r < rows; r++) {
+            const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(s + r * lp + j), m[r]);
+            const __m512 e = base2 ? hs__exp2_512(d) : hs__exp512(d);
+            _mm512_storeu_ps(s + r * lp + j, e);
+            sum[r] = _mm512_add_ps(sum[r], e);
+        }
+    for (int r = 0; tail && r < rows; r++) {
+        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + r * lp + full), m[r]);
         const __m512 e = _mm512_maskz_mov_ps(tail, base2 ? hs__exp2_512(d) : hs__exp512(d));
-        _mm512_mask_storeu_ps(row + full, tail, e);
-        sum = _mm512_add_ps(sum, e);
+        _mm512_mask_storeu_ps(s + r * lp + full, tail, e);
+        sum[r] = _mm512_add_ps(sum[r], e);
     }
-    return 1.0f / _mm512_reduce_add_ps(sum);
+    for (int r = 0; r < rows; r++) inv[r] = 1.0f / _mm512_reduce_add_ps(sum[r]);
 }
 
+/* The same for one row; returns its 1 / sum. */
 __attribute__((target("avx512f"))) static inline float hs__softmax_num512(float *row, int len)
 {
-    return hs__softmax_num512_base(row, len, 0);
-}
-
-/* The same for scores in base 2: the row's keys become 2^(s - max). */
-__attribute__((target("avx512f"))) static inline float hs__softmax2_num512(float *row, int len)
-{
-    return hs__softmax_num512_base(row, len, 1);
+    float inv;
+    hs__softmax_rows512(row, 0, len, 1, 0, &inv);
+    return inv;
 }
 
 #endif
