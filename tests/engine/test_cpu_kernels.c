@@ -340,6 +340,65 @@ static void kernels_linear_acc_residual_ln(void **state)
     free(x), free(w), free(h1), free(h2), free(y), free(bias), free(g), free(beta);
 }
 
+/* The residual LayerNorm at every vector width this CPU has (AVX-512's own three-pass form,
+ * AVX2 / SSE2 the portable one) against a double-precision reference: widths that end inside a
+ * vector, on its edge and past two, and each of y, bias and beta present or NULL. */
+static void kernels_residual_ln_matches_reference(void **state)
+{
+    (void)state;
+    static const int ns[] = {1, 5, 16, 17, 31, 32, 33, 48, 383, 384, 390};
+    const int rows = 3, nmax = 390;
+    float *x0 = malloc(sizeof(float) * rows * nmax), *x = malloc(sizeof(float) * rows * nmax);
+    float *y = malloc(sizeof(float) * rows * nmax), *bias = malloc(sizeof(float) * nmax);
+    float *g = malloc(sizeof(float) * nmax), *beta = malloc(sizeof(float) * nmax);
+    fill_rand(x0, (size_t)rows * nmax, 21u, 2.0f);
+    fill_rand(y, (size_t)rows * nmax, 22u, 1.0f);
+    fill_rand(bias, (size_t)nmax, 23u, 0.5f);
+    fill_rand(g, (size_t)nmax, 24u, 1.0f);
+    fill_rand(beta, (size_t)nmax, 25u, 1.0f);
+    for (int i = 0; i < rows; i++) x0[i * nmax] += 30.0f; /* an outlier: the mean is not ~0 */
+    const int best = hs__cpu_vmath_use(-1);
+    for (int w = 0; w <= best; w++) {
+        assert_int_equal(hs__cpu_vmath_use(w), w);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (int v = 0; v < 8; v++) {
+                const int n = ns[ni];
+                const float *yy = v & 1 ? y : NULL, *bb = v & 2 ? bias : NULL;
+                const float *be = v & 4 ? beta : NULL;
+                for (int r = 0; r < rows; r++)
+                    memcpy(x + (size_t)r * n, x0 + (size_t)r * nmax, sizeof(float) * (size_t)n);
+                /* y rows n apart, as the kernel reads them */
+                float *yr = yy ? malloc(sizeof(float) * rows * (size_t)n) : NULL;
+                for (int r = 0; yr && r < rows; r++)
+                    memcpy(yr + (size_t)r * n, y + (size_t)r * nmax, sizeof(float) * (size_t)n);
+                hs__cpu_residual_ln(x, yr, bb, g, be, rows, n, 1e-5f, 1);
+                for (int r = 0; r < rows; r++) {
+                    double mean = 0.0, var = 0.0, d[390];
+                    for (int j = 0; j < n; j++) {
+                        d[j] = (double)x0[r * nmax + j] + (yy ? y[r * nmax + j] : 0.0) +
+                               (bb ? bias[j] : 0.0);
+                        mean += d[j];
+                    }
+                    mean /= n;
+                    for (int j = 0; j < n; j++) var += (d[j] - mean) * (d[j] - mean);
+                    var /= n;
+                    for (int j = 0; j < n; j++) {
+                        const double want =
+                            (d[j] - mean) / sqrt(var + 1e-5) * g[j] + (be ? beta[j] : 0.0);
+                        const double got = x[(size_t)r * n + j];
+                        if (!(fabs(got - want) <= 2e-5 * (1.0 + fabs(want))))
+                            fail_msg("width %d, n %d, y %d bias %d beta %d, row %d [%d]: %.7g, "
+                                     "want %.7g",
+                                     w, n, !!yy, !!bb, !!be, r, j, got, want);
+                    }
+                }
+                free(yr);
+            }
+    }
+    hs__cpu_vmath_use(-1);
+    free(x0), free(x), free(y), free(bias), free(g), free(beta);
+}
+
 typedef int (*attn_kernel)(const float *, float *, int, int, int, int, int, float *);
 
 /* A reduced-precision attention kernel against the f32 one on random q | k | v rows of 3 heads
@@ -742,6 +801,7 @@ int main(void)
         cmocka_unit_test(kernels_small_gemm_matches_reference),
         cmocka_unit_test(kernels_attention_bias_in_kernel),
         cmocka_unit_test(kernels_linear_acc_residual_ln),
+        cmocka_unit_test(kernels_residual_ln_matches_reference),
         cmocka_unit_test(kernels_vmath_every_width),
         cmocka_unit_test(kernels_attention_match_reference),
         cmocka_unit_test(kernels_q8_attention_tracks_f32),

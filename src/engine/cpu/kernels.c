@@ -1,6 +1,7 @@
 #include "engine/cpu/kernels.h"
 
 #include <dnnl.h>
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -141,9 +142,11 @@ int hs__cpu_linear_acc(const float *x, const float *w, float *y, int rows, int n
     return dnnl_sgemm('N', 'T', rows, n, k, 1.0f, x, k, w, k, 1.0f, y, n) == dnnl_success ? 0 : -1;
 }
 
+/* LayerNorm of one row: x = (x + y + bias - mean) * rstd * g + beta, with any of y, bias and
+ * beta NULL. The portable form; ln_row_512 below is the same with AVX-512. */
 HS_CLONES
-static void ln_row(float *x, const float *y, const float *bias, const float *g, const float *beta,
-                   int n, float eps)
+static void ln_row_any(float *x, const float *y, const float *bias, const float *g,
+                       const float *beta, int n, float eps)
 {
     float mean = 0.0f;
     if (y && bias) {
@@ -168,6 +171,74 @@ static void ln_row(float *x, const float *y, const float *bias, const float *g, 
         for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j] + beta[j];
     else
         for (int j = 0; j < n; j++) x[j] = (x[j] - mean) * rstd * g[j];
+}
+
+/* ln_row in three passes of AVX-512 (a masked tail for n not a multiple of 16): the residual
+ * add stores x and sums it in one pass, the variance is a second over x - mean, the normalize a
+ * third, each reduction on two accumulators. The portable form's four passes, its reductions on
+ * one accumulator each (a chain of adds the row long), took 155 ns a 384-wide row in L2 against
+ * 95 here (one thread). Sums in another order, so results differ from ln_row_any by rounding;
+ * a row's result still depends on the row alone. */
+__attribute__((target("avx512f"))) static void ln_row_512(float *x, const float *y,
+                                                          const float *bias, const float *g,
+                                                          const float *beta, int n, float eps)
+{
+    const int full = n / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (n - full)) - 1u);
+    const int add = y || bias;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+#define HS__SUM(j, m, acc)                                                                         \
+    do {                                                                                           \
+        __m512 v = _mm512_maskz_loadu_ps(m, x + (j));                                              \
+        if (y) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y + (j)));                            \
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + (j)));                      \
+        if (add) _mm512_mask_storeu_ps(x + (j), m, v);                                             \
+        acc = _mm512_add_ps(acc, v);                                                               \
+    } while (0)
+    int j = 0;
+    for (; j + 32 <= full; j += 32) {
+        HS__SUM(j, (__mmask16)0xffff, s0);
+        HS__SUM(j + 16, (__mmask16)0xffff, s1);
+    }
+    if (j < full) HS__SUM(j, (__mmask16)0xffff, s0);
+    if (tail) HS__SUM(full, tail, s1);
+#undef HS__SUM
+    const float mean = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / (float)n;
+    const __m512 vm = _mm512_set1_ps(mean);
+    s0 = s1 = _mm512_setzero_ps();
+    for (j = 0; j + 32 <= full; j += 32) {
+        const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + j), vm);
+        const __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm);
+        s0 = _mm512_fmadd_ps(d0, d0, s0);
+        s1 = _mm512_fmadd_ps(d1, d1, s1);
+    }
+    if (j < full) {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), vm);
+        s0 = _mm512_fmadd_ps(d, d, s0);
+    }
+    if (tail) {
+        const __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, x + full), vm);
+        s1 = _mm512_fmadd_ps(d, d, s1);
+    }
+    const float var = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / (float)n;
+    const __m512 rstd = _mm512_set1_ps(1.0f / sqrtf(var + eps));
+    for (j = 0; j < n; j += 16) {
+        const __mmask16 m = j < full ? (__mmask16)0xffff : tail;
+        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm), rstd);
+        const __m512 gv = _mm512_maskz_loadu_ps(m, g + j);
+        _mm512_mask_storeu_ps(x + j, m,
+                              beta ? _mm512_fmadd_ps(d, gv, _mm512_maskz_loadu_ps(m, beta + j))
+                                   : _mm512_mul_ps(d, gv));
+    }
+}
+
+static void ln_row(float *x, const float *y, const float *bias, const float *g, const float *beta,
+                   int n, float eps)
+{
+    if (vmath_isa() == 2)
+        ln_row_512(x, y, bias, g, beta, n, eps);
+    else
+        ln_row_any(x, y, bias, g, beta, n, eps);
 }
 
 void hs__cpu_residual_ln_row(float *x, const float *y, const float *bias, const float *g,
