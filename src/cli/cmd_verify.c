@@ -2,7 +2,8 @@
  *
  *   hetserve verify [--model DIR] [--golden DIR|FILE.json] [--engine KIND[,KIND..]] [--dtype
  * f32|f16|bf16|int8]
- *                   [--batch N] [--limit N] [--min X] [--mean Y]
+ *                   [--batch N] [--limit N] [--min X] [--mean Y] [--quantize auto|off]
+ *                   [--cache-dir DIR]
  *
  * For each engine kind (or each named), each device of that kind, and each dtype the kind
  * offers (or the one named), prints one line: min and mean cosine against the golden fp32
@@ -10,6 +11,10 @@
  * no device here, runs no stages here (remote), the device does not compute in that dtype (its
  * own claim, hs_engine_device_caps, not the kind's), the engine does not implement a block feature
  * the model needs (named: rotary positions, RMSNorm, ...), or int8 without a quantization plan.
+ * --quantize auto gives a model without an int8 plan the one serve would run (models[].quantize:
+ * auto, the same search and the same places: the model folder, or --cache-dir where the folder
+ * is read-only; a plan already there is reused), so that int8 checks what serve serves; off (the
+ * default) checks the folder as it is, an int8 asked for by --dtype running raw.
  * Exit status: 0 when every engine that ran passed, 1 when one failed or could not run or none ran,
  * 2 on a usage error.
  */
@@ -21,17 +26,23 @@
 #include "core/tensor.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "model/quant.h"
 #include "model/verify.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: hetserve verify [--model DIR] [--golden DIR] [--engine KIND[,KIND..]]\n"
                "                       [--dtype f32|f16|bf16|int8] [--batch N] [--limit N]\n"
-               "                       [--min X] [--mean Y]\n"
+               "                       [--min X] [--mean Y] [--quantize auto|off] [--cache-dir "
+               "DIR]\n"
                "  --golden DIR   folder with embeddings.json + embeddings.f32 "
                "(default $HS_GOLDEN_DIR, else tests/golden),\n"
                "                 or a NAME.json with NAME.f32 beside it\n"
-               "  --min/--mean   override the declared tolerance (cosine)\n");
+               "  --min/--mean   override the declared tolerance (cosine)\n"
+               "  --quantize     auto: without an int8 plan, search the one serve would make "
+               "(models[].quantize: auto;\n"
+               "                 written to the model folder, or --cache-dir DIR when it is "
+               "read-only); off (default): as it is\n");
 }
 
 static int parse_dtype(const char *s)
@@ -67,6 +78,8 @@ int hs_cmd_verify(int argc, char **argv)
     int dtype_only = -1;
     struct hs_verify_opts vo = {.batch_max = 32, .limit = 0};
     double tol_min = -2.0, tol_mean = -2.0; /* -2: not given */
+    int quant_auto = 0;
+    const char *cache_dir = NULL;
     if (!golden_dir || !*golden_dir) golden_dir = "tests/golden";
 
     for (int i = 1; i < argc; i++) {
@@ -88,7 +101,15 @@ int hs_cmd_verify(int argc, char **argv)
             golden_dir = v;
         else if (strcmp(a, "--engine") == 0)
             kinds = v;
-        else if (strcmp(a, "--dtype") == 0) {
+        else if (strcmp(a, "--cache-dir") == 0)
+            cache_dir = v;
+        else if (strcmp(a, "--quantize") == 0) {
+            if (strcmp(v, "auto") != 0 && strcmp(v, "off") != 0) {
+                fprintf(stderr, "verify: --quantize takes auto or off, not '%s'\n", v);
+                return 2;
+            }
+            quant_auto = v[0] == 'a';
+        } else if (strcmp(a, "--dtype") == 0) {
             dtype_only = parse_dtype(v);
             if (dtype_only < 0) {
                 fprintf(stderr, "verify: unknown dtype '%s'\n", v);
@@ -134,6 +155,35 @@ int hs_cmd_verify(int argc, char **argv)
         fprintf(stderr, "verify: golden set %s: %s\n", golden_dir, err.msg);
         hs_model_free(m);
         return 1;
+    }
+    /* the plan serve would make at load, for the dtype that needs one (asked for, or int8) */
+    const enum hs_dtype plan_dt = dtype_only >= 0 ? (enum hs_dtype)dtype_only : HS_DTYPE_I8;
+    if (quant_auto && hs_quant_dtype_needs_plan(plan_dt) &&
+        !(m->quant && m->quant->dtype == plan_dt)) {
+        struct hs_quant_auto_opts qo = {.dtype = plan_dt, .cache_dir = cache_dir};
+        struct hs_quant_auto_info qi;
+        printf("verify: %s has no %s quantization plan: looking for or searching the one serve "
+               "would make (--quantize auto)\n",
+               m->name, hs_compute_dtype_name(plan_dt));
+        fflush(stdout);
+        const hs_status qs = hs_quant_auto(m, &qo, &qi, &err);
+        if (qs == HS_STATUS_UNSUPPORTED) { /* no CPU path to search on: the lanes say so below */
+            printf("verify: no plan: %s\n", err.msg);
+        } else if (qs) {
+            fprintf(stderr, "verify: model %s: the %s quantization plan serve would make: %s\n",
+                    m->name, hs_compute_dtype_name(plan_dt), err.msg);
+            hs_golden_free(g);
+            hs_model_free(m);
+            return 1;
+        } else if (qi.reused)
+            printf("verify: %s plan reused from %s/quant.json\n", hs_compute_dtype_name(plan_dt),
+                   qi.dir);
+        else
+            printf("verify: %s plan made in %.1f s (as serve's quantize: auto): %d of %d stages "
+                   "in f32, smoothing alpha %.2f; held-out min cos %.6f, mean %.6f; in "
+                   "%s/quant.json\n",
+                   hs_compute_dtype_name(plan_dt), qi.seconds, qi.n_keep_f32, qi.n_linear,
+                   qi.smooth_alpha, qi.cos_min, qi.cos_mean, qi.dir);
     }
     printf("verify: model %s, %d golden sentences from %s\n", m->name,
            vo.limit > 0 && vo.limit < g->count ? vo.limit : g->count, golden_dir);
@@ -247,6 +297,10 @@ int hs_cmd_verify(int argc, char **argv)
                        dn, rep.count, rep.cos_min, rep.cos_mean, tolbuf, rep.ms,
                        rep.pass ? "PASS" : "FAIL");
                 if (!rep.pass) printf(" (worst: sentence %d)", rep.worst);
+                if (!rep.pass && hs_quant_dtype_needs_plan((enum hs_dtype)dt) &&
+                    !(m->quant && m->quant->dtype == (enum hs_dtype)dt))
+                    printf(" raw: %s has no %s plan; --quantize auto checks the one serve makes",
+                           m->name, dn);
                 printf("\n");
             }
             hs_engine_destroy(e);

@@ -22,6 +22,7 @@ import os
 import re
 import select
 import shlex
+import shutil
 import signal
 import struct
 import subprocess
@@ -577,6 +578,43 @@ def test_verify_flags(quantized, devices):
     r = hs("verify", "--engine", "cpu", "--dtype", low, "--limit", "4", "--min", "1.0",
            "--mean", "1.0")
     assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout
+
+
+def test_verify_quantize_auto(tmp_path):
+    """verify --quantize auto checks the int8 plan serve would make at load: searched into a
+    plan-less model folder (writable, so --cache-dir stays unused), then reused; raw int8 says it
+    is raw when it fails."""
+    if "int8" not in cpu_dtypes():
+        pytest.skip("this machine's CPU engine does not compute in int8")
+    model = tmp_path / "m"
+    model.mkdir()
+    for root, dirs, files in os.walk(MODEL):
+        rel = os.path.relpath(root, MODEL)
+        os.makedirs(model / rel, exist_ok=True)
+        for f in files:
+            if f.startswith("quant."):
+                continue
+            try:  # (a copy where the temporary folder is on another file system)
+                os.link(os.path.join(root, f), model / rel / f)
+            except OSError:
+                shutil.copy(os.path.join(root, f), model / rel / f)
+    cache = tmp_path / "cache"
+    r = ok(hs("verify", "--dtype", "int8", "--model", str(model), "--engine", "cpu",
+              "--quantize", "auto", "--cache-dir", str(cache), "--limit", "24", "--min", "0.98",
+              "--mean", "0.995"))
+    assert re.search(r"^verify: int8 plan made in .* in .*/m/quant.json$", r.stdout, re.M), r.stdout
+    assert re.search(r"^cpu0 +cpu +int8 +24 .*PASS$", r.stdout, re.M), r.stdout
+    assert (model / "quant.json").exists() and not cache.exists()
+    # the folder now holds the plan: a second run searches nothing
+    r = ok(hs("verify", "--dtype", "int8", "--model", str(model), "--engine", "cpu",
+              "--quantize", "auto", "--limit", "4", "--min", "0.98", "--mean", "0.99"))
+    assert "plan made" not in r.stdout and "searching" not in r.stdout, r.stdout
+    # raw int8 that fails a tolerance it cannot meet names the way to the plan
+    r = hs("verify", "--dtype", "int8", "--model", MODEL, "--engine", "cpu", "--limit", "4",
+           "--min", "1.0", "--mean", "1.0")
+    assert r.returncode == 1 and "--quantize auto checks the one serve makes" in r.stdout, r.stdout
+    r = hs("verify", "--quantize", "sometimes")
+    assert r.returncode == 2 and "--quantize takes auto or off" in r.stderr, r.stderr
 
 
 # ---------------------------------------------------------------------------------------------
