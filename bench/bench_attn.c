@@ -40,6 +40,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
 /* The int8 kernel over every (sequence, head), as the engine's attention loop calls it. */
 static void run_q8(const float *qkv, float *ctx, const int32_t *off, int seqs,
                    const struct hs_attn_shape *sh, float *scr)
@@ -129,21 +136,13 @@ int main(int argc, char **argv)
         const double ms = run(qkv, b, off, seqs, &sh, scr, len, seconds, 1);
         run(qkv, a, off, seqs, &sh, scr, len, 0.0, 0);
         _mm_setcsr(mxcsr);
-        double diff = 0.0;
-        for (size_t i = 0; i < rows * hidden; i++) diff = fmax(diff, fabs((double)a[i] - b[i]));
         printf("{\"kernel\":\"int8\",\"rows\":\"spread\",\"len\":%d,\"heads\":%d,"
                "\"head_dim\":%d,\"seqs\":%d,\"ms\":%.4f,\"gflops\":%.2f,"
                "\"max_abs_diff\":%.3g}\n",
                len, heads, d, seqs, ms, 4.0 * seqs * heads * (double)len * len * d / ms / 1e6,
-               diff);
-        hs_free_aligned(qkv);
-        hs_free_aligned(a);
-        hs_free_aligned(b);
-        hs_free_aligned(scr);
-        free(off);
-        return 0;
+               max_diff(a, b, rows * hidden));
     }
-    for (int peaked = 0; peaked < 2; peaked++) {
+    for (int peaked = 0; !q8 && peaked < 2; peaked++) {
         for (size_t i = 0; i < rows * stride; i++) qkv[i] = urand();
         if (peaked) /* queries 1 + noise in every channel; the last key 110 / sqrt(d) in each:
                      * it scores ~110, the others ~N(0, 0.6) */
@@ -160,8 +159,7 @@ int main(int argc, char **argv)
             ms[keep] = run(qkv, keep ? b : a, off, seqs, &sh, scr, len, seconds, 0);
         }
         _mm_setcsr(mxcsr);
-        double diff = 0.0;
-        for (size_t i = 0; i < rows * hidden; i++) diff = fmax(diff, fabs((double)a[i] - b[i]));
+        const double diff = max_diff(a, b, rows * hidden);
         const double flop = 4.0 * seqs * heads * (double)len * len * d;
         for (int keep = 0; keep < 2; keep++)
             printf("{\"rows\":\"%s\",\"denormals\":\"%s\",\"len\":%d,\"heads\":%d,\"head_dim\":%d,"

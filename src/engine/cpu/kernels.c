@@ -177,7 +177,7 @@ static void ln_row_any(float *x, const float *y, const float *bias, const float 
  * add stores x and sums it in one pass, the variance is a second over x - mean, the normalize a
  * third, each reduction on two accumulators. The portable form's four passes, its reductions on
  * one accumulator each (a chain of adds the row long), took 155 ns a 384-wide row in L2 against
- * 95 here (one thread). Sums in another order, so results differ from ln_row_any by rounding;
+ * 85 here (one thread). Sums in another order, so results differ from ln_row_any by rounding;
  * a row's result still depends on the row alone. */
 __attribute__((target("avx512f"))) static void ln_row_512(float *x, const float *y,
                                                           const float *bias, const float *g,
