@@ -64,6 +64,12 @@ static bool kind_wanted(const char *list, const char *kind)
     return false;
 }
 
+/* Whether dtype dt wants a quantization plan that model m does not hold. */
+static bool lacks_plan(const struct hs_model *m, enum hs_dtype dt)
+{
+    return hs_quant_dtype_needs_plan(dt) && !(m->quant && m->quant->dtype == dt);
+}
+
 static void print_header(void)
 {
     printf("%-10s %-6s %-5s %5s %12s %12s %17s %10s  %s\n", "engine", "kind", "dtype", "n",
@@ -158,8 +164,7 @@ int hs_cmd_verify(int argc, char **argv)
     }
     /* the plan serve would make at load, for the dtype that needs one (asked for, or int8) */
     const enum hs_dtype plan_dt = dtype_only >= 0 ? (enum hs_dtype)dtype_only : HS_DTYPE_I8;
-    if (quant_auto && hs_quant_dtype_needs_plan(plan_dt) &&
-        !(m->quant && m->quant->dtype == plan_dt)) {
+    if (quant_auto && lacks_plan(m, plan_dt)) {
         struct hs_quant_auto_opts qo = {.dtype = plan_dt, .cache_dir = cache_dir};
         struct hs_quant_auto_info qi;
         printf("verify: %s has no %s quantization plan: looking for or searching the one serve "
@@ -268,13 +273,14 @@ int hs_cmd_verify(int argc, char **argv)
                            caps.device, hs_compute_dtype_name((enum hs_dtype)dt), has);
                     continue;
                 }
-                if (dt == HS_DTYPE_I8 && dtype_only < 0 &&
-                    !(m->quant && m->quant->dtype == HS_DTYPE_I8)) {
+                if (dtype_only < 0 && lacks_plan(m, (enum hs_dtype)dt)) {
                     /* int8 is meant to run with a plan: asked for explicitly, it runs anyway */
-                    printf("%-10s %-6s %-5s skipped: %s has no int8 quantization plan "
-                           "(serve makes one at load, models[].quantize: auto; hetserve "
-                           "quantize makes a folder; --dtype int8 checks it raw)\n",
-                           hs_engine_name(e), kind, "int8", m->name);
+                    const char *pn = hs_compute_dtype_name((enum hs_dtype)dt);
+                    printf("%-10s %-6s %-5s skipped: %s has no %s quantization plan "
+                           "(serve makes one at load, models[].quantize: auto, and --quantize "
+                           "auto checks it; hetserve quantize makes a folder; --dtype %s checks "
+                           "it raw)\n",
+                           hs_engine_name(e), kind, pn, m->name, pn, pn);
                     continue;
                 }
                 struct hs_verify_tolerance tol;
@@ -297,8 +303,7 @@ int hs_cmd_verify(int argc, char **argv)
                        dn, rep.count, rep.cos_min, rep.cos_mean, tolbuf, rep.ms,
                        rep.pass ? "PASS" : "FAIL");
                 if (!rep.pass) printf(" (worst: sentence %d)", rep.worst);
-                if (!rep.pass && hs_quant_dtype_needs_plan((enum hs_dtype)dt) &&
-                    !(m->quant && m->quant->dtype == (enum hs_dtype)dt))
+                if (!rep.pass && lacks_plan(m, (enum hs_dtype)dt))
                     printf(" raw: %s has no %s plan; --quantize auto checks the one serve makes",
                            m->name, dn);
                 printf("\n");

@@ -400,20 +400,9 @@ VNNI_TARGET static inline __attribute__((always_inline)) void softmax_to_s16(flo
 {
     const int full = len / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx[QB], m[QB], sum[QB];
-    for (int r = 0; r < QB; r++) mx[r] = ninf;
-    for (int j = 0; j < full; j += 16)
-        for (int r = 0; r < QB; r++)
-            mx[r] = _mm512_max_ps(mx[r], _mm512_loadu_ps(s + (size_t)r * lp + j));
-    if (tail)
-        for (int r = 0; r < QB; r++)
-            mx[r] =
-                _mm512_max_ps(mx[r], _mm512_mask_loadu_ps(ninf, tail, s + (size_t)r * lp + full));
-    for (int r = 0; r < QB; r++) {
-        m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
-        sum[r] = _mm512_setzero_ps();
-    }
+    __m512 m[QB], sum[QB];
+    hs__rows_max512(s, (size_t)lp, len, QB, m);
+    for (int r = 0; r < QB; r++) sum[r] = _mm512_setzero_ps();
     /* 32 a step, packed by vpackssdw (saturating, as vpmovsdw: the same values) and put in
      * order by one vpermq: 2 shuffle-port operations where two vpmovsdw take 4 */
     const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);

@@ -50,6 +50,23 @@ __attribute__((target("avx512f"))) static inline __m512 hs__exp2_512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
+/* m[r] = the maximum of score row r's len real keys, in every lane, for `rows` rows `lp` floats
+ * apart, side by side (their reductions independent chains; rows is a constant at the call). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+hs__rows_max512(const float *s, size_t lp, int len, const int rows, __m512 *m)
+{
+    const int full = len / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < rows; r++) m[r] = ninf;
+    for (int j = 0; j < full; j += 16)
+        for (int r = 0; r < rows; r++) m[r] = _mm512_max_ps(m[r], _mm512_loadu_ps(s + r * lp + j));
+    if (tail)
+        for (int r = 0; r < rows; r++)
+            m[r] = _mm512_max_ps(m[r], _mm512_mask_loadu_ps(ninf, tail, s + r * lp + full));
+    for (int r = 0; r < rows; r++) m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(m[r]));
+}
+
 /* `rows` score rows `lp` floats apart, each over its len real keys, become exp(s - max) in place
  * (base2: 2^(s - max), for scores in base 2), side by side (inv[r]: row r's 1 / sum; what lies
  * past len is not read or written), so that their maxima and sums reduce as independent chains:
@@ -60,19 +77,9 @@ hs__softmax_rows512(float *s, size_t lp, int len, const int rows, const int base
 {
     const int full = len / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (len - full)) - 1);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx[8], m[8], sum[8]; /* rows <= 8 */
-    for (int r = 0; r < rows; r++) mx[r] = ninf;
-    for (int j = 0; j < full; j += 16)
-        for (int r = 0; r < rows; r++)
-            mx[r] = _mm512_max_ps(mx[r], _mm512_loadu_ps(s + r * lp + j));
-    if (tail)
-        for (int r = 0; r < rows; r++)
-            mx[r] = _mm512_max_ps(mx[r], _mm512_mask_loadu_ps(ninf, tail, s + r * lp + full));
-    for (int r = 0; r < rows; r++) {
-        m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
-        sum[r] = _mm512_setzero_ps();
-    }
+    __m512 m[8], sum[8]; /* rows <= 8 */
+    hs__rows_max512(s, lp, len, rows, m);
+    for (int r = 0; r < rows; r++) sum[r] = _mm512_setzero_ps();
     for (int j = 0; j < full; j += 16)
         for (int r = 0; r < rows; r++) {
             const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(s + r * lp + j), m[r]);
