@@ -15,10 +15,13 @@ all: build
 setup:
 	bash scripts/setup
 
-$(BUILD)/CMakeCache.txt: | setup
+# The stamp is the generated build file, written only when configuring succeeded: a configure that
+# failed (say, before setup had installed a dependency) leaves CMakeCache.txt behind, and keying on
+# it made every later `make` skip configuring and fail in an empty build folder.
+$(BUILD)/Makefile: | setup
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
-build: setup $(BUILD)/CMakeCache.txt
+build: setup $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build

@@ -493,9 +493,11 @@ static void kernels_q8_attention_tracks_f32(void **state)
     assert_int_equal(hs__cpu_attn_q8(NULL, NULL, 0, 1, 0, 48, 48, NULL), -1);
 }
 
-/* The vector row quantizers (AVX-512, AVX2) against the definition, bit for bit: over lengths
- * that end inside a 16- / 64-value step and on its edge, with and without smoothing, s8 and u8;
- * round to nearest even, saturated to [-128, 127] (the scale keeps every value within +-127). */
+/* The row quantizers (portable, AVX2, AVX-512) against the definition, bit for bit: over
+ * lengths that end inside a 16- / 64-value step and on its edge, with and without smoothing, s8
+ * (symmetric) and u8 (asymmetric, with a zero point), on rows of both signs and of one sign
+ * (GELU's outputs: the u8 range starts at zero); round to nearest even. And what the
+ * quantization promises: every value within half a step of s * (q - zp). */
 static void int8_row_quantizers_match_reference(void **state)
 {
     (void)state;
@@ -503,40 +505,60 @@ static void int8_row_quantizers_match_reference(void **state)
     static const int ks[] = {1, 7, 16, 63, 64, 65, 85, 100, 128, 384, 1000, 1536};
     float *x = malloc(sizeof(float) * 1536), *mul = malloc(sizeof(float) * 1536);
     uint8_t *q = malloc(1536);
-    int ran = 0;
-    for (int isa = 1; isa <= 2; isa++) {
+    for (int isa = 0; isa <= 2; isa++) {
         if (isa == 2 && !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")))
             continue;
         if (isa == 1 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
             continue;
-        ran++;
         unsigned seed = 7;
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-            for (int var = 0; var < 8; var++) {
-                const int k = ks[ki], zp = var & 1 ? 128 : 0;
+            for (int var = 0; var < 16; var++) {
+                const int k = ks[ki], u8 = var & 1;
                 const float *m = var & 2 ? mul : NULL;
                 for (int j = 0; j < k; j++) {
                     seed = seed * 1103515245u + 12345u;
                     x[j] = (float)((int)(seed >> 8) % 20001 - 10000) / (var & 4 ? 3.0f : 100.0f);
+                    if (var & 8) x[j] = fabsf(x[j]) * 0.1f - 0.17f; /* GELU-like: mostly >= 0 */
                     mul[j] = 0.5f + (float)(j % 7) * 0.1f;
                 }
-                const float sc = hs__ql_quant_row(isa, x, m, q, k, zp);
-                float amax = 0.0f;
-                for (int j = 0; j < k; j++) amax = fmaxf(amax, fabsf(m ? x[j] * m[j] : x[j]));
-                assert_true(sc == amax / 127.0f);
-                const float inv = 127.0f / amax;
+                const struct hs_qrow got = hs__ql_quant_row(isa, x, m, q, k, u8);
+                float mn = 0.0f, mx = 0.0f;
                 for (int j = 0; j < k; j++) {
-                    int r = (int)nearbyintf((m ? x[j] * m[j] : x[j]) * inv);
-                    r = r > 127 ? 127 : r < -128 ? -128 : r;
-                    const uint8_t want = (uint8_t)((uint8_t)(int8_t)r ^ (uint8_t)zp);
+                    const float v = m ? x[j] * m[j] : x[j];
+                    mn = fminf(mn, v);
+                    mx = fmaxf(mx, v);
+                }
+                const float amax = fmaxf(mx, -mn), inv = u8 ? 255.0f / (mx - mn) : 127.0f / amax;
+                const int zp = u8 ? (int)nearbyintf(-mn * inv) : 0;
+                const float s = u8 ? (mx - mn) / 255.0f : amax / 127.0f;
+                if (got.s != s || got.sz != s * (float)zp)
+                    fail_msg("isa %d k %d var %d: scale %g / %g, want %g / %g", isa, k, var,
+                             (double)got.s, (double)got.sz, (double)s, (double)(s * (float)zp));
+                for (int j = 0; j < k; j++) {
+                    const float v = m ? x[j] * m[j] : x[j];
+                    int r = (int)nearbyintf(v * inv) + zp;
+                    r = u8 ? (r < 0     ? 0
+                              : r > 255 ? 255
+                                        : r)
+                           : (r > 127    ? 127
+                              : r < -128 ? -128
+                                         : r);
+                    const uint8_t want = u8 ? (uint8_t)r : (uint8_t)(int8_t)r;
                     if (q[j] != want)
                         fail_msg("isa %d k %d var %d: value %d quantized to %d, want %d", isa, k,
                                  var, j, q[j], want);
+                    const float back = s * (float)((u8 ? (int)q[j] : (int)(int8_t)q[j]) - zp);
+                    if (!(fabsf(back - v) <= 0.5f * s * 1.0001f + 1e-6f * fabsf(v)))
+                        fail_msg("isa %d k %d var %d: value %d is %g, comes back as %g", isa, k,
+                                 var, j, (double)v, (double)back);
                 }
             }
     }
+    /* a zero row: scale 0, every value the zero point 0 */
+    memset(x, 0, sizeof(float) * 64);
+    const struct hs_qrow z = hs__ql_quant_row(0, x, NULL, q, 64, 1);
+    assert_true(z.s == 0.0f && z.sz == 0.0f && q[0] == 0 && q[63] == 0);
     free(x), free(mul), free(q);
-    if (!ran) skip();
 }
 
 /* The int8 layer with the residual LayerNorm as its epilogue (hs__ql_run_resid_ln) against the
@@ -580,7 +602,7 @@ static void int8_resid_ln_epilogue_equals_unfused(void **state)
             float *got = malloc(sizeof(float) * (size_t)rows * N);
             void *qsrc = malloc((size_t)hs__ql_src_bytes(rows, MID));
             void *qmid = malloc(pr * MID);
-            float *sx = malloc(sizeof(float) * pr);
+            struct hs_qrow *sx = malloc(sizeof(struct hs_qrow) * pr);
             int32_t *acc = malloc(sizeof(int32_t) * pr * MID);
             assert_true(x && mid && y && want && got && qsrc && qmid && sx && acc);
             fill_rand(x, (size_t)rows * K, 8u + (uint32_t)rows, 6.0f);
@@ -646,7 +668,7 @@ static void int8_pairs_do_not_saturate(void **state)
     float *w = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * ROWS * K);
     float *y = malloc(sizeof(float) * ROWS * N);
     void *qsrc = malloc((size_t)hs__ql_src_bytes(ROWS, K));
-    float *sx = malloc(sizeof(float) * (ROWS + HS_QL_ROW_PAD));
+    struct hs_qrow *sx = malloc(sizeof(struct hs_qrow) * (ROWS + HS_QL_ROW_PAD));
     int32_t *acc = malloc(sizeof(int32_t) * (ROWS + HS_QL_ROW_PAD) * N);
     assert_true(w && x && y && qsrc && sx && acc);
     for (int j = 0; j < N; j++) {
@@ -756,7 +778,7 @@ static void int8_own_kernel_equals_reference_and_onednn(void **state)
     float *bias = malloc(sizeof(float) * LN), *y0 = malloc(sizeof(float) * LROWS * LN);
     float *y1 = malloc(sizeof(float) * LROWS * LN);
     void *qsrc = malloc((size_t)hs__ql_src_bytes(LROWS, LK));
-    float *sx = malloc(sizeof(float) * (LROWS + HS_QL_ROW_PAD));
+    struct hs_qrow *sx = malloc(sizeof(struct hs_qrow) * (LROWS + HS_QL_ROW_PAD));
     int32_t *lacc = malloc(sizeof(int32_t) * (LROWS + HS_QL_ROW_PAD) * LN);
     assert_true(lw && lx && bias && y0 && y1 && qsrc && sx && lacc);
     fill_rand(lw, (size_t)LN * LK, 11, 0.1f);

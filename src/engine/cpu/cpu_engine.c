@@ -82,7 +82,7 @@ struct cpu_ws {
      * source, per-row scales and accumulators, each with HS_QL_ROW_PAD spare rows per thread */
     struct hs_ql_cache *ql;
     void *ql_src;
-    float *ql_sx;
+    struct hs_qrow *ql_sx;
     int32_t *ql_acc;
 };
 
@@ -476,7 +476,7 @@ static hs_status cpu_ws_create(void *vctx, const struct hs_ws_spec *spec, void *
             return qs;
         }
         w->ql_src = hs_malloc_aligned((size_t)hs__ql_src_bytes(rows, (int)wide), 64);
-        w->ql_sx = hs_malloc_aligned(sizeof(float) * (size_t)rows, 64);
+        w->ql_sx = hs_malloc_aligned(sizeof(struct hs_qrow) * (size_t)rows, 64);
         w->ql_acc = hs_malloc_aligned(sizeof(int32_t) * (size_t)rows * widest, 64);
     }
     if ((want_ql && (!w->ql_src || !w->ql_sx || !w->ql_acc)) || !w->ids || !w->type_ids ||
@@ -551,7 +551,8 @@ void hs_engine_cpu_ws_bytes(const struct hs_ws_spec *spec, int threads, int64_t 
     if (spec->dtypes == 0 || (spec->dtypes & reduced)) {
         const int64_t rows = T + (int64_t)threads * HS_QL_ROW_PAD;
         const int64_t widest = ql_widest(spec->dims);
-        s += hs__ql_src_bytes((int)rows, (int)wide) + f * rows + 4 * rows * widest;
+        s += hs__ql_src_bytes((int)rows, (int)wide) + (int64_t)sizeof(struct hs_qrow) * rows +
+             4 * rows * widest;
     }
     *scratch = s;
 }
@@ -821,7 +822,7 @@ static int ffn_chain(const struct slice_ctx *sc, const float *x, const float *bi
     const size_t r0 = (size_t)sc->row_base;
     char *qsrc = (char *)w->ql_src + r0 * wide * 2;
     int32_t *acc = w->ql_acc + r0 * widest;
-    float *sx = w->ql_sx + r0;
+    struct hs_qrow *sx = w->ql_sx + r0;
     void *qmid =
         dt == HS_DTYPE_I8 ? (void *)(qsrc + ((size_t)rows + HS_QL_ROW_PAD) * wide) : (void *)acc;
     int32_t *acc2 = dt == HS_DTYPE_I8 ? acc : (int32_t *)(void *)qsrc;

@@ -74,8 +74,9 @@ static void act_rows(float *x, int64_t n, enum hs_act_fn act)
 void hs__cpu_dequant_block(const int32_t *acc, int lda, const struct hs_qgemm_epi *e, int r0,
                            int c0, int rows, int cols)
 {
-    const int32_t *comp = e->comp ? e->comp + c0 : NULL;
-    const float *bias = e->bias ? e->bias + c0 : NULL, *sx = e->sx + r0, *sw = e->sw + c0;
+    const float *comp = e->comp ? e->comp + c0 : NULL;
+    const float *bias = e->bias ? e->bias + c0 : NULL, *sw = e->sw + c0;
+    const struct hs_qrow *sx = e->sx + r0;
     float *y = e->y + (size_t)r0 * (size_t)e->ldy + c0;
     switch (vmath_isa()) {
     case 2:

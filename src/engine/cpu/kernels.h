@@ -22,13 +22,21 @@ int hs__cpu_linear_acc(const float *x, const float *w, float *y, int rows, int n
 /* y[j] += bias[j] (bias may be NULL), then the activation when act >= 0, over one row. */
 void hs__cpu_bias_act_row(float *y, const float *bias, int n, int act);
 
+/* How one row of an int8 GEMM's source was quantized: x ~ s * (q - zp), kept as s and s * zp
+ * (sz; 0 for an s8 source, whose zero point is 0). */
+struct hs_qrow {
+    float s, sz;
+};
+
 /* What an int8 GEMM does with a block of its accumulators while they are in L1 (qgemm.c): row r,
- * column j (of the whole GEMM) becomes act(float(acc - comp[j]) * (sx[r] * sw[j]) + bias[j]) at
- * y[r * ldy + j]. comp and bias may be NULL, act < 0 is none; y may be the accumulator buffer
- * itself, read as floats (same row stride). */
+ * column j (of the whole GEMM) becomes act(float(acc) * (sx[r].s * sw[j]) + bias[j] -
+ * sx[r].sz * comp[j]) at y[r * ldy + j], comp[j] being sw[j] times the column sum of the
+ * quantized weights (what the source's zero point adds to the sum). comp and bias may be NULL,
+ * act < 0 is none; y may be the accumulator buffer itself, read as floats (same row stride). */
 struct hs_qgemm_epi {
-    const int32_t *comp;
-    const float *sw, *sx, *bias;
+    const float *comp, *sw;
+    const struct hs_qrow *sx;
+    const float *bias;
     int act;
     float *y;
     int ldy;

@@ -85,11 +85,12 @@ static int pairs_safe(void)
     return cached;
 }
 
-/* The source: int8 as u8 (q + 128) for the own kernels and for CPUs without an int8 dot
- * product, which oneDNN 2.x multiplies with its u8 x s8 kernels directly: given s8, those
- * kernels shift the source themselves and sum the weights' columns again on every call, in
- * scalar code (most of an int8 batch's time on AVX2); the u8 source's 128 * column sum is made
- * once per weight (hs_ql_weights.comp). s8 where oneDNN runs every layer on VNNI or AMX. */
+/* The source: int8 as u8 (asymmetric, with a zero point per row: hs__ql_quant_row) for the own
+ * kernels and for CPUs without an int8 dot product, which oneDNN 2.x multiplies with its u8 x s8
+ * kernels directly: given s8, those kernels shift the source themselves and sum the weights'
+ * columns again on every call, in scalar code (most of an int8 batch's time on AVX2); the
+ * weights' column sums are made once per weight (hs_ql_weights.comp) and the epilogue takes the
+ * zero point's share off. s8 where oneDNN runs every layer on VNNI or AMX. */
 static dnnl_data_type_t src_type(enum hs_dtype d)
 {
     return d == HS_DTYPE_I8 ? (hs__ql_src_u8() ? dnnl_u8 : dnnl_s8) : dnnl_bf16;
@@ -303,6 +304,83 @@ static int ensure_onednn_packed(const struct hs_ql_weights *cw)
     return s == dnnl_success ? 0 : -1;
 }
 
+/* One weight channel in int8 steps of s (round half away from zero, clamped to +-127); the sum
+ * of squared errors. */
+static double quant_channel_err(const float *row, int k, float s, int8_t *q)
+{
+    double e = 0.0;
+    for (int i = 0; i < k; i++) {
+        const float v = row[i] / s;
+        int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+        r = r > 127 ? 127 : (r < -127 ? -127 : r);
+        q[i] = (int8_t)r;
+        const double d = (double)r * s - row[i];
+        e += d * d;
+    }
+    return e;
+}
+
+static float quant_channel(const float *row, int k, float s, int8_t *q)
+{
+    (void)quant_channel_err(row, k, s, q);
+    return s;
+}
+
+/* Without an int8 dot product the GEMM sums the products of an input pair (k = 2i, 2i + 1) in
+ * int16 (vpmaddubsw): with the u8 source at most 255 each, a pair of weights of one sign must
+ * stay within 128 steps together (255 * 128 < 32767). Two ways to keep it: a coarser scale
+ * (the channel's largest same-signed pair sum as 127 steps: every weight of the channel loses
+ * resolution), or max|w| / 127 with the few pairs above 128 steps shrunk to 128 (those pairs
+ * lose, nothing else does). Between the two, the scale is chosen per channel on a geometric
+ * grid to minimize the channel's squared error, the shrinking split between a pair's weights
+ * by their rounding residues. Returns the scale; q holds the channel. */
+#define QL_PAIR_GRID 12
+static float quant_pairs_safe(const float *row, int k, float amax, int8_t *q)
+{
+    float span = amax;
+    for (int i = 0; i + 1 < k; i += 2)
+        if ((row[i] > 0.0f) == (row[i + 1] > 0.0f)) {
+            const float p = fabsf(row[i]) + fabsf(row[i + 1]);
+            span = p > span ? p : span;
+        }
+    if (!(amax > 0.0f)) return quant_channel(row, k, 1.0f, q);
+    const float lo = amax / 127.0f, hi = span / 127.0f;
+    if (hi <= lo * 1.0001f) return quant_channel(row, k, hi, q);
+    float best_s = hi;
+    double best = quant_channel_err(row, k, hi, q); /* never clips: the fallback */
+    int8_t *t = hs_malloc((size_t)k);
+    if (!t) return best_s;
+    for (int g = 0; g < QL_PAIR_GRID - 1; g++) {
+        const float s = lo * powf(hi / lo, (float)g / (float)(QL_PAIR_GRID - 1));
+        double e = quant_channel_err(row, k, s, t);
+        for (int i = 0; i + 1 < k; i += 2) {
+            const int a = t[i] < 0 ? -t[i] : t[i], b = t[i + 1] < 0 ? -t[i + 1] : t[i + 1];
+            if ((t[i] < 0) != (t[i + 1] < 0) || a + b <= 128) continue;
+            /* shrink |a| + |b| to 128: d0 + d1 = excess, split so the two residues stay even */
+            const int ex = a + b - 128;
+            const float va = fabsf(row[i]) / s, vb = fabsf(row[i + 1]) / s;
+            const float ra = (float)a - va, rb = (float)b - vb;
+            int d0 = (int)lroundf(((float)ex + ra - rb) * 0.5f);
+            d0 = d0 < 0 ? 0 : (d0 > ex ? ex : d0);
+            if (d0 > a) d0 = a;
+            if (ex - d0 > b) d0 = ex - b;
+            const int na = a - d0, nb = b - (ex - d0);
+            const double o0 = ((double)a - va) * s, o1 = ((double)b - vb) * s;
+            const double n0 = ((double)na - va) * s, n1 = ((double)nb - vb) * s;
+            e += n0 * n0 + n1 * n1 - o0 * o0 - o1 * o1;
+            t[i] = (int8_t)(t[i] < 0 ? -na : na);
+            t[i + 1] = (int8_t)(t[i + 1] < 0 ? -nb : nb);
+        }
+        if (e < best) {
+            best = e;
+            best_s = s;
+            memcpy(q, t, (size_t)k);
+        }
+    }
+    hs_free(t);
+    return best_s;
+}
+
 hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
                               const float *smooth, struct hs_ql_weights *out, struct hs_error *err)
 {
@@ -320,8 +398,8 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
     if (dtype == HS_DTYPE_I8) {
         const int u8 = hs__ql_src_u8(), pairs = pairs_safe();
         out->scale = hs_malloc_aligned(sizeof(float) * (size_t)n, 64);
-        /* what the u8 source's offset adds to each accumulator */
-        if (u8) out->comp = hs_malloc_aligned(sizeof(int32_t) * (size_t)n, 64);
+        /* what the u8 source's zero point adds to each accumulator, per step of it */
+        if (u8) out->comp = hs_malloc_aligned(sizeof(float) * (size_t)n, 64);
         if (!out->scale || (u8 && !out->comp)) {
             hs_free_aligned(plain);
             hs__ql_weights_free(out);
@@ -357,30 +435,13 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
             float amax = 0.0f;
             for (int i = 0; i < k; i++)
                 amax = row[i] > amax ? row[i] : (-row[i] > amax ? -row[i] : amax);
-            /* Without an int8 dot product the GEMM sums the products of an input pair (k = 2i,
-             * 2i + 1) in int16 (vpmaddubsw): with the u8 source at most 255 each, a pair of
-             * weights of one sign must stay within 128 steps together (255 * 128 < 32767).
-             * The scale is chosen so: per channel, the larger of max|w| and the largest
-             * same-signed pair sum is 127 steps (rounding adds at most one). Most channels keep
-             * nearly all of int8's range; a channel's largest weight loses the steps of its
-             * neighbour's. */
-            float span = amax;
-            for (int i = 0; pairs && i + 1 < k; i += 2)
-                if ((row[i] > 0.0f) == (row[i + 1] > 0.0f)) {
-                    const float p = fabsf(row[i]) + fabsf(row[i + 1]);
-                    span = p > span ? p : span;
-                }
-            const float s = span > 0.0f ? span / 127.0f : 1.0f;
-            out->scale[j] = s;
+            const float sc = pairs ? quant_pairs_safe(row, k, amax, q + (size_t)j * k)
+                                   : quant_channel(row, k, amax > 0.0f ? amax / 127.0f : 1.0f,
+                                                   q + (size_t)j * k);
+            out->scale[j] = sc;
             int32_t sum = 0;
-            for (int i = 0; i < k; i++) {
-                float v = row[i] / s;
-                int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
-                r = r > 127 ? 127 : (r < -127 ? -127 : r);
-                q[(size_t)j * k + i] = (int8_t)r;
-                sum += r;
-            }
-            if (u8) out->comp[j] = 128 * sum;
+            for (int i = 0; i < k; i++) sum += q[(size_t)j * k + i];
+            if (u8) out->comp[j] = sc * (float)sum;
         }
         hs_free(row);
     } else {
@@ -413,7 +474,7 @@ int64_t hs__ql_weights_bytes(enum hs_dtype dtype, int n, int k)
     if (dtype != HS_DTYPE_I8) return 2 * (int64_t)n * k + 64;
     int64_t b = own_kernel_takes(k) ? hs__cpu_qgemm_pack_bytes(n, k) : (int64_t)n * k + 64;
     return b + (int64_t)sizeof(float) * (n + k) +
-           (hs__ql_src_u8() ? (int64_t)sizeof(int32_t) * n : 0);
+           (hs__ql_src_u8() ? (int64_t)sizeof(float) * n : 0);
 }
 
 void hs__ql_weights_free(struct hs_ql_weights *w)
@@ -584,95 +645,110 @@ static struct ql_entry *lookup(struct hs_ql_cache *c, const struct hs_ql_weights
     return found;
 }
 
-/* x row (times mul, when given) -> int8 with a per-row scale, stored plus zp (0: s8; 128: u8,
- * hs__ql_src_u8); returns the scale (0 for an all-zero row). */
-HS_CLONES
-static float quant_row(const float *x, const float *mul, uint8_t *q, int k, float *tmp, int zp)
+/* A row's quantization from its range (hs__ql_quant_row): u8 asymmetric, or s8 symmetric. *inv:
+ * what a value is multiplied by to give its steps; *zp: the zero point. {0, 0} (and *inv 0) for
+ * a zero row, or one whose range is NaN. */
+static struct hs_qrow row_params(float mn, float mx, int u8, float *inv, int *zp)
 {
-    if (mul) {
-        for (int i = 0; i < k; i++) tmp[i] = x[i] * mul[i];
-        x = tmp;
+    const float lo = mn < 0.0f ? mn : 0.0f, hi = mx > 0.0f ? mx : 0.0f;
+    struct hs_qrow r = {0.0f, 0.0f};
+    *inv = 0.0f;
+    *zp = 0;
+    if (u8) {
+        const float span = hi - lo;
+        if (!(span > 0.0f)) return r;
+        *inv = 255.0f / span;
+        *zp = (int)nearbyintf(-lo * *inv);
+        r.s = span / 255.0f;
+        r.sz = r.s * (float)*zp;
+    } else {
+        const float amax = hi > -lo ? hi : -lo;
+        if (!(amax > 0.0f)) return r;
+        *inv = 127.0f / amax;
+        r.s = amax / 127.0f;
     }
-    float amax = 0.0f;
-    for (int i = 0; i < k; i++) {
-        float a = x[i] < 0.0f ? -x[i] : x[i];
-        amax = a > amax ? a : amax;
-    }
-    if (amax == 0.0f) {
-        memset(q, zp, (size_t)k);
-        return 0.0f;
-    }
-    const float inv = 127.0f / amax;
-    for (int i = 0; i < k; i++) {
-        float v = x[i] * inv;
-        q[i] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zp);
-    }
-    return amax / 127.0f;
+    return r;
 }
 
-/* The scalar ends of the vector quantizers below: the running amax over x[from, k) (times mul),
- * and those values quantized (to nearest even, as the vector part). */
-static float amax_tail(const float *x, const float *mul, int from, int k, float amax)
+/* The running min and max over x[from, k) (times mul): the vector quantizers' scalar ends. */
+static void range_tail(const float *x, const float *mul, int from, int k, float *mn, float *mx)
 {
     for (int j = from; j < k; j++) {
-        float a = x[j] * (mul ? mul[j] : 1.0f);
-        a = a < 0.0f ? -a : a;
-        amax = a > amax ? a : amax;
+        const float v = x[j] * (mul ? mul[j] : 1.0f);
+        *mn = v < *mn ? v : *mn;
+        *mx = v > *mx ? v : *mx;
     }
-    return amax;
 }
 
-/* An all-zero (or NaN-max) row: every value the zero point; true when so. */
-static int zero_row(uint8_t *q, int k, int zp, float amax)
-{
-    if (amax > 0.0f) return 0;
-    memset(q, zp, (size_t)k);
-    return 1;
-}
-
+/* x[from, k) (times mul) in steps of 1 / inv plus zp, to nearest even as the vector parts: u8
+ * clamped to [0, 255], s8 to [-128, 127]. */
 static void quant_tail(const float *x, const float *mul, uint8_t *q, int from, int k, float inv,
-                       int zp)
+                       int zp, int u8)
 {
     for (int j = from; j < k; j++) {
-        float v = x[j] * (mul ? mul[j] : 1.0f) * inv;
-        q[j] = (uint8_t)((int)nearbyintf(v) + zp);
+        int r = (int)nearbyintf(x[j] * (mul ? mul[j] : 1.0f) * inv) + zp;
+        if (u8)
+            q[j] = (uint8_t)(r < 0 ? 0 : (r > 255 ? 255 : r));
+        else
+            q[j] = (uint8_t)(int8_t)(r < -128 ? -128 : (r > 127 ? 127 : r));
     }
+}
+
+/* The portable quantizer (hs__ql_quant_row, isa 0). */
+static struct hs_qrow quant_row(const float *x, const float *mul, uint8_t *q, int k, int u8)
+{
+    float mn = 0.0f, mx = 0.0f, inv;
+    int zp;
+    range_tail(x, mul, 0, k, &mn, &mx);
+    const struct hs_qrow r = row_params(mn, mx, u8, &inv, &zp);
+    if (r.s == 0.0f)
+        memset(q, 0, (size_t)k);
+    else
+        quant_tail(x, mul, q, 0, k, inv, zp, u8);
+    return r;
 }
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-/* quant_row with AVX-512: gcc does not vectorize the float max reduction above (maxps is not
- * its max for NaN and -0), which made quantization 40 % of an int8 batch. Rounds to nearest
- * even; a row's result depends only on the row. zp as for quant_row. */
-__attribute__((target("avx512f,avx512bw"))) static float
-quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
+/* quant_row with AVX-512: gcc does not vectorize the float min / max reductions above (minps is
+ * not its min for NaN and -0), which made quantization 40 % of an int8 batch. The same bytes. */
+__attribute__((target("avx512f,avx512bw"))) static struct hs_qrow
+quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int u8)
 {
-    /* four running maxima: one was a chain of the max's latency per vector, most of the pass */
-    __m512 m0 = _mm512_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    /* four running minima and maxima: one was a chain of the max's latency per vector */
+    __m512 n0 = _mm512_setzero_ps(), n1 = n0, n2 = n0, n3 = n0, m0 = n0, m1 = n0, m2 = n0, m3 = n0;
     int i = 0;
 #define HS__LD(o)                                                                                  \
     (mul ? _mm512_mul_ps(_mm512_loadu_ps(x + i + (o)), _mm512_loadu_ps(mul + i + (o)))             \
          : _mm512_loadu_ps(x + i + (o)))
     for (; i + 64 <= k; i += 64) {
-        m0 = _mm512_max_ps(m0, _mm512_abs_ps(HS__LD(0)));
-        m1 = _mm512_max_ps(m1, _mm512_abs_ps(HS__LD(16)));
-        m2 = _mm512_max_ps(m2, _mm512_abs_ps(HS__LD(32)));
-        m3 = _mm512_max_ps(m3, _mm512_abs_ps(HS__LD(48)));
+        const __m512 a = HS__LD(0), b = HS__LD(16), c = HS__LD(32), d = HS__LD(48);
+        n0 = _mm512_min_ps(n0, a), m0 = _mm512_max_ps(m0, a);
+        n1 = _mm512_min_ps(n1, b), m1 = _mm512_max_ps(m1, b);
+        n2 = _mm512_min_ps(n2, c), m2 = _mm512_max_ps(m2, c);
+        n3 = _mm512_min_ps(n3, d), m3 = _mm512_max_ps(m3, d);
     }
-    for (; i + 16 <= k; i += 16) m0 = _mm512_max_ps(m0, _mm512_abs_ps(HS__LD(0)));
+    for (; i + 16 <= k; i += 16) {
+        const __m512 a = HS__LD(0);
+        n0 = _mm512_min_ps(n0, a), m0 = _mm512_max_ps(m0, a);
+    }
 #undef HS__LD
-    const __m512 vmax = _mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3));
-    const float amax = amax_tail(x, mul, i, k, _mm512_reduce_max_ps(vmax));
-    if (zero_row(q, k, zp, amax)) return 0.0f;
-    const float inv = 127.0f / amax;
+    float mn = _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(n0, n1), _mm512_min_ps(n2, n3)));
+    float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    range_tail(x, mul, i, k, &mn, &mx);
+    float inv;
+    int zp;
+    const struct hs_qrow r = row_params(mn, mx, u8, &inv, &zp);
+    if (r.s == 0.0f) {
+        memset(q, 0, (size_t)k);
+        return r;
+    }
     const __m512 vinv = _mm512_set1_ps(inv);
-    const __m128i vzp = _mm_set1_epi8((char)zp); /* + 128 on a byte is a flip of its top bit */
-    i = 0;
-    /* 64 values a step, packed by vpackssdw and vpacksswb (saturating, as vpmovsdb: the
-     * same bytes) with one vpermd for the lane order: 4 shuffle-port operations where four
-     * vpmovsdb take 8 */
+    /* 64 values a step: vpackssdw to int16, the zero point added there (saturating), and
+     * vpackuswb (u8) or vpacksswb (s8), with one vpermd for the lane order */
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const __m512i vzp4 = _mm512_set1_epi8((char)zp);
+    const __m512i z16 = _mm512_set1_epi16((short)zp), z32 = _mm512_set1_epi32(zp);
+    i = 0;
 #define HS__CV(o)                                                                                  \
     _mm512_cvtps_epi32(_mm512_mul_ps(                                                              \
         mul ? _mm512_mul_ps(_mm512_loadu_ps(x + i + (o)), _mm512_loadu_ps(mul + i + (o)))          \
@@ -681,57 +757,71 @@ quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
     for (; i + 64 <= k; i += 64) {
         const __m512i ab = _mm512_packs_epi32(HS__CV(0), HS__CV(16));
         const __m512i cd = _mm512_packs_epi32(HS__CV(32), HS__CV(48));
-        const __m512i b = _mm512_permutexvar_epi32(order, _mm512_packs_epi16(ab, cd));
-        _mm512_storeu_si512((void *)(q + i), _mm512_xor_si512(b, vzp4));
+        const __m512i b =
+            u8 ? _mm512_packus_epi16(_mm512_adds_epi16(ab, z16), _mm512_adds_epi16(cd, z16))
+               : _mm512_packs_epi16(ab, cd);
+        _mm512_storeu_si512((void *)(q + i), _mm512_permutexvar_epi32(order, b));
+    }
+    for (; i + 16 <= k; i += 16) {
+        const __m512i r16 = HS__CV(0);
+        const __m128i b = u8 ? _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_add_epi32(r16, z32),
+                                                                       _mm512_setzero_si512()))
+                             : _mm512_cvtsepi32_epi8(r16);
+        _mm_storeu_si128((__m128i *)(void *)(q + i), b);
     }
 #undef HS__CV
-    for (; i + 16 <= k; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        if (mul) v = _mm512_mul_ps(v, _mm512_loadu_ps(mul + i));
-        __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(v, vinv));
-        _mm_storeu_si128((__m128i *)(void *)(q + i), _mm_xor_si128(_mm512_cvtsepi32_epi8(r), vzp));
-    }
-    quant_tail(x, mul, q, i, k, inv, zp);
-    return amax / 127.0f;
+    quant_tail(x, mul, q, i, k, inv, zp, u8);
+    return r;
 }
 
-/* The same with AVX2 (gcc leaves quant_row's max reduction scalar there too: 6 % of an int8
- * batch). 32 values a step: four vectors of int32 packed with saturation to bytes, whose lane
- * order vpermd restores. */
-__attribute__((target("avx2,fma"))) static float quant_row_avx2(const float *x, const float *mul,
-                                                                uint8_t *q, int k, int zp)
+/* The same with AVX2 (gcc leaves quant_row's reductions scalar there too: 6 % of an int8
+ * batch). 32 values a step: four vectors of int32 packed with saturation to int16, the zero
+ * point added there, then to bytes, whose lane order vpermd restores. */
+__attribute__((target("avx2,fma"))) static struct hs_qrow
+quant_row_avx2(const float *x, const float *mul, uint8_t *q, int k, int u8)
 {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 vmax = _mm256_setzero_ps();
+    __m256 vmin = _mm256_setzero_ps(), vmax = vmin;
     int i = 0;
     for (; i + 8 <= k; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
         if (mul) v = _mm256_mul_ps(v, _mm256_loadu_ps(mul + i));
-        vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, v));
+        vmin = _mm256_min_ps(vmin, v);
+        vmax = _mm256_max_ps(vmax, v);
     }
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    __m128 h = _mm_min_ps(_mm256_castps256_ps128(vmin), _mm256_extractf128_ps(vmin, 1));
+    h = _mm_min_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_min_ss(h, _mm_shuffle_ps(h, h, 1));
+    float mn = _mm_cvtss_f32(h);
+    h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-    const float amax = amax_tail(x, mul, i, k, _mm_cvtss_f32(h));
-    if (zero_row(q, k, zp, amax)) return 0.0f;
-    const float inv = 127.0f / amax;
+    float mx = _mm_cvtss_f32(h);
+    range_tail(x, mul, i, k, &mn, &mx);
+    float inv;
+    int zp;
+    const struct hs_qrow r = row_params(mn, mx, u8, &inv, &zp);
+    if (r.s == 0.0f) {
+        memset(q, 0, (size_t)k);
+        return r;
+    }
     const __m256 vinv = _mm256_set1_ps(inv);
-    const __m256i vzp = _mm256_set1_epi8((char)zp),
+    const __m256i z16 = _mm256_set1_epi16((short)zp),
                   order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (i = 0; i + 32 <= k; i += 32) {
-        __m256i r[4];
+        __m256i c[4];
         for (int v = 0; v < 4; v++) {
             __m256 f = _mm256_loadu_ps(x + i + 8 * v);
             if (mul) f = _mm256_mul_ps(f, _mm256_loadu_ps(mul + i + 8 * v));
-            r[v] = _mm256_cvtps_epi32(_mm256_mul_ps(f, vinv));
+            c[v] = _mm256_cvtps_epi32(_mm256_mul_ps(f, vinv));
         }
-        const __m256i w =
-            _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-        _mm256_storeu_si256((__m256i *)(void *)(q + i),
-                            _mm256_xor_si256(_mm256_permutevar8x32_epi32(w, order), vzp));
+        const __m256i ab = _mm256_packs_epi32(c[0], c[1]), cd = _mm256_packs_epi32(c[2], c[3]);
+        const __m256i b =
+            u8 ? _mm256_packus_epi16(_mm256_adds_epi16(ab, z16), _mm256_adds_epi16(cd, z16))
+               : _mm256_packs_epi16(ab, cd);
+        _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permutevar8x32_epi32(b, order));
     }
-    quant_tail(x, mul, q, i, k, inv, zp);
-    return amax / 127.0f;
+    quant_tail(x, mul, q, i, k, inv, zp, u8);
+    return r;
 }
 
 static int have_avx512bw(void)
@@ -745,15 +835,13 @@ static int have_avx512bw(void)
 }
 
 #else
-static float quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int zp)
+static struct hs_qrow quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int u8)
 {
-    (void)x, (void)mul, (void)q, (void)k, (void)zp;
-    return 0.0f;
+    return quant_row(x, mul, q, k, u8);
 }
-static float quant_row_avx2(const float *x, const float *mul, uint8_t *q, int k, int zp)
+static struct hs_qrow quant_row_avx2(const float *x, const float *mul, uint8_t *q, int k, int u8)
 {
-    (void)x, (void)mul, (void)q, (void)k, (void)zp;
-    return 0.0f;
+    return quant_row(x, mul, q, k, u8);
 }
 static int have_avx512bw(void)
 {
@@ -784,9 +872,9 @@ static void bf16_row(const float *x, uint16_t *b, int k)
     }
 }
 
-/* An int8 row's accumulators (less the u8 source's offset, w->comp) scaled back to fp32, plus
- * bias and through act when given, in one pass: the own kernel's block epilogue on one row. */
-static void dequant_row(const int32_t *acc, const struct hs_ql_weights *w, float sx,
+/* An int8 row's accumulators (less the u8 source's zero point times w->comp) scaled back to fp32,
+ * plus bias and through act when given, in one pass: the own kernel's block epilogue on one row. */
+static void dequant_row(const int32_t *acc, const struct hs_ql_weights *w, struct hs_qrow sx,
                         const float *bias, int act, float *y, int n)
 {
     const struct hs_qgemm_epi e = {w->comp, w->scale, &sx, bias, act, y, n};
@@ -864,29 +952,30 @@ static dnnl_status_t execute(struct hs_ql_cache *c, int slot, struct ql_entry *e
     return s;
 }
 
-float hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k, int zp)
+struct hs_qrow hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k,
+                                int u8)
 {
-    if (isa == 2) return quant_row_avx512(x, mul, q, k, zp);
-    if (isa == 1) return quant_row_avx2(x, mul, q, k, zp);
-    float tmp[k > 0 && mul ? k : 1];
-    return quant_row(x, mul, q, k, tmp, zp);
+    if (isa == 2) return quant_row_avx512(x, mul, q, k, u8);
+    if (isa == 1) return quant_row_avx2(x, mul, q, k, u8);
+    return quant_row(x, mul, q, k, u8);
 }
 
 /* One row of x quantized for w's input (its smoothing, static or per-token scale) or rounded
- * to bf16; returns the int8 scale. */
-static float quant_input(const struct hs_ql_weights *w, const float *x, void *q, int isa)
+ * to bf16; returns the int8 row's quantization. */
+static struct hs_qrow quant_input(const struct hs_ql_weights *w, const float *x, void *q, int isa)
 {
     const int k = w->k;
     if (w->dtype != HS_DTYPE_I8) {
         bf16_row(x, q, k);
-        return 0.0f;
+        return (struct hs_qrow){0.0f, 0.0f};
     }
-    const int zp = w->comp ? 128 : 0; /* a u8 source (hs__ql_src_u8) */
-    if (w->act_scale > 0.0f) {
+    const int u8 = w->comp != NULL; /* a u8 source (hs__ql_src_u8) */
+    if (w->act_scale > 0.0f) {      /* static: symmetric, the u8 source's zero point 128 */
+        const int zp = u8 ? 128 : 0;
         quant_row_static(x, w->inv_smooth, q, k, 1.0f / w->act_scale, zp);
-        return w->act_scale;
+        return (struct hs_qrow){w->act_scale, w->act_scale * (float)zp};
     }
-    return hs__ql_quant_row(isa, x, w->inv_smooth, q, k, zp);
+    return hs__ql_quant_row(isa, x, w->inv_smooth, q, k, u8);
 }
 
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next)
@@ -915,9 +1004,9 @@ struct ql_epilogue {
     const struct hs_ql_weights *w, *next;
     const float *bias;
     int act, isa;
-    int32_t *acc; /* the chunk's accumulators, row 0 = the chunk's first */
-    float *y;     /* plain output rows (NULL with next or ln) */
-    float *sx;    /* per-row input scales; with next, overwritten by next's */
+    int32_t *acc;       /* the chunk's accumulators, row 0 = the chunk's first */
+    float *y;           /* plain output rows (NULL with next or ln) */
+    struct hs_qrow *sx; /* per-row input quantization; with next, overwritten by next's */
     void *qnext;
     const struct hs_ql_resid_ln *ln;
 };
@@ -1015,8 +1104,8 @@ static void run_own(const struct ql_epilogue *e, const float *x, void *qsrc, int
 
 /* hs__ql_run, and with ln given (int8, unfused only) hs__ql_run_resid_ln. */
 static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
-                  const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
-                  int32_t *acc, const struct hs_ql_weights *next, void *qnext,
+                  const float *bias, float *y, int rows, int act, int nt, void *qsrc,
+                  struct hs_qrow *sx, int32_t *acc, const struct hs_ql_weights *next, void *qnext,
                   const struct hs_ql_resid_ln *ln, struct hs_error *err)
 {
     const int n = w->n, k = w->k;
@@ -1106,15 +1195,16 @@ static int ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w
 }
 
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
-               const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
-               int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err)
+               const float *bias, float *y, int rows, int act, int nt, void *qsrc,
+               struct hs_qrow *sx, int32_t *acc, const struct hs_ql_weights *next, void *qnext,
+               struct hs_error *err)
 {
     return ql_run(c, slot, w, x, bias, y, rows, act, nt, qsrc, sx, acc, next, qnext, NULL, err);
 }
 
 int hs__ql_run_resid_ln(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w,
-                        const float *x, int rows, int nt, void *qsrc, float *sx, int32_t *acc,
-                        const struct hs_ql_resid_ln *ln, struct hs_error *err)
+                        const float *x, int rows, int nt, void *qsrc, struct hs_qrow *sx,
+                        int32_t *acc, const struct hs_ql_resid_ln *ln, struct hs_error *err)
 {
     if (w->dtype != HS_DTYPE_I8 || !ln || !ln->x || !ln->g) {
         hs_error_set(err, HS_STATUS_INVALID_ARGUMENT,

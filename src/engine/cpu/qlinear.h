@@ -7,12 +7,14 @@
  * AVX-512 VNNI, or AVX2 without VNNI; hs__ql_own_isa), oneDNN's matmul staying the path for
  * hs__ql_matmul and rows past hs__ql_own_rows:
  *   int8: W is quantized once, symmetric per output channel (sw[j] = max|W[j,:]| / 127; where
- *         the CPU has no int32 dot product of int8, max over |W| and the same-signed pair sums
- *         |W[j,2i]| + |W[j,2i+1]|, so that AVX2's int16 pair sums cannot saturate); each
- *         row of x is quantized when the layer runs, symmetric per token (sx[i] = max|x[i,:]| /
- *         127; as u8, q + 128, where an own kernel runs, the epilogue taking the weights'
- *         128 x column sums off), so a sequence's result never depends on the rest of its
- *         batch; the s32 accumulator is scaled back by sx[i] * sw[j] in a C epilogue, one
+ *         the CPU has no int32 dot product of int8, no same-signed pair of a channel's
+ *         neighbouring weights above 128 steps together, so that AVX2's int16 pair sums cannot
+ *         saturate: hs__ql_weights_make); each row of x is quantized when the layer runs, per
+ *         token, so a sequence's result never depends on the rest of its batch: as u8 where
+ *         an own kernel runs or the CPU has no int8 dot product, asymmetric (255 steps from the
+ *         row's min to its max, zero included, and a zero point: the epilogue takes the
+ *         zero point times the weights' column sums off), else as s8, symmetric (max|x| / 127);
+ *         the s32 accumulator is scaled back by sx[i].s * sw[j] in a C epilogue, one
  *         pass per row with bias and activation. The GEMM runs in chunks of rows whose
  *         accumulators fit in L2, so the epilogue reads them from cache (a per-token scale is
  *         an [M, 1] broadcast, which oneDNN 2.x's brgemm post-ops do not take).
@@ -35,6 +37,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "engine/cpu/kernels.h"
 
 /* Spare rows a caller's buffers need past the rows it computes (the largest bucket rounding). */
 #define HS_QL_ROW_PAD 256
@@ -48,8 +51,9 @@ struct hs_ql_weights {
     float *scale;      /* int8: [n] per-channel weight scales; bf16: NULL */
     float *inv_smooth; /* int8 with smoothing: [k] multipliers of the input before quantizing */
     float act_scale;   /* int8: > 0: static per-tensor input scale; 0: per token, dynamic */
-    int32_t *comp;     /* int8 with a u8 source (hs__ql_src_u8): [n] 128 * the column sums of
-                          the quantized weights, taken off each accumulator; else NULL */
+    float *comp;       /* int8 with a u8 source (hs__ql_src_u8): [n] scale times the column sum
+                          of the quantized weights (what a step of the source's zero point adds to
+                          an accumulator, dequantized); else NULL */
     int8_t *own;       /* int8 with a u8 source: the weights packed for the engine's own
                           kernels (hs__cpu_qgemm), or NULL */
     void *md;          /* the packed layout's memory descriptor (dnnl_memory_desc_t) */
@@ -58,7 +62,7 @@ struct hs_ql_weights {
 /* True when this CPU runs dtype's GEMMs on a fast path (int8: AVX-512 VNNI, AVX-VNNI or AMX,
  * or AVX2's u8 x s8 multiply with reduced-range weights; bf16: AVX-512 BF16 or AMX). */
 int hs__ql_dtype_fast(enum hs_dtype dtype);
-/* 1 where the int8 source is stored as u8 (q + 128: the own kernels, or no int8 dot product),
+/* 1 where the int8 source is stored as u8 (asymmetric: the own kernels, or no int8 dot product),
  * 0 for s8. */
 int hs__ql_src_u8(void);
 /* The own kernel (HS_QGEMM_*, qgemm.c) that runs this CPU's int8 layers: VNNI where the CPU has
@@ -84,7 +88,7 @@ void hs__ql_cache_free(struct hs_ql_cache *c);
 int64_t hs__ql_src_bytes(int rows, int k);
 
 /* Runs the layer on `rows` rows of x with nt threads, on cache slot `slot`.
- * qsrc: >= hs__ql_src_bytes(rows, k) bytes; sx: >= rows + HS_QL_ROW_PAD floats; acc: int8:
+ * qsrc: >= hs__ql_src_bytes(rows, k) bytes; sx: >= rows + HS_QL_ROW_PAD entries; acc: int8:
  * (rows + HS_QL_ROW_PAD) * n int32; bf16: (rows + HS_QL_ROW_PAD) * n floats (the rows that do
  * not fill a bucket are computed there, then copied to y).
  * Chaining two layers of one dtype (hs__ql_chainable(w, next)): with next given, y is not
@@ -97,8 +101,9 @@ int64_t hs__ql_src_bytes(int rows, int k);
  * nothing was written, run the layers apart; -1 when oneDNN fails (message in err). */
 int hs__ql_chainable(const struct hs_ql_weights *w, const struct hs_ql_weights *next);
 int hs__ql_run(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w, const float *x,
-               const float *bias, float *y, int rows, int act, int nt, void *qsrc, float *sx,
-               int32_t *acc, const struct hs_ql_weights *next, void *qnext, struct hs_error *err);
+               const float *bias, float *y, int rows, int act, int nt, void *qsrc,
+               struct hs_qrow *sx, int32_t *acc, const struct hs_ql_weights *next, void *qnext,
+               struct hs_error *err);
 
 /* A residual LayerNorm after the layer (post-LN encoders: the attention output and the FFN's
  * second layer): x[r] = LN(x[r] + y[r] + bias) * g + beta, with y the layer's output row. */
@@ -114,8 +119,8 @@ struct hs_ql_resid_ln {
  * x NULL: qsrc / sx already hold the quantized input (a chained producer's). Returns 0, or -1
  * (message in err; a bf16 layer is refused: its epilogue runs inside oneDNN). */
 int hs__ql_run_resid_ln(struct hs_ql_cache *c, int slot, const struct hs_ql_weights *w,
-                        const float *x, int rows, int nt, void *qsrc, float *sx, int32_t *acc,
-                        const struct hs_ql_resid_ln *ln, struct hs_error *err);
+                        const float *x, int rows, int nt, void *qsrc, struct hs_qrow *sx,
+                        int32_t *acc, const struct hs_ql_resid_ln *ln, struct hs_error *err);
 
 /* The GEMM of hs__ql_run alone, the same primitive (and cache entry) the layer uses: qsrc holds
  * `rows` (+ pad) rows already quantized (int8) or rounded (bf16); acc receives the s32 (int8) or
@@ -159,10 +164,13 @@ void hs__cpu_qgemm_team(int isa, const uint8_t *x, const int8_t *packed, int32_t
 int hs__ql_own_rows(void);
 void hs__ql_set_own_rows(int rows);
 
-/* One row (times mul, when given) quantized as an int8 layer's input is: int8 with the row's
- * scale max |x| / 127, stored plus zp (0: s8; 128: u8); returns the scale (0 for a zero row).
- * isa 2: the AVX-512 quantizer, 1: AVX2 (both round to nearest even), 0: the portable one (half
- * away from zero); the caller checks that the CPU has the ISA. For tests. */
-float hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k, int zp);
+/* One row (times mul, when given) quantized as an int8 layer's input is: u8 given, asymmetric
+ * (lo = min(row min, 0), hi = max(row max, 0), s = (hi - lo) / 255, zp = round(-lo * 255 /
+ * (hi - lo)), q = clamp(round(x * 255 / (hi - lo)) + zp, 0, 255)); else s8, symmetric (s =
+ * max|x| / 127, q = round(x * 127 / max|x|)). Returns s and s * zp ({0, 0} for a zero row, every
+ * q then the zero point 0). isa 2: the AVX-512 quantizer, 1: AVX2, 0: the portable one (all
+ * round to nearest even); the caller checks that the CPU has the ISA. For tests. */
+struct hs_qrow hs__ql_quant_row(int isa, const float *x, const float *mul, uint8_t *q, int k,
+                                int u8);
 
 #endif

@@ -177,43 +177,42 @@ HS_VT static void HS_VN(act_rows)(float *x, int64_t n,
                                   enum hs_act_fn act){HS__ACT_SWITCH(act, HS__ACT_LOOP, (void)0)}
 
 /* An int8 GEMM block's accumulators back to fp32, while they are in L1: y[r][j] =
- * act(float(acc[r][j] - comp[j]) * (sx[r] * sw[j]) + bias[j]) for rows x cols (comp and bias may
- * be NULL: zeros). One expression, so that it contracts to one fused multiply-add where the width
- * has it, with or without bias; y may be acc itself (each vector is read before it is written).
- * Every int8 epilogue goes through it, whichever kernel made the sums, so they agree bit for bit.
- */
+ * act(float(acc[r][j]) * (sx[r].s * sw[j]) + (bias[j] - sx[r].sz * comp[j])) for rows x cols
+ * (comp and bias may be NULL: zeros; kernels.h, hs_qgemm_epi). One expression, so that it
+ * contracts to two fused multiply-adds where the width has them; y may be acc itself (each vector
+ * is read before it is written). Every int8 epilogue goes through it, whichever kernel made the
+ * sums, so they agree bit for bit. */
 #define HS__DQ_VEC(FN, av, cv, wv, bv, f)                                                          \
-    VF f = FN(__builtin_convertvector((av) - (cv), VF) * (s * (wv)) + (bv))
+    VF f = FN(__builtin_convertvector((av), VF) * (s * (wv)) + ((bv)-sz * (cv)))
 #define HS__DQ_LOOP(FN)                                                                            \
     for (int r = 0; r < rows; r++) {                                                               \
         const int32_t *a = acc + (size_t)r * (size_t)lda;                                          \
         float *yr = y + (size_t)r * (size_t)ldy;                                                   \
-        const float s = sx[r];                                                                     \
+        const float s = sx[r].s, sz = sx[r].sz;                                                    \
         int j = 0;                                                                                 \
         for (; j + HS_VL <= cols; j += HS_VL) {                                                    \
-            const VI zi = {0};                                                                     \
             const VF zf = {0};                                                                     \
             HS__DQ_VEC(FN, (VI) * (const VIU *)(a + j),                                            \
-                       comp ? (VI) * (const VIU *)(comp + j) : zi, (VF) * (const VFU *)(sw + j),   \
+                       comp ? (VF) * (const VFU *)(comp + j) : zf, (VF) * (const VFU *)(sw + j),   \
                        bias ? (VF) * (const VFU *)(bias + j) : zf, f);                             \
             *(VFU *)(yr + j) = f;                                                                  \
         }                                                                                          \
         if (j < cols) { /* the tail through zero-padded copies */                                  \
             const size_t m = (size_t)(cols - j);                                                   \
-            VI av = {0}, cv = {0};                                                                 \
-            VF wv = {0}, bv = {0};                                                                 \
+            VI av = {0};                                                                           \
+            VF wv = {0}, bv = {0}, cv = {0};                                                       \
             memcpy(&av, a + j, sizeof(int32_t) * m);                                               \
             memcpy(&wv, sw + j, sizeof(float) * m);                                                \
-            if (comp) memcpy(&cv, comp + j, sizeof(int32_t) * m);                                  \
+            if (comp) memcpy(&cv, comp + j, sizeof(float) * m);                                    \
             if (bias) memcpy(&bv, bias + j, sizeof(float) * m);                                    \
             HS__DQ_VEC(FN, av, cv, wv, bv, f);                                                     \
             memcpy(yr + j, &f, sizeof(float) * m);                                                 \
         }                                                                                          \
     }
 
-HS_VT static void HS_VN(dequant_block)(const int32_t *acc, int lda, const float *sx, int rows,
-                                       const int32_t *comp, const float *sw, const float *bias,
-                                       int cols, int act, float *y, int ldy){
+HS_VT static void HS_VN(dequant_block)(const int32_t *acc, int lda, const struct hs_qrow *sx,
+                                       int rows, const float *comp, const float *sw,
+                                       const float *bias, int cols, int act, float *y, int ldy){
     HS__ACT_SWITCH(act, HS__DQ_LOOP, HS__DQ_LOOP(HS__ACT_ID))}
 
 #undef HS__DQ_LOOP
