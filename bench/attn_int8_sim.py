@@ -8,17 +8,13 @@ symmetric int8 per (sequence, head, channel); all three. Bench-only (the bench v
 
     .venv-bench/bin/python bench/attn_int8_sim.py     (from the repository root)
 """
-import json
-
 import numpy as np
 import torch
-from transformers import AutoModel, AutoTokenizer
 
-torch.set_num_threads(2)
-M = "models/all-MiniLM-L6-v2"
-sents = json.load(open("tests/golden/embeddings.json"))["sentences"]
-tok = AutoTokenizer.from_pretrained(M)
-model = AutoModel.from_pretrained(M, attn_implementation="eager").eval()
+from minilm_sim import embed as embed_texts, golden_sentences, load
+
+sents = golden_sentences()
+tok, model = load(attn_implementation="eager")
 MODE = {"qk": False, "p": False, "v": False}
 
 
@@ -57,17 +53,8 @@ for layer in model.encoder.layer:
 
 
 def embed():
-    """The golden sentences' embeddings as the model (mean pooling, L2) gives them now."""
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(sents), 32):
-            b = tok(sents[i:i + 32], padding=True, truncation=True, max_length=256,
-                    return_tensors="pt")
-            h = model(**b).last_hidden_state
-            m = b["attention_mask"].unsqueeze(-1).float()
-            e = (h * m).sum(1) / m.sum(1)
-            out.append(torch.nn.functional.normalize(e, dim=-1))
-    return torch.cat(out).numpy()
+    """The golden sentences' embeddings as the model gives them now."""
+    return embed_texts(tok, model, sents)
 
 
 ref = embed()

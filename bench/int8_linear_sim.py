@@ -3,8 +3,8 @@ encoder linear layer fake-quantized as the CPU engine quantizes it, over the gol
 each variant's embeddings against the unquantized run's (cosines).
 
 Weights, per output channel: "full" (max|w| / 127, where the CPU has an int8 dot product),
-"span" (AVX2's first pair-safe rule: the largest same-signed neighbour pair sum as 127 steps),
-"clip" (the rule now: per channel, the scale between those two with the smallest squared error,
+"span" (AVX2's pair-safe rule: the largest same-signed neighbour pair sum as 127 steps), "clip"
+(tried and dropped: per channel, the scale between those two with the smallest squared error,
 pairs above 128 steps shrunk). Inputs, per token: "s8" (symmetric, max|x| / 127), "u8"
 (asymmetric: 255 steps from min(x, 0) to max(x, 0), a zero point), "none" (weights only).
 SmoothQuant as the engine applies it: the QKV and FFN-input layers' input channels divided by
@@ -13,20 +13,16 @@ Bench-only (the bench venv), from the repository root:
 
     .venv-bench/bin/python bench/int8_linear_sim.py [alpha, default 0.5]
 """
-import json
 import sys
 
-import numpy as np
 import torch
-from transformers import AutoModel, AutoTokenizer
 
-torch.set_num_threads(2)
-M = "models/all-MiniLM-L6-v2"
+from minilm_sim import embed as embed_texts, golden_sentences, load
+
 ALPHA = float(sys.argv[1]) if len(sys.argv) > 1 else 0.5
-sents = json.load(open("tests/golden/embeddings.json"))["sentences"]
+sents = golden_sentences()
 calib = [l.strip() for l in open("data/calib/calib.txt") if l.strip()][:512]
-tok = AutoTokenizer.from_pretrained(M)
-model = AutoModel.from_pretrained(M).eval()
+tok, model = load()
 lins = [(n, m) for n, m in model.named_modules()
         if isinstance(m, torch.nn.Linear) and n.startswith("encoder")]
 W0 = {n: m.weight.data.clone() for n, m in lins}
@@ -107,16 +103,7 @@ for n, m in lins:
 
 
 def embed(texts):
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(texts), 32):
-            b = tok(texts[i:i + 32], padding=True, truncation=True, max_length=256,
-                    return_tensors="pt")
-            h = model(**b).last_hidden_state
-            m = b["attention_mask"].unsqueeze(-1).float()
-            e = (h * m).sum(1) / m.sum(1)
-            out.append(torch.nn.functional.normalize(e, dim=-1))
-    return torch.cat(out).numpy()
+    return embed_texts(tok, model, texts)
 
 
 STATE["x"] = "calib"

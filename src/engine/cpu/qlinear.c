@@ -304,38 +304,25 @@ static int ensure_onednn_packed(const struct hs_ql_weights *cw)
     return s == dnnl_success ? 0 : -1;
 }
 
-/* One weight channel in int8 steps of s (round half away from zero, clamped to +-127); the sum
- * of squared errors. */
-static double quant_channel_err(const float *row, int k, float s, int8_t *q)
+/* One weight channel in int8 steps of s: round half away from zero, clamped to +-127. */
+static void quant_channel(const float *row, int k, float s, int8_t *q)
 {
-    double e = 0.0;
     for (int i = 0; i < k; i++) {
         const float v = row[i] / s;
-        int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
-        r = r > 127 ? 127 : (r < -127 ? -127 : r);
-        q[i] = (int8_t)r;
-        const double d = (double)r * s - row[i];
-        e += d * d;
+        const int r = (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+        q[i] = (int8_t)(r > 127 ? 127 : (r < -127 ? -127 : r));
     }
-    return e;
-}
-
-static float quant_channel(const float *row, int k, float s, int8_t *q)
-{
-    (void)quant_channel_err(row, k, s, q);
-    return s;
 }
 
 /* Without an int8 dot product the GEMM sums the products of an input pair (k = 2i, 2i + 1) in
  * int16 (vpmaddubsw): with the u8 source at most 255 each, a pair of weights of one sign must
- * stay within 128 steps together (255 * 128 < 32767). Two ways to keep it: a coarser scale
- * (the channel's largest same-signed pair sum as 127 steps: every weight of the channel loses
- * resolution), or max|w| / 127 with the few pairs above 128 steps shrunk to 128 (those pairs
- * lose, nothing else does). Between the two, the scale is chosen per channel on a geometric
- * grid to minimize the channel's squared error, the shrinking split between a pair's weights
- * by their rounding residues. Returns the scale; q holds the channel. */
-#define QL_PAIR_GRID 12
-static float quant_pairs_safe(const float *row, int k, float amax, int8_t *q)
+ * stay within 128 steps together (255 * 128 < 32767). The scale is chosen so: per channel, the
+ * larger of max|w| and the largest same-signed pair sum is 127 steps (rounding adds at most
+ * one). Most channels keep nearly all of int8's range; a channel's largest weight loses the
+ * steps of its neighbour's. (Tried and dropped: per channel, whichever of this and max|w| / 127
+ * with the few pairs above 128 steps shrunk has the smaller squared error, on a grid between
+ * them: the golden cosines moved within noise, for ten times the quantization time.) */
+static float pair_safe_span(const float *row, int k, float amax)
 {
     float span = amax;
     for (int i = 0; i + 1 < k; i += 2)
@@ -343,42 +330,7 @@ static float quant_pairs_safe(const float *row, int k, float amax, int8_t *q)
             const float p = fabsf(row[i]) + fabsf(row[i + 1]);
             span = p > span ? p : span;
         }
-    if (!(amax > 0.0f)) return quant_channel(row, k, 1.0f, q);
-    const float lo = amax / 127.0f, hi = span / 127.0f;
-    if (hi <= lo * 1.0001f) return quant_channel(row, k, hi, q);
-    float best_s = hi;
-    double best = quant_channel_err(row, k, hi, q); /* never clips: the fallback */
-    int8_t *t = hs_malloc((size_t)k);
-    if (!t) return best_s;
-    for (int g = 0; g < QL_PAIR_GRID - 1; g++) {
-        const float s = lo * powf(hi / lo, (float)g / (float)(QL_PAIR_GRID - 1));
-        double e = quant_channel_err(row, k, s, t);
-        for (int i = 0; i + 1 < k; i += 2) {
-            const int a = t[i] < 0 ? -t[i] : t[i], b = t[i + 1] < 0 ? -t[i + 1] : t[i + 1];
-            if ((t[i] < 0) != (t[i + 1] < 0) || a + b <= 128) continue;
-            /* shrink |a| + |b| to 128: d0 + d1 = excess, split so the two residues stay even */
-            const int ex = a + b - 128;
-            const float va = fabsf(row[i]) / s, vb = fabsf(row[i + 1]) / s;
-            const float ra = (float)a - va, rb = (float)b - vb;
-            int d0 = (int)lroundf(((float)ex + ra - rb) * 0.5f);
-            d0 = d0 < 0 ? 0 : (d0 > ex ? ex : d0);
-            if (d0 > a) d0 = a;
-            if (ex - d0 > b) d0 = ex - b;
-            const int na = a - d0, nb = b - (ex - d0);
-            const double o0 = ((double)a - va) * s, o1 = ((double)b - vb) * s;
-            const double n0 = ((double)na - va) * s, n1 = ((double)nb - vb) * s;
-            e += n0 * n0 + n1 * n1 - o0 * o0 - o1 * o1;
-            t[i] = (int8_t)(t[i] < 0 ? -na : na);
-            t[i + 1] = (int8_t)(t[i + 1] < 0 ? -nb : nb);
-        }
-        if (e < best) {
-            best = e;
-            best_s = s;
-            memcpy(q, t, (size_t)k);
-        }
-    }
-    hs_free(t);
-    return best_s;
+    return span;
 }
 
 hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
@@ -435,9 +387,9 @@ hs_status hs__ql_weights_make(enum hs_dtype dtype, const float *w, int n, int k,
             float amax = 0.0f;
             for (int i = 0; i < k; i++)
                 amax = row[i] > amax ? row[i] : (-row[i] > amax ? -row[i] : amax);
-            const float sc = pairs ? quant_pairs_safe(row, k, amax, q + (size_t)j * k)
-                                   : quant_channel(row, k, amax > 0.0f ? amax / 127.0f : 1.0f,
-                                                   q + (size_t)j * k);
+            const float span = pairs ? pair_safe_span(row, k, amax) : amax;
+            const float sc = span > 0.0f ? span / 127.0f : 1.0f;
+            quant_channel(row, k, sc, q + (size_t)j * k);
             out->scale[j] = sc;
             int32_t sum = 0;
             for (int i = 0; i < k; i++) sum += q[(size_t)j * k + i];
@@ -694,16 +646,26 @@ static void quant_tail(const float *x, const float *mul, uint8_t *q, int from, i
     }
 }
 
+/* A quantizer's middle: the range, given the vector part's min and max over x[0, from), ends
+ * with the rest; then the row's parameters. A zero row is written out whole (every q the zero
+ * point 0): 1 then. */
+static int row_setup(const float *x, const float *mul, uint8_t *q, int from, int k, float mn,
+                     float mx, int u8, struct hs_qrow *r, float *inv, int *zp)
+{
+    range_tail(x, mul, from, k, &mn, &mx);
+    *r = row_params(mn, mx, u8, inv, zp);
+    if (r->s != 0.0f) return 0;
+    memset(q, 0, (size_t)k);
+    return 1;
+}
+
 /* The portable quantizer (hs__ql_quant_row, isa 0). */
 static struct hs_qrow quant_row(const float *x, const float *mul, uint8_t *q, int k, int u8)
 {
-    float mn = 0.0f, mx = 0.0f, inv;
+    struct hs_qrow r;
+    float inv;
     int zp;
-    range_tail(x, mul, 0, k, &mn, &mx);
-    const struct hs_qrow r = row_params(mn, mx, u8, &inv, &zp);
-    if (r.s == 0.0f)
-        memset(q, 0, (size_t)k);
-    else
+    if (!row_setup(x, mul, q, 0, k, 0.0f, 0.0f, u8, &r, &inv, &zp))
         quant_tail(x, mul, q, 0, k, inv, zp, u8);
     return r;
 }
@@ -733,16 +695,14 @@ quant_row_avx512(const float *x, const float *mul, uint8_t *q, int k, int u8)
         n0 = _mm512_min_ps(n0, a), m0 = _mm512_max_ps(m0, a);
     }
 #undef HS__LD
-    float mn = _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(n0, n1), _mm512_min_ps(n2, n3)));
-    float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
-    range_tail(x, mul, i, k, &mn, &mx);
+    const float mn =
+        _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(n0, n1), _mm512_min_ps(n2, n3)));
+    const float mx =
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    struct hs_qrow r;
     float inv;
     int zp;
-    const struct hs_qrow r = row_params(mn, mx, u8, &inv, &zp);
-    if (r.s == 0.0f) {
-        memset(q, 0, (size_t)k);
-        return r;
-    }
+    if (row_setup(x, mul, q, i, k, mn, mx, u8, &r, &inv, &zp)) return r;
     const __m512 vinv = _mm512_set1_ps(inv);
     /* 64 values a step: vpackssdw to int16, the zero point added there (saturating), and
      * vpackuswb (u8) or vpacksswb (s8), with one vpermd for the lane order */
@@ -791,19 +751,15 @@ quant_row_avx2(const float *x, const float *mul, uint8_t *q, int k, int u8)
     __m128 h = _mm_min_ps(_mm256_castps256_ps128(vmin), _mm256_extractf128_ps(vmin, 1));
     h = _mm_min_ps(h, _mm_movehl_ps(h, h));
     h = _mm_min_ss(h, _mm_shuffle_ps(h, h, 1));
-    float mn = _mm_cvtss_f32(h);
+    const float mn = _mm_cvtss_f32(h);
     h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-    float mx = _mm_cvtss_f32(h);
-    range_tail(x, mul, i, k, &mn, &mx);
+    const float mx = _mm_cvtss_f32(h);
+    struct hs_qrow r;
     float inv;
     int zp;
-    const struct hs_qrow r = row_params(mn, mx, u8, &inv, &zp);
-    if (r.s == 0.0f) {
-        memset(q, 0, (size_t)k);
-        return r;
-    }
+    if (row_setup(x, mul, q, i, k, mn, mx, u8, &r, &inv, &zp)) return r;
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i z16 = _mm256_set1_epi16((short)zp),
                   order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
