@@ -418,16 +418,32 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
             progress(&o, "activations: per tensor, static at percentile %.3f chosen", 100 * best_p);
     }
 
-    /* 2. each linear stage quantized alone */
+    /* 2. every stage quantized, on the held-out texts: with rank_lazily, a plan that meets the
+     * target there needs no ranking (it is most of the search: a pass over the calibration
+     * texts per stage, mostly in f32) */
     bool keep[HS_QUANT_MAX_STAGES];
+    memset(keep, 0, sizeof keep);
+    if ((s = embed(m, e, o.dtype, keep, texts, held, nh, got, err))) goto done;
+    compare(got, ref_h, nh, dim, &out->all_cos_min, &out->all_cos_mean);
+    out->final_cos_min = out->all_cos_min;
+    out->final_cos_mean = out->all_cos_mean;
+    progress(&o, "held-out with 0 stage(s) in f32: mean cos %.6f, min %.6f", out->all_cos_mean,
+             out->all_cos_min);
+    out->target_met = out->all_cos_min >= o.cos_min && out->all_cos_mean >= o.cos_mean;
+    const bool rank = !(o.rank_lazily && out->target_met);
+    if (!rank) progress(&o, "every stage int8 meets the target: the stages are not ranked");
+
+    /* 3. each linear stage quantized alone */
     int n_lin = 0;
     for (int i = 0; i < m->n_stages; i++) {
         if (!linear_stage(&m->stages[i])) continue;
-        for (int j = 0; j < m->n_stages; j++) keep[j] = linear_stage(&m->stages[j]) && j != i;
-        if ((s = embed(m, e, o.dtype, keep, texts, cal, nc, got, err))) goto done;
         struct hs_quant_stage *qs = &out->stages[n_lin++];
         qs->index = i;
         snprintf(qs->name, sizeof qs->name, "%s", m->stages[i].name);
+        qs->damage_mean = qs->cos_min = -1.0;
+        if (!rank) continue;
+        for (int j = 0; j < m->n_stages; j++) keep[j] = linear_stage(&m->stages[j]) && j != i;
+        if ((s = embed(m, e, o.dtype, keep, texts, cal, nc, got, err))) goto done;
         double mn, mean;
         compare(got, ref_c, nc, dim, &mn, &mean);
         qs->damage_mean = 1.0 - mean;
@@ -437,7 +453,7 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
     }
     out->n_stages = n_lin;
 
-    /* 3. all quantized, then the most damaging back to f32 until the held-out target holds */
+    /* 4. the most damaging back to f32, one at a time, until the held-out target holds */
     int order[HS_QUANT_MAX_STAGES];
     for (int i = 0; i < n_lin; i++) order[i] = i;
     for (int i = 0; i < n_lin; i++) /* by damage, worst first (mean, then worst case) */
@@ -452,27 +468,18 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
             }
         }
     memset(keep, 0, sizeof keep);
-    for (int step = 0; step <= n_lin; step++) {
-        if (step > 0) {
-            struct hs_quant_stage *qs = &out->stages[order[step - 1]];
-            qs->keep_f32 = true;
-            keep[qs->index] = true;
-        }
+    for (int step = 1; step <= n_lin && !out->target_met; step++) {
+        struct hs_quant_stage *qs = &out->stages[order[step - 1]];
+        qs->keep_f32 = true;
+        keep[qs->index] = true;
         if ((s = embed(m, e, o.dtype, keep, texts, held, nh, got, err))) goto done;
         double mn, mean;
         compare(got, ref_h, nh, dim, &mn, &mean);
-        if (step == 0) {
-            out->all_cos_min = mn;
-            out->all_cos_mean = mean;
-        }
         out->final_cos_min = mn;
         out->final_cos_mean = mean;
-        progress(&o, "held-out with %d stage(s) in f32%s%s: mean cos %.6f, min %.6f", step,
-                 step ? ", last " : "", step ? out->stages[order[step - 1]].name : "", mean, mn);
-        if (mn >= o.cos_min && mean >= o.cos_mean) {
-            out->target_met = true;
-            break;
-        }
+        progress(&o, "held-out with %d stage(s) in f32, last %s: mean cos %.6f, min %.6f", step,
+                 qs->name, mean, mn);
+        out->target_met = mn >= o.cos_min && mean >= o.cos_mean;
     }
     memcpy(out->plan.keep_f32, keep, sizeof keep);
 done:
@@ -600,9 +607,12 @@ hs_status hs_quant_write_plan(const struct hs_model *m, const struct hs_quant_re
     json_t *stages = json_array();
     for (int i = 0; i < r->n_stages; i++) {
         const struct hs_quant_stage *q = &r->stages[i];
-        json_array_append_new(stages, json_pack("{s:s, s:f, s:f, s:b}", "name", q->name,
-                                                "damage_mean", q->damage_mean, "cos_min",
-                                                q->cos_min, "keep_f32", q->keep_f32));
+        /* (not ranked: null) */
+        json_array_append_new(
+            stages, json_pack("{s:s, s:o, s:o, s:b}", "name", q->name, "damage_mean",
+                              q->damage_mean >= 0 ? json_real(q->damage_mean) : json_null(),
+                              "cos_min", q->cos_min >= 0 ? json_real(q->cos_min) : json_null(),
+                              "keep_f32", q->keep_f32));
     }
     json_object_set_new(root, "stages", stages);
     json_object_set_new(root, "smoothing",

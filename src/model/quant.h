@@ -41,6 +41,10 @@ struct hs_quant_opts {
     double cos_min;      /* target on the held-out texts; default 0.99 */
     double cos_mean;     /* default 0.998 */
     int heldout_every;   /* every Nth text is held out; default 3 */
+    /* rank the stages (each quantized alone) only when every stage quantized misses the target:
+     * for serve's quantize: auto, whose server start waits for the search. Unranked stages
+     * report damage_mean and cos_min -1 (not measured). */
+    bool rank_lazily;
     /* (optional) called with a line of progress text */
     void (*progress)(void *ctx, const char *line);
     void *progress_ctx;
@@ -49,8 +53,9 @@ struct hs_quant_opts {
 struct hs_quant_stage {
     int index; /* stage index in the model */
     char name[32];
-    double damage_mean; /* 1 - mean cosine with only this stage quantized (calibration part) */
-    double cos_min;     /* worst cosine with only this stage quantized */
+    double damage_mean; /* 1 - mean cosine with only this stage quantized (calibration part);
+                           -1: not measured (rank_lazily) */
+    double cos_min;     /* worst cosine with only this stage quantized; -1: not measured */
     bool keep_f32;
 };
 

@@ -176,8 +176,9 @@ static hs_status search(struct hs_model *m, const struct hs_quant_auto_opts *o, 
     }
     if (!s && !(r = hs_calloc(1, sizeof *r)))
         s = hs_error_set(err, HS_STATUS_NO_MEMORY, "quantize: out of memory");
+    /* (a server's start waits for this: the stages are ranked only when needed) */
     struct hs_quant_opts qo = {
-        .dtype = dt, .progress = o->progress, .progress_ctx = o->progress_ctx};
+        .dtype = dt, .progress = o->progress, .progress_ctx = o->progress_ctx, .rank_lazily = true};
     if (!s) s = hs_quant_search(m, e, (const char *const *)texts, n, &qo, r, err);
     if (!s) s = hs_quant_write_plan(m, r, dir, err);
     clear_smoothing(m); /* they point into the report: the plan is read back from dir */

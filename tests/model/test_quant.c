@@ -161,6 +161,62 @@ static void search_write_load_tiny(void **state)
     hs_engine_destroy(e);
 }
 
+/* rank_lazily (serve's quantize: auto): where every stage in int8 meets the target, no stage is
+ * ranked (damage not measured, written as null) and the plan keeps none in f32, the held-out
+ * figures those of the ranked search; where it misses, the stages are ranked as without it. The
+ * unranked plan's folder loads. */
+static void lazy_ranking_only_when_needed(void **state)
+{
+    (void)state;
+    struct hs_error err = {0};
+    hs_engine_t e = NULL;
+    assert_int_equal(hs_engine_create("cpu", NULL, &e, &err), 0);
+    if (!have_int8(e)) {
+        hs_engine_destroy(e);
+        skip();
+    }
+    struct hs_model *m = NULL;
+    assert_int_equal(hs_model_load(hs_test_path("tests/data/tiny-bert-cls"), &m, &err), 0);
+    int n = 0;
+    char **texts = calib_lines(36, &n);
+    struct hs_quant_report *ranked = calloc(1, sizeof *ranked), *lazy = calloc(1, sizeof *lazy);
+    assert_true(ranked && lazy);
+    struct hs_quant_opts qo = {.dtype = HS_DTYPE_I8, .cos_min = 0.5, .cos_mean = 0.5};
+    assert_int_equal(hs_quant_search(m, e, (const char *const *)texts, n, &qo, ranked, &err), 0);
+    qo.rank_lazily = true;
+    assert_int_equal(hs_quant_search(m, e, (const char *const *)texts, n, &qo, lazy, &err), 0);
+    assert_true(ranked->target_met && lazy->target_met);
+    assert_true(lazy->all_cos_min == ranked->all_cos_min);
+    assert_true(lazy->final_cos_mean == ranked->final_cos_mean);
+    assert_int_equal(lazy->n_stages, ranked->n_stages);
+    for (int i = 0; i < lazy->n_stages; i++) {
+        assert_true(ranked->stages[i].damage_mean >= 0);
+        assert_true(lazy->stages[i].damage_mean == -1.0 && lazy->stages[i].cos_min == -1.0);
+        assert_string_equal(lazy->stages[i].name, ranked->stages[i].name);
+        assert_false(lazy->stages[i].keep_f32);
+    }
+    const char *dir = tmp_dir("tiny-lazy");
+    rm_rf(dir);
+    assert_int_equal(hs_quant_write(m, lazy, dir, &err), 0);
+    struct hs_model *q = NULL;
+    if (hs_model_load(dir, &q, &err)) fail_msg("load the unranked plan: %s", err.msg);
+    assert_non_null(q->quant);
+    hs_model_free(q);
+    rm_rf(dir);
+    /* a target every stage in int8 misses: ranked all the same */
+    hs_quant_report_clear(lazy);
+    qo.cos_min = qo.cos_mean = 1.5;
+    assert_int_equal(hs_quant_search(m, e, (const char *const *)texts, n, &qo, lazy, &err), 0);
+    for (int i = 0; i < lazy->n_stages; i++) assert_true(lazy->stages[i].damage_mean >= 0);
+    hs_quant_report_clear(ranked);
+    hs_quant_report_clear(lazy);
+    free(ranked);
+    free(lazy);
+    free_lines(texts, n);
+    hs_model_free(m);
+    hs_engine_destroy(e);
+}
+
 /* Quantization at load (hs_quant_auto) on a copy of the tiny model: the built-in calibration set
  * is the committed file; the plan is searched once and written into the (writable) folder, the
  * model then computes exactly what a later load of the folder computes, and that later load's
@@ -328,6 +384,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(search_write_load_tiny),
+        cmocka_unit_test(lazy_ranking_only_when_needed),
         cmocka_unit_test(quantize_at_load_tiny),
         cmocka_unit_test(malformed_plans_are_refused),
         cmocka_unit_test(quantized_minilm_meets_golden_target),
