@@ -76,21 +76,30 @@ static void embed(const struct hs_model *m, hs_engine_t e, enum hs_dtype dt, cha
     hs_executor_free(x);
 }
 
+/* The searches' common start: a CPU engine (the test skips where it has no fast int8), the tiny
+ * model and 36 calibration texts. */
+static void tiny_setup(hs_engine_t *e, struct hs_model **m, char ***texts, int *n)
+{
+    struct hs_error err = {0};
+    assert_int_equal(hs_engine_create("cpu", NULL, e, &err), 0);
+    if (!have_int8(*e)) {
+        hs_engine_destroy(*e);
+        skip();
+    }
+    assert_int_equal(hs_model_load(hs_test_path("tests/data/tiny-bert-cls"), m, &err), 0);
+    *texts = calib_lines(36, n);
+    assert_int_equal(*n, 36);
+}
+
 static void search_write_load_tiny(void **state)
 {
     (void)state;
     struct hs_error err = {0};
     hs_engine_t e = NULL;
-    assert_int_equal(hs_engine_create("cpu", NULL, &e, &err), 0);
-    if (!have_int8(e)) {
-        hs_engine_destroy(e);
-        skip();
-    }
     struct hs_model *m = NULL;
-    assert_int_equal(hs_model_load(hs_test_path("tests/data/tiny-bert-cls"), &m, &err), 0);
+    char **texts = NULL;
     int n = 0;
-    char **texts = calib_lines(36, &n);
-    assert_int_equal(n, 36);
+    tiny_setup(&e, &m, &texts, &n);
     struct hs_quant_report *r = calloc(1, sizeof *r);
     struct hs_quant_opts qo = {.dtype = HS_DTYPE_I8, .cos_min = 0.999, .cos_mean = 0.9995};
     if (hs_quant_search(m, e, (const char *const *)texts, n, &qo, r, &err))
@@ -170,15 +179,10 @@ static void lazy_ranking_only_when_needed(void **state)
     (void)state;
     struct hs_error err = {0};
     hs_engine_t e = NULL;
-    assert_int_equal(hs_engine_create("cpu", NULL, &e, &err), 0);
-    if (!have_int8(e)) {
-        hs_engine_destroy(e);
-        skip();
-    }
     struct hs_model *m = NULL;
-    assert_int_equal(hs_model_load(hs_test_path("tests/data/tiny-bert-cls"), &m, &err), 0);
+    char **texts = NULL;
     int n = 0;
-    char **texts = calib_lines(36, &n);
+    tiny_setup(&e, &m, &texts, &n);
     struct hs_quant_report *ranked = calloc(1, sizeof *ranked), *lazy = calloc(1, sizeof *lazy);
     assert_true(ranked && lazy);
     struct hs_quant_opts qo = {.dtype = HS_DTYPE_I8, .cos_min = 0.5, .cos_mean = 0.5};
