@@ -431,7 +431,7 @@ hs_status hs_quant_search(struct hs_model *m, hs_engine_t e, const char *const *
              out->all_cos_min);
     out->target_met = out->all_cos_min >= o.cos_min && out->all_cos_mean >= o.cos_mean;
     const bool rank = !(o.rank_lazily && out->target_met);
-    if (!rank) progress(&o, "every stage int8 meets the target: the stages are not ranked");
+    if (!rank) progress(&o, "every stage quantized meets the target: the stages are not ranked");
 
     /* 3. each linear stage quantized alone */
     int n_lin = 0;
